@@ -1,0 +1,47 @@
+# NCCL headers: the ones shipped with the CUDA toolkit unless NCCL_INCLUDE_DIR is given.
+find_package(CUDAToolkit QUIET)
+set(_nccl_hints ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include /usr/include /usr/local/include)
+find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_nccl_hints} DOC "folder holding nccl.h")
+if(NOT NCCL_INCLUDE_DIR)
+  message(FATAL_ERROR "nccl.h not found: install the CUDA toolkit's NCCL or pass -DNCCL_INCLUDE_DIR=")
+endif()
+file(STRINGS ${NCCL_INCLUDE_DIR}/nccl.h _nccl_ver REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
+message(STATUS "NCCL headers: ${NCCL_INCLUDE_DIR}/nccl.h (${_nccl_ver})")
+
+# The real libnccl.so.2 used by tests that compare against it; the library itself finds it at run time.
+get_filename_component(_nccl_root ${NCCL_INCLUDE_DIR} DIRECTORY)
+find_library(NCCL_REAL_LIBRARY NAMES libnccl.so.2 nccl
+  HINTS ${CUDAToolkit_LIBRARY_DIR} ${_nccl_root}/lib ${_nccl_root}/lib64 /usr/local/cuda/lib64 /usr/local/cuda/lib
+  DOC "real libnccl.so.2 for tests")
+message(STATUS "real NCCL for tests: ${NCCL_REAL_LIBRARY}")
+
+find_path(CJSON_INCLUDE_DIR cjson/cJSON.h)
+find_library(CJSON_LIBRARY cjson)
+if(NOT CJSON_INCLUDE_DIR OR NOT CJSON_LIBRARY)
+  message(FATAL_ERROR "cJSON not found: apt-get install libcjson-dev")
+endif()
+
+find_path(IBVERBS_INCLUDE_DIR infiniband/verbs.h)
+find_library(IBVERBS_LIBRARY ibverbs)
+
+set(THREADS_PREFER_PTHREAD_FLAG ON)
+find_package(Threads REQUIRED)
+set(SHUNT_SYSTEM_LIBS ${CMAKE_DL_LIBS} Threads::Threads m)
+
+# GPU code is optional: without nvcc the host parts still build.
+set(SHUNT_HAVE_CUDA OFF)
+if(SHUNT_ENABLE_CUDA)
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+      if(CUDAToolkit_VERSION VERSION_GREATER_EQUAL 12.8)
+        list(APPEND CMAKE_CUDA_ARCHITECTURES 100)
+      endif()
+    endif()
+    enable_language(CUDA)
+    set(SHUNT_HAVE_CUDA ON)
+  endif()
+endif()
+message(STATUS "GPU code: ${SHUNT_HAVE_CUDA}")

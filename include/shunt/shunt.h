@@ -1,0 +1,23 @@
+/* shunt's own public interface, beside the NCCL API it exports.
+ *
+ * For tools and for applications that embed shunt and want to report what it is using. */
+#ifndef SHUNT_SHUNT_H
+#define SHUNT_SHUNT_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* shunt's version, e.g. "0.1.0". */
+const char* shuntVersion(void);
+
+/* The real NCCL that calls are forwarded to: its absolute path and version code. Loads it
+ * if that has not happened yet. Returns 0 on success; -1 when there is none, with *path set
+ * to the reason (naming every file tried) and *version to 0. */
+int shuntRealNccl(const char** path, int* version);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

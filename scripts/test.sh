@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds shunt and runs every test: the normal build, the AddressSanitizer + UBSan build of
+# the host tests, the shipped-plan regeneration check and, when clang is present, a bounded
+# fuzzing run. GPU tests skip themselves (exit 77) where there is no GPU.
+#   scripts/test.sh            everything
+#   SHUNT_TEST_QUICK=1 scripts/test.sh   normal build only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc 2>/dev/null || echo 2)
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "build (RelWithDebInfo) in build/"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$jobs"
+step "tests"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+if [ "${SHUNT_TEST_QUICK:-0}" = 1 ]; then exit 0; fi
+
+step "build with AddressSanitizer + UBSan in build-asan/"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSHUNT_SANITIZE=ON -DSHUNT_ENABLE_CUDA=OFF >/dev/null
+cmake --build build-asan -j"$jobs"
+step "tests under sanitizers"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE gpu
+
+if [ -f scripts/gen_plans.py ]; then
+  step "shipped plans match their generator"
+  python3 scripts/gen_plans.py --check
+fi
+
+if [ -x scripts/fuzz.sh ] && command -v clang >/dev/null; then
+  step "fuzzing the plan parser (${SHUNT_FUZZ_SECONDS:-60} s)"
+  scripts/fuzz.sh "${SHUNT_FUZZ_SECONDS:-60}"
+fi
+step "all tests passed"

@@ -1,0 +1,19 @@
+/* shunt's own public calls (include/shunt/shunt.h). */
+#include "shunt/shunt.h"
+
+#include "api/export.h"
+#include "fallback/real_nccl.h"
+
+SHUNT_EXPORT const char* shuntVersion(void) { return SHUNT_VERSION; }
+
+SHUNT_EXPORT int shuntRealNccl(const char** path, int* version) {
+  const struct shunt_real_nccl* real = shunt_real_nccl();
+  if (!real) {
+    if (path) *path = shunt_real_nccl_error();
+    if (version) *version = 0;
+    return -1;
+  }
+  if (path) *path = real->path;
+  if (version) *version = real->version;
+  return 0;
+}

@@ -1,0 +1,17 @@
+/* What a call answers when the real NCCL cannot serve it. */
+#ifndef SHUNT_API_UNAVAILABLE_H
+#define SHUNT_API_UNAVAILABLE_H
+
+#include <nccl.h>
+
+#include "fallback/real_nccl.h"
+
+/* Logs why `name` cannot be forwarded (no real library, or the loaded one lacks the
+ * function) and returns the matching error code: ncclSystemError or ncclInvalidUsage. */
+ncclResult_t shunt_unavailable(const char* name, const struct shunt_real_nccl* real);
+
+/* Remembers that the real library reported a failure, so ncclGetLastError prefers its text
+ * over an older shunt message. */
+void shunt_note_real_failure(void);
+
+#endif

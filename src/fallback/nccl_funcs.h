@@ -1,0 +1,145 @@
+/* The NCCL functions shunt exports, as an X-macro list.
+ *
+ * Every entry is exported as nccl<Name> and pnccl<Name> with NCCL's exact prototype and has a
+ * slot in the forwarding table of the real library. The set is the union of what the NCCL
+ * 2.28 binary exports and what the nccl.h used for the build declares; entries newer than the
+ * build's headers are compiled only when those headers declare them.
+ *
+ *   R(who, name, params, args)             returns ncclResult_t
+ *   S(who, ret, name, params, args, fail)  returns another type; `fail` is returned when the
+ *                                          real library cannot serve the call
+ *   V(who, name, params, args)             returns void
+ *
+ * `who` is F when the export is a pure pass-through generated from this list, O when shunt
+ * implements the function itself (src/api/) and uses the table only to reach NCCL.
+ */
+#ifndef SHUNT_FALLBACK_NCCL_FUNCS_H
+#define SHUNT_FALLBACK_NCCL_FUNCS_H
+
+#include <nccl.h>
+
+#include "fallback/nccl_device_abi.h"
+
+#define SHUNT_NCCL_CORE_FUNCS(R, S, V)                                                                     \
+  R(F, ncclMemAlloc, (void** ptr, size_t size), (ptr, size))                                                  \
+  R(F, ncclMemFree, (void* ptr), (ptr))                                                                       \
+  R(O, ncclGetVersion, (int* version), (version))                                                             \
+  R(F, ncclGetUniqueId, (ncclUniqueId * uniqueId), (uniqueId))                                                \
+  R(F, ncclCommInitRankConfig, (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config), \
+    (comm, nranks, commId, rank, config))                                                                  \
+  R(F, ncclCommInitRank, (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank), (comm, nranks, commId, rank)) \
+  R(F, ncclCommInitAll, (ncclComm_t * comm, int ndev, const int* devlist), (comm, ndev, devlist))             \
+  R(F, ncclCommFinalize, (ncclComm_t comm), (comm))                                                           \
+  R(F, ncclCommDestroy, (ncclComm_t comm), (comm))                                                            \
+  R(F, ncclCommAbort, (ncclComm_t comm), (comm))                                                              \
+  R(F, ncclCommRevoke, (ncclComm_t comm, int revokeFlags), (comm, revokeFlags))                               \
+  R(F, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config),      \
+    (comm, color, key, newcomm, config))                                                                   \
+  R(F, ncclCommShrink,                                                                                        \
+    (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, \
+     int shrinkFlags),                                                                                     \
+    (comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags))                             \
+  R(F, ncclCommInitRankScalable,                                                                              \
+    (ncclComm_t * newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config),  \
+    (newcomm, nranks, myrank, nId, commIds, config))                                                       \
+  S(O, const char*, ncclGetErrorString, (ncclResult_t result), (result), "unknown result code")               \
+  S(O, const char*, ncclGetLastError, (ncclComm_t comm), (comm), "")                                          \
+  V(F, ncclResetDebugInit, (void), ())                                                                        \
+  R(F, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * asyncError), (comm, asyncError))               \
+  R(F, ncclCommCount, (const ncclComm_t comm, int* count), (comm, count))                                     \
+  R(F, ncclCommCuDevice, (const ncclComm_t comm, int* device), (comm, device))                                \
+  R(F, ncclCommUserRank, (const ncclComm_t comm, int* rank), (comm, rank))                                    \
+  R(F, ncclCommRegister, (const ncclComm_t comm, void* buff, size_t size, void** handle), (comm, buff, size, handle)) \
+  R(F, ncclCommDeregister, (const ncclComm_t comm, void* handle), (comm, handle))                             \
+  R(F, ncclCommWindowRegister, (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags),   \
+    (comm, buff, size, win, winFlags))                                                                     \
+  R(F, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win), (comm, win))                            \
+  R(F, ncclRedOpCreatePreMulSum,                                                                              \
+    (ncclRedOp_t * op, void* scalar, ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm), \
+    (op, scalar, datatype, residence, comm))                                                               \
+  R(F, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm), (op, comm))                                       \
+  R(F, ncclReduce,                                                                                            \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, \
+     ncclComm_t comm, cudaStream_t stream),                                                                \
+    (sendbuff, recvbuff, count, datatype, op, root, comm, stream))                                         \
+  R(F, ncclBcast, (void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream), \
+    (buff, count, datatype, root, comm, stream))                                                           \
+  R(F, ncclBroadcast,                                                                                         \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
+     cudaStream_t stream),                                                                                 \
+    (sendbuff, recvbuff, count, datatype, root, comm, stream))                                             \
+  R(F, ncclAllReduce,                                                                                         \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, \
+     cudaStream_t stream),                                                                                 \
+    (sendbuff, recvbuff, count, datatype, op, comm, stream))                                               \
+  R(F, ncclReduceScatter,                                                                                     \
+    (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,      \
+     ncclComm_t comm, cudaStream_t stream),                                                                \
+    (sendbuff, recvbuff, recvcount, datatype, op, comm, stream))                                           \
+  R(F, ncclAllGather,                                                                                         \
+    (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,     \
+     cudaStream_t stream),                                                                                 \
+    (sendbuff, recvbuff, sendcount, datatype, comm, stream))                                               \
+  R(F, ncclAlltoAll,                                                                                          \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,         \
+     cudaStream_t stream),                                                                                 \
+    (sendbuff, recvbuff, count, datatype, comm, stream))                                                   \
+  R(F, ncclGather,                                                                                            \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
+     cudaStream_t stream),                                                                                 \
+    (sendbuff, recvbuff, count, datatype, root, comm, stream))                                             \
+  R(F, ncclScatter,                                                                                           \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
+     cudaStream_t stream),                                                                                 \
+    (sendbuff, recvbuff, count, datatype, root, comm, stream))                                             \
+  R(F, ncclSend,                                                                                              \
+    (const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream), \
+    (sendbuff, count, datatype, peer, comm, stream))                                                       \
+  R(F, ncclRecv,                                                                                              \
+    (void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream), \
+    (recvbuff, count, datatype, peer, comm, stream))                                                       \
+  R(F, ncclGroupStart, (void), ())                                                                            \
+  R(F, ncclGroupEnd, (void), ())                                                                              \
+  R(F, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo), (simInfo))
+
+/* Host functions of the device API (nccl_device/ headers, C++ headers; types from nccl_device_abi.h). */
+#define SHUNT_NCCL_DEVICE_FUNCS(R, S, V)                                                                   \
+  R(F, ncclDevCommCreate, (ncclComm_t comm, ncclDevCommRequirements_t const* reqs, ncclDevComm_t* outDevComm),  \
+    (comm, reqs, outDevComm))                                                                              \
+  R(F, ncclDevCommDestroy, (ncclComm_t comm, ncclDevComm_t const* devComm), (comm, devComm))                 \
+  S(F, ncclTeam_t, ncclTeamWorld, (ncclComm_t comm), (comm), shunt_team_none)                                 \
+  S(F, ncclTeam_t, ncclTeamLsa, (ncclComm_t comm), (comm), shunt_team_none)                                   \
+  S(F, ncclTeam_t, ncclTeamRail, (ncclComm_t comm), (comm), shunt_team_none)                                  \
+  S(F, int, ncclTeamRankToWorld, (ncclComm_t comm, ncclTeam_t team, int rank), (comm, team, rank), -1)        \
+  S(F, int, ncclTeamRankToLsa, (ncclComm_t comm, ncclTeam_t team, int rank), (comm, team, rank), -1)          \
+  R(F, ncclLsaBarrierCreateRequirement,                                                                       \
+    (ncclTeam_t team, int nBarriers, ncclLsaBarrierHandle_t* outHandle, ncclDevResourceRequirements_t* outReq), \
+    (team, nBarriers, outHandle, outReq))                                                                  \
+  S(F, int, ncclLLA2ACalcSlots, (int maxElts, int maxEltSize), (maxElts, maxEltSize), -1)                     \
+  R(F, ncclLLA2ACreateRequirement,                                                                            \
+    (int nBlocks, int nSlots, ncclLLA2AHandle_t* outHandle, ncclDevResourceRequirements_t* outReq),        \
+    (nBlocks, nSlots, outHandle, outReq))                                                                  \
+  R(F, ncclGinBarrierCreateRequirement,                                                                       \
+    (ncclComm_t comm, ncclTeam_t team, int nBarriers, ncclGinBarrierHandle_t* outHandle,                   \
+     ncclDevResourceRequirements_t* outReq),                                                               \
+    (comm, team, nBarriers, outHandle, outReq))
+
+/* Exported by the real library without a pnccl twin and without a declaration in nccl.h. */
+#define SHUNT_NCCL_INTERNAL_FUNCS(R, S, V) V(O, ncclResetDebugInitInternal, (void), ())
+
+/* Declarations for the functions no C header of NCCL declares. */
+#define SHUNT_DECL_R(who, name, params, args) ncclResult_t name params; ncclResult_t p##name params;
+#define SHUNT_DECL_S(who, ret, name, params, args, fail) ret name params; ret p##name params;
+#define SHUNT_DECL_V(who, name, params, args) void name params;
+SHUNT_NCCL_DEVICE_FUNCS(SHUNT_DECL_R, SHUNT_DECL_S, SHUNT_DECL_V)
+SHUNT_NCCL_INTERNAL_FUNCS(SHUNT_DECL_R, SHUNT_DECL_S, SHUNT_DECL_V)
+#undef SHUNT_DECL_R
+#undef SHUNT_DECL_S
+#undef SHUNT_DECL_V
+
+#define SHUNT_NCCL_ALL_FUNCS(R, S, V) \
+  SHUNT_NCCL_CORE_FUNCS(R, S, V)      \
+  SHUNT_NCCL_DEVICE_FUNCS(R, S, V)    \
+  SHUNT_NCCL_INTERNAL_FUNCS(R, S, V)
+
+#endif
