@@ -5,6 +5,15 @@ find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_nccl_hints} DOC "folder holding nccl.
 if(NOT NCCL_INCLUDE_DIR)
   message(FATAL_ERROR "nccl.h not found: install the CUDA toolkit's NCCL or pass -DNCCL_INCLUDE_DIR=")
 endif()
+# nccl.h includes cuda_runtime.h; when NCCL's headers live apart from the toolkit's (a
+# distribution package in /usr/include, say), the toolkit's folder is needed too.
+if(NOT EXISTS ${NCCL_INCLUDE_DIR}/cuda_runtime.h)
+  find_path(SHUNT_CUDART_INCLUDE_DIR cuda_runtime.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+  if(NOT SHUNT_CUDART_INCLUDE_DIR)
+    message(FATAL_ERROR "cuda_runtime.h (needed by nccl.h) not found: install the CUDA toolkit")
+  endif()
+  include_directories(SYSTEM ${SHUNT_CUDART_INCLUDE_DIR})
+endif()
 file(STRINGS ${NCCL_INCLUDE_DIR}/nccl.h _nccl_ver REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
 message(STATUS "NCCL headers: ${NCCL_INCLUDE_DIR}/nccl.h (${_nccl_ver})")
 
