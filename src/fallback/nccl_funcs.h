@@ -20,6 +20,16 @@
 
 #include "fallback/nccl_device_abi.h"
 
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 28, 0)
+#error "shunt is built against nccl.h from NCCL 2.28 or newer"
+#endif
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 28, 7)
+/* Added in 2.28.7; exported all the same so that a newer real library's function is
+ * reachable through a shunt built with older 2.28 headers. */
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
+ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
+#endif
+
 #define SHUNT_NCCL_CORE_FUNCS(R, S, V)                                                                     \
   R(F, ncclMemAlloc, (void** ptr, size_t size), (ptr, size))                                                  \
   R(F, ncclMemFree, (void* ptr), (ptr))                                                                       \
