@@ -22,7 +22,7 @@ soname=$(readelf -d "$libdir/libshunt.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p'
 [ "$soname" = libnccl.so.2 ] || { echo "soname is '$soname', not libnccl.so.2"; fail=1; }
 # The installed tool must find the installed library through its RPATH.
 out=$("$prefix/bin/shunt-info")
-ldd "$prefix/bin/shunt-info" | grep -q "libnccl.so.2 => $libdir/shunt/" ||
+ldd "$prefix/bin/shunt-info" | grep -qE "libnccl.so.2 => $prefix/(bin/\.\./)?lib[^ ]*/shunt/" ||
   { echo "installed shunt-info does not load the installed library:"; ldd "$prefix/bin/shunt-info"; fail=1; }
 echo "$out" | grep -q "^shunt:" || { echo "installed shunt-info did not run: $out"; fail=1; }
 grep -q "Libs: .*-lshunt" "$libdir/pkgconfig/shunt.pc" || { echo "pkg-config file lacks -lshunt"; fail=1; }
