@@ -3,6 +3,7 @@
 #include <nccl.h>
 
 #include "api/export.h"
+#include "api/handles.h"
 #include "api/unavailable.h"
 #include "fallback/nccl_funcs.h"
 #include "fallback/real_nccl.h"
@@ -39,6 +40,31 @@
     real->name args;                                                        \
   }                                                                         \
   SHUNT_ALIAS(name, void, params)
+/* As F, but a communicator that shunt made alone never reaches NCCL. */
+#define SHUNT_FWD_R_FC(name, params, args)                                  \
+  SHUNT_EXPORT ncclResult_t p##name params {                                \
+    if (__builtin_expect(shunt_handle_is_own(comm), 0)) return shunt_own_handle_unsupported(#name); \
+    const struct shunt_real_nccl* real = shunt_real_nccl();                 \
+    if (__builtin_expect(!real || !real->name, 0)) return shunt_unavailable(#name, real); \
+    ncclResult_t rc = real->name args;                                      \
+    if (__builtin_expect(rc != ncclSuccess && rc != ncclInProgress, 0)) shunt_note_real_failure(); \
+    return rc;                                                              \
+  }                                                                         \
+  SHUNT_ALIAS(name, ncclResult_t, params)
+#define SHUNT_FWD_S_FC(ret, name, params, args, fail)                       \
+  SHUNT_EXPORT ret p##name params {                                         \
+    if (__builtin_expect(shunt_handle_is_own(comm), 0)) {                   \
+      (void)shunt_own_handle_unsupported(#name);                            \
+      return fail;                                                          \
+    }                                                                       \
+    const struct shunt_real_nccl* real = shunt_real_nccl();                 \
+    if (__builtin_expect(!real || !real->name, 0)) {                        \
+      (void)shunt_unavailable(#name, real);                                 \
+      return fail;                                                          \
+    }                                                                       \
+    return real->name args;                                                 \
+  }                                                                         \
+  SHUNT_ALIAS(name, ret, params)
 #define SHUNT_FWD_R_O(name, params, args)
 #define SHUNT_FWD_S_O(ret, name, params, args, fail)
 #define SHUNT_FWD_V_O(name, params, args)

@@ -17,4 +17,11 @@ ncclResult_t shunt_unavailable(const char* name, const struct shunt_real_nccl* r
   return ncclInvalidUsage;
 }
 
+ncclResult_t shunt_own_handle_unsupported(const char* name) {
+  SHUNT_WARN("%s: this communicator has no NCCL communicator behind it (SHUNT_FALLBACK=0, or NCCL could not "
+             "make one), and shunt does not serve this call itself",
+             name);
+  return ncclInvalidUsage;
+}
+
 void shunt_note_real_failure(void) { shunt_real_failure_mark = shunt_last_error_seq() + 1; }

@@ -10,6 +10,9 @@
  * function) and returns the matching error code: ncclSystemError or ncclInvalidUsage. */
 ncclResult_t shunt_unavailable(const char* name, const struct shunt_real_nccl* real);
 
+/* Logs that `name` cannot take a communicator shunt made without NCCL; ncclInvalidUsage. */
+ncclResult_t shunt_own_handle_unsupported(const char* name);
+
 /* Remembers that the real library reported a failure, so ncclGetLastError prefers its text
  * over an older shunt message. */
 void shunt_note_real_failure(void);

@@ -10,8 +10,10 @@
  *                                          real library cannot serve the call
  *   V(who, name, params, args)             returns void
  *
- * `who` is F when the export is a pure pass-through generated from this list, O when shunt
- * implements the function itself (src/api/) and uses the table only to reach NCCL.
+ * `who` is F when the export is a pure pass-through generated from this list, FC when it is
+ * a pass-through whose parameter `comm` must first be checked (a communicator that shunt made
+ * without NCCL is never handed to NCCL), O when shunt implements the function itself
+ * (src/api/) and uses the table only to reach NCCL.
  */
 #ifndef SHUNT_FALLBACK_NCCL_FUNCS_H
 #define SHUNT_FALLBACK_NCCL_FUNCS_H
@@ -39,13 +41,13 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
     (comm, nranks, commId, rank, config))                                                                  \
   R(F, ncclCommInitRank, (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank), (comm, nranks, commId, rank)) \
   R(F, ncclCommInitAll, (ncclComm_t * comm, int ndev, const int* devlist), (comm, ndev, devlist))             \
-  R(F, ncclCommFinalize, (ncclComm_t comm), (comm))                                                           \
-  R(F, ncclCommDestroy, (ncclComm_t comm), (comm))                                                            \
-  R(F, ncclCommAbort, (ncclComm_t comm), (comm))                                                              \
-  R(F, ncclCommRevoke, (ncclComm_t comm, int revokeFlags), (comm, revokeFlags))                               \
-  R(F, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config),      \
+  R(FC, ncclCommFinalize, (ncclComm_t comm), (comm))                                                           \
+  R(FC, ncclCommDestroy, (ncclComm_t comm), (comm))                                                            \
+  R(FC, ncclCommAbort, (ncclComm_t comm), (comm))                                                              \
+  R(FC, ncclCommRevoke, (ncclComm_t comm, int revokeFlags), (comm, revokeFlags))                               \
+  R(FC, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config),      \
     (comm, color, key, newcomm, config))                                                                   \
-  R(F, ncclCommShrink,                                                                                        \
+  R(FC, ncclCommShrink,                                                                                        \
     (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, \
      int shrinkFlags),                                                                                     \
     (comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags))                             \
@@ -55,57 +57,57 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
   S(O, const char*, ncclGetErrorString, (ncclResult_t result), (result), "unknown result code")               \
   S(O, const char*, ncclGetLastError, (ncclComm_t comm), (comm), "")                                          \
   V(F, ncclResetDebugInit, (void), ())                                                                        \
-  R(F, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * asyncError), (comm, asyncError))               \
-  R(F, ncclCommCount, (const ncclComm_t comm, int* count), (comm, count))                                     \
-  R(F, ncclCommCuDevice, (const ncclComm_t comm, int* device), (comm, device))                                \
-  R(F, ncclCommUserRank, (const ncclComm_t comm, int* rank), (comm, rank))                                    \
-  R(F, ncclCommRegister, (const ncclComm_t comm, void* buff, size_t size, void** handle), (comm, buff, size, handle)) \
-  R(F, ncclCommDeregister, (const ncclComm_t comm, void* handle), (comm, handle))                             \
-  R(F, ncclCommWindowRegister, (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags),   \
+  R(FC, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * asyncError), (comm, asyncError))               \
+  R(FC, ncclCommCount, (const ncclComm_t comm, int* count), (comm, count))                                     \
+  R(FC, ncclCommCuDevice, (const ncclComm_t comm, int* device), (comm, device))                                \
+  R(FC, ncclCommUserRank, (const ncclComm_t comm, int* rank), (comm, rank))                                    \
+  R(FC, ncclCommRegister, (const ncclComm_t comm, void* buff, size_t size, void** handle), (comm, buff, size, handle)) \
+  R(FC, ncclCommDeregister, (const ncclComm_t comm, void* handle), (comm, handle))                             \
+  R(FC, ncclCommWindowRegister, (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags),   \
     (comm, buff, size, win, winFlags))                                                                     \
-  R(F, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win), (comm, win))                            \
-  R(F, ncclRedOpCreatePreMulSum,                                                                              \
+  R(FC, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win), (comm, win))                            \
+  R(FC, ncclRedOpCreatePreMulSum,                                                                              \
     (ncclRedOp_t * op, void* scalar, ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm), \
     (op, scalar, datatype, residence, comm))                                                               \
-  R(F, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm), (op, comm))                                       \
-  R(F, ncclReduce,                                                                                            \
+  R(FC, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm), (op, comm))                                       \
+  R(FC, ncclReduce,                                                                                            \
     (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, \
      ncclComm_t comm, cudaStream_t stream),                                                                \
     (sendbuff, recvbuff, count, datatype, op, root, comm, stream))                                         \
-  R(F, ncclBcast, (void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream), \
+  R(FC, ncclBcast, (void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream), \
     (buff, count, datatype, root, comm, stream))                                                           \
-  R(F, ncclBroadcast,                                                                                         \
+  R(FC, ncclBroadcast,                                                                                         \
     (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
      cudaStream_t stream),                                                                                 \
     (sendbuff, recvbuff, count, datatype, root, comm, stream))                                             \
-  R(F, ncclAllReduce,                                                                                         \
+  R(FC, ncclAllReduce,                                                                                         \
     (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, \
      cudaStream_t stream),                                                                                 \
     (sendbuff, recvbuff, count, datatype, op, comm, stream))                                               \
-  R(F, ncclReduceScatter,                                                                                     \
+  R(FC, ncclReduceScatter,                                                                                     \
     (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,      \
      ncclComm_t comm, cudaStream_t stream),                                                                \
     (sendbuff, recvbuff, recvcount, datatype, op, comm, stream))                                           \
-  R(F, ncclAllGather,                                                                                         \
+  R(FC, ncclAllGather,                                                                                         \
     (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,     \
      cudaStream_t stream),                                                                                 \
     (sendbuff, recvbuff, sendcount, datatype, comm, stream))                                               \
-  R(F, ncclAlltoAll,                                                                                          \
+  R(FC, ncclAlltoAll,                                                                                          \
     (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,         \
      cudaStream_t stream),                                                                                 \
     (sendbuff, recvbuff, count, datatype, comm, stream))                                                   \
-  R(F, ncclGather,                                                                                            \
+  R(FC, ncclGather,                                                                                            \
     (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
      cudaStream_t stream),                                                                                 \
     (sendbuff, recvbuff, count, datatype, root, comm, stream))                                             \
-  R(F, ncclScatter,                                                                                           \
+  R(FC, ncclScatter,                                                                                           \
     (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
      cudaStream_t stream),                                                                                 \
     (sendbuff, recvbuff, count, datatype, root, comm, stream))                                             \
-  R(F, ncclSend,                                                                                              \
+  R(FC, ncclSend,                                                                                              \
     (const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream), \
     (sendbuff, count, datatype, peer, comm, stream))                                                       \
-  R(F, ncclRecv,                                                                                              \
+  R(FC, ncclRecv,                                                                                              \
     (void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream), \
     (recvbuff, count, datatype, peer, comm, stream))                                                       \
   R(F, ncclGroupStart, (void), ())                                                                            \
@@ -114,14 +116,14 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
 
 /* Host functions of the device API (nccl_device/ headers, C++ headers; types from nccl_device_abi.h). */
 #define SHUNT_NCCL_DEVICE_FUNCS(R, S, V)                                                                   \
-  R(F, ncclDevCommCreate, (ncclComm_t comm, ncclDevCommRequirements_t const* reqs, ncclDevComm_t* outDevComm),  \
+  R(FC, ncclDevCommCreate, (ncclComm_t comm, ncclDevCommRequirements_t const* reqs, ncclDevComm_t* outDevComm),  \
     (comm, reqs, outDevComm))                                                                              \
-  R(F, ncclDevCommDestroy, (ncclComm_t comm, ncclDevComm_t const* devComm), (comm, devComm))                 \
-  S(F, ncclTeam_t, ncclTeamWorld, (ncclComm_t comm), (comm), shunt_team_none)                                 \
-  S(F, ncclTeam_t, ncclTeamLsa, (ncclComm_t comm), (comm), shunt_team_none)                                   \
-  S(F, ncclTeam_t, ncclTeamRail, (ncclComm_t comm), (comm), shunt_team_none)                                  \
-  S(F, int, ncclTeamRankToWorld, (ncclComm_t comm, ncclTeam_t team, int rank), (comm, team, rank), -1)        \
-  S(F, int, ncclTeamRankToLsa, (ncclComm_t comm, ncclTeam_t team, int rank), (comm, team, rank), -1)          \
+  R(FC, ncclDevCommDestroy, (ncclComm_t comm, ncclDevComm_t const* devComm), (comm, devComm))                 \
+  S(FC, ncclTeam_t, ncclTeamWorld, (ncclComm_t comm), (comm), shunt_team_none)                                 \
+  S(FC, ncclTeam_t, ncclTeamLsa, (ncclComm_t comm), (comm), shunt_team_none)                                   \
+  S(FC, ncclTeam_t, ncclTeamRail, (ncclComm_t comm), (comm), shunt_team_none)                                  \
+  S(FC, int, ncclTeamRankToWorld, (ncclComm_t comm, ncclTeam_t team, int rank), (comm, team, rank), -1)        \
+  S(FC, int, ncclTeamRankToLsa, (ncclComm_t comm, ncclTeam_t team, int rank), (comm, team, rank), -1)          \
   R(F, ncclLsaBarrierCreateRequirement,                                                                       \
     (ncclTeam_t team, int nBarriers, ncclLsaBarrierHandle_t* outHandle, ncclDevResourceRequirements_t* outReq), \
     (team, nBarriers, outHandle, outReq))                                                                  \
@@ -129,7 +131,7 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
   R(F, ncclLLA2ACreateRequirement,                                                                            \
     (int nBlocks, int nSlots, ncclLLA2AHandle_t* outHandle, ncclDevResourceRequirements_t* outReq),        \
     (nBlocks, nSlots, outHandle, outReq))                                                                  \
-  R(F, ncclGinBarrierCreateRequirement,                                                                       \
+  R(FC, ncclGinBarrierCreateRequirement,                                                                       \
     (ncclComm_t comm, ncclTeam_t team, int nBarriers, ncclGinBarrierHandle_t* outHandle,                   \
      ncclDevResourceRequirements_t* outReq),                                                               \
     (comm, team, nBarriers, outHandle, outReq))

@@ -119,6 +119,9 @@ static ncclResult_t expect_rc;
     fnm();                                                                  \
     CHECK_MSG(strcmp(last_call()->name, #fnm) == 0, "%s not forwarded", #fnm); \
   } while (0);
+#define T_R_FC T_R_F
+#define T_S_FC T_S_F
+#define T_V_FC T_V_F
 #define T_R_O(fnm, params, args)
 #define T_S_O(ret, fnm, params, args, fail)
 #define T_V_O(fnm, params, args)
