@@ -1,6 +1,8 @@
 /* What forwarding costs: ncclCommCount called through libshunt (which forwards to the NCCL
  * test double) against the same function of the double called directly.
- * Run: SHUNT_NCCL_LIB=build/tests/fakenccl/libfakenccl.so build/bench/forward/forward_bench [calls] */
+ * Run: SHUNT_NCCL_LIB=build/tests/fakenccl/libfakenccl.so build/bench/forward/forward_bench [calls]
+ * or with SHUNT_NCCL_LIB=build/bench/forward/libnull_nccl.so, an NCCL whose ncclCommCount does
+ * nothing, so that the difference is forwarding alone. */
 #include <dlfcn.h>
 #include <nccl.h>
 #include <stdio.h>

@@ -1,0 +1,56 @@
+/* Static checks of a parsed plan. A plan with any error here must never reach selection.
+ *
+ * Promises: every error names the file, the JSON path and the reason; checks never stop at
+ * the first error (up to SHUNT_PLAN_ERRORS_MAX are kept). Pure functions of the plan.
+ *
+ * shunt_plan_check covers:
+ * - structure: gpus[i].id == i, threadblocks[k].id == k, at least one GPU and threadblock,
+ *   min_message_size <= max_message_size, same chunk counts on every GPU and counts that fit
+ *   the collective (allreduce/alltoall: input == output; allgather: output == input * ranks;
+ *   reducescatter: input == output * ranks), not both input and output chunk counts zero;
+ * - channels: peers in range and not the GPU itself, switch groups valid; threadblock channel
+ *   and remote-buffer tables point at existing entries of the right access type; every
+ *   remote buffer is reached through a channel of its access type to its rank;
+ * - ops: operands of the kinds the op takes (plan-format.md §5.3), channel ids and remote
+ *   buffer ids within the threadblock's tables, chunk index + size within the buffer
+ *   (input_chunks, output_chunks, scratch_chunks of the owning rank), packet ops only in LL
+ *   plans and only on scratch packets, semaphore ids in range, one reduce_op per plan;
+ * - encoding limits (plan-format.md §9): 16 channels and 16 remote buffers per type per
+ *   block, 8 channel ids and 10 src/dst entries per op, 64 ops per block (pipeline bodies
+ *   included), 16 barrier ids, 16 semaphore ids per op, 1..1024 threads per block, pipeline
+ *   unit sizes below 2^32, buffer_alignment a positive multiple of 16;
+ * - balance per execution: for every channel pair (the k-th channel of a type from rank a to
+ *   b pairs with the k-th from b to a) as many signals as waits; per semaphore as many
+ *   acquires as releases; barriers joined by exactly num_threadblocks blocks. Ops inside a
+ *   pipeline are counted per pipeline shape (unit_size, num_chunks).
+ * - the threadblock count against opts->max_threadblocks (0: no limit).
+ *
+ * shunt_plan_check_races is separate (plan-format.md §5.5): within one threadblock, an op
+ * that reads, sends or signals data that an earlier op wrote, or uses data after a wait or
+ * sem_acquire, with no nop or barrier in between. */
+#ifndef SHUNT_PLAN_CHECK_H
+#define SHUNT_PLAN_CHECK_H
+
+#include "plan/error.h"
+#include "plan/plan.h"
+
+struct shunt_check_opts {
+  uint32_t max_threadblocks; /* the backend's limit on blocks per plan; 0 = no limit */
+};
+
+/* Returns the number of errors found (also appended to errs). */
+unsigned shunt_plan_check(const struct shunt_plan* p, const struct shunt_check_opts* opts,
+                          struct shunt_plan_errors* errs);
+unsigned shunt_plan_check_races(const struct shunt_plan* p, struct shunt_plan_errors* errs);
+
+/* Executor encoding limits (plan-format.md §9). */
+#define SHUNT_PLAN_MAX_CHANNELS_PER_TYPE 16
+#define SHUNT_PLAN_MAX_REMOTE_PER_TYPE 16
+#define SHUNT_PLAN_MAX_CHANNELS_PER_OP 8
+#define SHUNT_PLAN_MAX_ENTRIES_PER_OP 10
+#define SHUNT_PLAN_MAX_OPS_PER_BLOCK 64
+#define SHUNT_PLAN_MAX_BARRIERS 16
+#define SHUNT_PLAN_MAX_SEMAPHORES_PER_OP 16
+#define SHUNT_PLAN_MAX_THREADS 1024
+
+#endif

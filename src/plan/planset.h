@@ -1,0 +1,127 @@
+/* PlanSet: every plan of a folder, parsed and checked once, with effective size ranges, and
+ * the lookup that picks a plan for a call.
+ *
+ * Loading promises:
+ * - Only "*.json" files not starting with '.', in byte-wise sorted name order, so every
+ *   rank sees the same set in the same order. Each file is read once (later changes on disk
+ *   do not matter). A file that fails to parse or check is kept as a REJECTED entry with
+ *   its first error as the reason (all its errors go to the error list); the others load.
+ * - Duplicates: a plan with the same collective, name, rank count and in-place mode as an
+ *   earlier file is rejected.
+ * - A tuning file (opts.tuning_path) overrides ranges or disables plans; each entry keeps
+ *   its effective range and where it came from ("plan file" or "FILE:LINE").
+ * - Overlapping effective ranges of plans that could serve the same call are reported with a
+ *   WARN at load. The rule that resolves them: the plan with the narrowest range
+ *   (max - min) wins, then the smaller file name.
+ * - shunt_planset_hash is a stable 64-bit hash of file names, contents, status and
+ *   effective ranges (FNV-1a over a fixed little-endian serialisation).
+ *
+ * Selection promises (shunt_planset_select): allocates nothing, takes no lock, reads only
+ * the immutable set; safe from any thread. */
+#ifndef SHUNT_PLAN_PLANSET_H
+#define SHUNT_PLAN_PLANSET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "plan/error.h"
+#include "plan/plan.h"
+
+enum shunt_plan_status { SHUNT_PLAN_OK = 0, SHUNT_PLAN_REJECTED, SHUNT_PLAN_DISABLED };
+
+struct shunt_plan_entry {
+  const char* file;        /* base name, e.g. "allreduce_8r_ll.json" */
+  const char* path;        /* folder + name */
+  struct shunt_plan* plan; /* NULL when the file did not parse */
+  enum shunt_plan_status status;
+  const char* reason;            /* REJECTED/DISABLED: why; OK: "" */
+  uint64_t min_bytes, max_bytes; /* effective inclusive range */
+  const char* range_source;      /* "plan file" or "TUNING_FILE:LINE" */
+  uint64_t content_hash;         /* FNV-1a of the file's bytes (0 when unreadable) */
+};
+
+struct shunt_planset_opts {
+  const char* tuning_path;   /* NULL: no tuning file */
+  uint32_t max_threadblocks; /* backend limit passed to the checks; 0 = none */
+};
+
+struct shunt_planset;
+
+/* Loads dir. Always sets *out to a usable set (possibly empty) unless memory runs out.
+ * Returns 0 when the folder was read (some files may be rejected: see the entries and errs),
+ * -1 when the folder is missing or unreadable (one error in errs, empty set). */
+int shunt_planset_load(const char* dir, const struct shunt_planset_opts* opts, struct shunt_planset** out,
+                       struct shunt_plan_errors* errs);
+void shunt_planset_free(struct shunt_planset* ps);
+
+uint32_t shunt_planset_count(const struct shunt_planset* ps);
+const struct shunt_plan_entry* shunt_planset_entry(const struct shunt_planset* ps, uint32_t i);
+uint32_t shunt_planset_usable(const struct shunt_planset* ps); /* entries with status OK */
+uint64_t shunt_planset_hash(const struct shunt_planset* ps);
+
+/* The folder the library reads: SHUNT_PLAN_DIR, else MSCCLPP_EXECUTION_PLAN_DIR, else NULL. */
+const char* shunt_plan_dir_from_env(void);
+/* The tuning file: SHUNT_TUNING, else NULL. */
+const char* shunt_tuning_path_from_env(void);
+
+/* ---- selection ---- */
+
+/* Data types, with ncclDataType_t's values. */
+enum shunt_dtype {
+  SHUNT_DT_INT8 = 0,
+  SHUNT_DT_UINT8,
+  SHUNT_DT_INT32,
+  SHUNT_DT_UINT32,
+  SHUNT_DT_INT64,
+  SHUNT_DT_UINT64,
+  SHUNT_DT_FLOAT16,
+  SHUNT_DT_FLOAT32,
+  SHUNT_DT_FLOAT64,
+  SHUNT_DT_BFLOAT16,
+  SHUNT_DT_FP8E4M3,
+  SHUNT_DT_FP8E5M2,
+  SHUNT_DT_COUNT
+};
+/* Reduction ops: the first five with ncclRedOp_t's values; PREMULSUM stands for a user op
+ * the caller knows to be a PreMulSum; OTHER for anything else (never selected). */
+enum shunt_redop {
+  SHUNT_REDOP_SUM = 0,
+  SHUNT_REDOP_PROD,
+  SHUNT_REDOP_MAX,
+  SHUNT_REDOP_MIN,
+  SHUNT_REDOP_AVG,
+  SHUNT_REDOP_PREMULSUM,
+  SHUNT_REDOP_OTHER
+};
+
+struct shunt_select_query {
+  enum shunt_coll coll; /* ALLREDUCE or ALLGATHER (others are never selected) */
+  uint32_t nranks;
+  uint32_t ranks_per_node; /* 0: unknown */
+  bool inplace;            /* see shunt_select_inplace */
+  enum shunt_dtype dtype;
+  enum shunt_redop op; /* allreduce only */
+  uint64_t bytes;      /* allreduce: count * size; allgather: total output bytes */
+};
+
+struct shunt_selection {
+  const struct shunt_plan_entry* entry; /* NULL: no plan */
+  bool scale;                           /* AVG / PREMULSUM: each contribution is scaled once, then summed */
+  const char* why_not;                  /* entry == NULL: a static string saying why */
+};
+
+/* Picks the plan for a call: collective, rank count, ranks per node (a plan without a
+ * constraint matches any), in-place mode, dtype/op support, min <= bytes <= max (inclusive),
+ * the alignment and chunk divisibility the plan needs, and the 32-bit offsets of the device
+ * encoding. Among matches: narrowest range, then file name. */
+struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
+                                            const struct shunt_select_query* q);
+
+/* NCCL's in-place rule (nccl-abi.md §10): allreduce send == recv; allgather
+ * send == recv + rank * per-rank bytes. */
+bool shunt_select_inplace(enum shunt_coll coll, const void* send, const void* recv, uint32_t rank,
+                          uint64_t per_rank_bytes);
+/* Bytes of one element, 0 for an unknown type. */
+uint32_t shunt_dtype_size(enum shunt_dtype t);
+
+#endif

@@ -1,0 +1,57 @@
+/* The PlanSet's layout, shared by loading (planset.c) and lookup (select.c). */
+#ifndef SHUNT_PLAN_PLANSET_INTERNAL_H
+#define SHUNT_PLAN_PLANSET_INTERNAL_H
+
+#include "plan/arena.h"
+#include "plan/planset.h"
+
+/* What the lookup needs of one usable plan, packed for a linear scan. */
+struct sel_entry {
+  uint64_t min, max; /* effective range */
+  /* Every size condition is folded into the call's byte count (total output bytes for
+   * allgather) at load, so a lookup does at most one division:
+   * bytes % quantum == 0 (alignment x chunk counts, x ranks for allgather's send side;
+   * a mask when quantum is a power of two) and bytes <= max_enc (32-bit device offsets,
+   * 16-bit pipeline counters). quantum 0: no size fits. */
+  uint64_t quantum;
+  uint64_t qmask; /* quantum - 1 when quantum is a power of two, else 0 */
+  uint64_t max_enc;
+  uint32_t rpn;   /* 0: any */
+  uint32_t entry; /* index into entries */
+  uint8_t redop;  /* enum shunt_plan_redop */
+};
+
+/* Plans of one (collective, rank count, in-place) key, in priority order. */
+struct bucket {
+  uint64_t key; /* bucket_key(coll, nranks, inplace) */
+  uint32_t coll, nranks, inplace;
+  uint32_t start, count; /* range of sel */
+};
+
+static inline uint32_t slot_of(uint64_t key, uint32_t bits) {
+  return (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> (64 - bits));
+}
+
+static inline uint64_t bucket_key(uint32_t coll, uint32_t nranks, bool inplace) {
+  return ((uint64_t)coll << 40) | ((uint64_t)nranks << 1) | (inplace ? 1u : 0u);
+}
+
+struct shunt_planset {
+  struct shunt_plan_entry* entries;
+  uint32_t n;
+  uint32_t usable;
+  struct sel_entry* sel;
+  struct bucket* buckets;
+  uint32_t nbuckets;
+  /* Open-addressing table: bucket key -> bucket index + 1 (0: empty); a power of two at
+   * least twice the bucket count, so a lookup usually probes once. */
+  uint32_t* slots;
+  uint32_t slot_bits;
+  uint64_t hash;
+  struct shunt_arena* strings;
+};
+
+/* Builds sel and buckets from the OK entries and WARNs about overlaps (select.c). */
+bool planset_index(struct shunt_planset* ps);
+
+#endif

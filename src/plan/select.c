@@ -1,0 +1,263 @@
+/* Plan lookup. Load time builds, per (collective, rank count, in-place) key, a packed array
+ * of the usable plans in priority order (narrowest range, then file name); a lookup finds
+ * the key by binary search and returns the first plan that accepts the call. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/planset_internal.h"
+#include "util/log.h"
+
+uint32_t shunt_dtype_size(enum shunt_dtype t) {
+  switch (t) {
+    case SHUNT_DT_INT8:
+    case SHUNT_DT_UINT8:
+    case SHUNT_DT_FP8E4M3:
+    case SHUNT_DT_FP8E5M2:
+      return 1;
+    case SHUNT_DT_FLOAT16:
+    case SHUNT_DT_BFLOAT16:
+      return 2;
+    case SHUNT_DT_INT32:
+    case SHUNT_DT_UINT32:
+    case SHUNT_DT_FLOAT32:
+      return 4;
+    case SHUNT_DT_INT64:
+    case SHUNT_DT_UINT64:
+    case SHUNT_DT_FLOAT64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+bool shunt_select_inplace(enum shunt_coll coll, const void* send, const void* recv, uint32_t rank,
+                          uint64_t per_rank_bytes) {
+  if (coll == SHUNT_COLL_ALLGATHER)
+    return (uintptr_t)send == (uintptr_t)recv + (uintptr_t)rank * (uintptr_t)per_rank_bytes;
+  return send == recv;
+}
+
+/* a * b, or 0 when it does not fit (0 then means "never"). */
+static uint64_t mul_or_0(uint64_t a, uint64_t b) {
+  return (a && b > UINT64_MAX / a) ? 0 : a * b;
+}
+
+static uint64_t gcd64(uint64_t a, uint64_t b) {
+  while (b) {
+    uint64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* Least common multiple, 0 when it overflows or either is 0. */
+static uint64_t lcm_or_0(uint64_t a, uint64_t b) {
+  if (!a || !b) return 0;
+  return mul_or_0(a / gcd64(a, b), b);
+}
+
+static void fill_sel(const struct shunt_plan_entry* e, uint32_t idx, struct sel_entry* s) {
+  const struct shunt_plan* p = e->plan;
+  s->min = e->min_bytes;
+  s->max = e->max_bytes;
+  s->entry = idx;
+  s->redop = (uint8_t)p->reduce_op;
+  s->rpn = p->ranks_per_node;
+  uint64_t in = p->gpus[0].input_chunks, out = p->gpus[0].output_chunks, a = p->buffer_alignment;
+  /* Total bytes -> send bytes: allgather sends bytes / nranks; others send all of it. */
+  uint64_t div = p->coll == SHUNT_COLL_ALLGATHER ? p->ngpus : 1;
+  uint64_t q_send = mul_or_0(mul_or_0(a, in ? in : 1), div), q_recv = mul_or_0(a, out ? out : 1);
+  s->quantum = lcm_or_0(q_send, q_recv);
+  s->qmask = (s->quantum && !(s->quantum & (s->quantum - 1))) ? s->quantum - 1 : 0;
+  /* Device offsets are 32-bit: the largest buffer, in chunks, times the chunk must fit. */
+  uint64_t units = 1;
+  for (uint32_t r = 0; r < p->ngpus; r++) {
+    const struct shunt_plan_gpu* g = &p->gpus[r];
+    uint64_t sc = (uint64_t)g->scratch_chunks * (p->ll ? 2 : 1) * (p->use_double_scratch_buffer ? 2 : 1);
+    if (g->input_chunks > units) units = g->input_chunks;
+    if (g->output_chunks > units) units = g->output_chunks;
+    if (sc > units) units = sc;
+  }
+  uint64_t max_chunk = UINT32_MAX / units;
+  /* Pipeline iteration counters are 16-bit: ceil(num_chunks * chunk / unit_size) < 2^16. */
+  for (uint32_t r = 0; r < p->ngpus; r++)
+    for (uint32_t b = 0; b < p->gpus[r].nthreadblocks; b++) {
+      const struct shunt_plan_threadblock* tb = &p->gpus[r].threadblocks[b];
+      for (uint32_t i = 0; i < tb->nops; i++) {
+        const struct shunt_plan_op* o = &tb->ops[i];
+        if (o->type != SHUNT_OP_PIPELINE || !o->num_chunks) continue;
+        uint64_t lim = mul_or_0(o->unit_size, 65535);
+        if (!lim) continue;
+        lim /= o->num_chunks;
+        if (lim < max_chunk) max_chunk = lim;
+      }
+    }
+  /* chunk = send / in (or recv / out) <= max_chunk, expressed on total bytes. */
+  uint64_t per = in ? mul_or_0(in, div) : out;
+  uint64_t m = mul_or_0(max_chunk + 1, per);
+  s->max_enc = m ? m - 1 : UINT64_MAX;
+}
+
+static int cmp_prio(const void* x, const void* y, const struct shunt_planset* ps) {
+  const struct sel_entry *a = x, *b = y;
+  const struct shunt_plan *pa = ps->entries[a->entry].plan, *pb = ps->entries[b->entry].plan;
+  if (pa->coll != pb->coll) return pa->coll < pb->coll ? -1 : 1;
+  if (pa->ngpus != pb->ngpus) return pa->ngpus < pb->ngpus ? -1 : 1;
+  if (pa->inplace != pb->inplace) return pa->inplace < pb->inplace ? -1 : 1;
+  uint64_t wa = a->max - a->min, wb = b->max - b->min;
+  if (wa != wb) return wa < wb ? -1 : 1;
+  return strcmp(ps->entries[a->entry].file, ps->entries[b->entry].file);
+}
+
+/* qsort has no context argument in C11: insertion sort (load time, a few hundred plans). */
+static void sort_sel(struct shunt_planset* ps, uint32_t n) {
+  for (uint32_t i = 1; i < n; i++) {
+    struct sel_entry t = ps->sel[i];
+    uint32_t j = i;
+    while (j > 0 && cmp_prio(&ps->sel[j - 1], &t, ps) > 0) {
+      ps->sel[j] = ps->sel[j - 1];
+      j--;
+    }
+    ps->sel[j] = t;
+  }
+}
+
+static bool redops_overlap(uint8_t a, uint8_t b) {
+  bool sa = a <= SHUNT_PLAN_REDOP_SUM, sb = b <= SHUNT_PLAN_REDOP_SUM;
+  return (sa && sb) || a == b;
+}
+
+static void warn_overlaps(const struct shunt_planset* ps, const struct bucket* bk) {
+  for (uint32_t i = 0; i < bk->count; i++)
+    for (uint32_t j = i + 1; j < bk->count; j++) {
+      const struct sel_entry *a = &ps->sel[bk->start + i], *b = &ps->sel[bk->start + j];
+      if (a->max < b->min || b->max < a->min) continue;
+      if (a->rpn && b->rpn && a->rpn != b->rpn) continue;
+      if (bk->coll == SHUNT_COLL_ALLREDUCE && !redops_overlap(a->redop, b->redop)) continue;
+      uint64_t lo = a->min > b->min ? a->min : b->min, hi = a->max < b->max ? a->max : b->max;
+      SHUNT_WARN(
+          "plans %s and %s overlap for %s on %u ranks (%s) at sizes %llu..%llu; %s wins there "
+          "(narrowest range, then file name)",
+          ps->entries[a->entry].file, ps->entries[b->entry].file, shunt_coll_name((enum shunt_coll)bk->coll),
+          bk->nranks, bk->inplace ? "in-place" : "out-of-place", (unsigned long long)lo,
+          (unsigned long long)hi, ps->entries[a->entry].file);
+    }
+}
+
+bool planset_index(struct shunt_planset* ps) {
+  uint32_t n = 0;
+  ps->sel = calloc(ps->usable ? ps->usable : 1, sizeof(*ps->sel));
+  ps->buckets = calloc(ps->usable ? ps->usable : 1, sizeof(*ps->buckets));
+  if (!ps->sel || !ps->buckets) return false;
+  for (uint32_t i = 0; i < ps->n; i++)
+    if (ps->entries[i].status == SHUNT_PLAN_OK) fill_sel(&ps->entries[i], i, &ps->sel[n++]);
+  sort_sel(ps, n);
+  for (uint32_t i = 0; i < n; i++) {
+    const struct shunt_plan* p = ps->entries[ps->sel[i].entry].plan;
+    struct bucket* last = ps->nbuckets ? &ps->buckets[ps->nbuckets - 1] : NULL;
+    if (!last || last->coll != (uint32_t)p->coll || last->nranks != p->ngpus || last->inplace != p->inplace) {
+      last = &ps->buckets[ps->nbuckets++];
+      *last = (struct bucket){
+          bucket_key((uint32_t)p->coll, p->ngpus, p->inplace), (uint32_t)p->coll, p->ngpus, p->inplace, i, 0};
+    }
+    last->count++;
+  }
+  ps->slot_bits = 3;
+  while ((1u << ps->slot_bits) < 2 * ps->nbuckets) ps->slot_bits++;
+  ps->slots = calloc(1u << ps->slot_bits, sizeof(*ps->slots));
+  if (!ps->slots) return false;
+  uint32_t mask = (1u << ps->slot_bits) - 1;
+  for (uint32_t b = 0; b < ps->nbuckets; b++) {
+    uint32_t h = slot_of(ps->buckets[b].key, ps->slot_bits);
+    while (ps->slots[h]) h = (h + 1) & mask;
+    ps->slots[h] = b + 1;
+  }
+  for (uint32_t b = 0; b < ps->nbuckets; b++) warn_overlaps(ps, &ps->buckets[b]);
+  return true;
+}
+
+static bool is_float(enum shunt_dtype t) {
+  return t == SHUNT_DT_FLOAT16 || t == SHUNT_DT_FLOAT32 || t == SHUNT_DT_FLOAT64 || t == SHUNT_DT_BFLOAT16 ||
+         t == SHUNT_DT_FP8E4M3 || t == SHUNT_DT_FP8E5M2;
+}
+
+/* A plan whose ops name no reduce_op other than sum combines each contribution once and so
+ * serves sum, prod, min and max alike (and avg/PreMulSum by scaling); a plan naming another
+ * reduce_op serves exactly that op. This maps a call's op to the plan reduce_op it needs. */
+static const uint8_t redop_exact[SHUNT_REDOP_OTHER] = {
+    [SHUNT_REDOP_SUM] = SHUNT_PLAN_REDOP_SUM, [SHUNT_REDOP_PROD] = SHUNT_PLAN_REDOP_PROD,
+    [SHUNT_REDOP_MAX] = SHUNT_PLAN_REDOP_MAX, [SHUNT_REDOP_MIN] = SHUNT_PLAN_REDOP_MIN,
+    [SHUNT_REDOP_AVG] = SHUNT_PLAN_REDOP_SUM, [SHUNT_REDOP_PREMULSUM] = SHUNT_PLAN_REDOP_SUM,
+};
+
+struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
+                                            const struct shunt_select_query* q) {
+  struct shunt_selection res = {NULL, false, NULL};
+  if (q->coll != SHUNT_COLL_ALLREDUCE && q->coll != SHUNT_COLL_ALLGATHER) {
+    res.why_not = "collective not served by plans";
+    return res;
+  }
+  if ((unsigned)q->dtype >= SHUNT_DT_COUNT) {
+    res.why_not = "unknown data type";
+    return res;
+  }
+  uint8_t need = SHUNT_PLAN_REDOP_NONE;
+  if (q->coll == SHUNT_COLL_ALLREDUCE) {
+    if ((unsigned)q->op >= SHUNT_REDOP_OTHER) {
+      res.why_not = "reduction op not computed by plans";
+      return res;
+    }
+    if (q->op == SHUNT_REDOP_AVG && !is_float(q->dtype)) {
+      res.why_not = "avg on an integer type is not exact by scaling";
+      return res;
+    }
+    need = redop_exact[q->op];
+    res.scale = q->op == SHUNT_REDOP_AVG || q->op == SHUNT_REDOP_PREMULSUM;
+  }
+  if (q->coll == SHUNT_COLL_ALLGATHER && q->nranks == 0) {
+    res.why_not = "no ranks";
+    return res;
+  }
+  /* Find the key. */
+  uint64_t key = bucket_key((uint32_t)q->coll, q->nranks, q->inplace);
+  const struct bucket* bk = NULL;
+  if (ps && ps->slots) {
+    uint32_t mask = (1u << ps->slot_bits) - 1;
+    for (uint32_t h = slot_of(key, ps->slot_bits); ps->slots[h]; h = (h + 1) & mask)
+      if (ps->buckets[ps->slots[h] - 1].key == key) {
+        bk = &ps->buckets[ps->slots[h] - 1];
+        break;
+      }
+  }
+  if (!bk) {
+    res.why_not = "no plan for this collective, rank count and in-place mode";
+    return res;
+  }
+  res.why_not = "no plan's size range holds this size";
+  const struct sel_entry* s = &ps->sel[bk->start];
+  for (uint32_t i = 0; i < bk->count; i++, s++) {
+    if (q->bytes < s->min || q->bytes > s->max) continue;
+    if (s->rpn && q->ranks_per_node != s->rpn) {
+      res.why_not = "plans for this size need another number of ranks per node";
+      continue;
+    }
+    if (q->coll == SHUNT_COLL_ALLREDUCE && s->redop > SHUNT_PLAN_REDOP_SUM && s->redop != need) {
+      res.why_not = "plans for this size serve another reduction op";
+      continue;
+    }
+    if (!s->quantum || (s->qmask ? (q->bytes & s->qmask) : (q->bytes % s->quantum))) {
+      res.why_not = "size not a multiple of the plan's alignment times its chunk count";
+      continue;
+    }
+    if (q->bytes > s->max_enc) {
+      res.why_not = "size exceeds the executor's 32-bit offsets or 16-bit pipeline counters";
+      continue;
+    }
+    res.entry = &ps->entries[s->entry];
+    res.why_not = NULL;
+    return res;
+  }
+  res.scale = false;
+  return res;
+}

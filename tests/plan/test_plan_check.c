@@ -1,0 +1,236 @@
+/* Static checks and the race checker: the base plan passes; each plan broken on purpose is
+ * caught with the right JSON path and reason. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/check.h"
+#include "plan/check.h"
+#include "plan/parse.h"
+#include "plan_test_util.h"
+
+enum which { STATIC, RACES };
+
+static void dump(const struct shunt_plan_errors* e) {
+  for (uint32_t i = 0; i < e->n; i++) fprintf(stderr, "  got: %s: %s\n", e->v[i].path, e->v[i].reason);
+}
+
+/* Frees text. */
+static void expect(char* text, enum which w, uint32_t max_tbs, const char* path, const char* reason,
+                   int line) {
+  struct shunt_plan_errors e = {0};
+  struct shunt_plan* p = shunt_plan_parse(text, strlen(text), "broken.json", &e);
+  CHECK_MSG(p != NULL, "line %d: parse failed: %s: %s", line, e.n ? e.v[0].path : "",
+            e.n ? e.v[0].reason : "");
+  if (p) {
+    struct shunt_check_opts o = {.max_threadblocks = max_tbs};
+    unsigned n = w == STATIC ? shunt_plan_check(p, &o, &e) : shunt_plan_check_races(p, &e);
+    bool found = false;
+    for (uint32_t i = 0; i < e.n; i++)
+      if (strstr(e.v[i].path, path) && strstr(e.v[i].reason, reason) &&
+          strcmp(e.v[i].file, "broken.json") == 0)
+        found = true;
+    CHECK_MSG(n > 0 && found, "line %d: expected an error at '%s' containing '%s'", line, path, reason);
+    if (!found) dump(&e);
+  }
+  shunt_plan_free(p);
+  shunt_plan_errors_free(&e);
+  free(text);
+}
+#define EXPECT(text, path, reason) expect((text), STATIC, 0, (path), (reason), __LINE__)
+#define EXPECT_RACE(text, path, reason) expect((text), RACES, 0, (path), (reason), __LINE__)
+
+static char* B(void) {
+  return base_plan(NULL);
+}
+
+static void test_base_passes(void) {
+  char* s = B();
+  struct shunt_plan_errors e = {0};
+  struct shunt_plan* p = shunt_plan_parse(s, strlen(s), "base.json", &e);
+  CHECK(p != NULL);
+  if (p) {
+    CHECK_EQ_INT(shunt_plan_check(p, NULL, &e), 0);
+    CHECK_EQ_INT(shunt_plan_check_races(p, &e), 0);
+    dump(&e);
+  }
+  shunt_plan_free(p);
+  shunt_plan_errors_free(&e);
+  free(s);
+}
+
+static void test_structure(void) {
+  EXPECT(edit(B(), "{\"id\": 1, \"input", "{\"id\": 0, \"input", 1), "gpus[1].id",
+         "does not match its position");
+  EXPECT(edit(B(), "{\"id\": 1, \"channels\": []", "{\"id\": 5, \"channels\": []", 2),
+         "gpus[1].threadblocks[1].id", "does not match");
+  EXPECT(edit(edit(B(), "\"max_message_size\": 18446744073709551615", "\"max_message_size\": 10", 1),
+              "\"min_message_size\": 0", "\"min_message_size\": 11", 1),
+         "min_message_size", "greater");
+  EXPECT(edit(B(), "\"output_chunks\": 2", "\"output_chunks\": 4", 0), "gpus[0].output_chunks",
+         "input_chunks == output_chunks");
+  EXPECT(edit(B(), "\"collective\": \"allreduce\"", "\"collective\": \"allgather\"", 1),
+         "gpus[0].output_chunks", "output_chunks == input_chunks * ranks");
+  EXPECT(
+      edit(B(), "\"input_chunks\": 2, \"output_chunks\": 2", "\"input_chunks\": 0, \"output_chunks\": 0", 1),
+      "gpus[0]", "both 0");
+  EXPECT(edit(B(), "\"output_chunks\": 2", "\"output_chunks\": 3", 2), "gpus[1]", "differ from gpus[0]");
+  EXPECT(edit(B(), "\"num_threads_per_block\": 1024", "\"num_threads_per_block\": 2048", 1),
+         "num_threads_per_block", "allowed 1..1024");
+  EXPECT(edit(B(), "\"buffer_alignment\": 16", "\"buffer_alignment\": 12", 1), "buffer_alignment",
+         "multiple of 16");
+  /* Threadblock count limit of the backend. */
+  expect(B(), STATIC, 1, "gpus[0].threadblocks", "at most 1 co-resident", __LINE__);
+}
+
+static void test_refs(void) {
+  /* Chunk index beyond the buffer: local input has 2 chunks. */
+  EXPECT(edit(B(), "\"type\": \"i\", \"index\": 1, \"size\": 1}],",
+              "\"type\": \"i\", \"index\": 2, \"size\": 1}],", 1),
+         "gpus[0].threadblocks[0].ops[0].src_buff[0].index", "outside local buffer 'i'");
+  /* Size beyond the end. */
+  EXPECT(edit(B(), "\"type\": \"o\", \"index\": 1, \"size\": 1}",
+              "\"type\": \"o\", \"index\": 1, \"size\": 2}", 1),
+         "gpus[1].threadblocks[0].ops[5].dst_buff[0].index", "chunks [1, 3)");
+  /* Remote scratch of the peer has 1 chunk. */
+  EXPECT(edit(B(), "\"buffer_id\": 0, \"index\": 0, \"size\": 1",
+              "\"buffer_id\": 0, \"index\": 1, \"size\": 1", 1),
+         "gpus[0].threadblocks[0].ops[0].dst_buff[0].index", "outside remote buffer 's' of rank 1");
+  EXPECT(edit(B(), "\"buffer_id\": 0, \"index\": 0, \"size\": 1",
+              "\"buffer_id\": 0, \"index\": 0, \"size\": 0", 1),
+         "dst_buff[0].size", "size 0");
+  /* Channel id outside the threadblock's table. */
+  EXPECT(edit(B(), "{\"name\": \"signal\", \"channel_ids\": [0]",
+              "{\"name\": \"signal\", \"channel_ids\": [1]", 1),
+         "gpus[0].threadblocks[0].ops[2].channel_ids[0]", "outside the threadblock's memory channels");
+  /* The threadblock table names a channel the GPU does not declare. */
+  EXPECT(edit(B(), "\"channel_ids\": [0]}],", "\"channel_ids\": [0, 4]}],", 1),
+         "gpus[0].threadblocks[0].channels", "memory channel id 4 does not exist");
+  /* Remote buffer id outside the table, and a table entry beyond the GPU's list. */
+  EXPECT(edit(B(), "\"buffer_id\": 0", "\"buffer_id\": 2", 1), "ops[0].dst_buff[0].buffer_id",
+         "outside the threadblock's memory remote_buffer_refs");
+  EXPECT(edit(B(), "\"remote_buffer_ids\": [0]", "\"remote_buffer_ids\": [3]", 1),
+         "gpus[0].threadblocks[0].remote_buffer_refs", "remote buffer id 3 does not exist");
+  /* A remote buffer reached over a channel type the GPU has no channel of. */
+  EXPECT(edit(B(), "\"access_channel_types\": [\"memory\"]",
+              "\"access_channel_types\": [\"memory\", \"port\"]", 1),
+         "gpus[0].remote_buffers[0]", "declares no port channel to rank 1");
+  EXPECT(edit(B(), "\"access_channel_type\": \"memory\"", "\"access_channel_type\": \"port\"", 1),
+         "gpus[0].threadblocks[0].remote_buffer_refs", "access_channel_types lack it");
+  /* Peers. */
+  EXPECT(edit(B(), "\"connected_to\": [1]", "\"connected_to\": [7]", 1),
+         "gpus[0].channels[0].connected_to[0]", "peer 7 is not a rank");
+  EXPECT(edit(B(), "\"connected_to\": [1]", "\"connected_to\": [0]", 1),
+         "gpus[0].channels[0].connected_to[0]", "channel to itself");
+  EXPECT(edit(B(), "\"rank\": 1, \"type\": \"s\"", "\"rank\": 9, \"type\": \"s\"", 1),
+         "gpus[0].remote_buffers[0]", "rank 9 is not a rank");
+  /* Operand kinds. */
+  EXPECT(edit(B(), "\"dst_buff\": [{\"buffer_id\": 0, \"index\": 0, \"size\": 1}]",
+              "\"dst_buff\": [{\"type\": \"o\", \"index\": 0, \"size\": 1}]", 1),
+         "ops[0].dst_buff[0]", "put takes a remote buffer");
+  EXPECT(edit(B(),
+              "\"name\": \"re\", \"src_buff\": [{\"type\": \"i\", \"index\": 1, \"size\": 1}, {\"type\": "
+              "\"s\", \"index\": 0, \"size\": 1}]",
+              "\"name\": \"re\", \"src_buff\": []", 1),
+         "ops[5].src_buff", "re takes at least 1 src_buff entries, not 0");
+  EXPECT(
+      edit(B(), "\"dst_buff\": [{\"buffer_id\": 0, \"index\": 0, \"size\": 1}], \"channel_type\": \"memory\"",
+           "\"dst_buff\": [{\"buffer_id\": 0, \"index\": 0, \"size\": 1}]", 1),
+      "ops[0].channel_type", "needs channel_type memory or port");
+}
+
+static void test_packets_and_limits(void) {
+  /* A packet op in a Simple plan, and a packet read from a non-scratch buffer. */
+  EXPECT(
+      edit(B(), "{\"name\": \"sem_acquire\"",
+           "{\"name\": \"cpkt\", \"src_buff\": [{\"type\": \"i\", \"index\": 0, \"size\": 1}], \"dst_buff\": "
+           "[{\"type\": \"s\", \"index\": 0, \"size\": 1}]}, {\"name\": \"sem_acquire\"",
+           1),
+      "gpus[0].threadblocks[1].ops[0].name", "protocol is 'Simple', not LL");
+  EXPECT(
+      edit(edit(B(), "\"protocol\": \"Simple\"", "\"protocol\": \"LL\"", 1), "{\"name\": \"sem_acquire\"",
+           "{\"name\": \"upkt\", \"src_buff\": [{\"type\": \"i\", \"index\": 0, \"size\": 1}], \"dst_buff\": "
+           "[{\"type\": \"o\", \"index\": 0, \"size\": 1}]}, {\"name\": \"sem_acquire\"",
+           1),
+      "gpus[0].threadblocks[1].ops[0].src_buff[0]", "needs packets in scratch");
+  /* 9 channel ids on one op (limit 8). */
+  EXPECT(edit(B(), "{\"name\": \"signal\", \"channel_ids\": [0]",
+              "{\"name\": \"signal\", \"channel_ids\": [0,0,0,0,0,0,0,0,0]", 1),
+         "gpus[0].threadblocks[0].ops[2].channel_ids", "9 channel ids (limit 8");
+  /* 17 channels in a threadblock table (limit 16). */
+  EXPECT(edit(B(), "\"channel_ids\": [0]}],", "\"channel_ids\": [0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}],", 1),
+         "gpus[0].threadblocks[0].channels", "17 memory channels (limit 16");
+  /* 65 ops in a block, counting a pipeline body. */
+  char body[8192] = "";
+  for (int i = 0; i < 62; i++) strcat(body, "{\"name\": \"nop\"},");
+  char big[9000];
+  snprintf(
+      big, sizeof(big),
+      "{\"name\": \"pipeline\", \"iter_context\": {\"unit_size\": 65536, \"num_chunks\": 1}, \"ops\": [%s"
+      "{\"name\": \"nop\"}]}, {\"name\": \"sem_acquire\"",
+      body);
+  EXPECT(edit(B(), "{\"name\": \"sem_acquire\"", big, 1), "gpus[0].threadblocks[1].ops",
+         "67 ops including pipeline");
+  EXPECT(edit(B(), "\"barrier_id\": 0", "\"barrier_id\": 16", 0), "gpus[0].threadblocks[0].ops[8].barrier_id",
+         "barrier_id 16 (limit 16)");
+  EXPECT(edit(B(), "{\"name\": \"sem_release\", \"semaphore_ids\": [0]}",
+              "{\"name\": \"sem_release\", \"semaphore_ids\": [1]}", 1),
+         "gpus[0].threadblocks[0].ops[7].semaphore_ids[0]", "semaphore 1 does not exist");
+  /* A pipeline with unit_size 0. */
+  EXPECT(edit(B(), "{\"name\": \"sem_acquire\"",
+              "{\"name\": \"pipeline\", \"iter_context\": {\"unit_size\": 0, \"num_chunks\": 1}, \"ops\": "
+              "[{\"name\": \"nop\"}]}, {\"name\": \"sem_acquire\"",
+              1),
+         "gpus[0].threadblocks[1].ops[0].iter_context.unit_size", "unit_size 0");
+}
+
+static void test_balance(void) {
+  /* Rank 1 no longer waits: rank 0's signal on pair #0 is unmatched. */
+  EXPECT(edit(B(), "{\"name\": \"wait\", \"channel_ids\": [0], \"channel_type\": \"memory\"},", "", 2),
+         "gpus[0].threadblocks[0].ops[2].channel_ids",
+         "memory channel pair #0 from rank 0 to rank 1: 1 signal(s) but 0 wait(s)");
+  /* Two channels from rank 0 to 1 but only one back: a wait on the second is never signalled. */
+  EXPECT(edit(edit(edit(B(), "\"connected_to\": [1]", "\"connected_to\": [1, 1]", 1),
+                   "\"channel_ids\": [0]}],", "\"channel_ids\": [0, 1]}],", 1),
+              "{\"name\": \"wait\", \"channel_ids\": [0]", "{\"name\": \"wait\", \"channel_ids\": [1]", 1),
+         "", "memory channel pair #1 from rank 1 to rank 0: 0 signal(s) but 1 wait(s)");
+  /* Semaphores: a release without an acquire. */
+  EXPECT(edit(B(), "{\"name\": \"sem_acquire\", \"semaphore_ids\": [0]},", "", 1),
+         "gpus[0].threadblocks[0].ops[7].semaphore_ids",
+         "semaphore 0 of rank 0: 0 acquire(s) but 1 release(s)");
+  /* Barriers: num_threadblocks 2 but only one block meets it. */
+  EXPECT(edit(B(), ",    {\"name\": \"barrier\", \"barrier_id\": 0, \"num_threadblocks\": 2}]}]}", "]}]}", 2),
+         "gpus[1].threadblocks[0].ops[8].num_threadblocks", "expects 2 threadblocks but 1 blocks");
+  /* Ops naming two different reduce ops. */
+  char* s = edit(B(), "\"dst_buff\": [{\"type\": \"o\", \"index\": 0, \"size\": 1}]",
+                 "\"dst_buff\": [{\"type\": \"o\", \"index\": 0, \"size\": 1}], \"reduce_op\": \"min\"", 1);
+  s = edit(s, "\"dst_buff\": [{\"type\": \"o\", \"index\": 1, \"size\": 1}]",
+           "\"dst_buff\": [{\"type\": \"o\", \"index\": 1, \"size\": 1}], \"reduce_op\": \"max\"", 1);
+  EXPECT(s, "gpus[1].threadblocks[0].ops[5].reduce_op", "reduce_op max conflicts with min");
+}
+
+static void test_races(void) {
+  /* put then signal with no nop: the signal may overtake other threads' writes. */
+  EXPECT_RACE(edit(B(), "{\"name\": \"nop\"},    {\"name\": \"signal\"", "{\"name\": \"signal\"", 0),
+              "gpus[0].threadblocks[0].ops[1]", "race: signal publishes data that ops[0] wrote");
+  /* wait then re with no nop. */
+  EXPECT_RACE(edit(B(), "{\"name\": \"nop\"},    {\"name\": \"re\"", "{\"name\": \"re\"", 0),
+              "gpus[1].threadblocks[0].ops[4]", "race: re runs right after the wait at ops[3]");
+  /* A copy reading what the previous op wrote. */
+  EXPECT_RACE(
+      edit(B(), "{\"name\": \"nop\"},    {\"name\": \"sem_release\"",
+           "{\"name\": \"copy\", \"src_buff\": [{\"type\": \"o\", \"index\": 0, \"size\": 1}], \"dst_buff\": "
+           "[{\"type\": \"i\", \"index\": 0, \"size\": 1}]}, {\"name\": \"nop\"},    {\"name\": "
+           "\"sem_release\"",
+           1),
+      "gpus[0].threadblocks[0].ops[6].src_buff[0]", "race: reads chunks that ops[5] wrote");
+}
+
+int main(void) {
+  test_base_passes();
+  test_structure();
+  test_refs();
+  test_packets_and_limits();
+  test_balance();
+  test_races();
+  CHECK_DONE();
+}

@@ -1,0 +1,76 @@
+/* shunt-plan list: the plan table of a folder, as the library would load it. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "fmt.h"
+#include "plan/planset.h"
+
+static void channel_types(const struct shunt_plan* p, char* buf) {
+  bool used[SHUNT_CHAN_TYPES] = {false};
+  for (uint32_t r = 0; r < p->ngpus; r++)
+    for (int t = SHUNT_CHAN_MEMORY; t < SHUNT_CHAN_TYPES; t++) used[t] |= p->gpus[r].nchannels[t] > 0;
+  buf[0] = '\0';
+  for (int t = SHUNT_CHAN_MEMORY; t < SHUNT_CHAN_TYPES; t++)
+    if (used[t]) {
+      if (buf[0]) strcat(buf, ",");
+      strcat(buf, shunt_chan_type_name((enum shunt_chan_type)t));
+    }
+  if (!buf[0]) strcpy(buf, "-");
+}
+
+int cmd_list(int argc, char** argv) {
+  struct shunt_planset_opts opts = {.tuning_path = shunt_tuning_path_from_env()};
+  if (take_max_threadblocks(&argc, argv, &opts.max_threadblocks) != 0) {
+    fprintf(stderr, "shunt-plan list: --max-threadblocks needs a number\n");
+    return 2;
+  }
+  if (argc >= 2 && strcmp(argv[0], "--tuning") == 0) {
+    opts.tuning_path = argv[1];
+    argc -= 2;
+    argv += 2;
+  }
+  if (argc != 1) {
+    fprintf(stderr, "usage: shunt-plan list [--tuning FILE] [--max-threadblocks N] DIR\n");
+    return 2;
+  }
+  struct shunt_plan_errors errs = {0};
+  struct shunt_planset* ps = NULL;
+  int rc = shunt_planset_load(argv[0], &opts, &ps, &errs);
+  if (rc != 0) {
+    char buf[1024];
+    for (uint32_t i = 0; i < errs.n; i++)
+      fprintf(stderr, "%s\n", shunt_plan_error_format(&errs.v[i], buf, sizeof(buf)));
+    shunt_planset_free(ps);
+    shunt_plan_errors_free(&errs);
+    return 2;
+  }
+  printf("%-36s %-30s %-10s %5s %-6s %-7s %-15s %-20s %4s %-19s %s\n", "FILE", "NAME", "COLL", "RANKS",
+         "PROTO", "INPLACE", "RANGE", "RANGE-FROM", "TBS", "CHANNELS", "STATUS");
+  for (uint32_t i = 0; i < shunt_planset_count(ps); i++) {
+    const struct shunt_plan_entry* e = shunt_planset_entry(ps, i);
+    const struct shunt_plan* p = e->plan;
+    char lo[32], hi[32], range[72], chans[32] = "-";
+    uint32_t tbs = 0;
+    if (p) {
+      for (uint32_t r = 0; r < p->ngpus; r++)
+        if (p->gpus[r].nthreadblocks > tbs) tbs = p->gpus[r].nthreadblocks;
+      channel_types(p, chans);
+    }
+    snprintf(range, sizeof(range), "%s..%s", fmt_size(e->min_bytes, lo, sizeof(lo)),
+             fmt_size(e->max_bytes, hi, sizeof(hi)));
+    const char* status = e->status == SHUNT_PLAN_OK         ? "ok"
+                         : e->status == SHUNT_PLAN_DISABLED ? "disabled"
+                                                            : "rejected";
+    printf("%-36s %-30s %-10s %5u %-6s %-7s %-15s %-20s %4u %-19s %s%s%s\n", e->file, p ? p->name : "-",
+           p ? p->collective : "-", p ? p->ngpus : 0, p ? p->protocol : "-",
+           p ? (p->inplace ? "yes" : "no") : "-", p ? range : "-", p ? e->range_source : "-", tbs, chans,
+           status, e->reason[0] ? ": " : "", e->reason);
+  }
+  printf("%u plan file(s), %u usable, plan-set hash %016" PRIx64 "\n", shunt_planset_count(ps),
+         shunt_planset_usable(ps), shunt_planset_hash(ps));
+  shunt_planset_free(ps);
+  shunt_plan_errors_free(&errs);
+  return 0;
+}
