@@ -12,13 +12,7 @@
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 #define SHUNT_FWD_R_F(name, params, args)                                   \
-  SHUNT_EXPORT ncclResult_t p##name params {                                \
-    const struct shunt_real_nccl* real = shunt_real_nccl();                 \
-    if (__builtin_expect(!real || !real->name, 0)) return shunt_unavailable(#name, real); \
-    ncclResult_t rc = real->name args;                                      \
-    if (__builtin_expect(rc != ncclSuccess && rc != ncclInProgress, 0)) shunt_note_real_failure(); \
-    return rc;                                                              \
-  }                                                                         \
+  SHUNT_EXPORT ncclResult_t p##name params { SHUNT_FORWARD(name, args); }   \
   SHUNT_ALIAS(name, ncclResult_t, params)
 #define SHUNT_FWD_S_F(ret, name, params, args, fail)                        \
   SHUNT_EXPORT ret p##name params {                                         \
@@ -44,11 +38,7 @@
 #define SHUNT_FWD_R_FC(name, params, args)                                  \
   SHUNT_EXPORT ncclResult_t p##name params {                                \
     if (__builtin_expect(shunt_handle_is_own(comm), 0)) return shunt_own_handle_unsupported(#name); \
-    const struct shunt_real_nccl* real = shunt_real_nccl();                 \
-    if (__builtin_expect(!real || !real->name, 0)) return shunt_unavailable(#name, real); \
-    ncclResult_t rc = real->name args;                                      \
-    if (__builtin_expect(rc != ncclSuccess && rc != ncclInProgress, 0)) shunt_note_real_failure(); \
-    return rc;                                                              \
+    SHUNT_FORWARD(name, args);                                              \
   }                                                                         \
   SHUNT_ALIAS(name, ncclResult_t, params)
 #define SHUNT_FWD_S_FC(ret, name, params, args, fail)                       \
