@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# shunt's main job: build, then benchmark the shipped plans through the NCCL API (on the
-# GPU when there is one, else on the host backend). Until the benchmark is built, it reports
-# what the build found: the real NCCL, the GPUs and the plans.
+# shunt's main job: build, then report what shunt finds on this machine (its version, the
+# real NCCL, the GPUs, and the shipped plans as the library loads them). The benchmark,
+# build/tools/shunt-perf/shunt-perf, runs the NCCL API in the style of nccl-tests; it takes
+# over this job once the plans have a backend to run on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -9,9 +10,6 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs" >/dev/null
 export SHUNT_PLAN_DIR=${SHUNT_PLAN_DIR:-$PWD/plans}
 
-if [ -x build/tools/shunt-perf/shunt-perf ]; then
-  exec build/tools/shunt-perf/shunt-perf "$@"
-fi
 build/tools/shunt-info/shunt-info
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   echo "GPUs:"; nvidia-smi -L | sed 's/^/             /'

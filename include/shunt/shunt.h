@@ -16,6 +16,12 @@ const char* shuntVersion(void);
  * to the reason (naming every file tried) and *version to 0. */
 int shuntRealNccl(const char** path, int* version);
 
+struct ncclComm;
+
+/* What served the last ncclAllReduce or ncclAllGather on comm in this process: *name is the
+ * plan's name, or NULL when NCCL served it. Returns 0, or -1 when shunt does not know comm. */
+int shuntLastPlan(struct ncclComm* comm, const char** name);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,6 +2,8 @@
 #include "shunt/shunt.h"
 
 #include "api/export.h"
+#include "api/handles.h"
+#include "comm/comm.h"
 #include "fallback/real_nccl.h"
 
 SHUNT_EXPORT const char* shuntVersion(void) { return SHUNT_VERSION; }
@@ -15,5 +17,12 @@ SHUNT_EXPORT int shuntRealNccl(const char** path, int* version) {
   }
   if (path) *path = real->path;
   if (version) *version = real->version;
+  return 0;
+}
+
+SHUNT_EXPORT int shuntLastPlan(struct ncclComm* comm, const char** name) {
+  struct shunt_comm* c = shunt_handles_find(comm);
+  if (!c) return -1;
+  if (name) *name = atomic_load(&c->last_plan);
   return 0;
 }

@@ -5,10 +5,8 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "common/pp.h"
+#include "fakenccl/fake_record.h"
 #include "fallback/nccl_funcs.h"
-
-#define FAKE_EXPORT __attribute__((visibility("default")))
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct fake_call last;
@@ -20,27 +18,22 @@ FAKE_EXPORT const struct fake_call* fake_last_call(void) { return &last; }
 FAKE_EXPORT long fake_call_count(void) { return calls; }
 FAKE_EXPORT void fake_set_result(ncclResult_t r) { result = r; }
 FAKE_EXPORT int fake_bcast_bound_to_self(void) { return bcast_self; }
+ncclResult_t fake_scripted(void) { return result; }
 
-static void rec_begin(const char* name) {
+void fake_rec_begin(const char* name) {
   pthread_mutex_lock(&mu);
   calls++;
   memset(&last, 0, sizeof(last));
   strncpy(last.name, name, sizeof(last.name) - 1);
 }
-static void rec_arg(const void* p, size_t n) {
+void fake_rec_arg(const void* p, size_t n) {
   if (last.nargs < FAKE_MAX_ARGS && n <= sizeof(last.arg[0])) {
     memcpy(last.arg[last.nargs], p, n);
     last.size[last.nargs] = n;
   }
   last.nargs++;
 }
-static void rec_end(void) { pthread_mutex_unlock(&mu); }
-
-#define FAKE_REC(a) rec_arg(&(a), sizeof(a))
-#define FAKE_RECORD(name, args) \
-  rec_begin(#name);             \
-  PP_EACH(FAKE_REC, PP_SEMI, PP_UNPAREN args);  \
-  rec_end()
+void fake_rec_end(void) { pthread_mutex_unlock(&mu); }
 
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
@@ -74,11 +67,31 @@ FAKE_EXPORT ncclResult_t ncclGetVersion(int* version) {
   return ncclSuccess;
 }
 
-/* Everything else is generated from the list. The hand-written ones above, and in the
- * partial variant the functions an older NCCL lacks, are renamed out of the way so that the
- * generated twin is not exported under the NCCL name. */
+/* Everything else is generated from the list. The hand-written ones (above, and the
+ * computing ones in fake_compute.c), and in the partial variant the functions an older
+ * NCCL lacks, are renamed out of the way so that the generated twin is not exported under
+ * the NCCL name. */
 #define ncclGetVersion fake_unused_ncclGetVersion
 #define ncclBcast fake_unused_ncclBcast
+#define ncclGetUniqueId fake_unused_ncclGetUniqueId
+#define ncclCommInitRank fake_unused_ncclCommInitRank
+#define ncclCommInitRankConfig fake_unused_ncclCommInitRankConfig
+#define ncclCommCount fake_unused_ncclCommCount
+#define ncclCommUserRank fake_unused_ncclCommUserRank
+#define ncclCommCuDevice fake_unused_ncclCommCuDevice
+#define ncclCommGetAsyncError fake_unused_ncclCommGetAsyncError
+#define ncclAllReduce fake_unused_ncclAllReduce
+#define ncclAllGather fake_unused_ncclAllGather
+#define ncclBroadcast fake_unused_ncclBroadcast
+#define ncclReduceScatter fake_unused_ncclReduceScatter
+#define ncclGroupStart fake_unused_ncclGroupStart
+#define ncclGroupEnd fake_unused_ncclGroupEnd
+#define ncclCommDestroy fake_unused_ncclCommDestroy
+#define ncclCommFinalize fake_unused_ncclCommFinalize
+#define ncclCommAbort fake_unused_ncclCommAbort
+#define ncclCommSplit fake_unused_ncclCommSplit
+#define ncclRedOpCreatePreMulSum fake_unused_ncclRedOpCreatePreMulSum
+#define ncclRedOpDestroy fake_unused_ncclRedOpDestroy
 #ifdef FAKE_PARTIAL
 #define ncclCommShrink fake_unused_ncclCommShrink
 #define ncclTeamWorld fake_unused_ncclTeamWorld
@@ -86,18 +99,37 @@ FAKE_EXPORT ncclResult_t ncclGetVersion(int* version) {
 SHUNT_NCCL_ALL_FUNCS(FAKE_R, FAKE_S, FAKE_V)
 #undef ncclGetVersion
 #undef ncclBcast
+#undef ncclGetUniqueId
+#undef ncclCommInitRank
+#undef ncclCommInitRankConfig
+#undef ncclCommCount
+#undef ncclCommUserRank
+#undef ncclCommCuDevice
+#undef ncclCommGetAsyncError
+#undef ncclAllReduce
+#undef ncclAllGather
+#undef ncclBroadcast
+#undef ncclReduceScatter
+#undef ncclGroupStart
+#undef ncclGroupEnd
+#undef ncclCommDestroy
+#undef ncclCommFinalize
+#undef ncclCommAbort
+#undef ncclCommSplit
+#undef ncclRedOpCreatePreMulSum
+#undef ncclRedOpDestroy
 
-/* As in the real library, ncclBcast calls the public ncclBroadcast through the PLT. */
-static ncclResult_t own_broadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                  int root, ncclComm_t comm, cudaStream_t stream)
-    __attribute__((alias("ncclBroadcast")));
+/* As in the real library, ncclBcast calls the public ncclBroadcast through the PLT.
+ * fake_own_broadcast is the double's own definition (fake_compute.c), under a hidden name
+ * that nothing can interpose. */
+extern ncclResult_t fake_own_broadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                       int root, ncclComm_t comm, cudaStream_t stream);
 FAKE_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                                    cudaStream_t stream) {
   ncclResult_t (*volatile target)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) =
       ncclBroadcast;
-  bcast_self = target == own_broadcast;
+  bcast_self = target == fake_own_broadcast;
   ncclResult_t rc = ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
   FAKE_RECORD(ncclBcast, (buff, count, datatype, root, comm, stream));
   return rc;
 }
-

@@ -1,0 +1,159 @@
+/* Starting ranks. With -np the parent makes the id, maps the side channel and forks; it
+ * starts no device work itself (a CUDA context does not survive fork) and stays alive
+ * until every child has finished, since the id may point at a bootstrap root in it. */
+#include "launch.h"
+
+#include <errno.h>
+#include <nccl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "channel.h"
+#include "rank.h"
+
+static int make_id(ncclUniqueId* id) {
+  ncclResult_t rc = ncclGetUniqueId(id);
+  if (rc != ncclSuccess) {
+    fprintf(stderr, "shunt-perf: ncclGetUniqueId: %s (%s)\n", ncclGetErrorString(rc), ncclGetLastError(NULL));
+    return -1;
+  }
+  return 0;
+}
+
+/* Waits for every child; once one fails, the others would wait for it forever, so they
+ * are stopped. Returns 0 when all exited 0, PERF_EXIT_WRONG when the worst was a wrong
+ * result, PERF_EXIT_FAILED otherwise. */
+static int wait_children(pid_t* kids, int n) {
+  int worst = PERF_EXIT_OK, left = n;
+  while (left > 0) {
+    int st = 0;
+    pid_t pid = waitpid(-1, &st, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    int r = 0;
+    while (r < n && kids[r] != pid) r++;
+    if (r == n) continue;
+    kids[r] = 0;
+    left--;
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : PERF_EXIT_FAILED;
+    if (WIFSIGNALED(st)) fprintf(stderr, "shunt-perf: rank %d died of signal %d\n", r, WTERMSIG(st));
+    if (code == PERF_EXIT_WRONG && worst == PERF_EXIT_OK) worst = PERF_EXIT_WRONG;
+    if (code != PERF_EXIT_OK && code != PERF_EXIT_WRONG) {
+      if (worst != PERF_EXIT_FAILED) {
+        fprintf(stderr, "shunt-perf: rank %d failed; stopping the others\n", r);
+        for (int k = 0; k < n; k++)
+          if (kids[k] > 0) kill(kids[k], SIGTERM);
+      }
+      worst = PERF_EXIT_FAILED;
+    }
+  }
+  return worst;
+}
+
+int perf_launch_procs(const struct perf_opts* o) {
+  int n = o->nprocs;
+  ncclUniqueId id;
+  if (make_id(&id) != 0) return PERF_EXIT_FAILED;
+  struct perf_chan* ch = perf_chan_shm(n);
+  pid_t* kids = calloc((size_t)n, sizeof(*kids));
+  if (!ch || !kids) {
+    fprintf(stderr, "shunt-perf: cannot set up %d ranks\n", n);
+    perf_chan_close(ch);
+    free(kids);
+    return PERF_EXIT_FAILED;
+  }
+  perf_print_preamble(o, n);
+  fflush(NULL); /* children must not inherit buffered output and print it again */
+  for (int r = 0; r < n; r++) {
+    kids[r] = fork();
+    if (kids[r] == 0) {
+      int code = perf_run_rank(o, r, n, &id, ch);
+      fflush(NULL);
+      _exit(code); /* the parent's exit handlers are the parent's to run */
+    }
+    if (kids[r] < 0) {
+      perror("shunt-perf: fork");
+      for (int k = 0; k < r; k++) kill(kids[k], SIGTERM);
+      wait_children(kids, r);
+      perf_chan_close(ch);
+      free(kids);
+      return PERF_EXIT_FAILED;
+    }
+  }
+  int code = wait_children(kids, n);
+  /* the verdict comes from the side channel, not from anything the library reported */
+  int64_t wrong = 0;
+  int finished = 0;
+  for (int r = 0; r < n; r++) {
+    const struct perf_verdict* v = perf_chan_verdict(ch, r);
+    finished += v->finished && !v->failed;
+    if (v->wrong > wrong) wrong = v->wrong;
+  }
+  if (wrong > 0 && code == PERF_EXIT_OK) code = PERF_EXIT_WRONG;
+  printf("# Ranks finished: %d of %d, max #wrong over ranks: %lld: %s\n", finished, n, (long long)wrong,
+         code == PERF_EXIT_OK ? "OK" : "FAILED");
+  perf_chan_close(ch);
+  free(kids);
+  return code;
+}
+
+int perf_launch_single(const struct perf_opts* o) {
+  ncclUniqueId id;
+  if (make_id(&id) != 0) return PERF_EXIT_FAILED;
+  perf_print_preamble(o, 1);
+  return perf_run_rank(o, 0, 1, &id, NULL);
+}
+
+int perf_env_requested(void) {
+  return getenv("SHUNT_PERF_RANK") || getenv("SHUNT_PERF_NRANKS") || getenv("SHUNT_PERF_ID");
+}
+
+static int parse_hex_id(const char* s, ncclUniqueId* id) {
+  if (!s || strlen(s) != 2 * NCCL_UNIQUE_ID_BYTES) return -1;
+  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++) {
+    unsigned v;
+    if (sscanf(s + 2 * i, "%2x", &v) != 1) return -1;
+    id->internal[i] = (char)v;
+  }
+  return 0;
+}
+
+int perf_launch_env(const struct perf_opts* o) {
+  const char *rs = getenv("SHUNT_PERF_RANK"), *ns = getenv("SHUNT_PERF_NRANKS");
+  int rank = rs ? atoi(rs) : -1, n = ns ? atoi(ns) : 0;
+  ncclUniqueId id;
+  if (n < 1 || rank < 0 || rank >= n || parse_hex_id(getenv("SHUNT_PERF_ID"), &id) != 0) {
+    fprintf(
+        stderr,
+        "shunt-perf: joining a run needs SHUNT_PERF_RANK (0..NRANKS-1), SHUNT_PERF_NRANKS and SHUNT_PERF_ID "
+        "(%d hex digits from shunt-perf --make-id)\n",
+        2 * NCCL_UNIQUE_ID_BYTES);
+    return PERF_EXIT_FAILED;
+  }
+  if (rank == 0) perf_print_preamble(o, n);
+  return perf_run_rank(o, rank, n, &id, NULL);
+}
+
+/* Prints the id and stays alive: the id may name a bootstrap root living in this process. */
+int perf_make_id(void) {
+  ncclUniqueId id;
+  if (make_id(&id) != 0) return PERF_EXIT_FAILED;
+  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++) printf("%02x", (unsigned char)id.internal[i]);
+  printf("\n");
+  fflush(stdout);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  sigprocmask(SIG_BLOCK, &set, NULL);
+  int sig = 0;
+  sigwait(&set, &sig);
+  return PERF_EXIT_OK;
+}
