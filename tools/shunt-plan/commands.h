@@ -9,6 +9,7 @@
 int cmd_list(int argc, char** argv);
 int cmd_show(int argc, char** argv);
 int cmd_check(int argc, char** argv);
+int cmd_verify(int argc, char** argv);
 
 /* Shared option: --max-threadblocks N (0 = no limit); removes it from argv. Returns -1 on a
  * bad value. */

@@ -1,0 +1,541 @@
+#!/usr/bin/env python3
+"""Generate shunt's shipped execution plans (MSCCL++ JSON format) into plans/.
+
+    python3 scripts/gen_plans.py              write every plan into plans/
+    python3 scripts/gen_plans.py --out DIR    write them into DIR
+    python3 scripts/gen_plans.py --check      exit 1 if plans/ differs from what this script writes
+    python3 scripts/gen_plans.py --summary    print each plan's size range, blocks and chunks
+
+Output is deterministic (fixed key order, indent 2, trailing newline), so CI regenerates the
+plans and compares. Op semantics are those of the plan format reference (plan-format.md);
+the algorithms and size ranges are described in plans/README.md. Standard library only.
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+ALIGN = 16  # buffer_alignment: every offset and size is a multiple of it
+THREADS = 1024
+RANKS = (2, 4, 8)
+
+# Size ranges (total bytes: allreduce = buffer size, allgather = output size). Per
+# (collective, ranks, in-place) the three families take disjoint ranges: LL up to LL_MAX,
+# memory Simple above it up to SIMPLE_MAX, port Simple above that up to PORT_MAX. Each
+# range starts at the smallest size its plan can serve. SHUNT_TUNING retunes them.
+LL_MAX = 1 * MiB
+SIMPLE_MAX = 64 * MiB
+PORT_MAX = 1 * GiB
+
+# Threadblocks. LL plans give each peer a group of blocks; memory Simple and port plans
+# cut every transfer into slices, one block per slice, each block talking to every peer.
+LL_BLOCKS_PER_PEER = {2: 8, 4: 4, 8: 2}
+SIMPLE_BLOCKS = {2: 16, 4: 24, 8: 32}
+PORT_BLOCKS = 8
+# Port allreduce reduces in rounds so that scratch holds one round, not the whole message.
+PORT_ROUNDS = 4
+
+
+# ---------------------------------------------------------------------------------------
+# Plan builder
+# ---------------------------------------------------------------------------------------
+
+def local(btype, index, size=1):
+    return {"type": btype, "index": index, "size": size}
+
+
+class Block:
+    """One threadblock: its op list and its local channel and remote-buffer tables."""
+
+    def __init__(self, gpu, tb_id):
+        self.gpu = gpu
+        self.id = tb_id
+        self.ops = []
+        self.channels = {}  # channel type -> [global channel id]
+        self.rbufs = {}     # access channel type -> [global remote buffer id]
+
+    def _chan(self, ctype, peer, nth):
+        gid = self.gpu.channel_id(ctype, peer, nth)
+        table = self.channels.setdefault(ctype, [])
+        if gid not in table:
+            table.append(gid)
+        return table.index(gid)
+
+    def remote(self, ctype, peer, btype, index, size=1):
+        """Entry for buffer `btype` of rank `peer`, reached over `ctype`."""
+        gid = self.gpu.remote_buffer(peer, btype, ctype)
+        table = self.rbufs.setdefault(ctype, [])
+        if gid not in table:
+            table.append(gid)
+        return {"buffer_id": table.index(gid), "index": index, "size": size}
+
+    def nop(self):
+        # One block barrier separates dependent ops; never two in a row.
+        if self.ops and self.ops[-1]["name"] != "nop":
+            self.ops.append({"name": "nop"})
+
+    def sync(self, name, ctype, peers, nth):
+        """signal / wait / flush on this block's `nth` channel to each of `peers`."""
+        ids = [self._chan(ctype, p, nth) for p in peers]
+        self.ops.append({"name": name, "channel_ids": ids, "channel_type": ctype})
+
+    def data(self, name, src, dst, ctype=None, peers=None, nth=0, tbg=None):
+        """A data op. `peers` (with `ctype`) names the channel of each remote entry: the
+        block declares it, and port ops list it in channel_ids (thread i drives entry i)."""
+        op = {"name": name, "src_buff": src, "dst_buff": dst}
+        if peers is not None:
+            ids = [self._chan(ctype, p, nth) for p in peers]
+            if ctype == "port":
+                op["channel_ids"] = ids
+        if ctype is not None:
+            op["channel_type"] = ctype
+        if tbg is not None and tbg[1] > 1:
+            op["tbg_info"] = {"tb_id": tbg[0], "tbg_size": tbg[1]}
+        self.ops.append(op)
+
+    def to_json(self):
+        order = ("memory", "port")
+        return {
+            "id": self.id,
+            "ops": self.ops,
+            "channels": [{"channel_type": t, "channel_ids": self.channels[t]}
+                         for t in order if t in self.channels],
+            "remote_buffer_refs": [{"access_channel_type": t, "remote_buffer_ids": self.rbufs[t]}
+                                   for t in order if t in self.rbufs],
+        }
+
+
+class Gpu:
+    def __init__(self, rank, input_chunks, output_chunks, scratch_chunks):
+        self.rank = rank
+        self.chunks = (input_chunks, output_chunks, scratch_chunks)
+        self.blocks = []
+        self.connected = {}   # channel type -> connected_to list
+        self.rbuf_list = []   # [{"rank", "type", "access_channel_types"}]
+
+    def block(self):
+        b = Block(self, len(self.blocks))
+        self.blocks.append(b)
+        return b
+
+    def channel_id(self, ctype, peer, nth):
+        """Global id of this rank's `nth` channel of `ctype` to `peer`, declared on first use.
+        The k-th channel from a to b pairs with the k-th from b to a, so a block that uses
+        channel nth=k on every rank talks to the blocks using nth=k on its peers."""
+        lst = self.connected.setdefault(ctype, [])
+        while lst.count(peer) <= nth:
+            lst.append(peer)
+        seen = -1
+        for gid, p in enumerate(lst):
+            if p == peer:
+                seen += 1
+                if seen == nth:
+                    return gid
+        raise AssertionError("unreachable")
+
+    def remote_buffer(self, peer, btype, ctype):
+        for gid, rb in enumerate(self.rbuf_list):
+            if rb["rank"] == peer and rb["type"] == btype:
+                if ctype not in rb["access_channel_types"]:
+                    rb["access_channel_types"].append(ctype)
+                return gid
+        self.rbuf_list.append({"rank": peer, "type": btype, "access_channel_types": [ctype]})
+        return len(self.rbuf_list) - 1
+
+    def to_json(self):
+        order = ("memory", "port")
+        return {
+            "id": self.rank,
+            "input_chunks": self.chunks[0],
+            "output_chunks": self.chunks[1],
+            "scratch_chunks": self.chunks[2],
+            "threadblocks": [b.to_json() for b in self.blocks],
+            "channels": [{"channel_type": t, "connected_to": self.connected[t]}
+                         for t in order if t in self.connected],
+            "remote_buffers": self.rbuf_list,
+            "semaphores": [],
+        }
+
+
+class Plan:
+    def __init__(self, name, collective, protocol, inplace, nranks, chunks):
+        self.name = name
+        self.collective = collective
+        self.protocol = protocol
+        self.inplace = inplace
+        self.nranks = nranks
+        self.gpus = [Gpu(r, *chunks) for r in range(nranks)]
+        self.min_size = 0
+        self.max_size = 0
+
+    def to_json(self):
+        # Key order as the MSCCL++ DSL writes it.
+        return {
+            "name": self.name,
+            "collective": self.collective,
+            "protocol": self.protocol,
+            "inplace": self.inplace,
+            "reuse_resources": False,
+            "gpus": [g.to_json() for g in self.gpus],
+            "num_threads_per_block": THREADS,
+            "use_double_scratch_buffer": self.protocol == "LL",
+            "buffer_alignment": ALIGN,
+            "min_message_size": self.min_size,
+            "max_message_size": self.max_size,
+        }
+
+
+# ---------------------------------------------------------------------------------------
+# Helpers shared by the algorithms
+# ---------------------------------------------------------------------------------------
+
+def peers(rank, n):
+    """Other ranks in ring order starting after `rank`: every rank's first block group
+    talks to a different peer, which spreads the traffic."""
+    return [(rank + k) % n for k in range(1, n)]
+
+
+def slot(owner, sender, n):
+    """Scratch slot on `owner` that receives data from `sender` (one slot per peer)."""
+    return (sender - owner) % n - 1
+
+
+def user_buf(inplace):
+    """Buffer holding a rank's contribution. In-place plans name only the output buffer
+    (allreduce: input and output are the same memory; allgather: the input is the
+    rank's slice of the output), so one buffer per rank is ever registered or staged."""
+    return "o" if inplace else "i"
+
+
+def own_slice(rank, inplace):
+    """Allgather (one input chunk): a rank's own contribution."""
+    return local("o", rank) if inplace else local("i", 0)
+
+
+# ---------------------------------------------------------------------------------------
+# Allgather
+# ---------------------------------------------------------------------------------------
+
+def allgather_ll(n, inplace):
+    """Each rank writes its slice as packets straight into every peer's scratch; each rank
+    unpacks what its peers sent. One hop, no signals: the packet flags are the sync."""
+    g = LL_BLOCKS_PER_PEER[n]
+    plan = Plan(name("allgather", n, "ll", inplace), "allgather", "LL", inplace, n, (1, n, n - 1))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        for pi, p in enumerate(peers(r, n)):
+            for j in range(g):
+                b = gpu.block()
+                if not inplace and pi == 0:
+                    b.data("copy", [local("i", 0)], [local("o", r)], tbg=(j, g))
+                b.data("ppkt", [own_slice(r, inplace)],
+                       [b.remote("memory", p, "s", slot(p, r, n))],
+                       "memory", [p], tbg=(j, g))
+                b.data("upkt", [local("s", slot(r, p, n))], [local("o", p)], tbg=(j, g))
+    return plan
+
+
+def allgather_simple(n, inplace):
+    """Each rank puts its slice into every peer's output. A signal/wait round before the
+    puts makes sure the peer is inside the call (its output may be written), one after
+    them that every peer's data has landed in ours."""
+    t = SIMPLE_BLOCKS[n]
+    plan = Plan(name("allgather", n, "simple", inplace), "allgather", "Simple", inplace, n,
+                (1, n, 0))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        ps = peers(r, n)
+        for j in range(t):
+            b = gpu.block()
+            b.sync("signal", "memory", ps, j)
+            b.sync("wait", "memory", ps, j)
+            b.nop()
+            if not inplace:
+                # Our own slice; after the nop so that no signal is taken to publish it.
+                b.data("copy", [local("i", 0)], [local("o", r)], tbg=(j, t))
+            b.data("put", [own_slice(r, inplace) for _ in ps],
+                   [b.remote("memory", p, "o", r) for p in ps], "memory", ps, j, tbg=(j, t))
+            b.nop()
+            b.sync("signal", "memory", ps, j)
+            b.sync("wait", "memory", ps, j)
+    return plan
+
+
+def allgather_port(n, inplace):
+    """As the memory Simple plan, but the proxy moves the data: one put-with-signal per
+    peer, then wait for every peer's data and flush so that the proxy has finished reading
+    our buffer before the call returns."""
+    t = PORT_BLOCKS
+    plan = Plan(name("allgather", n, "port", inplace), "allgather", "Simple", inplace, n,
+                (1, n, 0))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        ps = peers(r, n)
+        for j in range(t):
+            b = gpu.block()
+            b.sync("signal", "port", ps, j)
+            b.sync("wait", "port", ps, j)
+            b.nop()
+            b.data("pws", [own_slice(r, inplace) for _ in ps],
+                   [b.remote("port", p, "o", r) for p in ps], "port", ps, j, tbg=(j, t))
+            if not inplace:
+                # Our own slice, copied while the proxy sends; after the pws so that the
+                # pws is not taken to publish it.
+                b.data("copy", [local("i", 0)], [local("o", r)], tbg=(j, t))
+            b.sync("wait", "port", ps, j)
+            b.sync("flush", "port", ps, j)
+    return plan
+
+
+# ---------------------------------------------------------------------------------------
+# Allreduce
+# ---------------------------------------------------------------------------------------
+
+def allreduce_ll(n, inplace):
+    """Two packet hops. Chunk p belongs to rank p. (1) every rank sends chunk p of its
+    input as packets to rank p's scratch; (2) rank r adds its own chunk r to the n-1
+    packet streams, keeps the sum and sends it as packets to every peer's scratch;
+    (3) every rank unpacks the peers' sums into its output."""
+    g = LL_BLOCKS_PER_PEER[n]
+    total = g * (n - 1)
+    x = user_buf(inplace)
+    recv_base = n - 1  # scratch slots [0, n-1): contributions; [n-1, 2n-2): results
+    plan = Plan(name("allreduce", n, "ll", inplace), "allreduce", "LL", inplace, n,
+                (n, n, 2 * (n - 1)))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        ps = peers(r, n)
+        for pi, p in enumerate(ps):
+            for j in range(g):
+                b = gpu.block()
+                b.data("ppkt", [local(x, p)], [b.remote("memory", p, "s", slot(p, r, n))],
+                       "memory", [p], tbg=(j, g))
+                # The reduction of the own chunk is spread over all blocks of the rank.
+                b.data("respkt",
+                       [local(x, r)] + [local("s", slot(r, q, n)) for q in ps],
+                       [local("o", r)] + [b.remote("memory", q, "s", recv_base + slot(q, r, n))
+                                          for q in ps],
+                       "memory", ps, tbg=(pi * g + j, total))
+                # In place, chunk p of the output was the source of this block's ppkt.
+                b.nop()
+                b.data("upkt", [local("s", recv_base + slot(r, p, n))], [local("o", p)],
+                       tbg=(j, g))
+    return plan
+
+
+def allreduce_simple(n, inplace):
+    """Reduce-scatter then allgather, reading and writing peers' buffers directly. After a
+    signal/wait round (every peer is inside the call), rank r reads chunk r of every
+    peer's input and adds it to its own (rre), then puts the sum into chunk r of every
+    peer's output; a final signal/wait round waits for the peers' sums."""
+    t = SIMPLE_BLOCKS[n]
+    x = user_buf(inplace)
+    plan = Plan(name("allreduce", n, "simple", inplace), "allreduce", "Simple", inplace, n,
+                (n, n, 0))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        ps = peers(r, n)
+        for j in range(t):
+            b = gpu.block()
+            b.sync("signal", "memory", ps, j)
+            b.sync("wait", "memory", ps, j)
+            b.nop()
+            b.data("rre", [local(x, r)] + [b.remote("memory", p, x, r) for p in ps],
+                   [local("o", r)], "memory", ps, j, tbg=(j, t))
+            b.nop()
+            # In place, the peers' chunk r read above is overwritten here: the same block
+            # reads and then writes the same slice, so the nop orders them.
+            b.data("put", [local("o", r) for _ in ps],
+                   [b.remote("memory", p, "o", r) for p in ps], "memory", ps, j, tbg=(j, t))
+            b.nop()
+            b.sync("signal", "memory", ps, j)
+            b.sync("wait", "memory", ps, j)
+    return plan
+
+
+def allreduce_port(n, inplace):
+    """Reduce-scatter then allgather through the proxy, in PORT_ROUNDS rounds. Chunk
+    (p, k) = index p*K + k is rank p's part of round k. In round k rank r put-with-signals
+    chunk (q, k) into its scratch slot on every peer q, waits for the peers' chunk (r, k),
+    reduces it and put-with-signals the sum into chunk (r, k) of every peer's output. That
+    sum doubles as the notice that r has consumed round k, so round k+1 first waits for
+    it before reusing the peer's slot. The final flush keeps the call from returning
+    while the proxy still reads our buffers."""
+    t, k_rounds = PORT_BLOCKS, PORT_ROUNDS
+    x = user_buf(inplace)
+    nchunks = n * k_rounds
+    plan = Plan(name("allreduce", n, "port", inplace), "allreduce", "Simple", inplace, n,
+                (nchunks, nchunks, n - 1))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        ps = peers(r, n)
+        for j in range(t):
+            b = gpu.block()
+            for k in range(k_rounds):
+                if k > 0:
+                    b.sync("wait", "port", ps, j)  # sums of round k-1: our slots are free
+                    b.nop()
+                b.data("pws", [local(x, q * k_rounds + k) for q in ps],
+                       [b.remote("port", q, "s", slot(q, r, n)) for q in ps],
+                       "port", ps, j, tbg=(j, t))
+                b.sync("wait", "port", ps, j)  # peers' contributions to chunk (r, k)
+                b.nop()
+                mine = r * k_rounds + k
+                b.data("re", [local(x, mine)] + [local("s", slot(r, q, n)) for q in ps],
+                       [local("o", mine)], tbg=(j, t))
+                b.nop()
+                b.data("pws", [local("o", mine) for _ in ps],
+                       [b.remote("port", q, "o", mine) for q in ps], "port", ps, j, tbg=(j, t))
+            b.sync("wait", "port", ps, j)  # sums of the last round
+            b.sync("flush", "port", ps, j)
+    return plan
+
+
+# ---------------------------------------------------------------------------------------
+# Size ranges
+# ---------------------------------------------------------------------------------------
+
+def granule(plan):
+    """Total sizes a plan can serve are the multiples of this: the send buffer must be a
+    multiple of alignment x input_chunks (§4.1); allgather totals are nranks x that."""
+    g = ALIGN * plan.gpus[0].chunks[0]
+    return g * plan.nranks if plan.collective == "allgather" else g
+
+
+def slices_nonempty(plan, total):
+    """True when every tbg slice of every op has at least one alignment unit at this size."""
+    send = total // plan.nranks if plan.collective == "allgather" else total
+    unit = send // plan.gpus[0].chunks[0]
+    for gpu in plan.gpus:
+        for b in gpu.blocks:
+            for op in b.ops:
+                tbg = op.get("tbg_info")
+                if not tbg:
+                    continue
+                for e in op["src_buff"] + op["dst_buff"]:
+                    if e["size"] * unit // ALIGN < tbg["tbg_size"]:
+                        return False
+    return True
+
+
+def set_range(plan, above, upto):
+    """Serve (above, upto]: start at the smallest servable size above `above`."""
+    g = granule(plan)
+    size = (above // g + 1) * g
+    while not slices_nonempty(plan, size):
+        size += g
+    assert size <= upto and upto % g == 0, plan.name
+    assert upto < 1 << 32, "device offsets are 32-bit"
+    plan.min_size, plan.max_size = size, upto
+    return plan
+
+
+# ---------------------------------------------------------------------------------------
+# The plan set
+# ---------------------------------------------------------------------------------------
+
+def name(collective, n, family, inplace):
+    return "%s_%dr_%s_%s" % (collective, n, family, "inplace" if inplace else "outofplace")
+
+
+def all_plans():
+    builders = {"allgather": (allgather_ll, allgather_simple, allgather_port),
+                "allreduce": (allreduce_ll, allreduce_simple, allreduce_port)}
+    plans = []
+    for collective in sorted(builders):
+        ll, simple, port = builders[collective]
+        for n in RANKS:
+            for inplace in (False, True):
+                plans.append(set_range(ll(n, inplace), 0, LL_MAX))
+                plans.append(set_range(simple(n, inplace), LL_MAX, SIMPLE_MAX))
+                plans.append(set_range(port(n, inplace), SIMPLE_MAX, PORT_MAX))
+    return plans
+
+
+def check_limits(plan):
+    """The limits of the device encoding (plan-format §9)."""
+    for gpu in plan.gpus:
+        for b in gpu.blocks:
+            assert len(b.ops) <= 64, (plan.name, "ops")
+            assert all(len(v) <= 16 for v in b.channels.values()), (plan.name, "channels")
+            assert all(len(v) <= 16 for v in b.rbufs.values()), (plan.name, "remote buffers")
+            for op in b.ops:
+                assert len(op.get("channel_ids", [])) <= 8, (plan.name, "channel_ids")
+                assert len(op.get("src_buff", [])) <= 10, (plan.name, "src_buff")
+                assert len(op.get("dst_buff", [])) <= 10, (plan.name, "dst_buff")
+
+
+def render(plan):
+    return json.dumps(plan.to_json(), indent=2) + "\n"
+
+
+def write_all(out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    names = set()
+    for plan in all_plans():
+        check_limits(plan)
+        assert plan.name not in names, plan.name
+        names.add(plan.name)
+        with open(os.path.join(out_dir, plan.name + ".json"), "w", newline="\n") as f:
+            f.write(render(plan))
+    return sorted(n + ".json" for n in names)
+
+
+def check(out_dir):
+    """Regenerate into a temporary folder and compare with `out_dir`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        expected = write_all(tmp)
+        present = sorted(f for f in os.listdir(out_dir) if f.endswith(".json")) \
+            if os.path.isdir(out_dir) else []
+        problems = []
+        for f in expected:
+            if f not in present:
+                problems.append("missing: " + f)
+                continue
+            with open(os.path.join(tmp, f), "rb") as a, open(os.path.join(out_dir, f), "rb") as b:
+                if a.read() != b.read():
+                    problems.append("differs: " + f)
+        problems += ["extra: " + f for f in present if f not in expected]
+    for p in problems:
+        print(p)
+    if problems:
+        print("plans are out of date: run python3 scripts/gen_plans.py")
+        return 1
+    return 0
+
+
+def summary():
+    print("%-32s %-6s %12s %12s %7s %7s %6s" %
+          ("plan", "proto", "min bytes", "max bytes", "blocks", "chunks", "scratch"))
+    for plan in all_plans():
+        g = plan.gpus[0]
+        print("%-32s %-6s %12d %12d %7d %7d %6d" %
+              (plan.name, plan.protocol, plan.min_size, plan.max_size, len(g.blocks),
+               g.chunks[0], g.chunks[2]))
+    return 0
+
+
+def main():
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=os.path.join(repo, "plans"), help="output folder")
+    ap.add_argument("--check", action="store_true",
+                    help="compare the output folder with a fresh generation; exit 1 on any difference")
+    ap.add_argument("--summary", action="store_true", help="print the plan table and exit")
+    args = ap.parse_args()
+    if args.summary:
+        return summary()
+    if args.check:
+        return check(args.out)
+    for f in write_all(args.out):
+        print(os.path.join(args.out, f))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

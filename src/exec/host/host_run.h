@@ -1,0 +1,36 @@
+/* The host backend: runs a Program on host memory over a world (transport/world.h), one
+ * thread per plan threadblock.
+ *
+ * Promises:
+ * - shunt_host_run returns when every threadblock has finished and every port-channel
+ *   transfer this rank started is complete; user buffers are host pointers.
+ * - User buffers that peers reach (Program.remote_access) are staged through the world's
+ *   shared staging regions: copied in before (in place: the whole output, which holds the
+ *   input) and out after. A user buffer that already is the world's staging region is used
+ *   in place. Avg and PreMulSum are computed by scaling each contribution once at staging
+ *   (floating avg, PreMulSum) or dividing the result (integer avg), as NCCL does.
+ * - Each run advances the world's epoch; the packet flag and the double-scratch half
+ *   follow from it, so equal run counts agree on every rank.
+ * - On timeout: SHUNT_EXEC_TIMEOUT, the world is marked broken (later runs refuse), and the
+ *   message names, for every blocked threadblock, rank, block, op index and name, what it
+ *   waits on, the value awaited and the value seen. */
+#ifndef SHUNT_EXEC_HOST_RUN_H
+#define SHUNT_EXEC_HOST_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "exec/program.h"
+#include "transport/world.h"
+
+enum { SHUNT_EXEC_OK = 0, SHUNT_EXEC_INVALID = -1, SHUNT_EXEC_TIMEOUT = -2, SHUNT_EXEC_NOMEM = -3 };
+
+struct shunt_host_run_opts {
+  uint64_t timeout_ms;       /* 0: SHUNT_HOST_TIMEOUT_MS from the environment, else 30000 */
+  const void* premul_scalar; /* PREMULSUM: one element of the program's dtype */
+};
+
+int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const void* user_in, void* user_out,
+                   const struct shunt_host_run_opts* opts, char* err, size_t len);
+
+#endif

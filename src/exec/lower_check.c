@@ -1,0 +1,94 @@
+/* Whether a plan serves a call shape (plan-format.md §4.1, §9, D12-D16), with the reason. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "exec/lower_internal.h"
+
+#define REFUSE(...)                                        \
+  do {                                                     \
+    if (reason && len) snprintf(reason, len, __VA_ARGS__); \
+    return false;                                          \
+  } while (0)
+
+uint64_t shunt_lower_chunk_bytes(const struct shunt_plan* plan, uint64_t in_bytes, uint64_t out_bytes) {
+  if (!plan->ngpus) return 0;
+  const struct shunt_plan_gpu* g = &plan->gpus[0];
+  if (g->input_chunks) return in_bytes / g->input_chunks;
+  if (g->output_chunks) return out_bytes / g->output_chunks;
+  return 0;
+}
+
+static bool op_supported(const struct shunt_plan* plan, enum shunt_redop op, char* reason, size_t len) {
+  if (op > SHUNT_REDOP_PREMULSUM) REFUSE("reduction op %d is not computed by the executor", (int)op);
+  enum shunt_plan_redop named = plan->reduce_op;
+  if (named == SHUNT_PLAN_REDOP_NONE || named == SHUNT_PLAN_REDOP_SUM) return true;
+  static const enum shunt_redop map[] = {[SHUNT_PLAN_REDOP_PROD] = SHUNT_REDOP_PROD,
+                                         [SHUNT_PLAN_REDOP_MIN] = SHUNT_REDOP_MIN,
+                                         [SHUNT_PLAN_REDOP_MAX] = SHUNT_REDOP_MAX};
+  if (map[named] != op)
+    REFUSE("the plan's reduce ops are '%s': it serves only that reduction", shunt_plan_redop_name(named));
+  return true;
+}
+
+bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_call_shape* s, char* reason,
+                             size_t len) {
+  if (!plan || !plan->ngpus) REFUSE("plan has no GPUs");
+  uint64_t a = plan->buffer_alignment;
+  if (a == 0) REFUSE("buffer_alignment is 0");
+  const struct shunt_plan_gpu* g = &plan->gpus[0];
+  uint32_t ic = g->input_chunks, oc = g->output_chunks;
+  if (ic == 0 && oc == 0) REFUSE("plan has neither input nor output chunks");
+  uint64_t in = s->in_bytes, out = s->out_bytes;
+  if (in % a || out % a)
+    REFUSE("buffer sizes %" PRIu64 "/%" PRIu64 " are not multiples of buffer_alignment %" PRIu64, in, out, a);
+  if (ic && (in / a) % ic)
+    REFUSE("input of %" PRIu64 " bytes does not split into %u chunks of whole %" PRIu64 "-byte units", in, ic,
+           a);
+  if (oc && (out / a) % oc)
+    REFUSE("output of %" PRIu64 " bytes does not split into %u chunks of whole %" PRIu64 "-byte units", out,
+           oc, a);
+  if (ic && oc && in / ic != out / oc)
+    REFUSE("chunk sizes differ: input %" PRIu64 "/%u, output %" PRIu64 "/%u", in, ic, out, oc);
+  uint64_t sz = plan->coll == SHUNT_COLL_ALLGATHER ? out : in;
+  if (sz < plan->min_message_size || sz > plan->max_message_size)
+    REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", sz,
+           plan->min_message_size, plan->max_message_size);
+  if (sz == 0) REFUSE("empty message");
+  if (plan->coll == SHUNT_COLL_ALLREDUCE && in != out)
+    REFUSE("allreduce needs equal input and output sizes (%" PRIu64 " vs %" PRIu64 ")", in, out);
+  if (plan->coll == SHUNT_COLL_ALLGATHER && out != in * plan->ngpus)
+    REFUSE("allgather needs output = %u x input (%" PRIu64 " vs %" PRIu64 ")", plan->ngpus, out, in);
+  if (s->pkt != 0 && s->pkt != SHUNT_PKT_LL16 && s->pkt != SHUNT_PKT_LL8)
+    REFUSE("unknown packet type %d", s->pkt);
+  if ((unsigned)s->dtype >= SHUNT_DT_COUNT) REFUSE("unknown data type %d", (int)s->dtype);
+  uint32_t es = shunt_dtype_size(s->dtype);
+  if (!es || shunt_lower_chunk_bytes(plan, in, out) % es)
+    REFUSE("chunks are not whole %s elements", es ? "dtype" : "known");
+  if (plan->coll != SHUNT_COLL_ALLGATHER && !op_supported(plan, s->op, reason, len)) return false;
+  return true;
+}
+
+bool shunt_lower_check(const struct shunt_plan* plan, int rank, uint64_t in_bytes, uint64_t out_bytes,
+                       enum shunt_dtype dtype, enum shunt_redop op, char* reason, size_t len) {
+  struct shunt_call_shape s = {in_bytes, out_bytes, dtype, op, SHUNT_PKT_LL16};
+  if (!shunt_lower_check_shape(plan, &s, reason, len)) return false;
+  uint32_t lo = rank < 0 ? 0 : (uint32_t)rank, hi = rank < 0 ? plan->ngpus : (uint32_t)rank + 1;
+  if (hi > plan->ngpus) REFUSE("rank %d is outside the plan's %u ranks", rank, plan->ngpus);
+  /* The device encoding limits depend on every op: a full lowering is the check. */
+  for (uint32_t r = lo; r < hi; r++) {
+    struct shunt_program* p = shunt_lower(plan, r, &s, reason, len);
+    if (!p) return false;
+    shunt_program_free(p);
+  }
+  return true;
+}
+
+uint64_t shunt_lower_scratch_need(const struct shunt_plan* plan, uint64_t in_bytes, uint64_t out_bytes) {
+  uint64_t chunk = shunt_lower_chunk_bytes(plan, in_bytes, out_bytes), need = 0;
+  for (uint32_t r = 0; r < plan->ngpus; r++) {
+    uint64_t n =
+        chunk * plan->gpus[r].scratch_chunks * (plan->ll ? 2 : 1) * (plan->use_double_scratch_buffer ? 2 : 1);
+    if (n > need) need = n;
+  }
+  return need;
+}

@@ -1,0 +1,376 @@
+/* Element arithmetic of every reduction, bit-identical to NCCL's device kernels (the ring/tree
+ * kernels' FuncSum, FuncProd, FuncMinMax, FuncPreMulSum and FuncSumPostDiv on sm_90).
+ *
+ * Per element, for each type:
+ * - integers: sum and product wrap (computed unsigned); min/max compare as signed or unsigned by
+ *   type; the SUMPOSTDIV post step divides the wrapped sum, read as signed for signed types, by
+ *   the divisor, truncating toward zero.
+ * - half, bfloat16, float, double: sum and product are the exact result rounded once to nearest
+ *   even in the type (__hadd/__hmul, x+y, x*y), overflow to infinity, subnormals kept.
+ * - fp8 (e4m3, e5m2): NCCL computes in half: both operands widen to half (exact), the half sum or
+ *   product is rounded to half, then narrowed to fp8 with saturation. So results round twice,
+ *   infinities and out-of-range values saturate to the largest finite fp8, and an e5m2 infinity
+ *   never survives an operation (it comes out as +-57344).
+ * - min/max on floating types: a NaN operand yields the other operand, two NaNs the canonical NaN;
+ *   -0 is below +0 (fminf/fmaxf, __hmin/__hmax). fp8 min/max goes through half like the sum.
+ * - Any NaN produced by arithmetic is the canonical NaN of the type (SHUNT_*_NAN).
+ * Every reduction here is commutative bit for bit, so the operand order never matters; floating
+ * sums are not associative, so a plan's grouping of contributions decides the last bits exactly
+ * as NCCL's ring or tree order decides them for NCCL.
+ *
+ * How an executor gets NCCL's result for a collective (allreduce, reduce-scatter, reduce), with a
+ * plan that combines every rank's contribution exactly once:
+ * 1. pre  (shunt_pre_elem / shunt_pre_buf; only PREMULSUM has one): applied once to each rank's own
+ *         input element before it meets any other contribution. NCCL applies it where the input
+ *         is first read, with the scalar of the rank that owns the input. avg on floating types
+ *         is PREMULSUM by 1/nranks, the same scalar on every rank, so any rank may apply it to
+ *         any rank's input; a user PreMulSum scalar may differ between ranks, so only the owner
+ *         may apply it (a plan that reads peers' raw inputs must otherwise fall back).
+ *         Practical form: every read of an input-buffer element by a data op yields pre(x);
+ *         reads of scratch and output never apply pre. Applying pre to a copy that is later
+ *         combined is the same as applying it at the combination, since pre is a pure function.
+ * 2. reduce (shunt_reduce_elem / shunt_reduce_buf): every combination of two values, whether
+ *         raw contributions or partial results. For PREMULSUM and SUMPOSTDIV this is the sum.
+ * 3. post (shunt_post_elem / shunt_post_buf; only SUMPOSTDIV has one, i.e. avg on integers):
+ *         applied exactly once to each fully-reduced element, after every contribution was
+ *         added; e.g. one pass over the rank's own output once its plan has finished, never to
+ *         a partial sum and never twice to a value a peer copied after dividing.
+ * With one rank: output = post(pre(input)).
+ *
+ * On the device the arithmetic uses add.rn/mul.rn/fma.rn instructions, which never fuse, so the
+ * results do not depend on nvcc's -fmad. (NCCL's own kernels may fuse the PreMulSum multiply of one
+ * input with the add of a received value into one fma for float and half; shunt always rounds the
+ * product first, the result NCCL's source defines.) */
+#ifndef SHUNT_EXEC_OPS_REDUCE_H
+#define SHUNT_EXEC_OPS_REDUCE_H
+
+#include "exec/ops/dtype.h"
+
+/* ---- Floating-point element operations (bit patterns in, bit patterns out) --------------------- */
+
+SHUNT_HD uint32_t shunt_f32_canon(uint32_t u) { return shunt_f32_isnan(u) ? SHUNT_F32_NAN : u; }
+SHUNT_HD uint64_t shunt_f64_canon(uint64_t u) { return shunt_f64_isnan(u) ? SHUNT_F64_NAN : u; }
+
+SHUNT_HD uint32_t shunt_add_f32(uint32_t a, uint32_t b) {
+  float x = shunt_f32_from_bits(a), y = shunt_f32_from_bits(b), r;
+#if SHUNT_OPS_DEV
+  asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(x), "f"(y));
+#else
+  r = x + y;
+#endif
+  return shunt_f32_canon(shunt_f32_bits(r));
+}
+
+SHUNT_HD uint32_t shunt_mul_f32(uint32_t a, uint32_t b) {
+  float x = shunt_f32_from_bits(a), y = shunt_f32_from_bits(b), r;
+#if SHUNT_OPS_DEV
+  asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(x), "f"(y));
+#else
+  r = x * y;
+#endif
+  return shunt_f32_canon(shunt_f32_bits(r));
+}
+
+SHUNT_HD uint64_t shunt_add_f64(uint64_t a, uint64_t b) {
+  double x = shunt_f64_from_bits(a), y = shunt_f64_from_bits(b), r;
+#if SHUNT_OPS_DEV
+  asm("add.rn.f64 %0, %1, %2;" : "=d"(r) : "d"(x), "d"(y));
+#else
+  r = x + y;
+#endif
+  return shunt_f64_canon(shunt_f64_bits(r));
+}
+
+SHUNT_HD uint64_t shunt_mul_f64(uint64_t a, uint64_t b) {
+  double x = shunt_f64_from_bits(a), y = shunt_f64_from_bits(b), r;
+#if SHUNT_OPS_DEV
+  asm("mul.rn.f64 %0, %1, %2;" : "=d"(r) : "d"(x), "d"(y));
+#else
+  r = x * y;
+#endif
+  return shunt_f64_canon(shunt_f64_bits(r));
+}
+
+/* Half and bfloat16, portable form: the operands are exact in double, a product of two is exact
+ * too, and a sum rounded to double first then to the narrow type equals the sum rounded once
+ * (53 >= 2*11+2 bits, and no subnormal double can arise), so one rounding from double gives the
+ * correctly rounded result. */
+SHUNT_HD uint16_t shunt_add_f16_sw(uint16_t a, uint16_t b) {
+  return shunt_f64_to_f16_sw((double)shunt_f16_to_f32_sw(a) + (double)shunt_f16_to_f32_sw(b));
+}
+SHUNT_HD uint16_t shunt_mul_f16_sw(uint16_t a, uint16_t b) {
+  return shunt_f64_to_f16_sw((double)shunt_f16_to_f32_sw(a) * (double)shunt_f16_to_f32_sw(b));
+}
+SHUNT_HD uint16_t shunt_add_bf16_sw(uint16_t a, uint16_t b) {
+  return shunt_f64_to_bf16_sw((double)shunt_bf16_to_f32_sw(a) + (double)shunt_bf16_to_f32_sw(b));
+}
+SHUNT_HD uint16_t shunt_mul_bf16_sw(uint16_t a, uint16_t b) {
+  return shunt_f64_to_bf16_sw((double)shunt_bf16_to_f32_sw(a) * (double)shunt_bf16_to_f32_sw(b));
+}
+
+SHUNT_HD uint16_t shunt_add_f16(uint16_t a, uint16_t b) {
+#if SHUNT_OPS_DEV && __CUDA_ARCH__ >= 530
+  unsigned short r;
+  asm("add.rn.f16 %0, %1, %2;" : "=h"(r) : "h"(a), "h"(b));
+  return r;
+#else
+  return shunt_add_f16_sw(a, b);
+#endif
+}
+
+SHUNT_HD uint16_t shunt_mul_f16(uint16_t a, uint16_t b) {
+#if SHUNT_OPS_DEV && __CUDA_ARCH__ >= 530
+  unsigned short r;
+  asm("mul.rn.f16 %0, %1, %2;" : "=h"(r) : "h"(a), "h"(b));
+  return r;
+#else
+  return shunt_mul_f16_sw(a, b);
+#endif
+}
+
+/* bfloat16 on sm_80+: a + b as fma(a, 1, b) and a * b as fma(a, b, -0), each rounded once (the
+ * -0 addend keeps the sign of a zero product). */
+SHUNT_HD uint16_t shunt_add_bf16(uint16_t a, uint16_t b) {
+#if SHUNT_OPS_DEV && __CUDA_ARCH__ >= 800
+  unsigned short r, one = 0x3f80u;
+  asm("fma.rn.bf16 %0, %1, %2, %3;" : "=h"(r) : "h"(a), "h"(one), "h"(b));
+  return r;
+#else
+  return shunt_add_bf16_sw(a, b);
+#endif
+}
+
+SHUNT_HD uint16_t shunt_mul_bf16(uint16_t a, uint16_t b) {
+#if SHUNT_OPS_DEV && __CUDA_ARCH__ >= 800
+  unsigned short r, mzero = 0x8000u;
+  asm("fma.rn.bf16 %0, %1, %2, %3;" : "=h"(r) : "h"(a), "h"(b), "h"(mzero));
+  return r;
+#else
+  return shunt_mul_bf16_sw(a, b);
+#endif
+}
+
+/* min/max of IEEE bit patterns `width` bits wide. Non-NaN values order by a key that maps the
+ * sign-magnitude encoding onto unsigned order (-0 just below +0); this needs no floating compare,
+ * so flush-to-zero settings cannot change it. */
+SHUNT_HD uint64_t shunt_fkey(uint64_t u, int width) {
+  uint64_t sb = 1ull << (width - 1), all = sb | (sb - 1);
+  return (u & sb) ? (~u & all) : (u | sb);
+}
+
+SHUNT_HD uint64_t shunt_fminmax(uint64_t a, uint64_t b, int width, int a_nan, int b_nan, uint64_t nan, int is_max) {
+  if (a_nan) return b_nan ? nan : b;
+  if (b_nan) return a;
+  uint64_t ka = shunt_fkey(a, width), kb = shunt_fkey(b, width);
+  return (is_max ? ka > kb : ka < kb) ? a : b;
+}
+
+SHUNT_HD uint16_t shunt_minmax_f16(uint16_t a, uint16_t b, int is_max) {
+  return (uint16_t)shunt_fminmax(a, b, 16, shunt_f16_isnan(a), shunt_f16_isnan(b), SHUNT_F16_NAN, is_max);
+}
+SHUNT_HD uint16_t shunt_minmax_bf16(uint16_t a, uint16_t b, int is_max) {
+  return (uint16_t)shunt_fminmax(a, b, 16, shunt_bf16_isnan(a), shunt_bf16_isnan(b), SHUNT_BF16_NAN, is_max);
+}
+SHUNT_HD uint32_t shunt_minmax_f32(uint32_t a, uint32_t b, int is_max) {
+  return (uint32_t)shunt_fminmax(a, b, 32, shunt_f32_isnan(a), shunt_f32_isnan(b), SHUNT_F32_NAN, is_max);
+}
+SHUNT_HD uint64_t shunt_minmax_f64(uint64_t a, uint64_t b, int is_max) {
+  return shunt_fminmax(a, b, 64, shunt_f64_isnan(a), shunt_f64_isnan(b), SHUNT_F64_NAN, is_max);
+}
+
+/* fp8: widen to half, operate in half, narrow with saturation. */
+SHUNT_HD uint8_t shunt_add_fp8(uint8_t a, uint8_t b, int e5m2) {
+  return shunt_f16_to_fp8(shunt_add_f16(shunt_fp8_to_f16(a, e5m2), shunt_fp8_to_f16(b, e5m2)), e5m2);
+}
+SHUNT_HD uint8_t shunt_mul_fp8(uint8_t a, uint8_t b, int e5m2) {
+  return shunt_f16_to_fp8(shunt_mul_f16(shunt_fp8_to_f16(a, e5m2), shunt_fp8_to_f16(b, e5m2)), e5m2);
+}
+SHUNT_HD uint8_t shunt_minmax_fp8(uint8_t a, uint8_t b, int e5m2, int is_max) {
+  return shunt_f16_to_fp8(shunt_minmax_f16(shunt_fp8_to_f16(a, e5m2), shunt_fp8_to_f16(b, e5m2), is_max), e5m2);
+}
+
+/* ---- Integer element operations --------------------------------------------------------------- */
+
+SHUNT_HD uint64_t shunt_int_mask(int width) { return width >= 64 ? ~0ull : ((1ull << width) - 1); }
+
+/* Integer reduce on `width`-bit patterns. min/max compare a ^ m with b ^ m as unsigned, with m
+ * flipping the sign bit for signed types and every bit for max, as NCCL's FuncMinMax does. */
+SHUNT_HD uint64_t shunt_int_reduce(int kind, uint64_t a, uint64_t b, int width, int is_signed) {
+  uint64_t all = shunt_int_mask(width);
+  switch (kind) {
+    case SHUNT_RED_PROD: return (a * b) & all;
+    case SHUNT_RED_MAX:
+    case SHUNT_RED_MIN: {
+      uint64_t m = (is_signed ? (1ull << (width - 1)) : 0) ^ (kind == SHUNT_RED_MAX ? all : 0);
+      return ((a ^ m) & all) < ((b ^ m) & all) ? a : b;
+    }
+    default: return (a + b) & all; /* SUM, PREMULSUM, SUMPOSTDIV */
+  }
+}
+
+/* The SUMPOSTDIV post step: x / d, truncating toward zero, x read as signed when is_signed. */
+SHUNT_HD uint64_t shunt_int_postdiv(uint64_t x, uint64_t d, int width, int is_signed) {
+  uint64_t all = shunt_int_mask(width), sb = 1ull << (width - 1);
+  x &= all;
+  if (is_signed && (x & sb)) return (0 - ((0 - x) & all) / d) & all;
+  return x / d;
+}
+
+/* ---- Elements of any type (bit patterns zero-extended in uint64_t) ----------------------------- */
+
+/* op(a, b) at a reduce step. r must be valid (shunt_red_valid). */
+SHUNT_HD uint64_t shunt_reduce_elem(const struct shunt_red* r, uint64_t a, uint64_t b) {
+  int k = r->kind;
+  int is_max = k == SHUNT_RED_MAX, is_minmax = k == SHUNT_RED_MIN || k == SHUNT_RED_MAX;
+  switch (r->ty) {
+    case SHUNT_TY_INT8: return shunt_int_reduce(k, a, b, 8, 1);
+    case SHUNT_TY_UINT8: return shunt_int_reduce(k, a, b, 8, 0);
+    case SHUNT_TY_INT32: return shunt_int_reduce(k, a, b, 32, 1);
+    case SHUNT_TY_UINT32: return shunt_int_reduce(k, a, b, 32, 0);
+    case SHUNT_TY_INT64: return shunt_int_reduce(k, a, b, 64, 1);
+    case SHUNT_TY_UINT64: return shunt_int_reduce(k, a, b, 64, 0);
+    case SHUNT_TY_FLOAT16:
+      if (is_minmax) return shunt_minmax_f16((uint16_t)a, (uint16_t)b, is_max);
+      return k == SHUNT_RED_PROD ? shunt_mul_f16((uint16_t)a, (uint16_t)b) : shunt_add_f16((uint16_t)a, (uint16_t)b);
+    case SHUNT_TY_BFLOAT16:
+      if (is_minmax) return shunt_minmax_bf16((uint16_t)a, (uint16_t)b, is_max);
+      return k == SHUNT_RED_PROD ? shunt_mul_bf16((uint16_t)a, (uint16_t)b)
+                                 : shunt_add_bf16((uint16_t)a, (uint16_t)b);
+    case SHUNT_TY_FLOAT32:
+      if (is_minmax) return shunt_minmax_f32((uint32_t)a, (uint32_t)b, is_max);
+      return k == SHUNT_RED_PROD ? shunt_mul_f32((uint32_t)a, (uint32_t)b) : shunt_add_f32((uint32_t)a, (uint32_t)b);
+    case SHUNT_TY_FLOAT64:
+      if (is_minmax) return shunt_minmax_f64(a, b, is_max);
+      return k == SHUNT_RED_PROD ? shunt_mul_f64(a, b) : shunt_add_f64(a, b);
+    case SHUNT_TY_FP8E4M3:
+    case SHUNT_TY_FP8E5M2: {
+      int e5m2 = SHUNT_FP8_IS_E5M2(r->ty);
+      if (is_minmax) return shunt_minmax_fp8((uint8_t)a, (uint8_t)b, e5m2, is_max);
+      return k == SHUNT_RED_PROD ? shunt_mul_fp8((uint8_t)a, (uint8_t)b, e5m2)
+                                 : shunt_add_fp8((uint8_t)a, (uint8_t)b, e5m2);
+    }
+    default: return 0;
+  }
+}
+
+/* The pre step of one input element: x * scalar for PREMULSUM (in the type; fp8 through half),
+ * x itself for every other kind. */
+SHUNT_HD uint64_t shunt_pre_elem(const struct shunt_red* r, uint64_t x) {
+  if (r->kind != SHUNT_RED_PREMULSUM) return x;
+  uint64_t s = r->arg;
+  switch (r->ty) {
+    case SHUNT_TY_INT8: case SHUNT_TY_UINT8: return (x * s) & 0xffu;
+    case SHUNT_TY_INT32: case SHUNT_TY_UINT32: return (x * s) & 0xffffffffu;
+    case SHUNT_TY_INT64: case SHUNT_TY_UINT64: return x * s;
+    case SHUNT_TY_FLOAT16: return shunt_mul_f16((uint16_t)x, (uint16_t)s);
+    case SHUNT_TY_BFLOAT16: return shunt_mul_bf16((uint16_t)x, (uint16_t)s);
+    case SHUNT_TY_FLOAT32: return shunt_mul_f32((uint32_t)x, (uint32_t)s);
+    case SHUNT_TY_FLOAT64: return shunt_mul_f64(x, s);
+    case SHUNT_TY_FP8E4M3: return shunt_mul_fp8((uint8_t)x, (uint8_t)s, 0);
+    case SHUNT_TY_FP8E5M2: return shunt_mul_fp8((uint8_t)x, (uint8_t)s, 1);
+    default: return 0;
+  }
+}
+
+/* The post step of one fully-reduced element: the division of SUMPOSTDIV, x itself otherwise. */
+SHUNT_HD uint64_t shunt_post_elem(const struct shunt_red* r, uint64_t x) {
+  if (r->kind != SHUNT_RED_SUMPOSTDIV) return x;
+  int width = (int)shunt_ty_size(r->ty) * 8;
+  if (width == 0 || shunt_ty_is_float(r->ty) || r->arg == 0) return x;
+  return shunt_int_postdiv(x, r->arg, width, shunt_ty_is_signed_int(r->ty));
+}
+
+/* ---- Buffers ------------------------------------------------------------------------------------
+ * nbytes must be a whole number of elements; elements need no alignment. dst may be the same
+ * buffer as a source (each element is read before it is written), but must not overlap one
+ * partially. Each returns 0, or -1 (nothing written) for an invalid op or a partial element. */
+
+SHUNT_HD int shunt_red_buf_ok(const struct shunt_red* r, size_t nbytes) {
+  size_t sz = shunt_ty_size(r->ty);
+  return shunt_red_valid(r) && sz && nbytes % sz == 0;
+}
+
+/* dst[i] = reduce(a[i], b[i]). */
+SHUNT_HD int shunt_reduce_buf(void* dst, const void* a, const void* b, size_t nbytes, const struct shunt_red* r) {
+  if (!shunt_red_buf_ok(r, nbytes)) return -1;
+  size_t sz = shunt_ty_size(r->ty);
+  for (size_t i = 0; i < nbytes; i += sz) {
+    uint64_t x = shunt_ty_load((const char*)a + i, r->ty), y = shunt_ty_load((const char*)b + i, r->ty);
+    shunt_ty_store((char*)dst + i, r->ty, shunt_reduce_elem(r, x, y));
+  }
+  return 0;
+}
+
+/* dst[i] = pre(src[i]): a plain copy when the op has no pre step. */
+SHUNT_HD int shunt_pre_buf(void* dst, const void* src, size_t nbytes, const struct shunt_red* r) {
+  if (!shunt_red_buf_ok(r, nbytes)) return -1;
+  size_t sz = shunt_ty_size(r->ty);
+  for (size_t i = 0; i < nbytes; i += sz)
+    shunt_ty_store((char*)dst + i, r->ty, shunt_pre_elem(r, shunt_ty_load((const char*)src + i, r->ty)));
+  return 0;
+}
+
+/* dst[i] = post(src[i]): a plain copy when the op has no post step. */
+SHUNT_HD int shunt_post_buf(void* dst, const void* src, size_t nbytes, const struct shunt_red* r) {
+  if (!shunt_red_buf_ok(r, nbytes)) return -1;
+  size_t sz = shunt_ty_size(r->ty);
+  for (size_t i = 0; i < nbytes; i += sz)
+    shunt_ty_store((char*)dst + i, r->ty, shunt_post_elem(r, shunt_ty_load((const char*)src + i, r->ty)));
+  return 0;
+}
+
+/* dst[i] = reduce(acc[i], pre(x[i])): folds a raw local contribution x into a running value. */
+SHUNT_HD int shunt_reduce_pre_buf(void* dst, const void* acc, const void* x, size_t nbytes, const struct shunt_red* r) {
+  if (!shunt_red_buf_ok(r, nbytes)) return -1;
+  size_t sz = shunt_ty_size(r->ty);
+  for (size_t i = 0; i < nbytes; i += sz) {
+    uint64_t u = shunt_ty_load((const char*)acc + i, r->ty);
+    uint64_t v = shunt_pre_elem(r, shunt_ty_load((const char*)x + i, r->ty));
+    shunt_ty_store((char*)dst + i, r->ty, shunt_reduce_elem(r, u, v));
+  }
+  return 0;
+}
+
+/* Byte copy; dst and src must not overlap. */
+SHUNT_HD void shunt_copy_buf(void* dst, const void* src, size_t nbytes) {
+#if defined(__CUDA_ARCH__)
+  for (size_t i = 0; i < nbytes; i++) ((char*)dst)[i] = ((const char*)src)[i];
+#else
+  if (nbytes) memcpy(dst, src, nbytes);
+#endif
+}
+
+/* ---- Packed words (16-byte vectors, packet payloads) -------------------------------------------
+ * A 4- or 8-byte word as loaded from memory holds size/elem elements in memory order. The element
+ * type must not be wider than the word (an 8-byte type cannot live in an LL8 payload). */
+
+SHUNT_HD uint32_t shunt_reduce_w32(const struct shunt_red* r, uint32_t a, uint32_t b) {
+  unsigned char x[4], y[4];
+  memcpy(x, &a, 4);
+  memcpy(y, &b, 4);
+  if (shunt_ty_size(r->ty) > 4 || shunt_reduce_buf(x, x, y, 4, r) != 0) return 0;
+  uint32_t out;
+  memcpy(&out, x, 4);
+  return out;
+}
+
+SHUNT_HD uint64_t shunt_reduce_w64(const struct shunt_red* r, uint64_t a, uint64_t b) {
+  unsigned char x[8], y[8];
+  memcpy(x, &a, 8);
+  memcpy(y, &b, 8);
+  if (shunt_reduce_buf(x, x, y, 8, r) != 0) return 0;
+  uint64_t out;
+  memcpy(&out, x, 8);
+  return out;
+}
+
+SHUNT_HD uint64_t shunt_pre_w64(const struct shunt_red* r, uint64_t a) {
+  unsigned char x[8];
+  memcpy(x, &a, 8);
+  if (shunt_pre_buf(x, x, 8, r) != 0) return 0;
+  uint64_t out;
+  memcpy(&out, x, 8);
+  return out;
+}
+
+#endif

@@ -1,0 +1,132 @@
+/* Proxy thread and its trigger FIFO: a ring of slots, each published with a sequence word. */
+#include "transport/proxy.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/backoff.h"
+#include "transport/world.h"
+
+#define FIFO_SLOTS 1024u
+
+struct slot {
+  struct shunt_trigger t;
+  _Atomic uint64_t seq; /* pos + 1 once the trigger at pos is written */
+};
+
+struct shunt_proxy {
+  struct shunt_world* w;
+  pthread_t thread;
+  atomic_bool stop;
+  _Atomic uint64_t head; /* next position to reserve */
+  _Atomic uint64_t done; /* positions below are complete */
+  char* input;
+  char* output;
+  struct slot slots[FIFO_SLOTS];
+};
+
+static char* local_base(struct shunt_proxy* p, unsigned type) {
+  return type == 0 ? p->input : type == 1 ? p->output : p->w->peers[p->w->rank].scratch;
+}
+
+static void copy_words(char* dst, const char* src, uint64_t bytes) {
+  /* Packets are read by spinning peers: move whole 8-byte words atomically. */
+  _Atomic uint64_t* d = (_Atomic uint64_t*)(void*)dst;
+  _Atomic uint64_t* s = (_Atomic uint64_t*)(void*)src;
+  for (uint64_t i = 0; i < bytes / 8; i++)
+    atomic_store_explicit(&d[i], atomic_load_explicit(&s[i], memory_order_relaxed), memory_order_relaxed);
+}
+
+static void handle(struct shunt_proxy* p, const struct shunt_trigger* t) {
+  struct shunt_world* w = p->w;
+  if ((t->type & SHUNT_TRIG_DATA) && t->size) {
+    char* dst = shunt_world_buf(w, t->peer, t->dst_buf) + t->dst_off;
+    const char* src = local_base(p, t->src_buf) + t->src_off;
+    if (t->type & SHUNT_TRIG_PACKETS)
+      copy_words(dst, src, t->size);
+    else
+      memmove(dst, src, t->size);
+  }
+  if (t->type & SHUNT_TRIG_FLAG) {
+    _Atomic uint64_t* sem = &w->peers[t->peer].inbound[shunt_world_sem(w, 2, w->rank, t->ordinal)];
+    atomic_fetch_add_explicit(sem, 1, memory_order_release);
+  }
+}
+
+static void* run(void* arg) {
+  struct shunt_proxy* p = arg;
+  uint64_t pos = 0;
+  struct shunt_backoff bo = {0};
+  while (true) {
+    struct slot* s = &p->slots[pos % FIFO_SLOTS];
+    if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1) {
+      if (atomic_load_explicit(&p->stop, memory_order_acquire)) break;
+      shunt_backoff(&bo, 0);
+      continue;
+    }
+    bo = (struct shunt_backoff){0};
+    handle(p, &s->t);
+    pos++;
+    atomic_store_explicit(&p->done, pos, memory_order_release);
+  }
+  return NULL;
+}
+
+int shunt_proxy_start(struct shunt_world* w, struct shunt_proxy** out, char* err, size_t len) {
+  struct shunt_proxy* p = calloc(1, sizeof(*p));
+  if (!p) {
+    snprintf(err, len, "out of memory");
+    return -1;
+  }
+  p->w = w;
+  atomic_init(&p->stop, false);
+  atomic_init(&p->head, 0);
+  atomic_init(&p->done, 0);
+  for (unsigned i = 0; i < FIFO_SLOTS; i++) atomic_init(&p->slots[i].seq, 0);
+  if (pthread_create(&p->thread, NULL, run, p) != 0) {
+    snprintf(err, len, "cannot start the proxy thread");
+    free(p);
+    return -1;
+  }
+  *out = p;
+  return 0;
+}
+
+void shunt_proxy_stop(struct shunt_proxy* p) {
+  if (!p) return;
+  atomic_store_explicit(&p->stop, true, memory_order_release);
+  pthread_join(p->thread, NULL);
+  free(p);
+}
+
+void shunt_proxy_bind(struct shunt_proxy* p, char* input, char* output) {
+  p->input = input;
+  p->output = output;
+}
+
+uint64_t shunt_proxy_push(struct shunt_proxy* p, const struct shunt_trigger* t) {
+  uint64_t pos = atomic_fetch_add_explicit(&p->head, 1, memory_order_relaxed);
+  struct shunt_backoff bo = {0};
+  while (pos - atomic_load_explicit(&p->done, memory_order_acquire) >= FIFO_SLOTS) shunt_backoff(&bo, 0);
+  struct slot* s = &p->slots[pos % FIFO_SLOTS];
+  s->t = *t;
+  atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+  return pos;
+}
+
+uint64_t shunt_proxy_done(struct shunt_proxy* p) {
+  return atomic_load_explicit(&p->done, memory_order_acquire);
+}
+uint64_t shunt_proxy_pushed(struct shunt_proxy* p) {
+  return atomic_load_explicit(&p->head, memory_order_acquire);
+}
+
+void shunt_proxy_drain(struct shunt_proxy* p) {
+  uint64_t h = shunt_proxy_pushed(p);
+  struct shunt_backoff bo = {0};
+  while (shunt_proxy_done(p) < h) shunt_backoff(&bo, 0);
+}

@@ -1,0 +1,32 @@
+/* The host proxy of one rank: a thread that drains a FIFO of port-channel triggers
+ * (transport/trigger.h) and performs them with memcpy into peers' shared regions and atomic
+ * increments of peers' semaphores.
+ *
+ * Promises: triggers complete strictly in push order; shunt_proxy_done(p) > pos means the
+ * trigger at pos and every earlier one are complete (their copies and flags visible to any
+ * thread that acquires the peer's semaphore, or this counter). Pushing is safe from any
+ * number of threads; a full FIFO makes the pusher wait for the proxy, which never blocks. */
+#ifndef SHUNT_TRANSPORT_PROXY_H
+#define SHUNT_TRANSPORT_PROXY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport/trigger.h"
+
+struct shunt_world;
+struct shunt_proxy;
+
+int shunt_proxy_start(struct shunt_world* w, struct shunt_proxy** out, char* err, size_t len);
+void shunt_proxy_stop(struct shunt_proxy* p);
+
+/* This rank's input and output bases for the coming run (scratch is the world's). Only
+ * while the proxy is idle: before a run's threads start, after shunt_proxy_drain. */
+void shunt_proxy_bind(struct shunt_proxy* p, char* input, char* output);
+uint64_t shunt_proxy_push(struct shunt_proxy* p, const struct shunt_trigger* t);
+uint64_t shunt_proxy_done(struct shunt_proxy* p);
+uint64_t shunt_proxy_pushed(struct shunt_proxy* p);
+/* Waits until every pushed trigger is complete. */
+void shunt_proxy_drain(struct shunt_proxy* p);
+
+#endif

@@ -1,0 +1,79 @@
+/* A world: the host transport of one communicator. Every rank maps every rank's shared
+ * region (semaphores, scratch, staging for input and output), and runs one proxy thread
+ * that serves its port channels.
+ *
+ * Promises:
+ * - Creation and destruction are collective over the caller's bootstrap (allgather and
+ *   barrier callbacks); the sizes must agree on every rank (checked) so scratch halves line
+ *   up. Ranks may be processes or threads of one process.
+ * - Channel semaphores are 64-bit atomics in shared memory that persist for the world's
+ *   life: my k-th channel of a type to peer P waits on my inbound counter (type, P, k),
+ *   which P's k-th channel of that type back to me increments (plan-format.md §6.1-6.2).
+ * - The epoch advances once per execution on each rank; equal execution counts give equal
+ *   epochs on every rank, independent of any other world in the process (D5).
+ * - Nothing here prints to stdout; errors are values with a message. */
+#ifndef SHUNT_TRANSPORT_WORLD_H
+#define SHUNT_TRANSPORT_WORLD_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport/shm.h"
+
+/* The caller's collective exchange. allgather: on entry buf[rank*bytes .. +bytes) holds this
+ * rank's contribution; on return buf holds every rank's. Both return 0 on success. */
+struct shunt_world_exchange {
+  void* ctx;
+  int (*allgather)(void* ctx, void* buf, size_t bytes);
+  int (*barrier)(void* ctx);
+};
+
+struct shunt_world_config {
+  uint64_t scratch_bytes; /* per rank, both halves of a double scratch included */
+  uint64_t input_bytes;   /* staging capacity for a rank's input */
+  uint64_t output_bytes;  /* staging capacity for a rank's output */
+};
+
+#define SHUNT_WORLD_MAX_ORDINAL 256 /* channels per (type, peer) */
+
+struct shunt_world_peer {
+  char* scratch;
+  char* input;
+  char* output;
+  _Atomic uint64_t* inbound; /* [type-1][from rank][ordinal] */
+};
+
+struct shunt_proxy;
+
+struct shunt_world {
+  uint32_t rank, nranks;
+  struct shunt_world_config cfg;
+  struct shunt_world_exchange bs;
+  struct shunt_shm* regions;      /* [nranks] */
+  struct shunt_world_peer* peers; /* [nranks], peers[rank] is this rank */
+  _Atomic uint64_t* expected;     /* this rank's waits so far per channel, same indexing as inbound */
+  atomic_uint_fast64_t epoch;
+  atomic_bool broken; /* a run timed out: the shared state is no longer consistent */
+  struct shunt_proxy* proxy;
+};
+
+int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_config* cfg,
+                       const struct shunt_world_exchange* bs, struct shunt_world** out, char* err, size_t len);
+/* Collective: waits for every rank before unmapping. */
+void shunt_world_destroy(struct shunt_world* w);
+
+/* Index of the counter for channel (type MEMORY or PORT, peer, ordinal). */
+static inline size_t shunt_world_sem(const struct shunt_world* w, unsigned type, uint32_t peer,
+                                     uint32_t ordinal) {
+  return ((size_t)(type - 1) * w->nranks + peer) * SHUNT_WORLD_MAX_ORDINAL + ordinal;
+}
+
+/* Base of buffer type (0 input, 1 output, 2 scratch) of a rank's shared region. */
+static inline char* shunt_world_buf(const struct shunt_world* w, uint32_t rank, unsigned type) {
+  const struct shunt_world_peer* p = &w->peers[rank];
+  return type == 0 ? p->input : type == 1 ? p->output : p->scratch;
+}
+
+#endif

@@ -1,0 +1,600 @@
+/* shunt-plan verify: run a plan on the host backend, one process per rank, and compare every
+ * output byte with the reference collective.
+ *
+ * For each size (total bytes: allreduce buffer, allgather output), dtype and op, every rank
+ * runs K executions back to back; before each, inputs are filled with rank- and
+ * index-dependent values (small integers, so any summation order is exact in every dtype)
+ * and outputs with a sentinel. Prints PASS, the first mismatch (rank, byte offset, expected,
+ * got), or the hang report of every rank. Static and race problems are reported first. */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "exec/elem.h"
+#include "exec/host/host_run.h"
+#include "exec/lower.h"
+#include "exec/ops/dtype.h"
+#include "plan/check.h"
+#include "plan/parse.h"
+#include "transport/backoff.h"
+#include "transport/world.h"
+
+#define MAX_SIZES 16
+#define MSG_BYTES 8192
+#define BS_SLOT 4096
+
+static const char* const dt_names[SHUNT_DT_COUNT] = {"int8",    "uint8",    "int32",   "uint32",
+                                                     "int64",   "uint64",   "float16", "float32",
+                                                     "float64", "bfloat16", "fp8e4m3", "fp8e5m2"};
+static const char* const op_names[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
+#define NOPS 6
+
+struct vopts {
+  const char* file;
+  uint32_t nranks;
+  uint64_t sizes[MAX_SIZES];
+  unsigned nsizes;
+  int dtypes[SHUNT_DT_COUNT];
+  unsigned ndtypes;
+  int ops[NOPS];
+  unsigned nops;
+  unsigned iters;
+  int inplace; /* -1: as the plan says */
+  uint64_t timeout_ms;
+  uint64_t max_bytes; /* default size list cap */
+  int any_size;       /* run sizes outside the plan's range */
+  int skip_checks;    /* run even when the static checks fail */
+};
+
+/* Shared between the rank processes: bootstrap and results. */
+struct shared {
+  uint32_t nranks;
+  _Atomic uint32_t arrived, gen;
+  atomic_bool abort; /* a rank stopped early: barriers give up instead of waiting for it */
+  struct {
+    int status; /* 0 pass, 1 mismatch, 2 timeout, 3 error */
+    uint64_t runs;
+    char msg[MSG_BYTES];
+  } res[64];
+  char* expected; /* the reference output, each rank computes a slice */
+  char data[];
+};
+
+struct bsctx {
+  struct shared* s;
+  uint32_t rank;
+};
+
+static int bs_barrier(void* ctx) {
+  struct shared* s = ((struct bsctx*)ctx)->s;
+  uint32_t g = atomic_load(&s->gen);
+  if (atomic_fetch_add(&s->arrived, 1) + 1 == s->nranks) {
+    atomic_store(&s->arrived, 0);
+    atomic_fetch_add(&s->gen, 1);
+    return 0;
+  }
+  struct shunt_backoff bo = {0};
+  while (atomic_load(&s->gen) == g) {
+    if (atomic_load(&s->abort)) return -1;
+    shunt_backoff(&bo, 0);
+  }
+  return 0;
+}
+
+static int bs_allgather(void* ctx, void* buf, size_t bytes) {
+  struct bsctx* c = ctx;
+  if (bytes > BS_SLOT) return -1;
+  memcpy(c->s->data + (size_t)c->rank * BS_SLOT, (char*)buf + (size_t)c->rank * bytes, bytes);
+  if (bs_barrier(ctx)) return -1;
+  for (uint32_t r = 0; r < c->s->nranks; r++)
+    memcpy((char*)buf + r * bytes, c->s->data + (size_t)r * BS_SLOT, bytes);
+  return bs_barrier(ctx);
+}
+
+/* ---- values ---- */
+
+static int64_t small_value(uint32_t rank, uint64_t i, unsigned seed, int op, bool is_unsigned) {
+  uint64_t h = (i * 2654435761u) ^ ((uint64_t)rank * 40503u) ^ ((uint64_t)seed * 977u);
+  h ^= h >> 13;
+  if (op == SHUNT_REDOP_PROD) return (rank < 3 && h % 5 == 0) ? 2 : ((h % 3 == 0 && !is_unsigned) ? -1 : 1);
+  if (op == SHUNT_REDOP_MIN || op == SHUNT_REDOP_MAX) return (int64_t)(h % 7) - (is_unsigned ? 0 : 3);
+  return is_unsigned ? (int64_t)(h % 2) : (int64_t)(h % 3) - 1;
+}
+
+static void put_value(enum shunt_dtype dt, void* at, int64_t v) {
+  switch (dt) {
+    case SHUNT_DT_INT8:
+    case SHUNT_DT_UINT8: {
+      uint8_t x = (uint8_t)v;
+      memcpy(at, &x, 1);
+      break;
+    }
+    case SHUNT_DT_INT32:
+    case SHUNT_DT_UINT32: {
+      uint32_t x = (uint32_t)v;
+      memcpy(at, &x, 4);
+      break;
+    }
+    case SHUNT_DT_INT64:
+    case SHUNT_DT_UINT64: {
+      uint64_t x = (uint64_t)v;
+      memcpy(at, &x, 8);
+      break;
+    }
+    case SHUNT_DT_FLOAT32: {
+      float x = (float)v;
+      memcpy(at, &x, 4);
+      break;
+    }
+    case SHUNT_DT_FLOAT64: {
+      double x = (double)v;
+      memcpy(at, &x, 8);
+      break;
+    }
+    case SHUNT_DT_FLOAT16: {
+      uint16_t x = (uint16_t)shunt_f32_to_f16((float)v);
+      memcpy(at, &x, 2);
+      break;
+    }
+    case SHUNT_DT_BFLOAT16: {
+      uint16_t x = (uint16_t)shunt_f32_to_bf16((float)v);
+      memcpy(at, &x, 2);
+      break;
+    }
+    case SHUNT_DT_FP8E4M3: {
+      uint8_t x = (uint8_t)shunt_f32_to_fp8((float)v, 0);
+      memcpy(at, &x, 1);
+      break;
+    }
+    case SHUNT_DT_FP8E5M2: {
+      uint8_t x = (uint8_t)shunt_f32_to_fp8((float)v, 1);
+      memcpy(at, &x, 1);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+/* bytes of rank's input from byte `at` on (allreduce: at is a multiple of the element size). */
+static void fill_input(char* buf, uint64_t at, uint64_t bytes, uint32_t rank, unsigned seed,
+                       enum shunt_dtype dt, int op, bool reduce) {
+  if (!reduce) {
+    for (uint64_t k = 0, i = at; k < bytes; k++, i++)
+      buf[k] = (char)((i * 131 + rank * 29 + seed * 7 + (i >> 8)) & 0xff);
+    return;
+  }
+  uint32_t es = shunt_dtype_size(dt);
+  bool uns = dt == SHUNT_DT_UINT8 || dt == SHUNT_DT_UINT32 || dt == SHUNT_DT_UINT64;
+  for (uint64_t k = 0; k < bytes / es; k++)
+    put_value(dt, buf + k * es, small_value(rank, at / es + k, seed, op, uns));
+}
+
+static void premul_scalar(enum shunt_dtype dt, void* out) {
+  put_value(dt, out, 2);
+}
+
+/* The reference allreduce: each contribution scaled once (avg on floats, PreMulSum), summed
+ * in rank order; integer avg divides the sum. Inputs are small integers, so the order of a
+ * plan's own reduction does not change any result. */
+static void expected_allreduce(char* exp, char* tmp, uint64_t at, uint64_t bytes, uint32_t nranks,
+                               unsigned seed, enum shunt_dtype dt, int op) {
+  uint32_t es = shunt_dtype_size(dt);
+  enum shunt_elem_scaling sc = shunt_elem_scaling(dt, (enum shunt_redop)op);
+  char scalar[8];
+  premul_scalar(dt, scalar);
+  for (uint32_t r = 0; r < nranks; r++) {
+    char* into = r == 0 ? exp : tmp;
+    fill_input(into, at, bytes, r, seed, dt, op, true);
+    if (sc == SHUNT_SCALE_PRE)
+      shunt_elem_premul(dt, into, into, bytes / es, op == SHUNT_REDOP_PREMULSUM ? scalar : NULL, nranks);
+    if (r) shunt_elem_reduce(dt, shunt_elem_step_op((enum shunt_redop)op), exp, tmp, bytes / es);
+  }
+  if (sc == SHUNT_SCALE_POSTDIV) shunt_elem_postdiv(dt, exp, bytes / es, nranks);
+}
+
+/* ---- one rank ---- */
+
+struct shape {
+  uint64_t total, in, out;
+  int dt, op;
+};
+
+static void in_out_bytes(const struct shunt_plan* p, uint64_t total, uint64_t* in, uint64_t* out) {
+  if (p->coll == SHUNT_COLL_ALLGATHER) {
+    *out = total;
+    *in = total / p->ngpus;
+  } else {
+    *in = *out = total;
+  }
+}
+
+static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struct shared* sh, uint32_t rank,
+                     const struct shape* shapes, unsigned nshapes, bool inplace) {
+  struct bsctx bc = {sh, rank};
+  struct shunt_world_exchange bs = {&bc, bs_allgather, bs_barrier};
+  struct shunt_world_config cfg = {0, 0, 0};
+  for (unsigned k = 0; k < nshapes; k++) {
+    uint64_t need = shunt_lower_scratch_need(plan, shapes[k].in, shapes[k].out);
+    if (need > cfg.scratch_bytes) cfg.scratch_bytes = need;
+    if (shapes[k].in > cfg.input_bytes) cfg.input_bytes = shapes[k].in;
+    if (shapes[k].out > cfg.output_bytes) cfg.output_bytes = shapes[k].out;
+  }
+  char* msg = sh->res[rank].msg;
+  struct shunt_world* w = NULL;
+  if (shunt_world_create(rank, o->nranks, &cfg, &bs, &w, msg, MSG_BYTES) != 0) {
+    sh->res[rank].status = 3;
+    return 3;
+  }
+  struct shunt_lower_cache* cache = shunt_lower_cache_create(16);
+  char* out = malloc(cfg.output_bytes ? cfg.output_bytes : 1);
+  char* in = malloc(cfg.input_bytes ? cfg.input_bytes : 1);
+  char* tmp = malloc(cfg.output_bytes / o->nranks + 64);
+  char* exp = sh->expected;
+  int status = 0;
+  bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE;
+  if (!cache || !out || !in || !tmp) {
+    status = 3;
+    snprintf(msg, MSG_BYTES, "rank %u: out of memory", rank);
+  }
+  for (unsigned k = 0; k < nshapes && status < 2; k++) {
+    const struct shape* s = &shapes[k];
+    struct shunt_call_shape cs = {s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op,
+                                  SHUNT_PKT_LL16};
+    char reason[512];
+    const struct shunt_program* prog = shunt_lower_cache_get(cache, plan, rank, &cs, reason, sizeof(reason));
+    if (!prog) {
+      status = 3;
+      snprintf(msg, MSG_BYTES, "rank %u: cannot lower %" PRIu64 " bytes: %s", rank, s->total, reason);
+      break;
+    }
+    char scalar[8];
+    premul_scalar((enum shunt_dtype)s->dt, scalar);
+    struct shunt_host_run_opts ro = {o->timeout_ms, scalar};
+    uint32_t es = shunt_dtype_size((enum shunt_dtype)s->dt);
+    /* This rank's slice of the reference output, in whole elements. */
+    uint64_t nel = s->out / es, lo = nel * rank / o->nranks * es, hi = nel * (rank + 1) / o->nranks * es;
+    for (unsigned it = 0; it < o->iters && status < 2; it++) {
+      unsigned seed = k * 131 + it;
+      char* user_in = inplace ? (reduce ? out : out + (uint64_t)rank * s->in) : in;
+      memset(out, 0xa5, s->out);
+      fill_input(user_in, 0, s->in, rank, seed, (enum shunt_dtype)s->dt, s->op, reduce);
+      if (reduce)
+        expected_allreduce(exp + lo, tmp, lo, hi - lo, o->nranks, seed, (enum shunt_dtype)s->dt, s->op);
+      else
+        memcpy(exp + (uint64_t)rank * s->in, user_in, s->in);
+      char err[MSG_BYTES];
+      int rc = shunt_host_run(w, prog, user_in, out, &ro, err, sizeof(err));
+      sh->res[rank].runs++;
+      if (rc) {
+        status = rc == SHUNT_EXEC_TIMEOUT ? 2 : 3;
+        snprintf(msg, MSG_BYTES, "%s", err);
+        break;
+      }
+      /* Every slice of the reference is written once every rank has finished its run. */
+      if (bs_barrier(&bc)) break;
+      /* After a mismatch the rank keeps running, so its peers never wait for it. */
+      if (!status && memcmp(exp, out, s->out) != 0) {
+        uint64_t b = 0;
+        while (exp[b] == out[b]) b++;
+        status = 1;
+        snprintf(msg, MSG_BYTES,
+                 "mismatch: %s, %" PRIu64 " bytes, %s %s, iteration %u: rank %u byte offset %" PRIu64
+                 ": expected 0x%02x, got 0x%02x",
+                 plan->name, s->total, dt_names[s->dt], reduce ? op_names[s->op] : "-", it, rank, b,
+                 (unsigned)(unsigned char)exp[b], (unsigned)(unsigned char)out[b]);
+      }
+      /* Nobody writes the next reference before every rank has compared this one. */
+      if (bs_barrier(&bc)) break;
+    }
+    shunt_lower_cache_release(cache, prog);
+  }
+  free(out), free(in), free(tmp);
+  shunt_lower_cache_destroy(cache);
+  sh->res[rank].status = status;
+  if (status >= 2 || atomic_load(&sh->abort)) {
+    /* Peers may still spin on this world or wait in a barrier: stop them, and leave without
+     * the collective teardown (process exit releases the mappings). */
+    atomic_store(&sh->abort, true);
+    return status;
+  }
+  shunt_world_destroy(w);
+  return status;
+}
+
+/* ---- sizes ---- */
+
+static uint64_t granule(const struct shunt_plan* p) {
+  uint64_t a = p->buffer_alignment ? p->buffer_alignment : 16;
+  uint64_t ic = p->gpus[0].input_chunks ? p->gpus[0].input_chunks : 1;
+  uint64_t g = a * ic;
+  if (p->coll == SHUNT_COLL_ALLGATHER) g *= p->ngpus;
+  uint64_t oc = p->gpus[0].output_chunks;
+  while (oc && (g / a) % oc) g += a * ic * (p->coll == SHUNT_COLL_ALLGATHER ? p->ngpus : 1);
+  return g;
+}
+
+static bool servable(const struct shunt_plan* p, uint64_t total, int dt, int op, char* why, size_t len) {
+  uint64_t in, out;
+  in_out_bytes(p, total, &in, &out);
+  return shunt_lower_check(p, -1, in, out, (enum shunt_dtype)dt, (enum shunt_redop)op, why, len);
+}
+
+static unsigned default_sizes(const struct shunt_plan* p, const struct vopts* o, uint64_t* v) {
+  uint64_t g = granule(p);
+  uint64_t lo = p->min_message_size < g ? g : (p->min_message_size + g - 1) / g * g;
+  char why[256];
+  int dt = o->dtypes[0], op = o->ops[0];
+  for (unsigned t = 0; t < 64 && !servable(p, lo, dt, op, why, sizeof(why)); t++) lo += g;
+  uint64_t hi = p->max_message_size / g * g;
+  uint64_t cap = o->max_bytes;
+  unsigned n = 0;
+  v[n++] = lo;
+  if (lo + g <= hi && lo + g <= cap) v[n++] = lo + g;
+  for (uint64_t s = lo * 4 / g * g; s < hi && s <= cap && n < MAX_SIZES - 1; s = s * 4 / g * g)
+    if (s > v[n - 1]) v[n++] = s;
+  if (hi > v[n - 1] && hi <= cap) v[n++] = hi;
+  return n;
+}
+
+static int parse_list(const char* s, const char* const* names, unsigned nnames, int* out, unsigned* n) {
+  *n = 0;
+  if (!strcmp(s, "all")) {
+    for (unsigned i = 0; i < nnames; i++) out[(*n)++] = (int)i;
+    return 0;
+  }
+  char buf[256];
+  snprintf(buf, sizeof(buf), "%s", s);
+  char* save = NULL;
+  for (char* t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    unsigned i = 0;
+    while (i < nnames && strcmp(names[i], t)) i++;
+    if (i == nnames || *n >= nnames) return -1;
+    out[(*n)++] = (int)i;
+  }
+  return *n ? 0 : -1;
+}
+
+static uint64_t parse_bytes(const char* s, int* bad) {
+  char* end;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (end == s) *bad = 1;
+  if (*end == 'K' || *end == 'k')
+    v <<= 10, end++;
+  else if (*end == 'M' || *end == 'm')
+    v <<= 20, end++;
+  else if (*end == 'G' || *end == 'g')
+    v <<= 30, end++;
+  if (*end) *bad = 1;
+  return v;
+}
+
+static int usage(void) {
+  fprintf(stderr,
+          "usage: shunt-plan verify FILE [--ranks N] [--sizes S,S,..] [--dtype T,..|all] [--op O,..|all]\n"
+          "                         [--iters K] [--inplace|--outofplace] [--timeout MS] [--max-bytes S]\n"
+          "                         [--any-size] [--skip-checks]\n");
+  return 2;
+}
+
+static double now_s(void) {
+  return (double)shunt_now_ns() / 1e9;
+}
+
+int cmd_verify(int argc, char** argv) {
+  struct vopts o = {.iters = 3, .inplace = -1, .timeout_ms = 20000, .max_bytes = 2u << 20};
+  const char* dts = NULL;
+  const char* ops = "sum";
+  const char* sizes = NULL;
+  int bad = 0;
+  for (int i = 0; i < argc; i++) {
+    const char* a = argv[i];
+    const char* val = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--inplace"))
+      o.inplace = 1;
+    else if (!strcmp(a, "--outofplace"))
+      o.inplace = 0;
+    else if (!strcmp(a, "--any-size"))
+      o.any_size = 1;
+    else if (!strcmp(a, "--skip-checks"))
+      o.skip_checks = 1;
+    else if (a[0] == '-' && a[1] == '-' && !val)
+      return usage();
+    else if (!strcmp(a, "--ranks"))
+      o.nranks = (uint32_t)parse_bytes(val, &bad), i++;
+    else if (!strcmp(a, "--sizes"))
+      sizes = val, i++;
+    else if (!strcmp(a, "--dtype"))
+      dts = val, i++;
+    else if (!strcmp(a, "--op"))
+      ops = val, i++;
+    else if (!strcmp(a, "--iters"))
+      o.iters = (unsigned)parse_bytes(val, &bad), i++;
+    else if (!strcmp(a, "--timeout"))
+      o.timeout_ms = parse_bytes(val, &bad), i++;
+    else if (!strcmp(a, "--max-bytes"))
+      o.max_bytes = parse_bytes(val, &bad), i++;
+    else if (a[0] == '-')
+      return usage();
+    else if (!o.file)
+      o.file = a;
+    else
+      return usage();
+  }
+  if (bad || !o.file || !o.iters) return usage();
+
+  struct shunt_plan_errors errs = {0};
+  struct shunt_plan* plan = shunt_plan_load_file(o.file, &errs);
+  if (plan) {
+    struct shunt_check_opts copts = {0};
+    shunt_plan_check(plan, &copts, &errs);
+    shunt_plan_check_races(plan, &errs);
+  }
+  char ebuf[1200];
+  for (uint32_t k = 0; k < errs.n; k++)
+    printf("%s\n", shunt_plan_error_format(&errs.v[k], ebuf, sizeof(ebuf)));
+  if (!plan || (errs.n && !o.skip_checks)) {
+    printf("%s: FAIL (static checks)\n", o.file);
+    shunt_plan_errors_free(&errs);
+    shunt_plan_free(plan);
+    return 1;
+  }
+  shunt_plan_errors_free(&errs);
+  if (o.any_size) {
+    /* This process's own copy of the plan: open its range so any servable size runs. */
+    plan->min_message_size = 0;
+    plan->max_message_size = UINT64_MAX;
+  }
+  int rc = 2;
+  bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE;
+  if (plan->coll != SHUNT_COLL_ALLREDUCE && plan->coll != SHUNT_COLL_ALLGATHER) {
+    fprintf(stderr, "%s: verify knows allreduce and allgather, not '%s'\n", o.file, plan->collective);
+    goto out;
+  }
+  if (o.nranks && o.nranks != plan->ngpus) {
+    fprintf(stderr, "%s: the plan is for %u ranks, not %u\n", o.file, plan->ngpus, o.nranks);
+    goto out;
+  }
+  o.nranks = plan->ngpus;
+  if (o.nranks > 64) {
+    fprintf(stderr, "%s: verify runs at most 64 ranks\n", o.file);
+    goto out;
+  }
+  if (o.inplace >= 0 && (o.inplace != 0) != plan->inplace) {
+    fprintf(stderr, "%s: the plan is %s\n", o.file, plan->inplace ? "in-place" : "out-of-place");
+    goto out;
+  }
+  if (parse_list(dts ? dts : (reduce ? "float32" : "int8"), dt_names, SHUNT_DT_COUNT, o.dtypes, &o.ndtypes) ||
+      parse_list(reduce ? ops : "sum", op_names, NOPS, o.ops, &o.nops))
+    return usage();
+  if (sizes) {
+    char buf[512];
+    snprintf(buf, sizeof(buf), "%s", sizes);
+    char* save = NULL;
+    for (char* t = strtok_r(buf, ",", &save); t && o.nsizes < MAX_SIZES; t = strtok_r(NULL, ",", &save))
+      o.sizes[o.nsizes++] = parse_bytes(t, &bad);
+    if (bad || !o.nsizes) return usage();
+  } else {
+    o.nsizes = default_sizes(plan, &o, o.sizes);
+  }
+
+  /* The shapes every rank runs, in order; unsupported (dtype, op) pairs are skipped. */
+  struct shape* shapes = calloc((size_t)o.nsizes * o.ndtypes * o.nops, sizeof(*shapes));
+  unsigned nshapes = 0, skipped = 0;
+  for (unsigned d = 0; d < o.ndtypes; d++)
+    for (unsigned q = 0; q < o.nops; q++) {
+      if (reduce && !shunt_elem_supported((enum shunt_dtype)o.dtypes[d], (enum shunt_redop)o.ops[q])) {
+        skipped++;
+        continue;
+      }
+      for (unsigned k = 0; k < o.nsizes; k++) {
+        char why[512];
+        if (!servable(plan, o.sizes[k], o.dtypes[d], o.ops[q], why, sizeof(why))) {
+          printf("%s: %" PRIu64 " bytes %s %s: not served: %s\n", o.file, o.sizes[k], dt_names[o.dtypes[d]],
+                 reduce ? op_names[o.ops[q]] : "", why);
+          continue;
+        }
+        struct shape* s = &shapes[nshapes++];
+        s->total = o.sizes[k];
+        in_out_bytes(plan, s->total, &s->in, &s->out);
+        s->dt = o.dtypes[d];
+        s->op = reduce ? o.ops[q] : SHUNT_REDOP_SUM;
+      }
+    }
+  if (!nshapes) {
+    printf("%s: FAIL (no size, dtype and op to run)\n", o.file);
+    free(shapes);
+    rc = 1;
+    goto out;
+  }
+
+  size_t shbytes = sizeof(struct shared) + (size_t)o.nranks * BS_SLOT;
+  struct shared* sh = mmap(NULL, shbytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (sh == MAP_FAILED) {
+    fprintf(stderr, "mmap: %s\n", strerror(errno));
+    free(shapes);
+    goto out;
+  }
+  memset(sh, 0, shbytes);
+  sh->nranks = o.nranks;
+  uint64_t max_out = 0;
+  for (unsigned k = 0; k < nshapes; k++)
+    if (shapes[k].out > max_out) max_out = shapes[k].out;
+  sh->expected = mmap(NULL, max_out, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (sh->expected == MAP_FAILED) {
+    fprintf(stderr, "mmap: %s\n", strerror(errno));
+    munmap(sh, shbytes);
+    free(shapes);
+    goto out;
+  }
+  double t0 = now_s();
+  fflush(stdout);
+  pid_t pids[64];
+  for (uint32_t r = 0; r < o.nranks; r++) {
+    pids[r] = fork();
+    if (pids[r] == 0) _exit(rank_main(&o, plan, sh, r, shapes, nshapes, plan->inplace));
+    if (pids[r] < 0) {
+      fprintf(stderr, "fork: %s\n", strerror(errno));
+      for (uint32_t k = 0; k < r; k++) kill(pids[k], SIGKILL);
+      for (uint32_t k = 0; k < r; k++) waitpid(pids[k], NULL, 0);
+      munmap(sh->expected, max_out);
+      munmap(sh, shbytes);
+      free(shapes);
+      goto out;
+    }
+  }
+  /* A rank that dies takes the others down with it: they would only wait for it. */
+  int crashed = -1;
+  for (uint32_t done = 0; done < o.nranks; done++) {
+    int st;
+    pid_t pid = wait(&st);
+    if (pid < 0) break;
+    if (!WIFEXITED(st) && crashed < 0) {
+      for (uint32_t r = 0; r < o.nranks; r++)
+        if (pids[r] == pid) crashed = (int)r;
+      for (uint32_t r = 0; r < o.nranks; r++)
+        if (pids[r] != pid) kill(pids[r], SIGKILL);
+    }
+  }
+  double dt = now_s() - t0;
+  int worst = 0;
+  for (uint32_t r = 0; r < o.nranks; r++)
+    if (sh->res[r].status > worst) worst = sh->res[r].status;
+  if (crashed >= 0) {
+    printf("%s: FAIL: rank %d crashed\n", o.file, crashed);
+    rc = 1;
+  } else if (worst == 0) {
+    printf("%s: PASS (%u ranks, %u shape(s) x %u iterations, %s, %.2f s%s)\n", o.file, o.nranks, nshapes,
+           o.iters, plan->inplace ? "in-place" : "out-of-place", dt,
+           skipped ? ", unsupported dtype/op pairs skipped" : "");
+    rc = 0;
+  } else {
+    rc = 1;
+    if (worst == 1) {
+      for (uint32_t r = 0; r < o.nranks; r++)
+        if (sh->res[r].status == 1) {
+          printf("%s: FAIL: %s\n", o.file, sh->res[r].msg);
+          break;
+        }
+    } else {
+      printf("%s: FAIL: %s\n", o.file, worst == 2 ? "hang" : "error");
+      for (uint32_t r = 0; r < o.nranks; r++)
+        if (sh->res[r].status >= 2) printf("%s\n", sh->res[r].msg);
+    }
+  }
+  munmap(sh->expected, max_out);
+  munmap(sh, shbytes);
+  free(shapes);
+out:
+  shunt_plan_free(plan);
+  return rc;
+}
