@@ -16,7 +16,8 @@
 
 struct shunt_bootstrap;
 struct shunt_redop_table;
-struct shunt_host_world;
+struct shunt_world;
+struct shunt_lower_cache;
 
 struct shunt_comm {
   ncclComm_t handle; /* what the application holds: `real`, or this struct when alone */
@@ -27,7 +28,8 @@ struct shunt_comm {
   struct shunt_bootstrap* boot;
   const struct shunt_planset* plans; /* shared, owned by the process-wide plan cache */
   int plans_enabled;
-  struct shunt_host_world* world; /* NULL until the first plan runs */
+  struct shunt_world* world;       /* the host backend's shared regions; NULL until a plan runs */
+  struct shunt_lower_cache* programs; /* lowered plans of this communicator */
   struct shunt_redop_table* redops;
   atomic_int async_error; /* ncclResult_t of shunt's own asynchronous failures */
   _Atomic(const char*) last_plan; /* name of the plan that served the last call, NULL: NCCL */
@@ -47,11 +49,5 @@ struct shunt_call {
   cudaStream_t stream;
 };
 
-/* Runs call on the communicator's backend. On the host backend it completes before
- * returning; errors are WARNed and returned. */
-ncclResult_t shunt_comm_run(struct shunt_comm* c, const struct shunt_call* call);
-
-/* Releases what the backend holds for c (abort: without waiting on peers). */
-void shunt_comm_release_backend(struct shunt_comm* c, int abort);
 
 #endif

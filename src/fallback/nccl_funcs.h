@@ -36,16 +36,16 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
   R(F, ncclMemAlloc, (void** ptr, size_t size), (ptr, size))                                                  \
   R(F, ncclMemFree, (void* ptr), (ptr))                                                                       \
   R(O, ncclGetVersion, (int* version), (version))                                                             \
-  R(F, ncclGetUniqueId, (ncclUniqueId * uniqueId), (uniqueId))                                                \
-  R(F, ncclCommInitRankConfig, (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config), \
+  R(O, ncclGetUniqueId, (ncclUniqueId * uniqueId), (uniqueId))                                                \
+  R(O, ncclCommInitRankConfig, (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config), \
     (comm, nranks, commId, rank, config))                                                                  \
-  R(F, ncclCommInitRank, (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank), (comm, nranks, commId, rank)) \
-  R(F, ncclCommInitAll, (ncclComm_t * comm, int ndev, const int* devlist), (comm, ndev, devlist))             \
-  R(FC, ncclCommFinalize, (ncclComm_t comm), (comm))                                                           \
-  R(FC, ncclCommDestroy, (ncclComm_t comm), (comm))                                                            \
-  R(FC, ncclCommAbort, (ncclComm_t comm), (comm))                                                              \
+  R(O, ncclCommInitRank, (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank), (comm, nranks, commId, rank)) \
+  R(O, ncclCommInitAll, (ncclComm_t * comm, int ndev, const int* devlist), (comm, ndev, devlist))             \
+  R(O, ncclCommFinalize, (ncclComm_t comm), (comm))                                                           \
+  R(O, ncclCommDestroy, (ncclComm_t comm), (comm))                                                            \
+  R(O, ncclCommAbort, (ncclComm_t comm), (comm))                                                              \
   R(FC, ncclCommRevoke, (ncclComm_t comm, int revokeFlags), (comm, revokeFlags))                               \
-  R(FC, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config),      \
+  R(O, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config),      \
     (comm, color, key, newcomm, config))                                                                   \
   R(FC, ncclCommShrink,                                                                                        \
     (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, \
@@ -57,19 +57,19 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
   S(O, const char*, ncclGetErrorString, (ncclResult_t result), (result), "unknown result code")               \
   S(O, const char*, ncclGetLastError, (ncclComm_t comm), (comm), "")                                          \
   V(F, ncclResetDebugInit, (void), ())                                                                        \
-  R(FC, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * asyncError), (comm, asyncError))               \
-  R(FC, ncclCommCount, (const ncclComm_t comm, int* count), (comm, count))                                     \
-  R(FC, ncclCommCuDevice, (const ncclComm_t comm, int* device), (comm, device))                                \
-  R(FC, ncclCommUserRank, (const ncclComm_t comm, int* rank), (comm, rank))                                    \
+  R(O, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * asyncError), (comm, asyncError))               \
+  R(O, ncclCommCount, (const ncclComm_t comm, int* count), (comm, count))                                     \
+  R(O, ncclCommCuDevice, (const ncclComm_t comm, int* device), (comm, device))                                \
+  R(O, ncclCommUserRank, (const ncclComm_t comm, int* rank), (comm, rank))                                    \
   R(FC, ncclCommRegister, (const ncclComm_t comm, void* buff, size_t size, void** handle), (comm, buff, size, handle)) \
   R(FC, ncclCommDeregister, (const ncclComm_t comm, void* handle), (comm, handle))                             \
   R(FC, ncclCommWindowRegister, (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags),   \
     (comm, buff, size, win, winFlags))                                                                     \
   R(FC, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win), (comm, win))                            \
-  R(FC, ncclRedOpCreatePreMulSum,                                                                              \
+  R(O, ncclRedOpCreatePreMulSum,                                                                              \
     (ncclRedOp_t * op, void* scalar, ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm), \
     (op, scalar, datatype, residence, comm))                                                               \
-  R(FC, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm), (op, comm))                                       \
+  R(O, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm), (op, comm))                                       \
   R(FC, ncclReduce,                                                                                            \
     (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, \
      ncclComm_t comm, cudaStream_t stream),                                                                \
@@ -80,7 +80,7 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
     (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
      cudaStream_t stream),                                                                                 \
     (sendbuff, recvbuff, count, datatype, root, comm, stream))                                             \
-  R(FC, ncclAllReduce,                                                                                         \
+  R(O, ncclAllReduce,                                                                                         \
     (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, \
      cudaStream_t stream),                                                                                 \
     (sendbuff, recvbuff, count, datatype, op, comm, stream))                                               \
@@ -88,7 +88,7 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
     (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,      \
      ncclComm_t comm, cudaStream_t stream),                                                                \
     (sendbuff, recvbuff, recvcount, datatype, op, comm, stream))                                           \
-  R(FC, ncclAllGather,                                                                                         \
+  R(O, ncclAllGather,                                                                                         \
     (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,     \
      cudaStream_t stream),                                                                                 \
     (sendbuff, recvbuff, sendcount, datatype, comm, stream))                                               \
@@ -110,8 +110,8 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
   R(FC, ncclRecv,                                                                                              \
     (void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream), \
     (recvbuff, count, datatype, peer, comm, stream))                                                       \
-  R(F, ncclGroupStart, (void), ())                                                                            \
-  R(F, ncclGroupEnd, (void), ())                                                                              \
+  R(O, ncclGroupStart, (void), ())                                                                            \
+  R(O, ncclGroupEnd, (void), ())                                                                              \
   R(F, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo), (simInfo))
 
 /* Host functions of the device API (nccl_device/ headers, C++ headers; types from nccl_device_abi.h). */

@@ -1,0 +1,85 @@
+#include "api/launch.h"
+
+#include <stdlib.h>
+
+#include "comm/bootstrap.h"
+#include "exec/host/host_run.h"
+#include "exec/lower.h"
+#include "util/log.h"
+
+#define PROGRAM_CACHE 64
+
+static int world_allgather(void* ctx, void* buf, size_t bytes) {
+  char err[256];
+  return shunt_bootstrap_allgather(ctx, buf, bytes, err, sizeof(err));
+}
+
+static int world_barrier(void* ctx) {
+  char err[256];
+  return shunt_bootstrap_barrier(ctx, err, sizeof(err));
+}
+
+static uint64_t round_up_pow2(uint64_t x) {
+  uint64_t p = 4096;
+  while (p < x) p <<= 1;
+  return p;
+}
+
+/* Makes or grows the world so that this call fits. Collective. */
+static ncclResult_t ensure_world(struct shunt_comm* c, const struct shunt_plan* plan, const struct shunt_call* call) {
+  uint64_t scratch = shunt_lower_scratch_need(plan, call->in_bytes, call->out_bytes);
+  struct shunt_world* w = c->world;
+  if (w && w->cfg.scratch_bytes >= scratch && w->cfg.input_bytes >= call->in_bytes &&
+      w->cfg.output_bytes >= call->out_bytes)
+    return ncclSuccess;
+  struct shunt_world_config cfg = {round_up_pow2(scratch), round_up_pow2(call->in_bytes),
+                                   round_up_pow2(call->out_bytes)};
+  if (w) {
+    if (w->cfg.scratch_bytes > cfg.scratch_bytes) cfg.scratch_bytes = w->cfg.scratch_bytes;
+    if (w->cfg.input_bytes > cfg.input_bytes) cfg.input_bytes = w->cfg.input_bytes;
+    if (w->cfg.output_bytes > cfg.output_bytes) cfg.output_bytes = w->cfg.output_bytes;
+    shunt_world_destroy(w);
+    c->world = NULL;
+  }
+  struct shunt_world_exchange ex = {c->boot, world_allgather, world_barrier};
+  char err[512];
+  if (shunt_world_create((uint32_t)c->rank, (uint32_t)c->nranks, &cfg, &ex, &c->world, err, sizeof(err)) != 0) {
+    SHUNT_WARN("rank %d: the host backend could not map its shared memory: %s", c->rank, err);
+    return ncclSystemError;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t shunt_launch(struct shunt_comm* c, const struct shunt_call* call) {
+  const struct shunt_plan* plan = call->entry->plan;
+  if (!c->programs && !(c->programs = shunt_lower_cache_create(PROGRAM_CACHE))) {
+    SHUNT_WARN("out of memory for the program cache");
+    return ncclSystemError;
+  }
+  ncclResult_t rc = ensure_world(c, plan, call);
+  if (rc != ncclSuccess) return rc;
+  struct shunt_call_shape shape = {call->in_bytes, call->out_bytes, call->dtype, call->op, 0};
+  char msg[4096];
+  const struct shunt_program* prog =
+      shunt_lower_cache_get(c->programs, plan, (uint32_t)c->rank, &shape, msg, sizeof(msg));
+  if (!prog) {
+    SHUNT_WARN("plan %s cannot serve this call: %s", plan->name, msg);
+    return ncclInternalError;
+  }
+  struct shunt_host_run_opts opts = {0, call->scalar_ptr ? call->scalar_ptr : call->scalar};
+  int r = shunt_host_run(c->world, prog, call->send, call->recv, &opts, msg, sizeof(msg));
+  shunt_lower_cache_release(c->programs, prog);
+  if (r == SHUNT_EXEC_OK) return ncclSuccess;
+  SHUNT_WARN("rank %d: plan %s failed: %s", c->rank, plan->name, msg);
+  ncclResult_t err = r == SHUNT_EXEC_TIMEOUT ? ncclSystemError : r == SHUNT_EXEC_NOMEM ? ncclSystemError
+                                                                                        : ncclInternalError;
+  atomic_store(&c->async_error, (int)err);
+  return err;
+}
+
+void shunt_launch_release(struct shunt_comm* c) {
+  if (c->world) shunt_world_destroy(c->world);
+  c->world = NULL;
+  if (c->programs) shunt_lower_cache_destroy(c->programs);
+  c->programs = NULL;
+}

@@ -1,0 +1,112 @@
+/* shunt_comm_create / shunt_comm_free: topology, plan-set agreement, state. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm/redop.h"
+#include "comm/bootstrap.h"
+#include "comm/comm_create.h"
+#include "util/log.h"
+
+/* What every rank tells the others at creation. */
+struct rank_card {
+  uint64_t host_hash; /* identity of the machine: ranks with equal hashes share a node */
+  uint64_t plan_hash; /* the plan set it loaded (0: none) */
+  int32_t cuda_dev;
+  int32_t has_plans;
+};
+
+static uint64_t fnv1a(const void* p, size_t n, uint64_t h) {
+  const unsigned char* b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* The host name plus the boot id, so two containers that share a name still differ. */
+static uint64_t host_identity(void) {
+  char name[256] = "";
+  gethostname(name, sizeof(name) - 1);
+  uint64_t h = fnv1a(name, strlen(name), 0xcbf29ce484222325ull);
+  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    char id[64] = "";
+    if (fgets(id, sizeof(id), f)) h = fnv1a(id, strlen(id), h);
+    fclose(f);
+  }
+  return h;
+}
+
+struct shunt_comm* shunt_comm_create(struct shunt_bootstrap* boot, ncclComm_t real, int cuda_dev,
+                                     int blocking, const struct shunt_planset* plans, uint64_t plans_hash,
+                                     uint32_t plans_usable) {
+  int rank = shunt_bootstrap_rank(boot), nranks = shunt_bootstrap_nranks(boot);
+  struct rank_card* cards = calloc((size_t)nranks, sizeof(*cards));
+  struct shunt_comm* c = calloc(1, sizeof(*c));
+  if (!cards || !c || !(c->redops = shunt_redop_table_new())) {
+    SHUNT_WARN("CommInit: out of memory");
+    goto fail;
+  }
+  cards[rank] =
+      (struct rank_card){host_identity(), plans ? plans_hash : 0, cuda_dev, plans != NULL};
+  char err[256];
+  if (shunt_bootstrap_allgather(boot, cards, sizeof(*cards), err, sizeof(err)) != 0) {
+    SHUNT_WARN("CommInit: rank %d of %d: exchanging rank information failed: %s", rank, nranks, err);
+    goto fail;
+  }
+  c->rank = rank;
+  c->nranks = nranks;
+  c->real = real;
+  c->handle = real ? real : (ncclComm_t)c;
+  c->cuda_dev = cuda_dev;
+  c->blocking = blocking;
+  c->boot = boot;
+  c->plans = plans;
+
+  /* Nodes numbered by first appearance in rank order: the same numbering on every rank. */
+  int nodes = 0;
+  for (int r = 0; r < nranks; r++) {
+    int same = cards[r].host_hash == cards[rank].host_hash, first = 1;
+    for (int q = 0; q < r && first; q++) first = cards[q].host_hash != cards[r].host_hash;
+    if (first && same) c->node = nodes;
+    nodes += first;
+    c->local_rank += same && r < rank;
+    c->local_size += same;
+  }
+  c->nnodes = nodes;
+
+  /* Every rank must run the same plans, or none: decided from the same gathered data. */
+  int agree = 1;
+  for (int r = 1; r < nranks; r++)
+    agree &= cards[r].plan_hash == cards[0].plan_hash && cards[r].has_plans == cards[0].has_plans;
+  c->plans_enabled = plans != NULL && agree && plans_usable > 0;
+  if (!agree) {
+    int other = 0;
+    while (other < nranks && cards[other].plan_hash == cards[rank].plan_hash) other++;
+    SHUNT_WARN("CommInit: ranks hold different plan sets (rank %d: %016" PRIx64 ", rank %d: %016" PRIx64
+               "); plans are disabled for this communicator on every rank",
+               rank, cards[rank].plan_hash, other < nranks ? other : 0,
+               cards[other < nranks ? other : 0].plan_hash);
+  }
+  SHUNT_INFO(SHUNT_INIT, "comm rank %d of %d: node %d of %d, local rank %d of %d, plans %s%s", rank, nranks,
+             c->node, c->nnodes, c->local_rank, c->local_size, c->plans_enabled ? "on" : "off",
+             real ? "" : ", no NCCL communicator");
+  free(cards);
+  return c;
+fail:
+  free(cards);
+  if (c) shunt_redop_table_free(c->redops);
+  free(c);
+  return NULL;
+}
+
+void shunt_comm_free(struct shunt_comm* c, int abort) {
+  if (!c) return;
+  if (c->boot) {
+    if (abort) shunt_bootstrap_abort(c->boot);
+    shunt_bootstrap_destroy(c->boot);
+  }
+  shunt_redop_table_free(c->redops);
+  free(c);
+}

@@ -1,0 +1,205 @@
+/* The NCCL API end to end on the host backend: N ranks as processes, host buffers.
+ *
+ * Usage: test_api SCENARIO NRANKS
+ *   plans      allreduce and allgather at sizes plans serve, in-place and out-of-place: exact
+ *              results, and shuntLastPlan names a plan
+ *   split      split into halves (and one rank with NCCL_SPLIT_NOCOLOR), collectives on each
+ *   group      several collectives inside one group, several communicators from one thread
+ *   noplan     a size no plan serves: with NCCL behind (the double) the result is right and
+ *              the call went to NCCL; standalone, the call fails with a message
+ *   mismatch   rank 1 loads another plan folder: plans are disabled on every rank, results
+ *              still right through NCCL
+ *   force      SHUNT_FORCE_FALLBACK=all sends everything to NCCL
+ *   abort      rank 1 exits; the others abort promptly
+ * The parent makes the id, forks the ranks and collects their verdicts. */
+#include <dlfcn.h>
+#include <nccl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/check.h"
+#include "shunt/shunt.h"
+
+static const char* scenario;
+static int nranks;
+
+static const char* last_plan(ncclComm_t comm) {
+  const char* name = NULL;
+  if (shuntLastPlan(comm, &name) != 0) return "?";
+  return name ? name : "nccl";
+}
+
+/* Values whose sums are exact in float and int32 for any rank count used here. */
+static float fval(int rank, size_t i) { return (float)((rank + 1) * 3 + (int)(i % 13)); }
+
+static int check_allreduce(ncclComm_t comm, int rank, int n, size_t count, int inplace, int want_plan) {
+  float* send = calloc(count, sizeof(float));
+  float* recv = inplace ? send : malloc(count * sizeof(float));
+  for (size_t i = 0; i < count; i++) send[i] = fval(rank, i);
+  int fails = check_failures;
+  CHECK_EQ_INT(ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm, NULL), ncclSuccess);
+  size_t bad = 0;
+  for (size_t i = 0; i < count; i++) {
+    float want = 0;
+    for (int r = 0; r < n; r++) want += fval(r, i);
+    bad += recv[i] != want;
+  }
+  CHECK_MSG(bad == 0, "rank %d allreduce %zu floats %s: %zu wrong (served by %s)", rank, count,
+            inplace ? "in-place" : "out-of-place", bad, last_plan(comm));
+  const char* served = last_plan(comm);
+  if (want_plan == 1) CHECK_MSG(strcmp(served, "nccl") != 0, "allreduce of %zu floats went to NCCL", count);
+  if (want_plan == 0) CHECK_MSG(strcmp(served, "nccl") == 0, "allreduce of %zu floats used plan %s", count, served);
+  if (!inplace) free(recv);
+  free(send);
+  return check_failures == fails;
+}
+
+static int check_allgather(ncclComm_t comm, int rank, int n, size_t count, int inplace) {
+  int32_t* recv = calloc((size_t)n * count, sizeof(int32_t));
+  int32_t* send = inplace ? recv + (size_t)rank * count : malloc(count * sizeof(int32_t));
+  for (size_t i = 0; i < count; i++) send[i] = rank * 100000 + (int32_t)i;
+  int fails = check_failures;
+  CHECK_EQ_INT(ncclAllGather(send, recv, count, ncclInt32, comm, NULL), ncclSuccess);
+  size_t bad = 0;
+  for (int r = 0; r < n; r++)
+    for (size_t i = 0; i < count; i++) bad += recv[(size_t)r * count + i] != r * 100000 + (int32_t)i;
+  CHECK_MSG(bad == 0, "rank %d allgather %zu ints %s: %zu wrong (served by %s)", rank, count,
+            inplace ? "in-place" : "out-of-place", bad, last_plan(comm));
+  if (!inplace) free(send);
+  free(recv);
+  return check_failures == fails;
+}
+
+static int run_rank(int rank, ncclUniqueId id) {
+  if (!strcmp(scenario, "mismatch") && rank == 1) setenv("SHUNT_PLAN_DIR", getenv("TEST_OTHER_PLAN_DIR"), 1);
+  if (!strcmp(scenario, "force")) setenv("SHUNT_FORCE_FALLBACK", "all", 1);
+  ncclComm_t comm = NULL;
+  CHECK_EQ_INT(ncclCommInitRank(&comm, nranks, id, rank), ncclSuccess);
+  if (!comm) CHECK_DONE();
+  int n = 0, me = -1;
+  CHECK_EQ_INT(ncclCommCount(comm, &n), ncclSuccess);
+  CHECK_EQ_INT(ncclCommUserRank(comm, &me), ncclSuccess);
+  CHECK_EQ_INT(n, nranks);
+  CHECK_EQ_INT(me, rank);
+
+  if (!strcmp(scenario, "plans")) {
+    /* 4 KiB lies in the LL plans' range, 2 MiB in the Simple plans'. */
+    size_t counts[] = {1024, 512 * 1024};
+    for (int k = 0; k < 2; k++)
+      for (int inplace = 0; inplace < 2; inplace++) {
+        check_allreduce(comm, rank, n, counts[k], inplace, 1);
+        check_allgather(comm, rank, n, counts[k] / (size_t)n, inplace);
+      }
+  } else if (!strcmp(scenario, "split")) {
+    ncclComm_t half = NULL;
+    int color = (rank == nranks - 1 && nranks > 2) ? NCCL_SPLIT_NOCOLOR : rank % 2;
+    CHECK_EQ_INT(ncclCommSplit(comm, color, rank, &half, NULL), ncclSuccess);
+    if (color == NCCL_SPLIT_NOCOLOR) {
+      CHECK(half == NULL);
+    } else {
+      int hn = 0, hr = -1;
+      CHECK_EQ_INT(ncclCommCount(half, &hn), ncclSuccess);
+      CHECK_EQ_INT(ncclCommUserRank(half, &hr), ncclSuccess);
+      int expect = 0;
+      for (int r = 0; r < nranks; r++) expect += ((r == nranks - 1 && nranks > 2) ? -1 : r % 2) == color;
+      CHECK_EQ_INT(hn, expect);
+      check_allreduce(half, hr, hn, 1024, 0, -1);
+      check_allgather(half, hr, hn, 256, 1);
+      CHECK_EQ_INT(ncclCommDestroy(half), ncclSuccess);
+    }
+    check_allreduce(comm, rank, n, 1024, 1, -1);
+  } else if (!strcmp(scenario, "group")) {
+    size_t count = 1024;
+    float* a = malloc(count * sizeof(float));
+    int32_t* g = malloc((size_t)n * 256 * sizeof(int32_t));
+    for (size_t i = 0; i < count; i++) a[i] = fval(rank, i);
+    for (int i = 0; i < 256; i++) g[rank * 256 + i] = rank * 7 + i;
+    CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+    CHECK_EQ_INT(ncclGroupStart(), ncclSuccess); /* nesting */
+    CHECK_EQ_INT(ncclAllReduce(a, a, count, ncclFloat, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_EQ_INT(ncclGroupEnd(), ncclSuccess);
+    CHECK_EQ_INT(ncclAllGather(g + rank * 256, g, 256, ncclInt32, comm, NULL), ncclSuccess);
+    CHECK_EQ_INT(ncclAllReduce(a, a, count, ncclFloat, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_EQ_INT(ncclGroupEnd(), ncclSuccess);
+    size_t bad = 0;
+    for (size_t i = 0; i < count; i++) {
+      float s = 0;
+      for (int r = 0; r < n; r++) s += fval(r, i);
+      bad += a[i] != s * (float)n;
+    }
+    for (int r = 0; r < n; r++)
+      for (int i = 0; i < 256; i++) bad += g[r * 256 + i] != r * 7 + i;
+    CHECK_MSG(bad == 0, "rank %d: %zu wrong after the group", rank, bad);
+    free(a);
+    free(g);
+  } else if (!strcmp(scenario, "noplan")) {
+    /* 3 floats: no shipped plan's range starts that low. */
+    check_allreduce(comm, rank, n, 3, 0, 0);
+  } else if (!strcmp(scenario, "mismatch") || !strcmp(scenario, "force")) {
+    check_allreduce(comm, rank, n, 1024, 0, 0);
+    check_allgather(comm, rank, n, 256, 0);
+  } else if (!strcmp(scenario, "abort")) {
+    check_allreduce(comm, rank, n, 1024, 0, -1);
+    if (rank == 1) _exit(0); /* a peer gone without a word */
+    sleep(1);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_EQ_INT(ncclCommAbort(comm), ncclSuccess);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    CHECK_MSG(s < 5.0, "abort took %.1f s", s);
+    CHECK_DONE();
+  }
+  CHECK_EQ_INT(ncclCommFinalize(comm), ncclSuccess);
+  CHECK_EQ_INT(ncclCommDestroy(comm), ncclSuccess);
+  CHECK_DONE();
+}
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: test_api SCENARIO NRANKS\n");
+    return 2;
+  }
+  scenario = argv[1];
+  nranks = atoi(argv[2]);
+  /* Ranks are forked before the id exists (a process that forks while shunt's bootstrap
+   * root thread runs could inherit a held allocator lock); the id reaches them by pipe. */
+  pid_t pids[64];
+  int pipes[64][2];
+  for (int r = 0; r < nranks; r++) {
+    if (pipe(pipes[r]) != 0) return 2;
+    pids[r] = fork();
+    if (pids[r] == 0) {
+      ncclUniqueId id;
+      if (read(pipes[r][0], &id, sizeof(id)) != (ssize_t)sizeof(id)) _exit(3);
+      _exit(run_rank(r, id));
+    }
+    close(pipes[r][0]);
+  }
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) {
+    fprintf(stderr, "ncclGetUniqueId failed: %s\n", ncclGetLastError(NULL));
+    for (int r = 0; r < nranks; r++) kill(pids[r], SIGKILL);
+    return 1;
+  }
+  for (int r = 0; r < nranks; r++) {
+    if (write(pipes[r][1], &id, sizeof(id)) != (ssize_t)sizeof(id)) fprintf(stderr, "cannot hand rank %d its id\n", r);
+    close(pipes[r][1]);
+  }
+  int failed = 0;
+  for (int r = 0; r < nranks; r++) {
+    int st = 0;
+    waitpid(pids[r], &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      fprintf(stderr, "rank %d failed (%s %d)\n", r, WIFEXITED(st) ? "exit" : "signal",
+              WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+      failed = 1;
+    }
+  }
+  return failed;
+}
