@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# shunt's main job: build, then report what shunt finds on this machine (its version, the
-# real NCCL, the GPUs, and the shipped plans as the library loads them). The benchmark,
-# build/tools/shunt-perf/shunt-perf, runs the NCCL API in the style of nccl-tests; it takes
-# over this job once the plans have a backend to run on.
+# shunt's main job: build, report what shunt finds (its version, the real NCCL, the GPUs,
+# the shipped plans), then benchmark the shipped plans through the NCCL API with shunt-perf,
+# ranks as processes on this machine. Plans run on the host backend (the GPU executor is not
+# built yet), and the default sizes are ones the shipped plans serve.
+# Arguments replace the default benchmark flags, e.g. scripts/run.sh -np 8 -b 1K -e 64M -f 2
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs" >/dev/null
 export SHUNT_PLAN_DIR=${SHUNT_PLAN_DIR:-$PWD/plans}
+# shunt-perf's buffers are host memory, which a real NCCL cannot take: no fallback by default.
+export SHUNT_FALLBACK=${SHUNT_FALLBACK:-0}
 
 build/tools/shunt-info/shunt-info
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
@@ -19,3 +22,8 @@ fi
 if [ -x build/tools/shunt-plan/shunt-plan ]; then
   build/tools/shunt-plan/shunt-plan list "$SHUNT_PLAN_DIR"
 fi
+
+args=("$@")
+[ ${#args[@]} -gt 0 ] || args=(-np 4 -b 1K -e 16M -f 4 -n 5 -w 1)
+echo
+exec build/tools/shunt-perf/shunt-perf "${args[@]}"

@@ -14,7 +14,7 @@ struct perf_rank {
   int rank, nranks;
   ncclComm_t comm;
   struct perf_chan* chan;
-  void *send, *recv, *sync; /* device buffers */
+  void *send, *recv;        /* device buffers */
   unsigned char* host;      /* host staging for inputs and outputs */
   size_t bytes;             /* size of send, recv and host */
   int64_t wrong;            /* the largest #wrong of any row, over all ranks (known on rank 0) */

@@ -1,4 +1,4 @@
-/* Starting ranks. With -np the parent makes the id, maps the side channel and forks; it
+/* Starting ranks. With -np the parent maps the side channel, forks, then makes the id; it
  * starts no device work itself (a CUDA context does not survive fork) and stays alive
  * until every child has finished, since the id may point at a bootstrap root in it. */
 #include "launch.h"
@@ -58,33 +58,48 @@ static int wait_children(pid_t* kids, int n) {
 
 int perf_launch_procs(const struct perf_opts* o) {
   int n = o->nprocs;
-  ncclUniqueId id;
-  if (make_id(&id) != 0) return PERF_EXIT_FAILED;
   struct perf_chan* ch = perf_chan_shm(n);
   pid_t* kids = calloc((size_t)n, sizeof(*kids));
-  if (!ch || !kids) {
+  int(*pipes)[2] = calloc((size_t)n, sizeof(*pipes));
+  if (!ch || !kids || !pipes) {
     fprintf(stderr, "shunt-perf: cannot set up %d ranks\n", n);
     perf_chan_close(ch);
     free(kids);
+    free(pipes);
     return PERF_EXIT_FAILED;
   }
   perf_print_preamble(o, n);
   fflush(NULL); /* children must not inherit buffered output and print it again */
+  /* Ranks are forked before the id exists: making it starts bootstrap threads, and a child
+   * forked while they run could inherit a lock one of them holds. The id follows by pipe. */
+  int started = 0;
   for (int r = 0; r < n; r++) {
-    kids[r] = fork();
+    if (pipe(pipes[r]) != 0 || (kids[r] = fork()) < 0) {
+      perror("shunt-perf: starting a rank");
+      break;
+    }
     if (kids[r] == 0) {
-      int code = perf_run_rank(o, r, n, &id, ch);
+      ncclUniqueId id;
+      int code = PERF_EXIT_FAILED;
+      if (read(pipes[r][0], &id, sizeof(id)) == (ssize_t)sizeof(id)) code = perf_run_rank(o, r, n, &id, ch);
       fflush(NULL);
       _exit(code); /* the parent's exit handlers are the parent's to run */
     }
-    if (kids[r] < 0) {
-      perror("shunt-perf: fork");
-      for (int k = 0; k < r; k++) kill(kids[k], SIGTERM);
-      wait_children(kids, r);
-      perf_chan_close(ch);
-      free(kids);
-      return PERF_EXIT_FAILED;
-    }
+    close(pipes[r][0]);
+    started++;
+  }
+  ncclUniqueId id;
+  int ok = started == n && make_id(&id) == 0;
+  for (int r = 0; r < started; r++) {
+    if (ok && write(pipes[r][1], &id, sizeof(id)) != (ssize_t)sizeof(id)) ok = 0;
+    close(pipes[r][1]); /* a rank that reads nothing gives up */
+  }
+  free(pipes);
+  if (!ok) {
+    wait_children(kids, started);
+    perf_chan_close(ch);
+    free(kids);
+    return PERF_EXIT_FAILED;
   }
   int code = wait_children(kids, n);
   /* the verdict comes from the side channel, not from anything the library reported */
