@@ -106,7 +106,7 @@ struct shunt_select_query {
 
 struct shunt_selection {
   const struct shunt_plan_entry* entry; /* NULL: no plan */
-  bool scale;                           /* AVG / PREMULSUM: each contribution is scaled once, then summed */
+  bool scale;                           /* floating AVG / PREMULSUM: each contribution is scaled once, then summed */
   const char* why_not;                  /* entry == NULL: a static string saying why */
 };
 

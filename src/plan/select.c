@@ -208,12 +208,10 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
       res.why_not = "reduction op not computed by plans";
       return res;
     }
-    if (q->op == SHUNT_REDOP_AVG && !is_float(q->dtype)) {
-      res.why_not = "avg on an integer type is not exact by scaling";
-      return res;
-    }
     need = redop_exact[q->op];
-    res.scale = q->op == SHUNT_REDOP_AVG || q->op == SHUNT_REDOP_PREMULSUM;
+    /* Floating avg and PreMulSum scale each contribution; integer avg divides the sum, as
+     * NCCL does, which a sum plan serves too. */
+    res.scale = (q->op == SHUNT_REDOP_AVG && is_float(q->dtype)) || q->op == SHUNT_REDOP_PREMULSUM;
   }
   if (q->coll == SHUNT_COLL_ALLGATHER && q->nranks == 0) {
     res.why_not = "no ranks";
