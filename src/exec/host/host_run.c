@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "exec/host/host_xctx.h"
+#include "util/env.h"
 #include "util/log.h"
 
 struct block_job {
@@ -24,13 +25,7 @@ static void* block_main(void* arg) {
 
 static uint64_t timeout_ms(const struct shunt_host_run_opts* o) {
   if (o && o->timeout_ms) return o->timeout_ms;
-  const char* e = getenv("SHUNT_HOST_TIMEOUT_MS");
-  if (e && *e) {
-    char* end;
-    unsigned long long v = strtoull(e, &end, 10);
-    if (!*end && v) return v;
-  }
-  return 30000;
+  return (uint64_t)shunt_env_int("SHUNT_HOST_TIMEOUT_MS", 30000, 1, INT64_MAX);
 }
 
 static void appendf(char* buf, size_t len, size_t* at, const char* fmt, ...) SHUNT_PRINTF(4, 5);
