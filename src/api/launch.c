@@ -78,7 +78,7 @@ ncclResult_t shunt_launch(struct shunt_comm* c, const struct shunt_call* call) {
 }
 
 void shunt_launch_release(struct shunt_comm* c) {
-  if (c->world) shunt_world_destroy(c->world);
+  if (c->world) shunt_world_release(c->world);
   c->world = NULL;
   if (c->programs) shunt_lower_cache_destroy(c->programs);
   c->programs = NULL;

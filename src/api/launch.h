@@ -14,7 +14,7 @@
 
 ncclResult_t shunt_launch(struct shunt_comm* c, const struct shunt_call* call);
 
-/* Before shunt_comm_free: releases the backend (collective unless the bootstrap was aborted). */
+/* Before shunt_comm_free: releases the backend without waiting on peers. */
 void shunt_launch_release(struct shunt_comm* c);
 
 #endif

@@ -106,7 +106,7 @@ static ncclResult_t end_comm(const char* fn, ncclComm_t comm, int abort) {
   struct shunt_comm* c = shunt_handles_remove(comm);
   ncclComm_t real_comm = c ? c->real : comm;
   if (c) {
-    /* Aborting: peers may be gone, so nothing below may wait on them. */
+    /* Nothing below waits on peers: they may be gone, or held by this very thread. */
     if (abort) shunt_bootstrap_abort(c->boot);
     shunt_launch_release(c);
     shunt_comm_free(c, abort);

@@ -116,6 +116,10 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
   return 0;
 }
 
+void shunt_world_release(struct shunt_world* w) {
+  if (w) release(w);
+}
+
 void shunt_world_destroy(struct shunt_world* w) {
   if (!w) return;
   if (w->proxy) shunt_proxy_stop(w->proxy);

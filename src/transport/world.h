@@ -63,6 +63,11 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
                        const struct shunt_world_exchange* bs, struct shunt_world** out, char* err, size_t len);
 /* Collective: waits for every rank before unmapping. */
 void shunt_world_destroy(struct shunt_world* w);
+/* Not collective: stops this rank's proxy and unmaps its view. Safe while peers still run:
+ * each rank maps every region itself and the names are unlinked at creation, so a region
+ * lives until its last mapping goes. For teardown, where ranks may be destroyed one after
+ * another by one thread (NCCL allows that) or be gone. */
+void shunt_world_release(struct shunt_world* w);
 
 /* Index of the counter for channel (type MEMORY or PORT, peer, ordinal). */
 static inline size_t shunt_world_sem(const struct shunt_world* w, unsigned type, uint32_t peer,

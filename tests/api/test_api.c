@@ -11,6 +11,8 @@
  *              still right through NCCL
  *   force      SHUNT_FORCE_FALLBACK=all sends everything to NCCL
  *   abort      rank 1 exits; the others abort promptly
+ *   initall    one process, one thread: ncclCommInitAll for NRANKS ranks, then collectives on
+ *              every communicator inside one group, as nccl-tests drives several GPUs
  * The parent makes the id, forks the ranks and collects their verdicts. */
 #include <dlfcn.h>
 #include <nccl.h>
@@ -160,6 +162,47 @@ static int run_rank(int rank, ncclUniqueId id) {
   CHECK_DONE();
 }
 
+/* One thread holds every rank: nothing may block on a peer before ncclGroupEnd. */
+static int run_initall(void) {
+  ncclComm_t comms[16];
+  int n = nranks;
+  CHECK_EQ_INT(ncclCommInitAll(comms, n, NULL), ncclSuccess);
+  size_t count = 1024;
+  float* bufs[16];
+  int32_t* gath[16];
+  for (int r = 0; r < n; r++) {
+    int me = -1;
+    CHECK_EQ_INT(ncclCommUserRank(comms[r], &me), ncclSuccess);
+    CHECK_EQ_INT(me, r);
+    bufs[r] = calloc(count, sizeof(float));
+    gath[r] = calloc((size_t)n * 64, sizeof(int32_t));
+    for (size_t i = 0; i < count; i++) bufs[r][i] = fval(r, i);
+    for (int i = 0; i < 64; i++) gath[r][r * 64 + i] = r * 1000 + i;
+  }
+  CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < n; r++) {
+    CHECK_EQ_INT(ncclAllReduce(bufs[r], bufs[r], count, ncclFloat, ncclSum, comms[r], NULL), ncclSuccess);
+    CHECK_EQ_INT(ncclAllGather(gath[r] + r * 64, gath[r], 64, ncclInt32, comms[r], NULL), ncclSuccess);
+  }
+  CHECK_EQ_INT(ncclGroupEnd(), ncclSuccess);
+  size_t bad = 0;
+  for (int r = 0; r < n; r++) {
+    for (size_t i = 0; i < count; i++) {
+      float want = 0;
+      for (int q = 0; q < n; q++) want += fval(q, i);
+      bad += bufs[r][i] != want;
+    }
+    for (int q = 0; q < n; q++)
+      for (int i = 0; i < 64; i++) bad += gath[r][q * 64 + i] != q * 1000 + i;
+    CHECK_MSG(strcmp(last_plan(comms[r]), "nccl") != 0, "rank %d: the group's calls went to NCCL", r);
+    CHECK_EQ_INT(ncclCommDestroy(comms[r]), ncclSuccess);
+    free(bufs[r]);
+    free(gath[r]);
+  }
+  CHECK_MSG(bad == 0, "%zu wrong elements after the group", bad);
+  CHECK_DONE();
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: test_api SCENARIO NRANKS\n");
@@ -167,6 +210,8 @@ int main(int argc, char** argv) {
   }
   scenario = argv[1];
   nranks = atoi(argv[2]);
+  if (nranks < 1 || nranks > 16) return 2;
+  if (!strcmp(scenario, "initall")) return run_initall();
   /* Ranks are forked before the id exists (a process that forks while shunt's bootstrap
    * root thread runs could inherit a held allocator lock); the id reaches them by pipe. */
   pid_t pids[64];
