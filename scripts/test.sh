@@ -22,7 +22,9 @@ step "build with AddressSanitizer + UBSan in build-asan/"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSHUNT_SANITIZE=ON -DSHUNT_ENABLE_CUDA=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
 step "tests under sanitizers"
+# Sanitized code runs several times slower: plans get longer before they count as hung.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  SHUNT_HOST_TIMEOUT_MS=${SHUNT_HOST_TIMEOUT_MS:-600000} \
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE gpu
 
 if [ -f scripts/gen_plans.py ]; then

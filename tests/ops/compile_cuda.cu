@@ -4,9 +4,9 @@
 #include "exec/ops/packet.h"
 #include "exec/ops/reduce.h"
 
-__global__ void shunt_ops_compile_kernel(const struct shunt_red* r, const unsigned char* a, const unsigned char* b,
-                                         unsigned char* out, struct shunt_ll16* p16, struct shunt_ll8* p8,
-                                         uint32_t flag, size_t nbytes) {
+__global__ void shunt_ops_compile_kernel(const struct shunt_red* r, const unsigned char* a,
+                                         const unsigned char* b, unsigned char* out, struct shunt_ll16* p16,
+                                         struct shunt_ll8* p8, uint32_t flag, size_t nbytes) {
   size_t sz = shunt_ty_size(r->ty);
   size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * sz;
   if (sz == 0 || i + sz > nbytes) return;
@@ -19,9 +19,12 @@ __global__ void shunt_ops_compile_kernel(const struct shunt_red* r, const unsign
     shunt_pre_buf(out, out, sz, r);
     shunt_post_buf(out, out, sz, r);
     shunt_copy_buf(out, a, sz);
-    uint64_t w = shunt_reduce_w64(r, x, y) + shunt_reduce_w32(r, (uint32_t)x, (uint32_t)y) + shunt_pre_w64(r, x);
-    float f = shunt_f16_to_f32((uint16_t)w) + shunt_bf16_to_f32((uint16_t)w) + shunt_fp8_to_f32((uint8_t)w, 0);
-    w += shunt_f32_to_f16(f) + shunt_f32_to_bf16(f) + shunt_f32_to_fp8(f, 1) + shunt_f16_to_fp8((uint16_t)w, 0);
+    uint64_t w =
+        shunt_reduce_w64(r, x, y) + shunt_reduce_w32(r, (uint32_t)x, (uint32_t)y) + shunt_pre_w64(r, x);
+    float f =
+        shunt_f16_to_f32((uint16_t)w) + shunt_bf16_to_f32((uint16_t)w) + shunt_fp8_to_f32((uint8_t)w, 0);
+    w += shunt_f32_to_f16(f) + shunt_f32_to_bf16(f) + shunt_f32_to_fp8(f, 1) +
+         shunt_f16_to_fp8((uint16_t)w, 0);
     w += shunt_add_f16_sw((uint16_t)w, 1) + shunt_mul_bf16_sw((uint16_t)w, 2) + shunt_f32_to_e4m3_sw(f);
     struct shunt_red q;
     shunt_red_init(&q, SHUNT_RED_AVG, r->ty, (int)(w & 7) + 1);
@@ -38,7 +41,8 @@ __global__ void shunt_ops_compile_kernel(const struct shunt_red* r, const unsign
 }
 
 /* The host pass compiles the same functions with the host compiler. */
-int shunt_ops_compile_host(const struct shunt_red* r, const void* a, const void* b, void* out, size_t nbytes) {
+int shunt_ops_compile_host(const struct shunt_red* r, const void* a, const void* b, void* out,
+                           size_t nbytes) {
   return shunt_reduce_buf(out, a, b, nbytes, r) + shunt_pre_buf(out, out, nbytes, r) +
          shunt_post_buf(out, out, nbytes, r);
 }

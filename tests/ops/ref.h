@@ -186,12 +186,24 @@ typedef long double ref_wide;
 #define REF_HAVE_WIDE 0
 #endif
 
+static inline int ref_f64_nan(uint64_t u) {
+  return (u & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
+}
+static inline uint64_t ref_f64_quiet(uint64_t u) {
+  return u | 0x0008000000000000ull;
+}
+#define REF_F64_DEFAULT_NAN 0xfff8000000000000ull
+
+/* Double keeps NaN payloads: the second operand's NaN wins, then the first's; invalid gives the
+ * default NaN. */
 static inline uint64_t ref_f64_op(int kind, uint64_t a, uint64_t b) {
   double x = ref_f64(a), y = ref_f64(b);
   if (kind >= 2) {
     int p = ref_pick(x, y, kind == 2);
-    return p == 2 ? 0x7fffffffffffffffull : p == 0 ? a : b;
+    return p == 2 ? ref_f64_quiet(b) : p == 0 ? a : b;
   }
+  if (ref_f64_nan(b)) return ref_f64_quiet(b);
+  if (ref_f64_nan(a)) return ref_f64_quiet(a);
   double d;
 #if REF_HAVE_WIDE
   /* 113 bits hold a product exactly and round a sum innocuously before the final rounding. */
@@ -200,8 +212,93 @@ static inline uint64_t ref_f64_op(int kind, uint64_t a, uint64_t b) {
 #else
   d = kind == 1 ? x * y : x + y;
 #endif
-  return isnan(d) ? 0x7fffffffffffffffull : ref_f64_bits(d);
+  return isnan(d) ? REF_F64_DEFAULT_NAN : ref_f64_bits(d);
 }
+
+#if REF_HAVE_WIDE
+/* Exact a * b + c in 113 bits, except that a term too small to register at all is reported as
+ * the sign of an infinitesimal (*sticky: -1, 0, 1) that only matters at a tie. */
+static inline ref_wide ref_fma_wide(double a, double b, double c, int* sticky) {
+  ref_wide p = (ref_wide)a * (ref_wide)b, w = p + (ref_wide)c;
+  *sticky = 0;
+  if (w == p && c != 0) *sticky = c > 0 ? 1 : -1;
+  if (w == (ref_wide)c && p != 0) *sticky = p > 0 ? 1 : -1;
+  return w;
+}
+
+/* Value of code c of f, computed on the fly (formats without a table, like float). */
+static inline ref_wide ref_value_w(const struct ref_fmt* f, uint32_t c) {
+  return f->table ? (ref_wide)f->table[c] : (ref_wide)ref_code_value(f, c);
+}
+
+/* ref_round for a wide value plus an infinitesimal of sign sticky. */
+static inline uint32_t ref_round_w(const struct ref_fmt* f, ref_wide v, int sticky) {
+  if (__builtin_isnan(v)) return f->nan;
+  int neg = v < 0 || (v == 0 && __builtin_signbit(v));
+  uint32_t sign = neg ? 1u << (f->width - 1) : 0;
+  ref_wide a = neg ? -v : v;
+  int up_tie = neg ? sticky < 0 : sticky > 0; /* the infinitesimal points away from zero */
+  uint32_t top = f->maxfin + 1, c;
+  if (a >= ref_value_w(f, top)) {
+    c = top;
+  } else {
+    uint32_t lo = 0, hi = top;
+    while (hi - lo > 1) {
+      uint32_t mid = lo + (hi - lo) / 2;
+      if (ref_value_w(f, mid) <= a)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    ref_wide midv = (ref_value_w(f, lo) + ref_value_w(f, hi)) / 2;
+    if (a < midv)
+      c = lo;
+    else if (a > midv)
+      c = hi;
+    else if (sticky)
+      c = up_tie ? hi : lo;
+    else
+      c = (lo & 1) ? hi : lo;
+  }
+  if (c > f->maxfin) c = f->saturate ? f->maxfin : ((1u << (f->width - 1 - f->m)) - 1) << f->m;
+  return sign | c;
+}
+
+static struct ref_fmt ref_f32fmt = {"f32", 23, 127, 32, 0x7f7fffffu, 0, 1, 0x7fffffffu, NULL};
+
+/* Fused a * b + c in a narrow format or float, rounded once; canonical NaN. */
+static inline uint32_t ref_fma_narrow(const struct ref_fmt* f, uint32_t a, uint32_t b, uint32_t c) {
+  double x, y, z;
+  if (f == &ref_f32fmt) {
+    x = ref_f32(a), y = ref_f32(b), z = ref_f32(c);
+  } else {
+    x = ref_decode(f, a), y = ref_decode(f, b), z = ref_decode(f, c);
+  }
+  int sticky;
+  ref_wide w = ref_fma_wide(x, y, z, &sticky);
+  return ref_round_w(f, w, sticky);
+}
+
+/* Fused a * b + c in double; NaN priority a, c, b (measured on the GPU's double fma). */
+static inline uint64_t ref_fma_f64(uint64_t a, uint64_t b, uint64_t c) {
+  if (ref_f64_nan(a)) return ref_f64_quiet(a);
+  if (ref_f64_nan(c)) return ref_f64_quiet(c);
+  if (ref_f64_nan(b)) return ref_f64_quiet(b);
+  int sticky;
+  ref_wide w = ref_fma_wide(ref_f64(a), ref_f64(b), ref_f64(c), &sticky);
+  if (__builtin_isnan(w)) return REF_F64_DEFAULT_NAN;
+  double d = (double)w;
+  if ((ref_wide)d != w && sticky && !__builtin_isinf(d)) {
+    double other = nextafter(d, w > (ref_wide)d ? INFINITY : -INFINITY);
+    if ((ref_wide)other - w == w - (ref_wide)d || w - (ref_wide)other == (ref_wide)d - w) {
+      /* A tie that the infinitesimal breaks: take the neighbour on its side. */
+      double hi = d > other ? d : other, lo = d > other ? other : d;
+      d = sticky > 0 ? hi : lo;
+    }
+  }
+  return ref_f64_bits(d);
+}
+#endif
 
 /* xorshift64*: reproducible test data. */
 static uint64_t ref_rng_state = 0x9e3779b97f4a7c15ull;

@@ -9,7 +9,9 @@
 #include "ops/test_ops.h"
 
 /* Expected narrow code for a float, through the reference. */
-static uint32_t want_narrow(const struct ref_fmt* f, float x) { return ref_round(f, (double)x); }
+static uint32_t want_narrow(const struct ref_fmt* f, float x) {
+  return ref_round(f, (double)x);
+}
 
 static uint32_t got_narrow(const struct ref_fmt* f, float x) {
   if (f == &ref_f16) return shunt_f32_to_f16(x);
@@ -24,8 +26,8 @@ static void check_narrow(const struct ref_fmt* f, float x) {
   uint32_t got = got_narrow(f, x), want = want_narrow(f, x);
   if (got != want) {
     if (narrow_failures++ < 10)
-      fprintf(stderr, "f32 %a (0x%08x) -> %s: got 0x%x want 0x%x\n", (double)x, (unsigned)ref_f32_bits(x), f->name,
-              (unsigned)got, (unsigned)want);
+      fprintf(stderr, "f32 %a (0x%08x) -> %s: got 0x%x want 0x%x\n", (double)x, (unsigned)ref_f32_bits(x),
+              f->name, (unsigned)got, (unsigned)want);
     check_failures++;
   }
 }
@@ -64,8 +66,9 @@ static void test_fp8_exhaustive(void) {
       uint16_t h = shunt_fp8_to_f16((uint8_t)x, e5);
       float v = shunt_fp8_to_f32((uint8_t)x, e5);
       int ok = isnan(want) ? (h == SHUNT_F16_NAN && ref_f32_bits(v) == SHUNT_F32_NAN)
-                           : (ref_decode(&ref_f16, h) == want && !signbit(ref_decode(&ref_f16, h)) == !signbit(want) &&
-                              (double)v == want && !signbit(v) == !signbit(want));
+                           : (ref_decode(&ref_f16, h) == want &&
+                              !signbit(ref_decode(&ref_f16, h)) == !signbit(want) && (double)v == want &&
+                              !signbit(v) == !signbit(want));
       if (!ok && bad++ < 5) fprintf(stderr, "%s 0x%02x -> f16 0x%04x\n", f->name, (unsigned)x, (unsigned)h);
       /* Back from float and from half: unchanged, except NaN -> canonical and (e5m2) an infinity
        * saturates to the largest finite value. */

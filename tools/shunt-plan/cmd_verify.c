@@ -391,7 +391,7 @@ static double now_s(void) {
 }
 
 int cmd_verify(int argc, char** argv) {
-  struct vopts o = {.iters = 3, .inplace = -1, .timeout_ms = 20000, .max_bytes = 2u << 20};
+  struct vopts o = {.iters = 3, .inplace = -1, .timeout_ms = 0, .max_bytes = 2u << 20}; /* timeout 0: SHUNT_HOST_TIMEOUT_MS */
   const char* dts = NULL;
   const char* ops = "sum";
   const char* sizes = NULL;

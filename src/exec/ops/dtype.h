@@ -68,46 +68,78 @@ enum {
 /* Bytes per element; 0 for a value that is no type. */
 SHUNT_HD size_t shunt_ty_size(int ty) {
   switch (ty) {
-    case SHUNT_TY_INT8: case SHUNT_TY_UINT8: case SHUNT_TY_FP8E4M3: case SHUNT_TY_FP8E5M2: return 1;
-    case SHUNT_TY_FLOAT16: case SHUNT_TY_BFLOAT16: return 2;
-    case SHUNT_TY_INT32: case SHUNT_TY_UINT32: case SHUNT_TY_FLOAT32: return 4;
-    case SHUNT_TY_INT64: case SHUNT_TY_UINT64: case SHUNT_TY_FLOAT64: return 8;
-    default: return 0;
+    case SHUNT_TY_INT8:
+    case SHUNT_TY_UINT8:
+    case SHUNT_TY_FP8E4M3:
+    case SHUNT_TY_FP8E5M2:
+      return 1;
+    case SHUNT_TY_FLOAT16:
+    case SHUNT_TY_BFLOAT16:
+      return 2;
+    case SHUNT_TY_INT32:
+    case SHUNT_TY_UINT32:
+    case SHUNT_TY_FLOAT32:
+      return 4;
+    case SHUNT_TY_INT64:
+    case SHUNT_TY_UINT64:
+    case SHUNT_TY_FLOAT64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
-SHUNT_HD int shunt_ty_valid(int ty) { return ty >= 0 && ty < SHUNT_TY_COUNT; }
-SHUNT_HD int shunt_ty_is_float(int ty) { return ty >= SHUNT_TY_FLOAT16 && ty < SHUNT_TY_COUNT; }
+SHUNT_HD int shunt_ty_valid(int ty) {
+  return ty >= 0 && ty < SHUNT_TY_COUNT;
+}
+SHUNT_HD int shunt_ty_is_float(int ty) {
+  return ty >= SHUNT_TY_FLOAT16 && ty < SHUNT_TY_COUNT;
+}
 SHUNT_HD int shunt_ty_is_signed_int(int ty) {
   return ty == SHUNT_TY_INT8 || ty == SHUNT_TY_INT32 || ty == SHUNT_TY_INT64;
 }
 
 SHUNT_HD const char* shunt_ty_name(int ty) {
   switch (ty) {
-    case SHUNT_TY_INT8: return "int8";
-    case SHUNT_TY_UINT8: return "uint8";
-    case SHUNT_TY_INT32: return "int32";
-    case SHUNT_TY_UINT32: return "uint32";
-    case SHUNT_TY_INT64: return "int64";
-    case SHUNT_TY_UINT64: return "uint64";
-    case SHUNT_TY_FLOAT16: return "float16";
-    case SHUNT_TY_FLOAT32: return "float32";
-    case SHUNT_TY_FLOAT64: return "float64";
-    case SHUNT_TY_BFLOAT16: return "bfloat16";
-    case SHUNT_TY_FP8E4M3: return "fp8e4m3";
-    case SHUNT_TY_FP8E5M2: return "fp8e5m2";
-    default: return "?";
+    case SHUNT_TY_INT8:
+      return "int8";
+    case SHUNT_TY_UINT8:
+      return "uint8";
+    case SHUNT_TY_INT32:
+      return "int32";
+    case SHUNT_TY_UINT32:
+      return "uint32";
+    case SHUNT_TY_INT64:
+      return "int64";
+    case SHUNT_TY_UINT64:
+      return "uint64";
+    case SHUNT_TY_FLOAT16:
+      return "float16";
+    case SHUNT_TY_FLOAT32:
+      return "float32";
+    case SHUNT_TY_FLOAT64:
+      return "float64";
+    case SHUNT_TY_BFLOAT16:
+      return "bfloat16";
+    case SHUNT_TY_FP8E4M3:
+      return "fp8e4m3";
+    case SHUNT_TY_FP8E5M2:
+      return "fp8e5m2";
+    default:
+      return "?";
   }
 }
 
 /* ---- Bit patterns ------------------------------------------------------------------------------ */
 
-/* The NaN every operation returns, whatever NaN went in: all payload bits set, sign clear. */
+/* The NaN that half, bfloat16, float and fp8 operations return, whatever NaN went in (all payload
+ * bits set, sign clear). Double precision differs: NaN operands propagate, quieted, and an invalid
+ * operation (inf - inf, 0 * inf) gives SHUNT_F64_DEFAULT_NAN, as the GPU's double unit does. */
 #define SHUNT_F16_NAN 0x7fffu
 #define SHUNT_BF16_NAN 0x7fffu
 #define SHUNT_F32_NAN 0x7fffffffu
-#define SHUNT_F64_NAN 0x7fffffffffffffffull
 #define SHUNT_FP8_NAN 0x7fu
+#define SHUNT_F64_DEFAULT_NAN 0xfff8000000000000ull
 
 SHUNT_HD uint32_t shunt_f32_bits(float f) {
 #if defined(__CUDA_ARCH__)
@@ -149,12 +181,27 @@ SHUNT_HD double shunt_f64_from_bits(uint64_t u) {
 #endif
 }
 
-SHUNT_HD int shunt_f16_isnan(uint32_t h) { return (h & 0x7fffu) > 0x7c00u; }
-SHUNT_HD int shunt_bf16_isnan(uint32_t h) { return (h & 0x7fffu) > 0x7f80u; }
-SHUNT_HD int shunt_f32_isnan(uint32_t u) { return (u & 0x7fffffffu) > 0x7f800000u; }
-SHUNT_HD int shunt_f64_isnan(uint64_t u) { return (u & 0x7fffffffffffffffull) > 0x7ff0000000000000ull; }
-SHUNT_HD int shunt_e4m3_isnan(uint32_t x) { return (x & 0x7fu) == 0x7fu; }
-SHUNT_HD int shunt_e5m2_isnan(uint32_t x) { return (x & 0x7fu) > 0x7cu; }
+SHUNT_HD int shunt_f16_isnan(uint32_t h) {
+  return (h & 0x7fffu) > 0x7c00u;
+}
+SHUNT_HD int shunt_bf16_isnan(uint32_t h) {
+  return (h & 0x7fffu) > 0x7f80u;
+}
+SHUNT_HD int shunt_f32_isnan(uint32_t u) {
+  return (u & 0x7fffffffu) > 0x7f800000u;
+}
+SHUNT_HD int shunt_f64_isnan(uint64_t u) {
+  return (u & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
+}
+SHUNT_HD uint64_t shunt_f64_quiet(uint64_t u) {
+  return u | 0x0008000000000000ull;
+}
+SHUNT_HD int shunt_e4m3_isnan(uint32_t x) {
+  return (x & 0x7fu) == 0x7fu;
+}
+SHUNT_HD int shunt_e5m2_isnan(uint32_t x) {
+  return (x & 0x7fu) > 0x7cu;
+}
 
 /* ---- Narrowing: one rounding routine for every narrow format ----------------------------------- */
 
@@ -162,8 +209,8 @@ SHUNT_HD int shunt_e5m2_isnan(uint32_t x) { return (x & 0x7fu) > 0x7cu; }
  * exponent bias `bias`, to nearest, ties to even. Encodings above maxfin (the largest finite one)
  * become `ovf` (infinity, or maxfin itself for saturating formats); NaN becomes `nan`. The double
  * carries every float exactly, so float sources are rounded once. */
-SHUNT_HD uint32_t shunt_narrow_from_f64_sw(uint64_t d, int m, int bias, int width, uint32_t maxfin, uint32_t ovf,
-                                           uint32_t nan) {
+SHUNT_HD uint32_t shunt_narrow_from_f64_sw(uint64_t d, int m, int bias, int width, uint32_t maxfin,
+                                           uint32_t ovf, uint32_t nan) {
   uint32_t sign = (uint32_t)(d >> 63) << (width - 1);
   uint64_t ad = d & 0x7fffffffffffffffull;
   if (ad > 0x7ff0000000000000ull) return nan;
@@ -173,8 +220,8 @@ SHUNT_HD uint32_t shunt_narrow_from_f64_sw(uint64_t d, int m, int bias, int widt
   if (be == 0) return sign;
   int e = be - 1023;
   uint64_t mant = (ad & 0xfffffffffffffull) | 0x10000000000000ull; /* value = mant * 2^(e-52) */
-  int te = e > 1 - bias ? e : 1 - bias;                              /* exponent of the target step */
-  int s = 52 - m + (te - e);                                         /* bits that fall below the step */
+  int te = e > 1 - bias ? e : 1 - bias;                            /* exponent of the target step */
+  int s = 52 - m + (te - e);                                       /* bits that fall below the step */
   uint64_t k = 0;
   if (s < 54) { /* from s == 54 on, mant < 2^53 is below half a step */
     uint64_t rem = mant & ((1ull << s) - 1), halfstep = 1ull << (s - 1);
@@ -201,10 +248,18 @@ SHUNT_HD uint8_t shunt_f64_to_e5m2_sw(double x) {
   return (uint8_t)shunt_narrow_from_f64_sw(shunt_f64_bits(x), 2, 15, 8, 0x7bu, 0x7bu, SHUNT_FP8_NAN);
 }
 
-SHUNT_HD uint16_t shunt_f32_to_f16_sw(float x) { return shunt_f64_to_f16_sw((double)x); }
-SHUNT_HD uint16_t shunt_f32_to_bf16_sw(float x) { return shunt_f64_to_bf16_sw((double)x); }
-SHUNT_HD uint8_t shunt_f32_to_e4m3_sw(float x) { return shunt_f64_to_e4m3_sw((double)x); }
-SHUNT_HD uint8_t shunt_f32_to_e5m2_sw(float x) { return shunt_f64_to_e5m2_sw((double)x); }
+SHUNT_HD uint16_t shunt_f32_to_f16_sw(float x) {
+  return shunt_f64_to_f16_sw((double)x);
+}
+SHUNT_HD uint16_t shunt_f32_to_bf16_sw(float x) {
+  return shunt_f64_to_bf16_sw((double)x);
+}
+SHUNT_HD uint8_t shunt_f32_to_e4m3_sw(float x) {
+  return shunt_f64_to_e4m3_sw((double)x);
+}
+SHUNT_HD uint8_t shunt_f32_to_e5m2_sw(float x) {
+  return shunt_f64_to_e5m2_sw((double)x);
+}
 
 /* ---- Widening (exact) -------------------------------------------------------------------------- */
 
@@ -221,7 +276,9 @@ SHUNT_HD float shunt_f16_to_f32_sw(uint16_t h) {
   return shunt_f32_from_bits(bits);
 }
 
-SHUNT_HD float shunt_bf16_to_f32_sw(uint16_t h) { return shunt_f32_from_bits((uint32_t)h << 16); }
+SHUNT_HD float shunt_bf16_to_f32_sw(uint16_t h) {
+  return shunt_f32_from_bits((uint32_t)h << 16);
+}
 
 /* fp8 -> half is exact. NaN becomes the canonical half NaN (sign dropped); e5m2 infinities stay. */
 SHUNT_HD uint16_t shunt_e4m3_to_f16_sw(uint8_t x) {
@@ -265,7 +322,9 @@ SHUNT_HD uint16_t shunt_f32_to_f16(float x) {
 #endif
 }
 
-SHUNT_HD float shunt_bf16_to_f32(uint16_t h) { return shunt_bf16_to_f32_sw(h); }
+SHUNT_HD float shunt_bf16_to_f32(uint16_t h) {
+  return shunt_bf16_to_f32_sw(h);
+}
 
 SHUNT_HD uint16_t shunt_f32_to_bf16(float x) {
 #if SHUNT_OPS_DEV && __CUDA_ARCH__ >= 800
@@ -294,7 +353,9 @@ SHUNT_HD uint16_t shunt_fp8_to_f16(uint8_t x, int e5m2) {
 #endif
 }
 
-SHUNT_HD float shunt_fp8_to_f32(uint8_t x, int e5m2) { return shunt_f16_to_f32(shunt_fp8_to_f16(x, e5m2)); }
+SHUNT_HD float shunt_fp8_to_f32(uint8_t x, int e5m2) {
+  return shunt_f16_to_f32(shunt_fp8_to_f16(x, e5m2));
+}
 
 SHUNT_HD uint8_t shunt_f32_to_fp8(float x, int e5m2) {
 #if SHUNT_OPS_DEV && __CUDA_ARCH__ >= 890
@@ -369,7 +430,8 @@ SHUNT_HD uint64_t shunt_ty_load(const void* p, int ty) {
       memcpy(&v, p, 8);
       return v;
     }
-    default: return 0;
+    default:
+      return 0;
   }
 }
 
@@ -390,8 +452,11 @@ SHUNT_HD void shunt_ty_store(void* p, int ty, uint64_t bits) {
       memcpy(p, &v, 4);
       break;
     }
-    case 8: memcpy(p, &bits, 8); break;
-    default: break;
+    case 8:
+      memcpy(p, &bits, 8);
+      break;
+    default:
+      break;
   }
 }
 
@@ -401,13 +466,20 @@ SHUNT_HD uint64_t shunt_avg_scalar(int ty, int nranks) {
   double inv = 1.0 / (double)nranks;
   float finv = (float)inv;
   switch (ty) {
-    case SHUNT_TY_FLOAT64: return shunt_f64_bits(inv);
-    case SHUNT_TY_FLOAT32: return shunt_f32_bits(finv);
-    case SHUNT_TY_FLOAT16: return shunt_f32_to_f16(finv);
-    case SHUNT_TY_BFLOAT16: return shunt_f32_to_bf16(finv);
-    case SHUNT_TY_FP8E4M3: return shunt_f32_to_fp8(finv, 0);
-    case SHUNT_TY_FP8E5M2: return shunt_f32_to_fp8(finv, 1);
-    default: return 0;
+    case SHUNT_TY_FLOAT64:
+      return shunt_f64_bits(inv);
+    case SHUNT_TY_FLOAT32:
+      return shunt_f32_bits(finv);
+    case SHUNT_TY_FLOAT16:
+      return shunt_f32_to_f16(finv);
+    case SHUNT_TY_BFLOAT16:
+      return shunt_f32_to_bf16(finv);
+    case SHUNT_TY_FP8E4M3:
+      return shunt_f32_to_fp8(finv, 0);
+    case SHUNT_TY_FP8E5M2:
+      return shunt_f32_to_fp8(finv, 1);
+    default:
+      return 0;
   }
 }
 
@@ -420,7 +492,10 @@ SHUNT_HD int shunt_red_init(struct shunt_red* r, int nccl_op, int ty, int nranks
   r->arg = 0;
   if (!shunt_ty_valid(ty)) return -1;
   switch (nccl_op) {
-    case SHUNT_RED_SUM: case SHUNT_RED_PROD: case SHUNT_RED_MAX: case SHUNT_RED_MIN:
+    case SHUNT_RED_SUM:
+    case SHUNT_RED_PROD:
+    case SHUNT_RED_MAX:
+    case SHUNT_RED_MIN:
       r->kind = nccl_op;
       return 0;
     case SHUNT_RED_AVG:
@@ -456,7 +531,11 @@ SHUNT_HD int shunt_red_init_premulsum(struct shunt_red* r, int ty, const void* s
 SHUNT_HD int shunt_red_valid(const struct shunt_red* r) {
   if (!shunt_ty_valid(r->ty)) return 0;
   switch (r->kind) {
-    case SHUNT_RED_SUM: case SHUNT_RED_PROD: case SHUNT_RED_MAX: case SHUNT_RED_MIN: case SHUNT_RED_PREMULSUM:
+    case SHUNT_RED_SUM:
+    case SHUNT_RED_PROD:
+    case SHUNT_RED_MAX:
+    case SHUNT_RED_MIN:
+    case SHUNT_RED_PREMULSUM:
       return 1;
     case SHUNT_RED_SUMPOSTDIV:
       return !shunt_ty_is_float(r->ty) && r->arg >= 1 && r->arg <= 0x7fffffffu;
@@ -465,7 +544,11 @@ SHUNT_HD int shunt_red_valid(const struct shunt_red* r) {
   }
 }
 
-SHUNT_HD int shunt_red_has_pre(const struct shunt_red* r) { return r->kind == SHUNT_RED_PREMULSUM; }
-SHUNT_HD int shunt_red_has_post(const struct shunt_red* r) { return r->kind == SHUNT_RED_SUMPOSTDIV; }
+SHUNT_HD int shunt_red_has_pre(const struct shunt_red* r) {
+  return r->kind == SHUNT_RED_PREMULSUM;
+}
+SHUNT_HD int shunt_red_has_post(const struct shunt_red* r) {
+  return r->kind == SHUNT_RED_SUMPOSTDIV;
+}
 
 #endif

@@ -55,45 +55,44 @@ struct shunt_ll8 {
 
 #if !defined(SHUNT_PKT_STORE16)
 #if defined(__CUDA_ARCH__)
-#define SHUNT_PKT_STORE16(p, lo, hi)                                                              \
-  asm volatile("st.volatile.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"((unsigned)(lo)),         \
-               "r"((unsigned)((lo) >> 32)), "r"((unsigned)(hi)), "r"((unsigned)((hi) >> 32))       \
+#define SHUNT_PKT_STORE16(p, lo, hi)                                                         \
+  asm volatile("st.volatile.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"((unsigned)(lo)),   \
+               "r"((unsigned)((lo) >> 32)), "r"((unsigned)(hi)), "r"((unsigned)((hi) >> 32)) \
                : "memory")
 #else
-#define SHUNT_PKT_STORE16(p, lo, hi)                              \
-  do {                                                            \
-    __atomic_store_n(&(p)->w[0], (lo), __ATOMIC_RELAXED);          \
-    __atomic_store_n(&(p)->w[1], (hi), __ATOMIC_RELAXED);          \
+#define SHUNT_PKT_STORE16(p, lo, hi)                      \
+  do {                                                    \
+    __atomic_store_n(&(p)->w[0], (lo), __ATOMIC_RELAXED); \
+    __atomic_store_n(&(p)->w[1], (hi), __ATOMIC_RELAXED); \
   } while (0)
 #endif
 #endif
 
 #if !defined(SHUNT_PKT_LOAD16)
 #if defined(__CUDA_ARCH__)
-#define SHUNT_PKT_LOAD16(p, lo, hi)                                                               \
-  do {                                                                                            \
-    unsigned a_, b_, c_, d_;                                                                      \
-    asm volatile("ld.volatile.v4.u32 {%0, %1, %2, %3}, [%4];"                                     \
-                 : "=r"(a_), "=r"(b_), "=r"(c_), "=r"(d_)                                         \
-                 : "l"(p)                                                                         \
-                 : "memory");                                                                     \
-    (lo) = (uint64_t)a_ | (uint64_t)b_ << 32;                                                     \
-    (hi) = (uint64_t)c_ | (uint64_t)d_ << 32;                                                     \
+#define SHUNT_PKT_LOAD16(p, lo, hi)                           \
+  do {                                                        \
+    unsigned a_, b_, c_, d_;                                  \
+    asm volatile("ld.volatile.v4.u32 {%0, %1, %2, %3}, [%4];" \
+                 : "=r"(a_), "=r"(b_), "=r"(c_), "=r"(d_)     \
+                 : "l"(p)                                     \
+                 : "memory");                                 \
+    (lo) = (uint64_t)a_ | (uint64_t)b_ << 32;                 \
+    (hi) = (uint64_t)c_ | (uint64_t)d_ << 32;                 \
   } while (0)
 #else
-#define SHUNT_PKT_LOAD16(p, lo, hi)                         \
-  do {                                                      \
-    (lo) = __atomic_load_n(&(p)->w[0], __ATOMIC_RELAXED);   \
-    (hi) = __atomic_load_n(&(p)->w[1], __ATOMIC_RELAXED);   \
+#define SHUNT_PKT_LOAD16(p, lo, hi)                       \
+  do {                                                    \
+    (lo) = __atomic_load_n(&(p)->w[0], __ATOMIC_RELAXED); \
+    (hi) = __atomic_load_n(&(p)->w[1], __ATOMIC_RELAXED); \
   } while (0)
 #endif
 #endif
 
 #if !defined(SHUNT_PKT_STORE8)
 #if defined(__CUDA_ARCH__)
-#define SHUNT_PKT_STORE8(p, v)                                                                    \
-  asm volatile("st.volatile.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"((unsigned)(v)),                 \
-               "r"((unsigned)((v) >> 32))                                                         \
+#define SHUNT_PKT_STORE8(p, v)                                                                               \
+  asm volatile("st.volatile.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"((unsigned)(v)), "r"((unsigned)((v) >> 32)) \
                : "memory")
 #else
 #define SHUNT_PKT_STORE8(p, v) __atomic_store_n(&(p)->w, (v), __ATOMIC_RELAXED)
@@ -102,11 +101,11 @@ struct shunt_ll8 {
 
 #if !defined(SHUNT_PKT_LOAD8)
 #if defined(__CUDA_ARCH__)
-#define SHUNT_PKT_LOAD8(p, v)                                                                     \
-  do {                                                                                            \
-    unsigned a_, b_;                                                                              \
-    asm volatile("ld.volatile.v2.u32 {%0, %1}, [%2];" : "=r"(a_), "=r"(b_) : "l"(p) : "memory");  \
-    (v) = (uint64_t)a_ | (uint64_t)b_ << 32;                                                      \
+#define SHUNT_PKT_LOAD8(p, v)                                                                    \
+  do {                                                                                           \
+    unsigned a_, b_;                                                                             \
+    asm volatile("ld.volatile.v2.u32 {%0, %1}, [%2];" : "=r"(a_), "=r"(b_) : "l"(p) : "memory"); \
+    (v) = (uint64_t)a_ | (uint64_t)b_ << 32;                                                     \
   } while (0)
 #else
 #define SHUNT_PKT_LOAD8(p, v) ((v) = __atomic_load_n(&(p)->w, __ATOMIC_RELAXED))
@@ -119,9 +118,15 @@ struct shunt_ll8 {
 
 /* ---- Packing (values only) --------------------------------------------------------------------- */
 
-SHUNT_HD uint64_t shunt_pkt_word(uint32_t data, uint32_t flag) { return (uint64_t)data | (uint64_t)flag << 32; }
-SHUNT_HD uint32_t shunt_pkt_word_data(uint64_t w) { return (uint32_t)w; }
-SHUNT_HD uint32_t shunt_pkt_word_flag(uint64_t w) { return (uint32_t)(w >> 32); }
+SHUNT_HD uint64_t shunt_pkt_word(uint32_t data, uint32_t flag) {
+  return (uint64_t)data | (uint64_t)flag << 32;
+}
+SHUNT_HD uint32_t shunt_pkt_word_data(uint64_t w) {
+  return (uint32_t)w;
+}
+SHUNT_HD uint32_t shunt_pkt_word_flag(uint64_t w) {
+  return (uint32_t)(w >> 32);
+}
 
 /* An LL16 packet is complete when both of its words carry the flag. */
 SHUNT_HD int shunt_ll16_complete(uint64_t lo, uint64_t hi, uint32_t flag) {
@@ -152,7 +157,8 @@ SHUNT_HD int shunt_ll16_try(const struct shunt_ll16* p, uint32_t flag, uint64_t*
 
 /* Polls up to max_polls times (at least once): 1 and *payload once p carries flag, 0 if it never
  * did. */
-SHUNT_HD int shunt_ll16_wait(const struct shunt_ll16* p, uint32_t flag, uint64_t max_polls, uint64_t* payload) {
+SHUNT_HD int shunt_ll16_wait(const struct shunt_ll16* p, uint32_t flag, uint64_t max_polls,
+                             uint64_t* payload) {
   for (uint64_t i = 0;; i++) {
     if (shunt_ll16_try(p, flag, payload)) return 1;
     if (i + 1 >= max_polls) return 0;
@@ -186,13 +192,19 @@ SHUNT_HD int shunt_ll8_wait(const struct shunt_ll8* p, uint32_t flag, uint64_t m
  * sizes and offsets must be multiples of the payload. */
 
 SHUNT_HD int shunt_pkt_payload(int pkt_bytes) {
-  return pkt_bytes == SHUNT_LL16_BYTES ? SHUNT_LL16_PAYLOAD : pkt_bytes == SHUNT_LL8_BYTES ? SHUNT_LL8_PAYLOAD : 0;
+  return pkt_bytes == SHUNT_LL16_BYTES  ? SHUNT_LL16_PAYLOAD
+         : pkt_bytes == SHUNT_LL8_BYTES ? SHUNT_LL8_PAYLOAD
+                                        : 0;
 }
 
 /* Bytes of packet memory for n data bytes, and the packet offset of data offset x: both twice the
  * data figure, for LL16 and LL8 alike. */
-SHUNT_HD uint64_t shunt_pkt_bytes(uint64_t data_bytes) { return 2 * data_bytes; }
-SHUNT_HD uint64_t shunt_pkt_offset(uint64_t data_offset) { return 2 * data_offset; }
+SHUNT_HD uint64_t shunt_pkt_bytes(uint64_t data_bytes) {
+  return 2 * data_bytes;
+}
+SHUNT_HD uint64_t shunt_pkt_offset(uint64_t data_offset) {
+  return 2 * data_offset;
+}
 
 /* Whether a data range (offset, bytes) can travel as packets of this type. */
 SHUNT_HD int shunt_pkt_range_ok(int pkt_bytes, uint64_t data_offset, uint64_t data_bytes) {

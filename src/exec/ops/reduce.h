@@ -11,45 +11,55 @@
  *   product is rounded to half, then narrowed to fp8 with saturation. So results round twice,
  *   infinities and out-of-range values saturate to the largest finite fp8, and an e5m2 infinity
  *   never survives an operation (it comes out as +-57344).
- * - min/max on floating types: a NaN operand yields the other operand, two NaNs the canonical NaN;
+ * - min/max on floating types: a NaN operand yields the other operand, two NaNs a NaN (below);
  *   -0 is below +0 (fminf/fmaxf, __hmin/__hmax). fp8 min/max goes through half like the sum.
- * - Any NaN produced by arithmetic is the canonical NaN of the type (SHUNT_*_NAN).
- * Every reduction here is commutative bit for bit, so the operand order never matters; floating
- * sums are not associative, so a plan's grouping of contributions decides the last bits exactly
- * as NCCL's ring or tree order decides them for NCCL.
+ * - NaN results: half, bfloat16, float and fp8 give their canonical NaN (SHUNT_*_NAN). Double keeps
+ *   NaN payloads as the GPU's double unit does: a NaN operand comes out quieted, the second one
+ *   when both are NaN (for min/max too), and an invalid operation gives SHUNT_F64_DEFAULT_NAN.
+ * Every reduction is commutative bit for bit, except which of two different double NaNs survives,
+ * where reduce(a, b) follows NCCL's reduce(accumulated, incoming) and keeps b's. Floating sums are
+ * not associative: a plan's grouping of contributions decides the last bits, as NCCL's ring or
+ * tree order decides them for NCCL.
  *
  * How an executor gets NCCL's result for a collective (allreduce, reduce-scatter, reduce), with a
  * plan that combines every rank's contribution exactly once:
- * 1. pre  (shunt_pre_elem / shunt_pre_buf; only PREMULSUM has one): applied once to each rank's own
- *         input element before it meets any other contribution. NCCL applies it where the input
- *         is first read, with the scalar of the rank that owns the input. avg on floating types
- *         is PREMULSUM by 1/nranks, the same scalar on every rank, so any rank may apply it to
- *         any rank's input; a user PreMulSum scalar may differ between ranks, so only the owner
- *         may apply it (a plan that reads peers' raw inputs must otherwise fall back).
- *         Practical form: every read of an input-buffer element by a data op yields pre(x);
- *         reads of scratch and output never apply pre. Applying pre to a copy that is later
- *         combined is the same as applying it at the combination, since pre is a pure function.
- * 2. reduce (shunt_reduce_elem / shunt_reduce_buf): every combination of two values, whether
- *         raw contributions or partial results. For PREMULSUM and SUMPOSTDIV this is the sum.
- * 3. post (shunt_post_elem / shunt_post_buf; only SUMPOSTDIV has one, i.e. avg on integers):
+ * 1. pre  (only PREMULSUM has one: x * scalar): applied once to each rank's own input element
+ *         before, or as, it meets any other contribution, with the scalar of the rank that owns
+ *         the input. avg on floating types is PREMULSUM by 1/nranks, the same scalar on every
+ *         rank, so any rank may scale any rank's input; a user PreMulSum scalar may differ
+ *         between ranks, so only the owner may scale its input (a plan that reads peers' raw
+ *         inputs must otherwise fall back).
+ *         NCCL's ring and tree kernels scale the local input where they read it and, when the
+ *         same step adds a received partial result, the compiler fuses the two: acc + x*scalar
+ *         is one fma, rounded once, for half, bfloat16, float and double (not fp8, whose product
+ *         is rounded to fp8 first). So:
+ *         - own input combined with a partial result: shunt_reduce_pre_elem / _buf (fused);
+ *         - own input stored or sent on its own: shunt_pre_elem / shunt_pre_buf (rounded).
+ *         Reads of scratch and output never apply pre.
+ * 2. reduce (shunt_reduce_elem / shunt_reduce_buf): every other combination of two values
+ *         (partial results, or inputs already scaled). For PREMULSUM and SUMPOSTDIV: the sum.
+ * 3. post (only SUMPOSTDIV has one, i.e. avg on integers: shunt_post_elem / shunt_post_buf):
  *         applied exactly once to each fully-reduced element, after every contribution was
  *         added; e.g. one pass over the rank's own output once its plan has finished, never to
  *         a partial sum and never twice to a value a peer copied after dividing.
  * With one rank: output = post(pre(input)).
  *
- * On the device the arithmetic uses add.rn/mul.rn/fma.rn instructions, which never fuse, so the
- * results do not depend on nvcc's -fmad. (NCCL's own kernels may fuse the PreMulSum multiply of one
- * input with the add of a received value into one fma for float and half; shunt always rounds the
- * product first, the result NCCL's source defines.) */
+ * On the device the arithmetic uses explicit add.rn/mul.rn/fma.rn instructions, which the
+ * compiler never fuses or reorders, so results do not depend on nvcc's -fmad or -ftz. */
 #ifndef SHUNT_EXEC_OPS_REDUCE_H
 #define SHUNT_EXEC_OPS_REDUCE_H
 
 #include "exec/ops/dtype.h"
 
+#if !defined(__CUDACC__)
+#include <math.h> /* fma: double PreMulSum on the host */
+#endif
+
 /* ---- Floating-point element operations (bit patterns in, bit patterns out) --------------------- */
 
-SHUNT_HD uint32_t shunt_f32_canon(uint32_t u) { return shunt_f32_isnan(u) ? SHUNT_F32_NAN : u; }
-SHUNT_HD uint64_t shunt_f64_canon(uint64_t u) { return shunt_f64_isnan(u) ? SHUNT_F64_NAN : u; }
+SHUNT_HD uint32_t shunt_f32_canon(uint32_t u) {
+  return shunt_f32_isnan(u) ? SHUNT_F32_NAN : u;
+}
 
 SHUNT_HD uint32_t shunt_add_f32(uint32_t a, uint32_t b) {
   float x = shunt_f32_from_bits(a), y = shunt_f32_from_bits(b), r;
@@ -71,24 +81,90 @@ SHUNT_HD uint32_t shunt_mul_f32(uint32_t a, uint32_t b) {
   return shunt_f32_canon(shunt_f32_bits(r));
 }
 
+/* Double: NaN operands are handled before the arithmetic so that host and device agree whatever
+ * the host's own NaN rules (x86 and Arm differ) or the compiler's operand order. */
+SHUNT_HD uint64_t shunt_f64_result(double r) {
+  uint64_t u = shunt_f64_bits(r);
+  return shunt_f64_isnan(u) ? SHUNT_F64_DEFAULT_NAN : u;
+}
+
 SHUNT_HD uint64_t shunt_add_f64(uint64_t a, uint64_t b) {
+  if (shunt_f64_isnan(b)) return shunt_f64_quiet(b);
+  if (shunt_f64_isnan(a)) return shunt_f64_quiet(a);
   double x = shunt_f64_from_bits(a), y = shunt_f64_from_bits(b), r;
 #if SHUNT_OPS_DEV
   asm("add.rn.f64 %0, %1, %2;" : "=d"(r) : "d"(x), "d"(y));
 #else
   r = x + y;
 #endif
-  return shunt_f64_canon(shunt_f64_bits(r));
+  return shunt_f64_result(r);
 }
 
 SHUNT_HD uint64_t shunt_mul_f64(uint64_t a, uint64_t b) {
+  if (shunt_f64_isnan(b)) return shunt_f64_quiet(b);
+  if (shunt_f64_isnan(a)) return shunt_f64_quiet(a);
   double x = shunt_f64_from_bits(a), y = shunt_f64_from_bits(b), r;
 #if SHUNT_OPS_DEV
   asm("mul.rn.f64 %0, %1, %2;" : "=d"(r) : "d"(x), "d"(y));
 #else
   r = x * y;
 #endif
-  return shunt_f64_canon(shunt_f64_bits(r));
+  return shunt_f64_result(r);
+}
+
+/* a * b + c rounded once. A NaN operand comes out quieted, a's before c's before b's: what the
+ * GPU's double fma does with its operands in this order (NCCL's kernels compute
+ * scalar * input + partial). */
+SHUNT_HD uint64_t shunt_fma_f64(uint64_t a, uint64_t b, uint64_t c) {
+  if (shunt_f64_isnan(a)) return shunt_f64_quiet(a);
+  if (shunt_f64_isnan(c)) return shunt_f64_quiet(c);
+  if (shunt_f64_isnan(b)) return shunt_f64_quiet(b);
+  double x = shunt_f64_from_bits(a), y = shunt_f64_from_bits(b), z = shunt_f64_from_bits(c), r;
+#if SHUNT_OPS_DEV
+  asm("fma.rn.f64 %0, %1, %2, %3;" : "=d"(r) : "d"(x), "d"(y), "d"(z));
+#else
+  r = fma(x, y, z);
+#endif
+  return shunt_f64_result(r);
+}
+
+/* Double arithmetic that no compiler fuses (device intrinsics round each step themselves). */
+SHUNT_HD double shunt_dmul(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+SHUNT_HD double shunt_dadd(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+SHUNT_HD double shunt_dsub(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+
+/* x * y + z for x, y, z whose product is exact in double (half, bfloat16 and float operands),
+ * rounded to double with round-to-odd: the sum is rounded to nearest, its exact error found by
+ * TwoSum, and an inexact even result moved one step toward the exact value. One further rounding
+ * to a format of at most 51 bits then equals rounding the exact x * y + z once. */
+SHUNT_HD double shunt_fma_odd_sw(double x, double y, double z) {
+  double p = shunt_dmul(x, y), r = shunt_dadd(p, z);
+  uint64_t rb = shunt_f64_bits(r);
+  if ((rb & 0x7ff0000000000000ull) == 0x7ff0000000000000ull) return r; /* inf or NaN: nothing to fix */
+  double zr = shunt_dsub(r, p), pr = shunt_dsub(r, zr); /* the parts of r that came from z and from p */
+  double e = shunt_dadd(shunt_dsub(p, pr), shunt_dsub(z, zr));
+  uint64_t eb = shunt_f64_bits(e);
+  if ((eb << 1) != 0 && !(rb & 1))
+    rb = ((eb ^ rb) >> 63) ? rb - 1 : rb + 1; /* toward e: away from or to zero */
+  return shunt_f64_from_bits(rb);
 }
 
 /* Half and bfloat16, portable form: the operands are exact in double, a product of two is exact
@@ -150,6 +226,57 @@ SHUNT_HD uint16_t shunt_mul_bf16(uint16_t a, uint16_t b) {
 #endif
 }
 
+/* a * b + c rounded once (what the fused PreMulSum combine computes). */
+SHUNT_HD uint16_t shunt_fma_f16_sw(uint16_t a, uint16_t b, uint16_t c) {
+  return shunt_f64_to_f16_sw(
+      shunt_fma_odd_sw(shunt_f16_to_f32_sw(a), shunt_f16_to_f32_sw(b), shunt_f16_to_f32_sw(c)));
+}
+SHUNT_HD uint16_t shunt_fma_bf16_sw(uint16_t a, uint16_t b, uint16_t c) {
+  return shunt_f64_to_bf16_sw(
+      shunt_fma_odd_sw(shunt_bf16_to_f32_sw(a), shunt_bf16_to_f32_sw(b), shunt_bf16_to_f32_sw(c)));
+}
+SHUNT_HD uint32_t shunt_fma_f32_sw(uint32_t a, uint32_t b, uint32_t c) {
+  double r = shunt_fma_odd_sw(shunt_f32_from_bits(a), shunt_f32_from_bits(b), shunt_f32_from_bits(c));
+#if defined(__CUDA_ARCH__)
+  float f = __double2float_rn(r);
+#else
+  float f = (float)r;
+#endif
+  return shunt_f32_canon(shunt_f32_bits(f));
+}
+
+SHUNT_HD uint16_t shunt_fma_f16(uint16_t a, uint16_t b, uint16_t c) {
+#if SHUNT_OPS_DEV && __CUDA_ARCH__ >= 530
+  unsigned short r;
+  asm("fma.rn.f16 %0, %1, %2, %3;" : "=h"(r) : "h"(a), "h"(b), "h"(c));
+  return r;
+#else
+  return shunt_fma_f16_sw(a, b, c);
+#endif
+}
+
+SHUNT_HD uint16_t shunt_fma_bf16(uint16_t a, uint16_t b, uint16_t c) {
+#if SHUNT_OPS_DEV && __CUDA_ARCH__ >= 800
+  unsigned short r;
+  asm("fma.rn.bf16 %0, %1, %2, %3;" : "=h"(r) : "h"(a), "h"(b), "h"(c));
+  return r;
+#else
+  return shunt_fma_bf16_sw(a, b, c);
+#endif
+}
+
+SHUNT_HD uint32_t shunt_fma_f32(uint32_t a, uint32_t b, uint32_t c) {
+#if SHUNT_OPS_DEV
+  float r;
+  asm("fma.rn.f32 %0, %1, %2, %3;"
+      : "=f"(r)
+      : "f"(shunt_f32_from_bits(a)), "f"(shunt_f32_from_bits(b)), "f"(shunt_f32_from_bits(c)));
+  return shunt_f32_canon(shunt_f32_bits(r));
+#else
+  return shunt_fma_f32_sw(a, b, c);
+#endif
+}
+
 /* min/max of IEEE bit patterns `width` bits wide. Non-NaN values order by a key that maps the
  * sign-magnitude encoding onto unsigned order (-0 just below +0); this needs no floating compare,
  * so flush-to-zero settings cannot change it. */
@@ -158,7 +285,8 @@ SHUNT_HD uint64_t shunt_fkey(uint64_t u, int width) {
   return (u & sb) ? (~u & all) : (u | sb);
 }
 
-SHUNT_HD uint64_t shunt_fminmax(uint64_t a, uint64_t b, int width, int a_nan, int b_nan, uint64_t nan, int is_max) {
+SHUNT_HD uint64_t shunt_fminmax(uint64_t a, uint64_t b, int width, int a_nan, int b_nan, uint64_t nan,
+                                int is_max) {
   if (a_nan) return b_nan ? nan : b;
   if (b_nan) return a;
   uint64_t ka = shunt_fkey(a, width), kb = shunt_fkey(b, width);
@@ -175,7 +303,7 @@ SHUNT_HD uint32_t shunt_minmax_f32(uint32_t a, uint32_t b, int is_max) {
   return (uint32_t)shunt_fminmax(a, b, 32, shunt_f32_isnan(a), shunt_f32_isnan(b), SHUNT_F32_NAN, is_max);
 }
 SHUNT_HD uint64_t shunt_minmax_f64(uint64_t a, uint64_t b, int is_max) {
-  return shunt_fminmax(a, b, 64, shunt_f64_isnan(a), shunt_f64_isnan(b), SHUNT_F64_NAN, is_max);
+  return shunt_fminmax(a, b, 64, shunt_f64_isnan(a), shunt_f64_isnan(b), shunt_f64_quiet(b), is_max);
 }
 
 /* fp8: widen to half, operate in half, narrow with saturation. */
@@ -186,25 +314,30 @@ SHUNT_HD uint8_t shunt_mul_fp8(uint8_t a, uint8_t b, int e5m2) {
   return shunt_f16_to_fp8(shunt_mul_f16(shunt_fp8_to_f16(a, e5m2), shunt_fp8_to_f16(b, e5m2)), e5m2);
 }
 SHUNT_HD uint8_t shunt_minmax_fp8(uint8_t a, uint8_t b, int e5m2, int is_max) {
-  return shunt_f16_to_fp8(shunt_minmax_f16(shunt_fp8_to_f16(a, e5m2), shunt_fp8_to_f16(b, e5m2), is_max), e5m2);
+  return shunt_f16_to_fp8(shunt_minmax_f16(shunt_fp8_to_f16(a, e5m2), shunt_fp8_to_f16(b, e5m2), is_max),
+                          e5m2);
 }
 
 /* ---- Integer element operations --------------------------------------------------------------- */
 
-SHUNT_HD uint64_t shunt_int_mask(int width) { return width >= 64 ? ~0ull : ((1ull << width) - 1); }
+SHUNT_HD uint64_t shunt_int_mask(int width) {
+  return width >= 64 ? ~0ull : ((1ull << width) - 1);
+}
 
 /* Integer reduce on `width`-bit patterns. min/max compare a ^ m with b ^ m as unsigned, with m
  * flipping the sign bit for signed types and every bit for max, as NCCL's FuncMinMax does. */
 SHUNT_HD uint64_t shunt_int_reduce(int kind, uint64_t a, uint64_t b, int width, int is_signed) {
   uint64_t all = shunt_int_mask(width);
   switch (kind) {
-    case SHUNT_RED_PROD: return (a * b) & all;
+    case SHUNT_RED_PROD:
+      return (a * b) & all;
     case SHUNT_RED_MAX:
     case SHUNT_RED_MIN: {
       uint64_t m = (is_signed ? (1ull << (width - 1)) : 0) ^ (kind == SHUNT_RED_MAX ? all : 0);
       return ((a ^ m) & all) < ((b ^ m) & all) ? a : b;
     }
-    default: return (a + b) & all; /* SUM, PREMULSUM, SUMPOSTDIV */
+    default:
+      return (a + b) & all; /* SUM, PREMULSUM, SUMPOSTDIV */
   }
 }
 
@@ -223,22 +356,30 @@ SHUNT_HD uint64_t shunt_reduce_elem(const struct shunt_red* r, uint64_t a, uint6
   int k = r->kind;
   int is_max = k == SHUNT_RED_MAX, is_minmax = k == SHUNT_RED_MIN || k == SHUNT_RED_MAX;
   switch (r->ty) {
-    case SHUNT_TY_INT8: return shunt_int_reduce(k, a, b, 8, 1);
-    case SHUNT_TY_UINT8: return shunt_int_reduce(k, a, b, 8, 0);
-    case SHUNT_TY_INT32: return shunt_int_reduce(k, a, b, 32, 1);
-    case SHUNT_TY_UINT32: return shunt_int_reduce(k, a, b, 32, 0);
-    case SHUNT_TY_INT64: return shunt_int_reduce(k, a, b, 64, 1);
-    case SHUNT_TY_UINT64: return shunt_int_reduce(k, a, b, 64, 0);
+    case SHUNT_TY_INT8:
+      return shunt_int_reduce(k, a, b, 8, 1);
+    case SHUNT_TY_UINT8:
+      return shunt_int_reduce(k, a, b, 8, 0);
+    case SHUNT_TY_INT32:
+      return shunt_int_reduce(k, a, b, 32, 1);
+    case SHUNT_TY_UINT32:
+      return shunt_int_reduce(k, a, b, 32, 0);
+    case SHUNT_TY_INT64:
+      return shunt_int_reduce(k, a, b, 64, 1);
+    case SHUNT_TY_UINT64:
+      return shunt_int_reduce(k, a, b, 64, 0);
     case SHUNT_TY_FLOAT16:
       if (is_minmax) return shunt_minmax_f16((uint16_t)a, (uint16_t)b, is_max);
-      return k == SHUNT_RED_PROD ? shunt_mul_f16((uint16_t)a, (uint16_t)b) : shunt_add_f16((uint16_t)a, (uint16_t)b);
+      return k == SHUNT_RED_PROD ? shunt_mul_f16((uint16_t)a, (uint16_t)b)
+                                 : shunt_add_f16((uint16_t)a, (uint16_t)b);
     case SHUNT_TY_BFLOAT16:
       if (is_minmax) return shunt_minmax_bf16((uint16_t)a, (uint16_t)b, is_max);
       return k == SHUNT_RED_PROD ? shunt_mul_bf16((uint16_t)a, (uint16_t)b)
                                  : shunt_add_bf16((uint16_t)a, (uint16_t)b);
     case SHUNT_TY_FLOAT32:
       if (is_minmax) return shunt_minmax_f32((uint32_t)a, (uint32_t)b, is_max);
-      return k == SHUNT_RED_PROD ? shunt_mul_f32((uint32_t)a, (uint32_t)b) : shunt_add_f32((uint32_t)a, (uint32_t)b);
+      return k == SHUNT_RED_PROD ? shunt_mul_f32((uint32_t)a, (uint32_t)b)
+                                 : shunt_add_f32((uint32_t)a, (uint32_t)b);
     case SHUNT_TY_FLOAT64:
       if (is_minmax) return shunt_minmax_f64(a, b, is_max);
       return k == SHUNT_RED_PROD ? shunt_mul_f64(a, b) : shunt_add_f64(a, b);
@@ -249,7 +390,8 @@ SHUNT_HD uint64_t shunt_reduce_elem(const struct shunt_red* r, uint64_t a, uint6
       return k == SHUNT_RED_PROD ? shunt_mul_fp8((uint8_t)a, (uint8_t)b, e5m2)
                                  : shunt_add_fp8((uint8_t)a, (uint8_t)b, e5m2);
     }
-    default: return 0;
+    default:
+      return 0;
   }
 }
 
@@ -259,17 +401,52 @@ SHUNT_HD uint64_t shunt_pre_elem(const struct shunt_red* r, uint64_t x) {
   if (r->kind != SHUNT_RED_PREMULSUM) return x;
   uint64_t s = r->arg;
   switch (r->ty) {
-    case SHUNT_TY_INT8: case SHUNT_TY_UINT8: return (x * s) & 0xffu;
-    case SHUNT_TY_INT32: case SHUNT_TY_UINT32: return (x * s) & 0xffffffffu;
-    case SHUNT_TY_INT64: case SHUNT_TY_UINT64: return x * s;
-    case SHUNT_TY_FLOAT16: return shunt_mul_f16((uint16_t)x, (uint16_t)s);
-    case SHUNT_TY_BFLOAT16: return shunt_mul_bf16((uint16_t)x, (uint16_t)s);
-    case SHUNT_TY_FLOAT32: return shunt_mul_f32((uint32_t)x, (uint32_t)s);
-    case SHUNT_TY_FLOAT64: return shunt_mul_f64(x, s);
-    case SHUNT_TY_FP8E4M3: return shunt_mul_fp8((uint8_t)x, (uint8_t)s, 0);
-    case SHUNT_TY_FP8E5M2: return shunt_mul_fp8((uint8_t)x, (uint8_t)s, 1);
-    default: return 0;
+    case SHUNT_TY_INT8:
+    case SHUNT_TY_UINT8:
+      return (x * s) & 0xffu;
+    case SHUNT_TY_INT32:
+    case SHUNT_TY_UINT32:
+      return (x * s) & 0xffffffffu;
+    case SHUNT_TY_INT64:
+    case SHUNT_TY_UINT64:
+      return x * s;
+    case SHUNT_TY_FLOAT16:
+      return shunt_mul_f16((uint16_t)x, (uint16_t)s);
+    case SHUNT_TY_BFLOAT16:
+      return shunt_mul_bf16((uint16_t)x, (uint16_t)s);
+    case SHUNT_TY_FLOAT32:
+      return shunt_mul_f32((uint32_t)x, (uint32_t)s);
+    case SHUNT_TY_FLOAT64:
+      return shunt_mul_f64(x, s);
+    case SHUNT_TY_FP8E4M3:
+      return shunt_mul_fp8((uint8_t)x, (uint8_t)s, 0);
+    case SHUNT_TY_FP8E5M2:
+      return shunt_mul_fp8((uint8_t)x, (uint8_t)s, 1);
+    default:
+      return 0;
   }
+}
+
+/* NCCL's combine of this rank's raw input x with a partial result acc: acc + pre(x), fused into
+ * one rounding (fma(x, scalar, acc)) for PREMULSUM on half, bfloat16, float and double; for every
+ * other case exactly reduce(acc, pre(x)). */
+SHUNT_HD uint64_t shunt_reduce_pre_elem(const struct shunt_red* r, uint64_t acc, uint64_t x) {
+  if (r->kind == SHUNT_RED_PREMULSUM) {
+    uint64_t s = r->arg;
+    switch (r->ty) {
+      case SHUNT_TY_FLOAT16:
+        return shunt_fma_f16((uint16_t)x, (uint16_t)s, (uint16_t)acc);
+      case SHUNT_TY_BFLOAT16:
+        return shunt_fma_bf16((uint16_t)x, (uint16_t)s, (uint16_t)acc);
+      case SHUNT_TY_FLOAT32:
+        return shunt_fma_f32((uint32_t)x, (uint32_t)s, (uint32_t)acc);
+      case SHUNT_TY_FLOAT64:
+        return shunt_fma_f64(s, x, acc);
+      default:
+        break;
+    }
+  }
+  return shunt_reduce_elem(r, acc, shunt_pre_elem(r, x));
 }
 
 /* The post step of one fully-reduced element: the division of SUMPOSTDIV, x itself otherwise. */
@@ -283,7 +460,9 @@ SHUNT_HD uint64_t shunt_post_elem(const struct shunt_red* r, uint64_t x) {
 /* ---- Buffers ------------------------------------------------------------------------------------
  * nbytes must be a whole number of elements; elements need no alignment. dst may be the same
  * buffer as a source (each element is read before it is written), but must not overlap one
- * partially. Each returns 0, or -1 (nothing written) for an invalid op or a partial element. */
+ * partially. Each returns 0, or -1 (nothing written) for an invalid op or a partial element.
+ * One thread, element by element: the host backend's form. A GPU block loads its own vectors and
+ * calls the element (or packed-word) functions, which are the same code. */
 
 SHUNT_HD int shunt_red_buf_ok(const struct shunt_red* r, size_t nbytes) {
   size_t sz = shunt_ty_size(r->ty);
@@ -291,7 +470,8 @@ SHUNT_HD int shunt_red_buf_ok(const struct shunt_red* r, size_t nbytes) {
 }
 
 /* dst[i] = reduce(a[i], b[i]). */
-SHUNT_HD int shunt_reduce_buf(void* dst, const void* a, const void* b, size_t nbytes, const struct shunt_red* r) {
+SHUNT_HD int shunt_reduce_buf(void* dst, const void* a, const void* b, size_t nbytes,
+                              const struct shunt_red* r) {
   if (!shunt_red_buf_ok(r, nbytes)) return -1;
   size_t sz = shunt_ty_size(r->ty);
   for (size_t i = 0; i < nbytes; i += sz) {
@@ -319,14 +499,15 @@ SHUNT_HD int shunt_post_buf(void* dst, const void* src, size_t nbytes, const str
   return 0;
 }
 
-/* dst[i] = reduce(acc[i], pre(x[i])): folds a raw local contribution x into a running value. */
-SHUNT_HD int shunt_reduce_pre_buf(void* dst, const void* acc, const void* x, size_t nbytes, const struct shunt_red* r) {
+/* dst[i] = shunt_reduce_pre_elem(acc[i], x[i]): folds this rank's raw input x into a partial
+ * result acc the way NCCL does (fused for PREMULSUM on half, bfloat16, float and double). */
+SHUNT_HD int shunt_reduce_pre_buf(void* dst, const void* acc, const void* x, size_t nbytes,
+                                  const struct shunt_red* r) {
   if (!shunt_red_buf_ok(r, nbytes)) return -1;
   size_t sz = shunt_ty_size(r->ty);
   for (size_t i = 0; i < nbytes; i += sz) {
-    uint64_t u = shunt_ty_load((const char*)acc + i, r->ty);
-    uint64_t v = shunt_pre_elem(r, shunt_ty_load((const char*)x + i, r->ty));
-    shunt_ty_store((char*)dst + i, r->ty, shunt_reduce_elem(r, u, v));
+    uint64_t u = shunt_ty_load((const char*)acc + i, r->ty), v = shunt_ty_load((const char*)x + i, r->ty);
+    shunt_ty_store((char*)dst + i, r->ty, shunt_reduce_pre_elem(r, u, v));
   }
   return 0;
 }
