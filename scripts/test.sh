@@ -25,7 +25,7 @@ step "tests under sanitizers"
 # Sanitized code runs several times slower: plans get longer before they count as hung.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   SHUNT_HOST_TIMEOUT_MS=${SHUNT_HOST_TIMEOUT_MS:-600000} \
-  ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE gpu
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE "gpu|long"
 
 if [ -f scripts/gen_plans.py ]; then
   step "shipped plans match their generator"
