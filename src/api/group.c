@@ -55,6 +55,7 @@ struct lane_run {
   ncclResult_t rc;
   pthread_t thread;
   int started;
+  int in_progress;
 };
 
 static void* run_lane(void* p) {
@@ -63,6 +64,11 @@ static void* run_lane(void* p) {
   for (size_t i = 0; i < l->njobs; i++) {
     if (l->jobs[i].lane != l->lane) continue;
     ncclResult_t rc = l->jobs[i].fn(l->jobs[i].arg);
+    /* Work handed to a nonblocking communicator's own thread goes on in the background. */
+    if (rc == ncclInProgress) {
+      l->in_progress = 1;
+      continue;
+    }
     /* After a failure the lane's later work is skipped: it would wait on a broken state. */
     if (rc != ncclSuccess) {
       l->rc = rc;
@@ -97,7 +103,7 @@ ncclResult_t shunt_group_finish(void) {
     for (size_t i = 0; i < n; i++) {
       size_t k = 0;
       while (k < nl && lanes[k].lane != jobs[i].lane) k++;
-      if (k == nl) lanes[nl++] = (struct lane_run){jobs, n, jobs[i].lane, ncclSuccess, 0, 0};
+      if (k == nl) lanes[nl++] = (struct lane_run){jobs, n, jobs[i].lane, ncclSuccess, 0, 0, 0};
     }
     if (nl == 1) {
       run_lane(&lanes[0]);
@@ -113,8 +119,12 @@ ncclResult_t shunt_group_finish(void) {
         }
       }
     }
-    for (size_t k = 0; k < nl; k++)
+    int in_progress = 0;
+    for (size_t k = 0; k < nl; k++) {
       if (lanes[k].rc != ncclSuccess && rc == ncclSuccess) rc = lanes[k].rc;
+      in_progress |= lanes[k].in_progress;
+    }
+    if (rc == ncclSuccess && in_progress) rc = ncclInProgress;
   }
   for (size_t i = 0; i < n; i++)
     if (jobs[i].free_arg) jobs[i].free_arg(jobs[i].arg);

@@ -21,7 +21,8 @@ ncclResult_t shunt_group_enqueue(const void* lane, shunt_job_fn fn, void* arg, v
 int shunt_group_depth(void);
 
 void shunt_group_begin(void);
-/* Leaves one level; at the outermost level runs the queue and returns its first error. */
+/* Leaves one level; at the outermost level runs the queue and returns its first error, or
+ * ncclInProgress when a job (returning ncclInProgress) left work running in the background. */
 ncclResult_t shunt_group_finish(void);
 
 #endif

@@ -63,23 +63,26 @@ SHUNT_EXPORT ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
 }
 SHUNT_ALIAS(ncclGetUniqueId, ncclResult_t, (ncclUniqueId * uniqueId))
 
-/* shunt's half of an init, run at once or at the outermost ncclGroupEnd. */
+/* One rank's init. NCCL's half runs in the calling thread (inside NCCL's group when there is
+ * one); shunt's half joins the rendezvous: at once, at the outermost ncclGroupEnd, or, for a
+ * nonblocking communicator, in a thread of its own. */
 struct init_job {
   ncclComm_t* out;
   int nranks, rank, cuda_dev;
   ncclUniqueId id;
-  int real_ok;   /* NCCL made its communicator (*out holds it once NCCL's group ended) */
+  int real_ok;  /* NCCL made its communicator (*out holds it once NCCL's group ended) */
   int blocking;
   char real_why[128];
+  struct shunt_comm* c; /* nonblocking: the state, already under the handle */
 };
 
-static ncclResult_t run_init(void* arg) {
-  struct init_job* j = arg;
-  ncclComm_t real = j->real_ok ? *j->out : NULL;
+/* shunt's half on c: the rendezvous and the setup. Returns what the init reports; with an
+ * NCCL communicator behind, a failure only turns plans off. */
+static ncclResult_t join_rendezvous(struct init_job* j, struct shunt_comm* c) {
   struct shunt_bootstrap_id bid;
   id_get(&j->id, &bid);
   if (!shunt_bootstrap_id_valid(&bid)) {
-    if (real) {
+    if (c->real) {
       SHUNT_INFO(SHUNT_INIT, "CommInitRank: the id carries no shunt rendezvous: every call of this communicator goes "
                              "to NCCL");
       return ncclSuccess;
@@ -89,36 +92,114 @@ static ncclResult_t run_init(void* arg) {
   }
   struct shunt_bootstrap* boot = NULL;
   char err[512];
-  if (shunt_bootstrap_init(&bid, j->rank, j->nranks, &boot, err, sizeof(err)) != 0) {
+  int failed = shunt_bootstrap_init_start(&bid, j->rank, j->nranks, &boot, err, sizeof(err)) != 0;
+  if (!failed && shunt_comm_adopt_boot(c, boot) != 0) {
+    snprintf(err, sizeof(err), "the communicator was aborted");
+    failed = 1;
+  } else if (!failed) {
+    failed = shunt_bootstrap_init_finish(boot, err, sizeof(err)) != 0;
+  }
+  if (!failed) {
+    const struct shunt_planset* plans = shunt_plans();
+    failed = shunt_comm_setup(c, plans, plans ? shunt_planset_hash(plans) : 0, plans ? shunt_planset_usable(plans) : 0);
+    if (failed) snprintf(err, sizeof(err), "exchanging rank information failed");
+  }
+  if (failed) {
     SHUNT_WARN("CommInitRank: rank %d of %d: shunt's bootstrap failed: %s", j->rank, j->nranks, err);
-    if (real) {
+    c->plans_enabled = 0;
+    if (c->real) {
       SHUNT_WARN("CommInitRank: plans are off for this communicator; NCCL serves every call");
       return ncclSuccess;
     }
     return ncclSystemError;
   }
-  const struct shunt_planset* plans = shunt_plans();
-  struct shunt_comm* c = shunt_comm_create(boot, real, j->cuda_dev, j->blocking, plans, plans ? shunt_planset_hash(plans) : 0,
-                                          plans ? shunt_planset_usable(plans) : 0);
-  if (!c) {
-    shunt_bootstrap_destroy(boot);
-    return real ? ncclSuccess : ncclInternalError;
-  }
-  if (!real) {
+  if (!c->real)
     SHUNT_INFO(SHUNT_INIT, "rank %d of %d: shunt's communicator stands alone (%s); calls no plan serves fail", c->rank,
                c->nranks, j->real_why);
+  return ncclSuccess;
+}
+
+/* Blocking: shunt's half now (or at the group's end); the handle is recorded once it is done. */
+static ncclResult_t run_init(void* arg) {
+  struct init_job* j = arg;
+  ncclComm_t real = j->real_ok ? *j->out : NULL;
+  struct shunt_comm* c = shunt_comm_alloc(j->rank, j->nranks, real, j->cuda_dev, j->blocking);
+  if (!c) return real ? ncclSuccess : ncclSystemError;
+  ncclResult_t rc = join_rendezvous(j, c);
+  if (rc != ncclSuccess) {
+    shunt_comm_free(c, 1);
+    return rc;
   }
+  atomic_store(&c->state, SHUNT_COMM_READY);
   if (shunt_handles_add(c->handle, c, real == NULL) != 0) {
     SHUNT_WARN("CommInitRank: out of memory recording the communicator");
     shunt_comm_free(c, 1);
-    return ncclSystemError;
+    return real ? ncclSuccess : ncclSystemError;
   }
   *j->out = c->handle;
   return ncclSuccess;
 }
 
-/* The whole of one rank's init: NCCL's half (inside NCCL's group when there is one), then
- * shunt's, queued in a group. */
+/* Nonblocking: the state is under the handle already; this thread makes it ready or failed. */
+static void* init_worker(void* arg) {
+  struct init_job* j = arg;
+  struct shunt_comm* c = j->c;
+  ncclResult_t rc = join_rendezvous(j, c);
+  if (rc != ncclSuccess) atomic_store(&c->init_error, (int)rc);
+  atomic_store(&c->state, rc == ncclSuccess ? SHUNT_COMM_READY : SHUNT_COMM_FAILED);
+  free(j);
+  shunt_comm_job_done(c);
+  return NULL;
+}
+
+/* Starts the worker on a copy of the job: the group frees its own copy whenever it likes. */
+static ncclResult_t start_init(void* arg) {
+  struct init_job* j = arg;
+  struct shunt_comm* c = j->c;
+  struct init_job* w = malloc(sizeof(*w));
+  if (w) *w = *j;
+  if (!w || shunt_comm_start_job(c, init_worker, w) != 0) {
+    free(w);
+    return ncclSystemError; /* end_init_job settles the state */
+  }
+  j->c = NULL;
+  return ncclInProgress;
+}
+
+/* Frees a nonblocking job; one that never started (its group failed first, or no thread)
+ * leaves its communicator failed, or plans off when NCCL's stands behind it. */
+static void end_init_job(void* arg) {
+  struct init_job* j = arg;
+  if (j->c) {
+    SHUNT_WARN("CommInitRank: rank %d of %d: shunt's rendezvous never started", j->rank, j->nranks);
+    atomic_store(&j->c->init_error, (int)ncclSystemError);
+    atomic_store(&j->c->state, j->c->real ? SHUNT_COMM_READY : SHUNT_COMM_FAILED);
+  }
+  free(j);
+}
+
+/* The nonblocking path: NCCL wrote its handle at once; shunt's state goes under it now so that
+ * ncclCommGetAsyncError can answer while the rendezvous runs. */
+static ncclResult_t init_nonblocking(struct init_job* j) {
+  ncclComm_t real = j->real_ok ? *j->out : NULL;
+  struct shunt_comm* c = shunt_comm_alloc(j->rank, j->nranks, real, j->cuda_dev, 0);
+  if (!c || shunt_handles_add(c->handle, c, real == NULL) != 0) {
+    SHUNT_WARN("CommInitRank: out of memory recording the communicator");
+    if (c) shunt_comm_free(c, 1);
+    if (!real) *j->out = NULL;
+    free(j);
+    return real ? ncclInProgress : ncclSystemError;
+  }
+  *j->out = c->handle;
+  j->c = c;
+  /* Inside a group the rendezvous starts at the outermost ncclGroupEnd, as NCCL's does. */
+  if (shunt_group_depth() > 0) return shunt_group_enqueue(NULL, start_init, j, end_init_job);
+  ncclResult_t rc = start_init(j);
+  end_init_job(j);
+  return rc == ncclInProgress || real ? ncclInProgress : rc;
+}
+
+/* The whole of one rank's init. */
 static ncclResult_t init_rank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config,
                               int cuda_dev) {
   if (!comm) {
@@ -132,7 +213,7 @@ static ncclResult_t init_rank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
   *comm = NULL;
   struct init_job* j = calloc(1, sizeof(*j));
   if (!j) return ncclSystemError;
-  *j = (struct init_job){comm, nranks, rank, cuda_dev, id, 0, shunt_config_blocking(config, 1), ""};
+  *j = (struct init_job){comm, nranks, rank, cuda_dev, id, 0, shunt_config_blocking(config, 1), "", NULL};
   const struct shunt_real_nccl* real = shunt_real_nccl();
   if (!fallback_enabled()) {
     snprintf(j->real_why, sizeof(j->real_why), "SHUNT_FALLBACK=0");
@@ -148,6 +229,7 @@ static ncclResult_t init_rank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
       *comm = NULL;
     }
   }
+  if (!j->blocking) return init_nonblocking(j);
   return shunt_group_enqueue(NULL, run_init, j, free);
 }
 
@@ -178,6 +260,6 @@ SHUNT_EXPORT ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const in
   for (int i = 0; i < ndev && rc == ncclSuccess; i++) rc = init_rank(&comms[i], ndev, id, i, NULL, devlist ? devlist[i] : i);
   ncclResult_t rrc = (real && real->ncclGroupEnd) ? real->ncclGroupEnd() : ncclSuccess;
   ncclResult_t grc = shunt_group_finish();
-  return rc != ncclSuccess ? rc : (grc != ncclSuccess ? grc : rrc);
+  return rc != ncclSuccess ? rc : shunt_result_merge(grc, rrc);
 }
 SHUNT_ALIAS(ncclCommInitAll, ncclResult_t, (ncclComm_t * comms, int ndev, const int* devlist))

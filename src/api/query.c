@@ -53,7 +53,7 @@ SHUNT_ALIAS(ncclCommUserRank, ncclResult_t, (const ncclComm_t comm, int* rank))
 SHUNT_EXPORT ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (!asyncError) return null_arg("CommGetAsyncError", "asyncError");
   struct shunt_comm* c = shunt_handles_find(comm);
-  ncclResult_t mine = c ? (ncclResult_t)atomic_load(&c->async_error) : ncclSuccess;
+  ncclResult_t mine = c ? shunt_comm_status(c) : ncclSuccess;
   if (c && !c->real) {
     *asyncError = mine;
     return ncclSuccess;
@@ -133,7 +133,6 @@ SHUNT_EXPORT ncclResult_t pncclGroupEnd(void) {
     rrc = real->ncclGroupEnd();
     if (rrc != ncclSuccess && rrc != ncclInProgress) shunt_note_real_failure();
   }
-  ncclResult_t rc = shunt_group_finish();
-  return rc != ncclSuccess ? rc : rrc;
+  return shunt_result_merge(shunt_group_finish(), rrc);
 }
 SHUNT_ALIAS(ncclGroupEnd, ncclResult_t, (void))

@@ -100,6 +100,12 @@ int shunt_bootstrap_recv(struct shunt_bootstrap* b, int peer, int tag, void* dat
 int shunt_bootstrap_split(struct shunt_bootstrap* b, int color, int key, struct shunt_bootstrap** child,
                           char* err, size_t errlen);
 
+/* Collective over the ranks of b that are not in exclude (which may be gone): they form a
+ * child in their old order. Needs no root and never waits on an excluded rank. The caller
+ * must not be excluded. */
+int shunt_bootstrap_shrink(struct shunt_bootstrap* b, const int* exclude, int nexclude,
+                           struct shunt_bootstrap** child, char* err, size_t errlen);
+
 /* Closes every connection of b now, without waiting on peers; calls in progress in other
  * threads and all later calls fail. Peers waiting on this rank see it gone. */
 void shunt_bootstrap_abort(struct shunt_bootstrap* b);

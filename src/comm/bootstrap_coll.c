@@ -13,17 +13,24 @@ static int32_t next_tag(struct shunt_bootstrap* b) {
   return (int32_t)(b->coll_seq++ & 0x7fffffffu);
 }
 
-int shunt_bootstrap_allgather(struct shunt_bootstrap* b, void* buf, size_t bytes, char* err, size_t errlen) {
+/* Ring allgather among `members` (parent ranks, NULL: every rank in order); slot i of buf
+ * belongs to members[i], and `me` is this rank's index. */
+static int ring_allgather(struct shunt_bootstrap* b, const int* members, int n, int me, void* buf, size_t bytes,
+                          char* err, size_t errlen) {
   int32_t tag = next_tag(b);
   if (bytes > SHUNT_BOOTSTRAP_MAX_MSG)
     return shunt_boot_fail(b, err, errlen, "allgather of %zu bytes per rank exceeds the bootstrap's limit",
                            bytes);
-  int n = b->nranks, next = (b->rank + 1) % n, prev = (b->rank + n - 1) % n;
+  int next = (me + 1) % n, prev = (me + n - 1) % n;
+  if (members) {
+    next = members[next];
+    prev = members[prev];
+  }
   int64_t deadline = shunt_boot_deadline(b);
   char* slots = buf;
   /* Step s passes on the slot that arrived in step s-1 (this rank's own at s = 0). */
   for (int s = 0; s < n - 1; s++) {
-    int out = (b->rank - s + n) % n, in = (b->rank - s - 1 + n) % n;
+    int out = (me - s + n) % n, in = (me - s - 1 + n) % n;
     if (shunt_boot_send(b, next, SHUNT_BOOT_COLL, tag, slots + (size_t)out * bytes, bytes, deadline, err,
                         errlen) ||
         shunt_boot_recv(b, prev, SHUNT_BOOT_COLL, tag, slots + (size_t)in * bytes, bytes, deadline, err,
@@ -31,6 +38,10 @@ int shunt_bootstrap_allgather(struct shunt_bootstrap* b, void* buf, size_t bytes
       return -1;
   }
   return 0;
+}
+
+int shunt_bootstrap_allgather(struct shunt_bootstrap* b, void* buf, size_t bytes, char* err, size_t errlen) {
+  return ring_allgather(b, NULL, b->nranks, b->rank, buf, bytes, err, errlen);
 }
 
 int shunt_bootstrap_bcast(struct shunt_bootstrap* b, void* buf, size_t bytes, int root, char* err,
@@ -131,6 +142,22 @@ static int make_child(struct shunt_bootstrap* b, const struct split_card* cards,
   return 0;
 }
 
+/* Where this rank listens for a child it will belong to: fills card's addr and nonce, or
+ * leaves addr.family 0 and returns -1 with the reason WARNed. */
+static int listen_for_child(struct shunt_bootstrap* b, struct split_card* card, struct sockaddr_storage* self) {
+  int lfd = -1;
+  memset(self, 0, sizeof(*self));
+  char why[160] = "", msg[200];
+  if (shunt_sock_pick_addr(self, why, sizeof(why)) == 0 && (lfd = shunt_sock_listen(self, why, sizeof(why))) >= 0 &&
+      getrandom(&card->nonce, sizeof(card->nonce), 0) == (ssize_t)sizeof(card->nonce)) {
+    shunt_wire_from_sockaddr(&card->addr, self);
+    return lfd;
+  }
+  if (lfd >= 0) close(lfd);
+  shunt_boot_fail(b, msg, sizeof(msg), "cannot listen for the child: %s", why[0] ? why : "no random bytes");
+  return -1;
+}
+
 int shunt_bootstrap_split(struct shunt_bootstrap* b, int color, int key, struct shunt_bootstrap** child,
                           char* err, size_t errlen) {
   *child = NULL;
@@ -141,16 +168,8 @@ int shunt_bootstrap_split(struct shunt_bootstrap* b, int color, int key, struct 
   mine->color = color;
   mine->key = key;
   /* Listen for the child before telling the others where. */
-  int lfd = -1;
   struct sockaddr_storage self;
-  memset(&self, 0, sizeof(self));
-  char why[160] = "", msg[200];
-  if (color >= 0 && shunt_sock_pick_addr(&self, why, sizeof(why)) == 0 &&
-      (lfd = shunt_sock_listen(&self, why, sizeof(why))) >= 0 &&
-      getrandom(&mine->nonce, sizeof(mine->nonce), 0) == (ssize_t)sizeof(mine->nonce))
-    shunt_wire_from_sockaddr(&mine->addr, &self);
-  else if (color >= 0)
-    shunt_boot_fail(b, msg, sizeof(msg), "cannot listen for the child: %s", why[0] ? why : "no random bytes");
+  int lfd = color >= 0 ? listen_for_child(b, mine, &self) : -1;
   int rc = shunt_bootstrap_allgather(b, cards, sizeof(*cards), err, errlen);
   if (rc == 0 && color >= 0) {
     rc = make_child(b, cards, lfd, &self, child, err, errlen);
@@ -158,5 +177,54 @@ int shunt_bootstrap_split(struct shunt_bootstrap* b, int color, int key, struct 
   }
   if (lfd >= 0) close(lfd);
   free(cards);
+  return rc;
+}
+
+int shunt_bootstrap_shrink(struct shunt_bootstrap* b, const int* exclude, int nexclude,
+                           struct shunt_bootstrap** child, char* err, size_t errlen) {
+  *child = NULL;
+  int n = b->nranks;
+  char* gone = calloc((size_t)n, 1);
+  int* members = calloc((size_t)n, sizeof(*members));
+  struct split_card* cards = calloc((size_t)n, sizeof(*cards));
+  struct split_card* sub = calloc((size_t)n, sizeof(*sub));
+  int rc = -1, lfd = -1;
+  if (!gone || !members || !cards || !sub) {
+    shunt_boot_fail(b, err, errlen, "out of memory shrinking");
+    goto out;
+  }
+  for (int i = 0; i < nexclude; i++) {
+    if (exclude[i] < 0 || exclude[i] >= n) {
+      shunt_boot_fail(b, err, errlen, "excluded rank %d is not a rank of %d", exclude[i], n);
+      goto out;
+    }
+    gone[exclude[i]] = 1;
+  }
+  if (gone[b->rank]) {
+    shunt_boot_fail(b, err, errlen, "this rank is in the exclusion list");
+    goto out;
+  }
+  int nm = 0, me = 0;
+  for (int r = 0; r < n; r++)
+    if (!gone[r]) {
+      if (r == b->rank) me = nm;
+      members[nm++] = r;
+    }
+  /* Survivors only: the excluded ranks may be gone, so nothing may wait on them. */
+  struct sockaddr_storage self;
+  sub[me].color = 0;
+  sub[me].key = b->rank;
+  lfd = listen_for_child(b, &sub[me], &self);
+  if (ring_allgather(b, members, nm, me, sub, sizeof(*sub), err, errlen) != 0) goto out;
+  for (int r = 0; r < n; r++) cards[r].color = SHUNT_SPLIT_NOCOLOR;
+  for (int i = 0; i < nm; i++) cards[members[i]] = sub[i];
+  rc = make_child(b, cards, lfd, &self, child, err, errlen);
+  lfd = -1;
+out:
+  if (lfd >= 0) close(lfd);
+  free(gone);
+  free(members);
+  free(cards);
+  free(sub);
   return rc;
 }

@@ -38,34 +38,60 @@ static uint64_t host_identity(void) {
   return h;
 }
 
-struct shunt_comm* shunt_comm_create(struct shunt_bootstrap* boot, ncclComm_t real, int cuda_dev,
-                                     int blocking, const struct shunt_planset* plans, uint64_t plans_hash,
-                                     uint32_t plans_usable) {
-  int rank = shunt_bootstrap_rank(boot), nranks = shunt_bootstrap_nranks(boot);
-  struct rank_card* cards = calloc((size_t)nranks, sizeof(*cards));
+struct shunt_comm* shunt_comm_alloc(int rank, int nranks, ncclComm_t real, int cuda_dev, int blocking) {
   struct shunt_comm* c = calloc(1, sizeof(*c));
-  if (!cards || !c || !(c->redops = shunt_redop_table_new())) {
+  if (!c || !(c->redops = shunt_redop_table_new())) {
     SHUNT_WARN("CommInit: out of memory");
-    goto fail;
+    free(c);
+    return NULL;
   }
-  cards[rank] =
-      (struct rank_card){host_identity(), plans ? plans_hash : 0, cuda_dev, plans != NULL};
-  char err[256];
-  if (shunt_bootstrap_allgather(boot, cards, sizeof(*cards), err, sizeof(err)) != 0) {
-    SHUNT_WARN("CommInit: rank %d of %d: exchanging rank information failed: %s", rank, nranks, err);
-    goto fail;
-  }
+  pthread_mutex_init(&c->mu, NULL);
   c->rank = rank;
   c->nranks = nranks;
   c->real = real;
   c->handle = real ? real : (ncclComm_t)c;
   c->cuda_dev = cuda_dev;
   c->blocking = blocking;
+  c->local_size = 1;
+  c->nnodes = 1;
+  atomic_store(&c->state, SHUNT_COMM_PENDING);
+  return c;
+}
+
+int shunt_comm_adopt_boot(struct shunt_comm* c, struct shunt_bootstrap* boot) {
+  pthread_mutex_lock(&c->mu);
   c->boot = boot;
+  int cancelled = atomic_load(&c->cancelled);
+  /* Abort only marks and shuts down sockets: safe under the lock, and whoever waits on boot
+   * now fails at once. */
+  if (cancelled) shunt_bootstrap_abort(boot);
+  pthread_mutex_unlock(&c->mu);
+  return cancelled ? -1 : 0;
+}
+
+int shunt_comm_setup(struct shunt_comm* c, const struct shunt_planset* plans, uint64_t plans_hash,
+                     uint32_t plans_usable) {
+  struct shunt_bootstrap* boot = c->boot;
+  int rank = shunt_bootstrap_rank(boot), nranks = shunt_bootstrap_nranks(boot);
+  struct rank_card* cards = calloc((size_t)nranks, sizeof(*cards));
+  if (!cards) {
+    SHUNT_WARN("CommInit: out of memory");
+    return -1;
+  }
+  cards[rank] = (struct rank_card){host_identity(), plans ? plans_hash : 0, c->cuda_dev, plans != NULL};
+  char err[256];
+  if (shunt_bootstrap_allgather(boot, cards, sizeof(*cards), err, sizeof(err)) != 0) {
+    SHUNT_WARN("CommInit: rank %d of %d: exchanging rank information failed: %s", rank, nranks, err);
+    free(cards);
+    return -1;
+  }
+  c->rank = rank;
+  c->nranks = nranks;
   c->plans = plans;
 
   /* Nodes numbered by first appearance in rank order: the same numbering on every rank. */
   int nodes = 0;
+  c->local_rank = c->local_size = 0;
   for (int r = 0; r < nranks; r++) {
     int same = cards[r].host_hash == cards[rank].host_hash, first = 1;
     for (int q = 0; q < r && first; q++) first = cards[q].host_hash != cards[r].host_hash;
@@ -91,14 +117,63 @@ struct shunt_comm* shunt_comm_create(struct shunt_bootstrap* boot, ncclComm_t re
   }
   SHUNT_INFO(SHUNT_INIT, "comm rank %d of %d: node %d of %d, local rank %d of %d, plans %s%s", rank, nranks,
              c->node, c->nnodes, c->local_rank, c->local_size, c->plans_enabled ? "on" : "off",
-             real ? "" : ", no NCCL communicator");
+             c->real ? "" : ", no NCCL communicator");
   free(cards);
+  return 0;
+}
+
+struct shunt_comm* shunt_comm_create(struct shunt_bootstrap* boot, ncclComm_t real, int cuda_dev,
+                                     int blocking, const struct shunt_planset* plans, uint64_t plans_hash,
+                                     uint32_t plans_usable) {
+  struct shunt_comm* c =
+      shunt_comm_alloc(shunt_bootstrap_rank(boot), shunt_bootstrap_nranks(boot), real, cuda_dev, blocking);
+  if (!c) {
+    shunt_bootstrap_destroy(boot);
+    return NULL;
+  }
+  shunt_comm_adopt_boot(c, boot);
+  if (shunt_comm_setup(c, plans, plans_hash, plans_usable) != 0) {
+    shunt_comm_free(c, 1);
+    return NULL;
+  }
+  atomic_store(&c->state, SHUNT_COMM_READY);
   return c;
-fail:
-  free(cards);
-  if (c) shunt_redop_table_free(c->redops);
-  free(c);
-  return NULL;
+}
+
+int shunt_comm_start_job(struct shunt_comm* c, void* (*fn)(void*), void* arg) {
+  shunt_comm_stop_job_wait(c);
+  pthread_mutex_lock(&c->mu);
+  atomic_store(&c->job_running, 1);
+  int rc = pthread_create(&c->worker, NULL, fn, arg);
+  c->worker_live = rc == 0;
+  if (rc != 0) atomic_store(&c->job_running, 0);
+  pthread_mutex_unlock(&c->mu);
+  if (rc != 0) SHUNT_WARN("comm: cannot start a thread for nonblocking work");
+  return rc == 0 ? 0 : -1;
+}
+
+void shunt_comm_job_done(struct shunt_comm* c) { atomic_store(&c->job_running, 0); }
+
+int shunt_comm_cancelled(struct shunt_comm* c) { return atomic_load(&c->cancelled); }
+
+/* Joins a worker that has finished or is about to (no cancel). */
+void shunt_comm_stop_job_wait(struct shunt_comm* c) {
+  pthread_mutex_lock(&c->mu);
+  int live = c->worker_live;
+  pthread_t t = c->worker;
+  c->worker_live = 0;
+  pthread_mutex_unlock(&c->mu);
+  if (live) pthread_join(t, NULL);
+}
+
+void shunt_comm_stop_job(struct shunt_comm* c) {
+  pthread_mutex_lock(&c->mu);
+  if (c->worker_live && atomic_load(&c->job_running)) {
+    atomic_store(&c->cancelled, 1);
+    if (c->boot) shunt_bootstrap_abort(c->boot);
+  }
+  pthread_mutex_unlock(&c->mu);
+  shunt_comm_stop_job_wait(c);
 }
 
 void shunt_comm_free(struct shunt_comm* c, int abort) {
@@ -108,5 +183,6 @@ void shunt_comm_free(struct shunt_comm* c, int abort) {
     shunt_bootstrap_destroy(c->boot);
   }
   shunt_redop_table_free(c->redops);
+  pthread_mutex_destroy(&c->mu);
   free(c);
 }

@@ -9,6 +9,7 @@
 #define SHUNT_COMM_COMM_H
 
 #include <nccl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -18,6 +19,13 @@ struct shunt_bootstrap;
 struct shunt_redop_table;
 struct shunt_world;
 struct shunt_lower_cache;
+
+/* Where a communicator's shunt half stands (shunt_comm.state). */
+enum shunt_comm_state {
+  SHUNT_COMM_PENDING = 0, /* a nonblocking init is still joining the rendezvous */
+  SHUNT_COMM_READY = 1,   /* usable */
+  SHUNT_COMM_FAILED = 2   /* init failed with no NCCL communicator behind: init_error says why */
+};
 
 struct shunt_comm {
   ncclComm_t handle; /* what the application holds: `real`, or this struct when alone */
@@ -32,8 +40,35 @@ struct shunt_comm {
   struct shunt_lower_cache* programs; /* lowered plans of this communicator */
   struct shunt_redop_table* redops;
   atomic_int async_error; /* ncclResult_t of shunt's own asynchronous failures */
+  atomic_int state;       /* enum shunt_comm_state */
+  atomic_int init_error;  /* ncclResult_t of a failed init (state FAILED) */
+  atomic_int busy;        /* nonblocking splits or shrinks of this communicator under way */
+  /* A background job (nonblocking init of this communicator, or a nonblocking split or
+   * shrink of it) and what abort needs to stop it; guarded by mu. */
+  pthread_mutex_t mu;
+  pthread_t worker;
+  int worker_live;    /* worker started and not joined */
+  atomic_int job_running;
+  atomic_int cancelled;
   _Atomic(const char*) last_plan; /* name of the plan that served the last call, NULL: NCCL */
 };
+
+/* What ncclCommGetAsyncError reports for shunt's half: ncclInProgress while a nonblocking
+ * init, split or shrink runs, the init's error once it failed, else the last asynchronous
+ * failure (ncclSuccess when none). */
+static inline ncclResult_t shunt_comm_status(struct shunt_comm* c) {
+  int st = atomic_load(&c->state);
+  if (st == SHUNT_COMM_PENDING || atomic_load(&c->busy) > 0) return ncclInProgress;
+  if (st == SHUNT_COMM_FAILED) return (ncclResult_t)atomic_load(&c->init_error);
+  return (ncclResult_t)atomic_load(&c->async_error);
+}
+
+/* Two results of one call's halves as one: an error wins, then ncclInProgress. */
+static inline ncclResult_t shunt_result_merge(ncclResult_t a, ncclResult_t b) {
+  if (a != ncclSuccess && a != ncclInProgress) return a;
+  if (b != ncclSuccess && b != ncclInProgress) return b;
+  return (a == ncclInProgress || b == ncclInProgress) ? ncclInProgress : ncclSuccess;
+}
 
 /* One collective that a plan serves, as the API layer resolved it. */
 struct shunt_call {

@@ -47,7 +47,7 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
   R(FC, ncclCommRevoke, (ncclComm_t comm, int revokeFlags), (comm, revokeFlags))                               \
   R(O, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config),      \
     (comm, color, key, newcomm, config))                                                                   \
-  R(FC, ncclCommShrink,                                                                                        \
+  R(O, ncclCommShrink,                                                                                         \
     (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, \
      int shrinkFlags),                                                                                     \
     (comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags))                             \

@@ -13,6 +13,13 @@
  *   abort      rank 1 exits; the others abort promptly
  *   initall    one process, one thread: ncclCommInitAll for NRANKS ranks, then collectives on
  *              every communicator inside one group, as nccl-tests drives several GPUs
+ *   shrink     ranks 1 and 3 exit; the others shrink them away (the list given unsorted) and
+ *              run collectives on plans in the child
+ *   nonblocking  config.blocking = 0: init, split and shrink return ncclInProgress, the
+ *              communicator refuses work until ncclCommGetAsyncError says ncclSuccess, the
+ *              children's handles appear once ready, collectives on plans in each
+ *   abortpending  a nonblocking init whose last rank never comes: aborted promptly
+ * SHUNT_FALLBACK=0 in the environment runs any of them with shunt's communicators alone.
  * The parent makes the id, forks the ranks and collects their verdicts. */
 #include <dlfcn.h>
 #include <nccl.h>
@@ -77,7 +84,134 @@ static int check_allgather(ncclComm_t comm, int rank, int n, size_t count, int i
   return check_failures == fails;
 }
 
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Polls ncclCommGetAsyncError until it is not ncclInProgress; returns the final state. */
+static ncclResult_t wait_ready(ncclComm_t comm) {
+  ncclResult_t st = ncclInProgress;
+  double end = now_s() + 60;
+  while (now_s() < end) {
+    if (ncclCommGetAsyncError(comm, &st) != ncclSuccess) return ncclInternalError;
+    if (st != ncclInProgress) return st;
+    usleep(1000);
+  }
+  return st;
+}
+
+/* As PyTorch does for a nonblocking split: spin until NCCL writes the child's handle. */
+static ncclComm_t wait_handle(ncclComm_t* slot) {
+  double end = now_s() + 60;
+  ncclComm_t h;
+  while (!(h = __atomic_load_n(slot, __ATOMIC_ACQUIRE)) && now_s() < end) usleep(1000);
+  return h;
+}
+
+static void check_child(ncclComm_t child, int want_n, int want_rank) {
+  int n = 0, me = -1;
+  CHECK_EQ_INT(ncclCommCount(child, &n), ncclSuccess);
+  CHECK_EQ_INT(ncclCommUserRank(child, &me), ncclSuccess);
+  CHECK_EQ_INT(n, want_n);
+  CHECK_EQ_INT(me, want_rank);
+  if (n != want_n || me != want_rank) return;
+  check_allreduce(child, me, n, 1024, 0, 1);
+  check_allgather(child, me, n, 256, 1);
+}
+
+static int run_shrink(ncclComm_t comm, int rank) {
+  check_allreduce(comm, rank, nranks, 1024, 0, -1);
+  if (rank == 1 || rank == 3) _exit(0); /* gone without a word */
+  int excl[] = {3, 1};
+  ncclComm_t small = NULL;
+  CHECK_EQ_INT(ncclCommShrink(comm, excl, 2, &small, NULL, NCCL_SHRINK_DEFAULT), ncclSuccess);
+  CHECK(excl[0] == 1 && excl[1] == 3); /* sorted in place, as NCCL does */
+  CHECK(small != NULL);
+  if (small) {
+    check_child(small, nranks - 2, rank == 0 ? 0 : 1);
+    CHECK_EQ_INT(ncclCommDestroy(small), ncclSuccess);
+  }
+  CHECK_EQ_INT(ncclCommAbort(comm), ncclSuccess);
+  CHECK_DONE();
+}
+
+static int run_nonblocking(int rank, ncclUniqueId id) {
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclComm_t comm = NULL;
+  /* Rank 0 comes late, so the others are surely still waiting when they check. */
+  if (rank == 0) usleep(500000);
+  ncclResult_t rc = ncclCommInitRankConfig(&comm, nranks, id, rank, &cfg);
+  CHECK_MSG(rc == ncclInProgress || rc == ncclSuccess, "nonblocking init returned %d", (int)rc);
+  CHECK(comm != NULL);
+  if (!comm) CHECK_DONE();
+  if (rank != 0) {
+    ncclResult_t st = ncclSuccess;
+    CHECK_EQ_INT(ncclCommGetAsyncError(comm, &st), ncclSuccess);
+    CHECK_EQ_INT(st, ncclInProgress);
+    float x = 1;
+    CHECK_EQ_INT(ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, NULL), ncclInvalidArgument);
+  }
+  CHECK_EQ_INT(wait_ready(comm), ncclSuccess);
+  check_allreduce(comm, rank, nranks, 1024, 0, 1);
+  check_allgather(comm, rank, nranks, 512, 0);
+
+  ncclComm_t half = NULL;
+  rc = ncclCommSplit(comm, rank % 2, rank, &half, NULL);
+  CHECK_MSG(rc == ncclInProgress || rc == ncclSuccess, "nonblocking split returned %d", (int)rc);
+  CHECK_EQ_INT(wait_ready(comm), ncclSuccess);
+  half = wait_handle(&half);
+  CHECK(half != NULL);
+  if (half) {
+    CHECK_EQ_INT(wait_ready(half), ncclSuccess);
+    check_child(half, nranks / 2, rank / 2);
+    CHECK_EQ_INT(ncclCommDestroy(half), ncclSuccess);
+  }
+
+  /* Ranks 1 and 3 are shrunk away; they wait for the others before leaving. */
+  if (rank != 1 && rank != 3) {
+    int excl[] = {1, 3};
+    ncclComm_t small = NULL;
+    rc = ncclCommShrink(comm, excl, 2, &small, NULL, NCCL_SHRINK_DEFAULT);
+    CHECK_MSG(rc == ncclInProgress || rc == ncclSuccess, "nonblocking shrink returned %d", (int)rc);
+    CHECK_EQ_INT(wait_ready(comm), ncclSuccess);
+    small = wait_handle(&small);
+    CHECK(small != NULL);
+    if (small) {
+      CHECK_EQ_INT(wait_ready(small), ncclSuccess);
+      check_child(small, nranks - 2, rank / 2);
+      CHECK_EQ_INT(ncclCommDestroy(small), ncclSuccess);
+    }
+  }
+  CHECK_EQ_INT(ncclCommFinalize(comm), ncclSuccess);
+  CHECK_EQ_INT(wait_ready(comm), ncclSuccess);
+  CHECK_EQ_INT(ncclCommDestroy(comm), ncclSuccess);
+  CHECK_DONE();
+}
+
+/* Every rank inits as one of nranks + 1: the last never comes, and abort must not wait. */
+static int run_abort_pending(int rank, ncclUniqueId id) {
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclComm_t comm = NULL;
+  ncclResult_t rc = ncclCommInitRankConfig(&comm, nranks + 1, id, rank, &cfg);
+  CHECK_MSG(rc == ncclInProgress, "init returned %d", (int)rc);
+  if (!comm) CHECK_DONE();
+  usleep(300000);
+  ncclResult_t st = ncclSuccess;
+  CHECK_EQ_INT(ncclCommGetAsyncError(comm, &st), ncclSuccess);
+  CHECK_EQ_INT(st, ncclInProgress);
+  double t0 = now_s();
+  CHECK_EQ_INT(ncclCommAbort(comm), ncclSuccess);
+  CHECK_MSG(now_s() - t0 < 5.0, "abort took %.1f s", now_s() - t0);
+  CHECK_DONE();
+}
+
 static int run_rank(int rank, ncclUniqueId id) {
+  if (!strcmp(scenario, "nonblocking")) return run_nonblocking(rank, id);
+  if (!strcmp(scenario, "abortpending")) return run_abort_pending(rank, id);
   if (!strcmp(scenario, "mismatch") && rank == 1) setenv("SHUNT_PLAN_DIR", getenv("TEST_OTHER_PLAN_DIR"), 1);
   if (!strcmp(scenario, "force")) setenv("SHUNT_FORCE_FALLBACK", "all", 1);
   ncclComm_t comm = NULL;
@@ -89,6 +223,7 @@ static int run_rank(int rank, ncclUniqueId id) {
   CHECK_EQ_INT(n, nranks);
   CHECK_EQ_INT(me, rank);
 
+  if (!strcmp(scenario, "shrink")) return run_shrink(comm, rank);
   if (!strcmp(scenario, "plans")) {
     /* 4 KiB lies in the LL plans' range, 2 MiB in the Simple plans'. */
     size_t counts[] = {1024, 512 * 1024};

@@ -54,6 +54,7 @@ static ncclResult_t comm_alloc(struct ncclComm** out, int nranks, int rank, cons
   c->magic = FAKE_COMM_MAGIC;
   c->nranks = nranks;
   c->rank = rank;
+  c->blocking = 1;
   snprintf(c->name, sizeof(c->name), "%s", name);
   if (reg_add(c) != 0) {
     free(c);
@@ -106,6 +107,31 @@ ncclResult_t fake_comm_split(struct ncclComm* p, int color, int key, ncclComm_t*
   struct ncclComm* c;
   rc = comm_alloc(&c, n, me, name);
   if (rc != ncclSuccess) return rc;
+  c->blocking = p->blocking;
+  rc = fake_comm_connect(c);
+  if (rc != ncclSuccess) {
+    fake_comm_free(c);
+    return rc;
+  }
+  *newcomm = c;
+  return ncclSuccess;
+}
+
+ncclResult_t fake_comm_shrink(struct ncclComm* p, const int* exclude, int nexclude, ncclComm_t* newcomm) {
+  int me = p->rank;
+  for (int i = 0; i < nexclude; i++) me -= exclude[i] < p->rank;
+  uint64_t h = 1469598103934665603ull; /* FNV-1a of parent name, shrink number and the list */
+  char tag[160];
+  int len = snprintf(tag, sizeof(tag), "%s/shrink%d", p->name, p->shrinks++);
+  for (const char* s = tag; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  for (int i = 0; i < nexclude; i++) h = (h ^ (uint64_t)(unsigned)exclude[i]) * 1099511628211ull;
+  (void)len;
+  char name[64];
+  snprintf(name, sizeof(name), "/fakenccl-shrink-%016llx", (unsigned long long)h);
+  struct ncclComm* c;
+  ncclResult_t rc = comm_alloc(&c, p->nranks - nexclude, me, name);
+  if (rc != ncclSuccess) return rc;
+  c->blocking = p->blocking;
   rc = fake_comm_connect(c);
   if (rc != ncclSuccess) {
     fake_comm_free(c);

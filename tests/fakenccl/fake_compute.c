@@ -6,6 +6,7 @@
  *    recording;
  *  - otherwise computes on host memory and returns when the call is complete, or queues
  *    the work for the outermost ncclGroupEnd inside a group. */
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -29,12 +30,17 @@ FAKE_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
   return ncclSuccess;
 }
 
-static ncclResult_t init_rank(ncclComm_t* comm, int nranks, const ncclUniqueId* id, int rank) {
+static ncclResult_t init_rank(ncclComm_t* comm, int nranks, const ncclUniqueId* id, int rank, int blocking) {
   if (nranks < 1 || nranks > FAKE_MAX_RANKS || rank < 0 || rank >= nranks) return fake_scripted();
   if (!comm) return ncclInvalidArgument;
   struct ncclComm* c;
   ncclResult_t rc = fake_comm_new(&c, nranks, rank, id);
   if (rc != ncclSuccess) return rc;
+  c->blocking = blocking;
+  if (!blocking) {
+    *comm = c; /* NCCL hands out a nonblocking communicator at once */
+    return fake_async_start(c, FAKE_ASYNC_INIT, 0, 0, NULL, 0, NULL);
+  }
   if (fake_group_depth() > 0) {
     *comm = c;
     return fake_group_add_init(c);
@@ -51,15 +57,15 @@ static ncclResult_t init_rank(ncclComm_t* comm, int nranks, const ncclUniqueId* 
 FAKE_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
   FAKE_RECORD(ncclCommInitRank, (comm, nranks, commId, rank));
   SCRIPTED_ERROR_OUT();
-  return init_rank(comm, nranks, &commId, rank);
+  return init_rank(comm, nranks, &commId, rank, 1);
 }
 
-/* The config is not read: the double has nothing to configure. */
+/* Of the config only `blocking` is read: the double has nothing else to configure. */
 FAKE_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                                 ncclConfig_t* config) {
   FAKE_RECORD(ncclCommInitRankConfig, (comm, nranks, commId, rank, config));
   SCRIPTED_ERROR_OUT();
-  return init_rank(comm, nranks, &commId, rank);
+  return init_rank(comm, nranks, &commId, rank, fake_config_blocking(config));
 }
 
 #define FAKE_QUERY(fn, field)                                    \
@@ -80,9 +86,9 @@ FAKE_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* as
   FAKE_RECORD(ncclCommGetAsyncError, (comm, asyncError));
   SCRIPTED_ERROR_OUT();
   FIND_OR_SCRIPTED(c, comm);
-  (void)c;
   if (!asyncError) return ncclInvalidArgument;
-  *asyncError = ncclSuccess; /* every call completes before returning */
+  /* collectives complete before returning: only nonblocking init, split and shrink linger */
+  *asyncError = (ncclResult_t)atomic_load(&c->async);
   return ncclSuccess;
 }
 
@@ -98,6 +104,7 @@ static ncclResult_t collective(struct fake_coll a, ncclRedOp_t op, ncclComm_t co
   if (a.kind == FAKE_BROADCAST && (a.root < 0 || a.root >= c->nranks)) return ncclInvalidArgument;
   int needs_send = a.kind != FAKE_BROADCAST || a.root == c->rank;
   if (a.count && (!a.recv || (needs_send && !a.send))) return ncclInvalidArgument;
+  if (atomic_load(&c->async) == ncclInProgress) return ncclInvalidArgument; /* as NCCL: not ready */
   if (fake_group_depth() > 0) return fake_group_add_coll(c, &a);
   if (!c->ready) return ncclInvalidUsage;
   return fake_coll_run(c, &a);
@@ -186,10 +193,38 @@ FAKE_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
   SCRIPTED_ERROR_OUT();
   FIND_OR_SCRIPTED(c, comm);
   if (!newcomm || color < NCCL_SPLIT_NOCOLOR) return ncclInvalidArgument;
+  if (atomic_load(&c->async) == ncclInProgress) return ncclInvalidArgument;
+  if (!c->blocking) return fake_async_start(c, FAKE_ASYNC_SPLIT, color, key, NULL, 0, newcomm);
   if (fake_group_depth() > 0) return fake_group_add_split(c, color, key, newcomm);
   if (!c->ready) return ncclInvalidUsage;
   return fake_comm_split(c, color, key, newcomm);
 }
+
+#ifndef FAKE_PARTIAL
+static int by_value(const void* a, const void* b) {
+  int x = *(const int*)a, y = *(const int*)b;
+  return (x > y) - (x < y);
+}
+
+/* Shrink: the excluded ranks take no part (they may be gone). Not inside groups. */
+FAKE_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                        ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  FAKE_RECORD(ncclCommShrink, (comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags));
+  SCRIPTED_ERROR_OUT();
+  FIND_OR_SCRIPTED(c, comm);
+  if (!newcomm || excludeRanksCount < 0 || excludeRanksCount >= c->nranks ||
+      (excludeRanksCount && !excludeRanksList))
+    return ncclInvalidArgument;
+  if (atomic_load(&c->async) == ncclInProgress || !c->ready) return ncclInvalidArgument;
+  qsort(excludeRanksList, (size_t)excludeRanksCount, sizeof(int), by_value); /* as NCCL: in place */
+  for (int i = 0; i < excludeRanksCount; i++)
+    if (excludeRanksList[i] < 0 || excludeRanksList[i] >= c->nranks || excludeRanksList[i] == c->rank ||
+        (i && excludeRanksList[i] == excludeRanksList[i - 1]))
+      return ncclInvalidArgument;
+  if (!c->blocking) return fake_async_start(c, FAKE_ASYNC_SHRINK, 0, 0, excludeRanksList, excludeRanksCount, newcomm);
+  return fake_comm_shrink(c, excludeRanksList, excludeRanksCount, newcomm);
+}
+#endif
 
 FAKE_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
                                                   ncclScalarResidence_t residence, ncclComm_t comm) {

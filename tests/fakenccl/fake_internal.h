@@ -53,6 +53,9 @@ struct ncclComm {
   struct fake_segment* seg;
   size_t seg_bytes;
   int splits; /* how many splits this rank has made of this comm: names the children */
+  int shrinks; /* likewise for shrinks */
+  int blocking; /* config.blocking: 0 runs init, split and shrink in a thread of their own */
+  _Atomic int async; /* ncclCommGetAsyncError's answer: ncclInProgress while such a job runs */
   struct fake_user_op ops[FAKE_MAX_USER_OPS];
 };
 
@@ -61,6 +64,16 @@ struct ncclComm* fake_comm_find(ncclComm_t comm); /* NULL unless comm is one of 
 ncclResult_t fake_comm_new(struct ncclComm** out, int nranks, int rank, const ncclUniqueId* id);
 ncclResult_t fake_comm_connect(struct ncclComm* c); /* the rendezvous; blocks until all ranks join */
 ncclResult_t fake_comm_split(struct ncclComm* parent, int color, int key, ncclComm_t* newcomm);
+/* The ranks not excluded (sorted list) form a child in their old order; never waits on the
+ * excluded ones. */
+ncclResult_t fake_comm_shrink(struct ncclComm* parent, const int* exclude, int nexclude, ncclComm_t* newcomm);
+/* config->blocking as NCCL reads it (1 when unset). */
+int fake_config_blocking(const ncclConfig_t* config);
+/* Runs an init (newcomm NULL), split or shrink of c in a thread of its own: c reports
+ * ncclInProgress until it is done, and *newcomm is written at the end. */
+ncclResult_t fake_async_start(struct ncclComm* c, int kind, int color, int key, const int* exclude, int nexclude,
+                              ncclComm_t* newcomm);
+enum { FAKE_ASYNC_INIT, FAKE_ASYNC_SPLIT, FAKE_ASYNC_SHRINK };
 void fake_comm_free(struct ncclComm* c);
 void fake_segment_unmap(struct ncclComm* c);
 ncclResult_t fake_barrier_wait(struct fake_barrier* b);

@@ -92,8 +92,8 @@ FAKE_EXPORT ncclResult_t ncclGetVersion(int* version) {
 #define ncclCommSplit fake_unused_ncclCommSplit
 #define ncclRedOpCreatePreMulSum fake_unused_ncclRedOpCreatePreMulSum
 #define ncclRedOpDestroy fake_unused_ncclRedOpDestroy
-#ifdef FAKE_PARTIAL
 #define ncclCommShrink fake_unused_ncclCommShrink
+#ifdef FAKE_PARTIAL
 #define ncclTeamWorld fake_unused_ncclTeamWorld
 #endif
 SHUNT_NCCL_ALL_FUNCS(FAKE_R, FAKE_S, FAKE_V)
@@ -118,6 +118,7 @@ SHUNT_NCCL_ALL_FUNCS(FAKE_R, FAKE_S, FAKE_V)
 #undef ncclCommSplit
 #undef ncclRedOpCreatePreMulSum
 #undef ncclRedOpDestroy
+#undef ncclCommShrink
 
 /* As in the real library, ncclBcast calls the public ncclBroadcast through the PLT.
  * fake_own_broadcast is the double's own definition (fake_compute.c), under a hidden name
