@@ -14,6 +14,7 @@
 
 #include "channel.h"
 #include "rank.h"
+#include "rendezvous.h"
 
 static int make_id(ncclUniqueId* id) {
   ncclResult_t rc = ncclGetUniqueId(id);
@@ -126,7 +127,15 @@ int perf_launch_single(const struct perf_opts* o) {
 }
 
 int perf_env_requested(void) {
-  return getenv("SHUNT_PERF_RANK") || getenv("SHUNT_PERF_NRANKS") || getenv("SHUNT_PERF_ID");
+  return getenv("SHUNT_PERF_RANK") || getenv("SHUNT_PERF_NRANKS") || getenv("SHUNT_PERF_ID") ||
+         getenv("SHUNT_PERF_ROOT");
+}
+
+/* How long the ranks of a joined run wait for each other: the bootstrap's own timeout. */
+static int join_timeout_s(void) {
+  const char* s = getenv("SHUNT_BOOTSTRAP_TIMEOUT");
+  int t = s ? atoi(s) : 0;
+  return t > 0 ? t : 300;
 }
 
 static int parse_hex_id(const char* s, ncclUniqueId* id) {
@@ -141,15 +150,21 @@ static int parse_hex_id(const char* s, ncclUniqueId* id) {
 
 int perf_launch_env(const struct perf_opts* o) {
   const char *rs = getenv("SHUNT_PERF_RANK"), *ns = getenv("SHUNT_PERF_NRANKS");
+  const char *hex = getenv("SHUNT_PERF_ID"), *root = getenv("SHUNT_PERF_ROOT");
   int rank = rs ? atoi(rs) : -1, n = ns ? atoi(ns) : 0;
-  ncclUniqueId id;
-  if (n < 1 || rank < 0 || rank >= n || parse_hex_id(getenv("SHUNT_PERF_ID"), &id) != 0) {
-    fprintf(
-        stderr,
-        "shunt-perf: joining a run needs SHUNT_PERF_RANK (0..NRANKS-1), SHUNT_PERF_NRANKS and SHUNT_PERF_ID "
-        "(%d hex digits from shunt-perf --make-id)\n",
-        2 * NCCL_UNIQUE_ID_BYTES);
+  static ncclUniqueId id; /* rank 0 serves it from a thread for as long as the run lasts */
+  if (n < 1 || rank < 0 || rank >= n || (!hex == !root) || (hex && parse_hex_id(hex, &id) != 0)) {
+    fprintf(stderr,
+            "shunt-perf: joining a run needs SHUNT_PERF_RANK (0..NRANKS-1), SHUNT_PERF_NRANKS and either "
+            "SHUNT_PERF_ROOT (host:port where rank 0 hands out the id) or SHUNT_PERF_ID (%d hex digits from "
+            "shunt-perf --make-id)\n",
+            2 * NCCL_UNIQUE_ID_BYTES);
     return PERF_EXIT_FAILED;
+  }
+  if (root) {
+    int rc = rank == 0 ? (make_id(&id) == 0 ? perf_rdv_serve(root, n, &id, join_timeout_s()) : -1)
+                       : perf_rdv_fetch(root, rank, n, &id, join_timeout_s());
+    if (rc != 0) return PERF_EXIT_FAILED;
   }
   if (rank == 0) perf_print_preamble(o, n);
   return perf_run_rank(o, rank, n, &id, NULL);
