@@ -15,6 +15,7 @@
 #include "api/unavailable.h"
 #include "comm/comm.h"
 #include "exec/lower.h"
+#include "exec/memkind.h"
 #include "fallback/real_nccl.h"
 #include "util/log.h"
 
@@ -147,6 +148,14 @@ static ncclResult_t ensure_ready(const char* fn, struct shunt_comm* c) {
   return ncclSuccess;
 }
 
+/* The host backend dereferences the buffers in this thread: memory the GPU owns goes to NCCL
+ * until the GPU backend serves it. */
+static const char* buffers_unusable(const void* send, const void* recv) {
+  if (shunt_mem_kind(send) == SHUNT_MEM_DEVICE || shunt_mem_kind(recv) == SHUNT_MEM_DEVICE)
+    return "GPU buffers: plans run on the host backend, which takes host memory";
+  return NULL;
+}
+
 static ncclResult_t no_path(const char* fn, const char* why) {
   SHUNT_WARN("%s: no plan serves this call (%s) and the communicator has no NCCL communicator to fall back to", fn,
              why);
@@ -173,6 +182,7 @@ SHUNT_EXPORT ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, s
   if (count == 0) why = "empty";
   else if (forced(FORCE_ALLREDUCE)) why = "SHUNT_FORCE_FALLBACK";
   else if (!c->plans_enabled) why = "plans disabled for this communicator";
+  else if (buffers_unusable(sendbuff, recvbuff)) why = buffers_unusable(sendbuff, recvbuff);
   else if (sendbuff != recvbuff && (const char*)sendbuff < (const char*)recvbuff + bytes &&
            (const char*)recvbuff < (const char*)sendbuff + bytes)
     why = "send and receive buffers partly overlap";
@@ -227,6 +237,7 @@ SHUNT_EXPORT ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, s
   if (sendcount == 0) why = "empty";
   else if (forced(FORCE_ALLGATHER)) why = "SHUNT_FORCE_FALLBACK";
   else if (!c->plans_enabled) why = "plans disabled for this communicator";
+  else if (buffers_unusable(sendbuff, recvbuff)) why = buffers_unusable(sendbuff, recvbuff);
   else if (!inplace && (const char*)sendbuff < (const char*)recvbuff + total &&
            (const char*)recvbuff < (const char*)sendbuff + per)
     why = "send and receive buffers partly overlap";

@@ -19,6 +19,8 @@
  *              communicator refuses work until ncclCommGetAsyncError says ncclSuccess, the
  *              children's handles appear once ready, collectives on plans in each
  *   abortpending  a nonblocking init whose last rank never comes: aborted promptly
+ *   devptr     buffers the CUDA driver (a stand-in, TEST_FAKE_CUDA) calls device memory go
+ *              to NCCL, never to the host backend; host buffers still run on plans
  * SHUNT_FALLBACK=0 in the environment runs any of them with shunt's communicators alone.
  * The parent makes the id, forks the ranks and collects their verdicts. */
 #include <dlfcn.h>
@@ -209,6 +211,29 @@ static int run_abort_pending(int rank, ncclUniqueId id) {
   CHECK_DONE();
 }
 
+/* The driver stand-in claims `buf` as device memory; shunt must not run a plan on it. */
+static void run_devptr(ncclComm_t comm, int rank) {
+  void* h = dlopen(getenv("TEST_FAKE_CUDA"), RTLD_NOW | RTLD_GLOBAL);
+  CHECK_MSG(h != NULL, "cannot load the CUDA stand-in: %s", dlerror());
+  if (!h) return;
+  int (*add_device)(const void*, size_t) = (int (*)(const void*, size_t))dlsym(h, "fakecuda_add_device");
+  size_t count = 1024;
+  float* buf = malloc(count * sizeof(float));
+  for (size_t i = 0; i < count; i++) buf[i] = fval(rank, i);
+  CHECK(add_device && add_device(buf, count * sizeof(float)) == 0);
+  CHECK_EQ_INT(ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL), ncclSuccess);
+  CHECK_MSG(strcmp(last_plan(comm), "nccl") == 0, "a plan (%s) ran on device memory", last_plan(comm));
+  size_t bad = 0;
+  for (size_t i = 0; i < count; i++) {
+    float want = 0;
+    for (int r = 0; r < nranks; r++) want += fval(r, i);
+    bad += buf[i] != want;
+  }
+  CHECK_MSG(bad == 0, "%zu wrong through NCCL", bad);
+  check_allreduce(comm, rank, nranks, 1024, 0, 1); /* host memory: a plan */
+  free(buf); /* only now: the allocator would hand the same "device" range out again */
+}
+
 static int run_rank(int rank, ncclUniqueId id) {
   if (!strcmp(scenario, "nonblocking")) return run_nonblocking(rank, id);
   if (!strcmp(scenario, "abortpending")) return run_abort_pending(rank, id);
@@ -224,6 +249,7 @@ static int run_rank(int rank, ncclUniqueId id) {
   CHECK_EQ_INT(me, rank);
 
   if (!strcmp(scenario, "shrink")) return run_shrink(comm, rank);
+  if (!strcmp(scenario, "devptr")) run_devptr(comm, rank);
   if (!strcmp(scenario, "plans")) {
     /* 4 KiB lies in the LL plans' range, 2 MiB in the Simple plans'. */
     size_t counts[] = {1024, 512 * 1024};
