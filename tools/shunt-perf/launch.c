@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,11 +58,73 @@ static int wait_children(pid_t* kids, int n) {
   return worst;
 }
 
+struct rank_thread {
+  const struct perf_opts* o;
+  int rank, nranks;
+  const ncclUniqueId* id;
+  struct perf_chan* ch;
+  int code;
+};
+
+static void* rank_thread_main(void* arg) {
+  struct rank_thread* t = arg;
+  t->code = perf_run_rank(t->o, t->rank, t->nranks, t->id, t->ch);
+  return NULL;
+}
+
+/* Runs ranks first .. first + o->nthreads - 1 as threads of this process; returns the worst
+ * exit code. Each thread inits its own communicator, as nccl-tests' -t does. */
+static int run_rank_threads(const struct perf_opts* o, int first, int nranks, const ncclUniqueId* id,
+                            struct perf_chan* ch) {
+  int nt = o->nthreads;
+  if (nt == 1) return perf_run_rank(o, first, nranks, id, ch);
+  struct rank_thread* t = calloc((size_t)nt, sizeof(*t));
+  pthread_t* th = calloc((size_t)nt, sizeof(*th));
+  if (!t || !th) {
+    free(t);
+    free(th);
+    return PERF_EXIT_FAILED;
+  }
+  int started = 0;
+  for (int i = 0; i < nt; i++) {
+    t[i] = (struct rank_thread){o, first + i, nranks, id, ch, PERF_EXIT_FAILED};
+    if (pthread_create(&th[i], NULL, rank_thread_main, &t[i]) != 0) {
+      fprintf(stderr, "shunt-perf: cannot start the thread of rank %d\n", first + i);
+      break;
+    }
+    started++;
+  }
+  int worst = started == nt ? PERF_EXIT_OK : PERF_EXIT_FAILED;
+  for (int i = 0; i < started; i++) {
+    pthread_join(th[i], NULL);
+    if (t[i].code == PERF_EXIT_FAILED || (t[i].code == PERF_EXIT_WRONG && worst == PERF_EXIT_OK)) worst = t[i].code;
+  }
+  free(t);
+  free(th);
+  return worst;
+}
+
+/* The side channel's verdicts, summed up by the process that started the ranks. */
+static int report_verdicts(struct perf_chan* ch, int n, int code) {
+  int64_t wrong = 0;
+  int finished = 0;
+  for (int r = 0; r < n; r++) {
+    const struct perf_verdict* v = perf_chan_verdict(ch, r);
+    finished += v->finished && !v->failed;
+    if (v->wrong > wrong) wrong = v->wrong;
+  }
+  if (wrong > 0 && code == PERF_EXIT_OK) code = PERF_EXIT_WRONG;
+  if (finished < n && code == PERF_EXIT_OK) code = PERF_EXIT_FAILED;
+  printf("# Ranks finished: %d of %d, max #wrong over ranks: %lld: %s\n", finished, n, (long long)wrong,
+         code == PERF_EXIT_OK ? "OK" : "FAILED");
+  return code;
+}
+
 int perf_launch_procs(const struct perf_opts* o) {
-  int n = o->nprocs;
+  int np = o->nprocs, n = np * o->nthreads;
   struct perf_chan* ch = perf_chan_shm(n);
   pid_t* kids = calloc((size_t)n, sizeof(*kids));
-  int(*pipes)[2] = calloc((size_t)n, sizeof(*pipes));
+  int(*pipes)[2] = calloc((size_t)np, sizeof(*pipes));
   if (!ch || !kids || !pipes) {
     fprintf(stderr, "shunt-perf: cannot set up %d ranks\n", n);
     perf_chan_close(ch);
@@ -74,7 +137,7 @@ int perf_launch_procs(const struct perf_opts* o) {
   /* Ranks are forked before the id exists: making it starts bootstrap threads, and a child
    * forked while they run could inherit a lock one of them holds. The id follows by pipe. */
   int started = 0;
-  for (int r = 0; r < n; r++) {
+  for (int r = 0; r < np; r++) {
     if (pipe(pipes[r]) != 0 || (kids[r] = fork()) < 0) {
       perror("shunt-perf: starting a rank");
       break;
@@ -82,7 +145,8 @@ int perf_launch_procs(const struct perf_opts* o) {
     if (kids[r] == 0) {
       ncclUniqueId id;
       int code = PERF_EXIT_FAILED;
-      if (read(pipes[r][0], &id, sizeof(id)) == (ssize_t)sizeof(id)) code = perf_run_rank(o, r, n, &id, ch);
+      if (read(pipes[r][0], &id, sizeof(id)) == (ssize_t)sizeof(id))
+        code = run_rank_threads(o, r * o->nthreads, n, &id, ch);
       fflush(NULL);
       _exit(code); /* the parent's exit handlers are the parent's to run */
     }
@@ -90,7 +154,7 @@ int perf_launch_procs(const struct perf_opts* o) {
     started++;
   }
   ncclUniqueId id;
-  int ok = started == n && make_id(&id) == 0;
+  int ok = started == np && make_id(&id) == 0;
   for (int r = 0; r < started; r++) {
     if (ok && write(pipes[r][1], &id, sizeof(id)) != (ssize_t)sizeof(id)) ok = 0;
     close(pipes[r][1]); /* a rank that reads nothing gives up */
@@ -102,28 +166,26 @@ int perf_launch_procs(const struct perf_opts* o) {
     free(kids);
     return PERF_EXIT_FAILED;
   }
-  int code = wait_children(kids, n);
   /* the verdict comes from the side channel, not from anything the library reported */
-  int64_t wrong = 0;
-  int finished = 0;
-  for (int r = 0; r < n; r++) {
-    const struct perf_verdict* v = perf_chan_verdict(ch, r);
-    finished += v->finished && !v->failed;
-    if (v->wrong > wrong) wrong = v->wrong;
-  }
-  if (wrong > 0 && code == PERF_EXIT_OK) code = PERF_EXIT_WRONG;
-  printf("# Ranks finished: %d of %d, max #wrong over ranks: %lld: %s\n", finished, n, (long long)wrong,
-         code == PERF_EXIT_OK ? "OK" : "FAILED");
+  int code = report_verdicts(ch, n, wait_children(kids, np));
   perf_chan_close(ch);
   free(kids);
   return code;
 }
 
 int perf_launch_single(const struct perf_opts* o) {
-  ncclUniqueId id;
-  if (make_id(&id) != 0) return PERF_EXIT_FAILED;
-  perf_print_preamble(o, 1);
-  return perf_run_rank(o, 0, 1, &id, NULL);
+  static ncclUniqueId id;
+  int n = o->nthreads;
+  struct perf_chan* ch = n > 1 ? perf_chan_shm(n) : NULL;
+  if ((n > 1 && !ch) || make_id(&id) != 0) {
+    perf_chan_close(ch);
+    return PERF_EXIT_FAILED;
+  }
+  perf_print_preamble(o, n);
+  if (n == 1) return perf_run_rank(o, 0, 1, &id, NULL);
+  int code = report_verdicts(ch, n, run_rank_threads(o, 0, n, &id, ch));
+  perf_chan_close(ch);
+  return code;
 }
 
 int perf_env_requested(void) {
@@ -153,6 +215,10 @@ int perf_launch_env(const struct perf_opts* o) {
   const char *hex = getenv("SHUNT_PERF_ID"), *root = getenv("SHUNT_PERF_ROOT");
   int rank = rs ? atoi(rs) : -1, n = ns ? atoi(ns) : 0;
   static ncclUniqueId id; /* rank 0 serves it from a thread for as long as the run lasts */
+  if (o->nthreads != 1) {
+    fprintf(stderr, "shunt-perf: ranks joining from the environment are one per process (-t 1)\n");
+    return PERF_EXIT_FAILED;
+  }
   if (n < 1 || rank < 0 || rank >= n || (!hex == !root) || (hex && parse_hex_id(hex, &id) != 0)) {
     fprintf(stderr,
             "shunt-perf: joining a run needs SHUNT_PERF_RANK (0..NRANKS-1), SHUNT_PERF_NRANKS and either "

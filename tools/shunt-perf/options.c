@@ -28,7 +28,8 @@ void perf_usage(FILE* f) {
           "  -N, --run_cycles N      repeat the sweep N times, 0 = forever (default 1)\n"
           "  -G, --cudagraph N       accepted; CUDA graphs are not supported on the host backend\n"
           "  --coll C                allreduce, allgather or all (default all: one table each)\n"
-          "  -np N                   start N ranks as processes on this machine\n"
+          "  -np N                   start N processes on this machine, one rank each (or -t each)\n"
+          "  -t, --nthreads N        ranks per process, as threads (default 1)\n"
           "  --make-id               print a new unique id as hex for SHUNT_PERF_ID, then stay\n"
           "                          alive until interrupted: as with NCCL's bootstrap root, the\n"
           "                          process that made the id must live until every rank has joined\n"
@@ -37,7 +38,7 @@ void perf_usage(FILE* f) {
           "Joining a run of several machines: set SHUNT_PERF_RANK and SHUNT_PERF_NRANKS in each\n"
           "process, and SHUNT_PERF_ROOT=host:port (rank 0 listens there and hands out the id)\n"
           "or SHUNT_PERF_ID (the hex from `shunt-perf --make-id`).\n"
-          "Without -np or those variables, shunt-perf runs one rank.\n"
+          "Without -np or those variables, shunt-perf runs -t ranks in this process.\n"
           "\n"
           "The last column names the plan that served the call, `nccl` when NCCL did, or `-` when\n"
           "the NCCL library in use is not shunt. The exit status is nonzero when any rank fails\n"
@@ -179,10 +180,12 @@ static int apply(const struct flag* f, const char* v, struct perf_opts* o) {
       bad = parse_int(v, &o->graph) || o->graph < 0;
       break;
     case 't':
+      bad = parse_int(v, &o->nthreads) || o->nthreads < 1 || o->nthreads > 64;
+      break;
     case 'g':
-      /* one rank per process: several threads or devices per process are not needed here */
+      /* one rank per thread: ranks sharing a device are threads (-t) or processes (-np) */
       if (parse_int(v, &n) || n != 1) {
-        fprintf(stderr, "shunt-perf: -%c must be 1; start ranks with -np instead\n", f->short_name);
+        fprintf(stderr, "shunt-perf: -g must be 1; start ranks with -t or -np instead\n");
         return -1;
       }
       break;
@@ -202,6 +205,7 @@ int perf_parse_options(int argc, char** argv, struct perf_opts* o) {
                           .warmup = 1,
                           .check = 1,
                           .cycles = 1,
+                          .nthreads = 1,
                           .ntypes = 1,
                           .types = {ncclFloat32},
                           .nops = 1,

@@ -19,7 +19,8 @@ struct perf_opts {
   int nops;
   int ops[PERF_MAX_OPS];
   int colls;   /* PERF_COLL_* bits */
-  int nprocs;  /* -np: ranks to start as processes; 0 when not given */
+  int nprocs;   /* -np: processes to start; 0 when not given */
+  int nthreads; /* -t: ranks per process, as threads (default 1) */
   int make_id; /* --make-id */
 };
 

@@ -33,7 +33,7 @@ void perf_print_preamble(const struct perf_opts* o, int nranks) {
     printf("# the NCCL library in use is not shunt\n");
   }
   printf("# Collective test starting: shunt-perf\n");
-  printf("# nThread 1 nGpus 1 nRanks %d minBytes %zu maxBytes %zu step: ", nranks, o->min_bytes,
+  printf("# nThread %d nGpus 1 nRanks %d minBytes %zu maxBytes %zu step: ", o->nthreads, nranks, o->min_bytes,
          o->max_bytes);
   if (o->step_factor > 1)
     printf("%g(factor)", o->step_factor);
