@@ -1,0 +1,125 @@
+/* Plain data shared by the GPU backend's host code (C11) and its kernel (CUDA C): the layout of a
+ * rank's device region, the trigger FIFO in mapped host memory, the error record and the kernel's
+ * arguments.
+ *
+ * Promises:
+ * - Every struct here has the same size and layout for gcc (C11) and nvcc (CUDA C), 64-bit
+ *   fields naturally aligned, so host code fills what the kernel reads and the reverse.
+ * - A rank's region (one device allocation) holds, at offsets that are the same on every rank
+ *   of a world: control words, inbound channel counters, the counts of waits so far, the table
+ *   of every rank's region base, scratch (both halves of a double scratch), and staging for the
+ *   input and output buffers peers reach. Peers find each other's memory as region base +
+ *   the same offset, whether the base is a plain pointer (ranks in one process) or a CUDA IPC
+ *   mapping.
+ * - Channel counters are indexed as in the host world (transport/world.h): my k-th channel of
+ *   type T to peer P waits on my inbound[(T-1, P, k)], which P's k-th channel of type T back to
+ *   me increments. */
+#ifndef SHUNT_EXEC_GPU_ABI_H
+#define SHUNT_EXEC_GPU_ABI_H
+
+#include <stdint.h>
+
+#include "exec/program.h"
+#include "transport/trigger.h"
+
+#define SHUNT_GPU_FIFO_SLOTS 1024u /* triggers in flight per rank */
+#define SHUNT_GPU_BARRIERS 16u     /* barrier ids (plan-format.md §9) */
+#define SHUNT_GPU_ORDINALS SHUNT_PROG_MAX_ORDINAL
+#define SHUNT_GPU_ALIGN 256u        /* alignment of every section of a region */
+#define SHUNT_GPU_MAX_THREADS 1024u /* the kernel's launch bound */
+
+/* Index of the counter for channel (type MEMORY or PORT, peer, ordinal) in inbound/expected. */
+#if defined(__CUDACC__)
+#define SHUNT_GPU_HD __host__ __device__ static inline
+#else
+#define SHUNT_GPU_HD static inline
+#endif
+SHUNT_GPU_HD uint32_t shunt_gpu_sem_index(uint32_t nranks, unsigned type, uint32_t peer, uint32_t ordinal) {
+  return ((uint32_t)(type - 1) * nranks + peer) * SHUNT_GPU_ORDINALS + ordinal;
+}
+
+/* Control words at offset lay.ctrl of every region (device memory). */
+struct shunt_gpu_ctrl {
+  /* Executions this rank has completed. Execution e uses LL flag shunt_pkt_flag_for_epoch(e)
+   * and the scratch half that flag selects; the kernel's last finishing block advances it, so a
+   * replayed CUDA graph sees a new value every time. */
+  uint64_t epoch;
+  uint64_t fifo_head;   /* next trigger position to reserve (device atomics only) */
+  uint32_t done_blocks; /* blocks of the running execution that have finished */
+  uint32_t abort;       /* rank 0's word is the world's: nonzero once any rank gave up */
+  uint32_t err_claim;   /* 0 until a thread of this rank claims the error record */
+  uint32_t pad_;
+  uint64_t bars[SHUNT_GPU_BARRIERS]; /* inter-block barrier arrivals of the running execution */
+};
+
+/* What a thread waited for when it gave up. */
+enum shunt_gpu_wait_kind {
+  SHUNT_GPU_WAIT_NONE = 0,
+  SHUNT_GPU_WAIT_PACKET,    /* an LL packet's flag; where = packet offset in own scratch */
+  SHUNT_GPU_WAIT_SIGNAL,    /* a channel counter; peer/ordinal name the channel */
+  SHUNT_GPU_WAIT_BARRIER,   /* an inter-block barrier; ordinal = barrier id */
+  SHUNT_GPU_WAIT_SEMAPHORE, /* a plan semaphore; ordinal = semaphore id */
+  SHUNT_GPU_WAIT_FIFO,      /* room in the trigger FIFO; where = FIFO position */
+  SHUNT_GPU_WAIT_FLUSH,     /* the proxy's completion of a FIFO position (where) */
+  SHUNT_GPU_WAIT_COUNT
+};
+
+/* The first failure of a rank, written once by the thread that claimed it (ctrl.err_claim).
+ * Lives in mapped host memory, so the host reads it without a CUDA call. */
+struct shunt_gpu_error {
+  uint32_t code; /* 0: none; SHUNT_GPU_ERR_* (written last, after a system fence) */
+  uint32_t what; /* enum shunt_gpu_wait_kind */
+  uint32_t rank, block, thread, op;
+  uint32_t chan_type, peer, ordinal, pad_;
+  uint64_t awaited, seen, where;
+};
+#define SHUNT_GPU_ERR_TIMEOUT 1u /* this thread's wait ran past the timeout */
+#define SHUNT_GPU_ERR_ABORTED 2u /* this thread gave up because another rank or block had */
+
+/* One trigger in the FIFO. Addresses are absolute in the pushing process, computed on the
+ * device (this execution's bound buffers, the peer's region), so the proxy needs no per-call
+ * binding and a replayed graph works without the host. */
+struct shunt_gpu_slot {
+  struct shunt_trigger t;
+  uint64_t src_addr; /* DATA: source */
+  uint64_t dst_addr; /* DATA: destination */
+  uint64_t seq;      /* pos + 1 once the slot holds the trigger at position pos */
+  uint64_t pad_;
+};
+
+/* A rank's FIFO, in mapped pinned host memory: the kernel writes slots, the proxy the counters. */
+struct shunt_gpu_fifo {
+  uint64_t consumed; /* positions below have been read by the proxy: their slots are free */
+  uint64_t pad0_[7];
+  uint64_t done; /* positions below are complete (published at each SYNC trigger) */
+  uint64_t pad1_[7];
+  struct shunt_gpu_error error;
+  uint64_t pad2_[1];
+  struct shunt_gpu_slot slots[SHUNT_GPU_FIFO_SLOTS];
+};
+
+/* Byte offsets of the sections of a region (the same on every rank) and their sizes. */
+struct shunt_gpu_layout {
+  uint64_t ctrl, inbound, expected, peers, scratch, input, output, total;
+  uint64_t scratch_bytes; /* both halves of a double scratch */
+  uint64_t input_bytes, output_bytes;
+};
+
+/* The kernel's arguments (passed as a __grid_constant__ parameter). */
+struct shunt_gpu_kargs {
+  const struct shunt_program* prog; /* device copy */
+  long long* sems;                  /* the program's live semaphores (device) */
+  char* region;                     /* this rank's region */
+  const uint64_t* peers;            /* device table: every rank's region base in this process */
+  uint32_t* abort;                  /* the world's abort word */
+  struct shunt_gpu_fifo* fifo;      /* device view of this rank's FIFO */
+  char* in;                         /* bound input of this execution */
+  char* out;                        /* bound output */
+  struct shunt_gpu_layout lay;
+  uint64_t timeout_ns;
+  uint32_t rank, nranks;
+  uint32_t port_used; /* the program pushes triggers: drain them before the execution ends */
+  uint32_t pad_;
+};
+
+#endif

@@ -1,0 +1,48 @@
+/* The GPU backend's launch: a Program uploaded for a world (gpu_world.h) runs on a stream.
+ *
+ * Promises:
+ * - shunt_gpu_launch enqueues on the caller's stream only: staging copies (in before, out
+ *   after), the scaling of avg and PreMulSum contributions (as the host backend does it:
+ *   each contribution scaled once before the plan, integer avg divided after), and one kernel
+ *   with one CUDA block per plan threadblock. It does no host synchronization, no allocation
+ *   and no bootstrap traffic, so it may be captured into a CUDA graph; the graph may be
+ *   replayed any number of times without the host, because the LL flag, the scratch half,
+ *   channel counts, barriers and the trigger FIFO all live on the device and advance there.
+ * - Host checks only (program matches the world, sizes fit, dtype/op computed, world not
+ *   broken); a failure enqueues nothing and returns SHUNT_GPU_INVALID with a reason.
+ * - The run's own failures (a wait that timed out) are reported later by
+ *   shunt_gpu_world_check; the kernel never hangs.
+ * - User buffers are device memory of the world's device (or memory it can address). */
+#ifndef SHUNT_EXEC_GPU_RUN_H
+#define SHUNT_EXEC_GPU_RUN_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "exec/gpu/gpu_world.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct shunt_gpu_run {
+  struct shunt_gpu_world* world;
+  const struct shunt_gpu_prog* prog;
+  const void* in; /* user input (device) */
+  void* out;      /* user output (device) */
+  /* PREMULSUM: one element of the program's dtype in host memory, read during the call (a
+   * captured graph keeps the value it had then). */
+  const void* premul_scalar;
+};
+
+int shunt_gpu_launch(const struct shunt_gpu_run* run, cudaStream_t stream, char* err, size_t len);
+
+/* How many blocks of `threads` threads of the executor kernel the device can hold at once. */
+int shunt_gpu_coresident_blocks(int device, uint32_t threads, uint32_t* out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

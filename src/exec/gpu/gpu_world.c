@@ -1,0 +1,565 @@
+/* GPU world: regions, peer mapping (plain pointers or CUDA IPC), the proxy thread, program
+ * upload, failure reports. */
+#include "exec/gpu/gpu_world.h"
+
+#include <cuda_runtime_api.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "exec/gpu/gpu_run.h"
+#include "plan/plan.h"
+#include "transport/backoff.h"
+#include "transport/world.h"
+#include "util/env.h"
+#include "util/log.h"
+
+#define CARD_MAGIC 0x73686770756377ull /* "shgpucw" */
+
+/* What each rank tells the others at creation. */
+struct card {
+  uint64_t magic;
+  uint32_t ok; /* the rank's region exists */
+  uint32_t nranks;
+  uint64_t pid;
+  char host[64];
+  int32_t device;
+  uint32_t has_handle;
+  uint64_t region; /* base in the owner's address space */
+  uint64_t scratch_bytes, input_bytes, output_bytes;
+  cudaIpcMemHandle_t handle;
+};
+
+struct shunt_gpu_world {
+  uint32_t rank, nranks;
+  int device;
+  struct shunt_gpu_world_config cfg;
+  struct shunt_world_exchange bs;
+  struct shunt_gpu_layout lay;
+  char* region;                    /* own region (device) */
+  char** peer;                     /* [nranks]: every region as this process sees it */
+  bool* peer_ipc;                  /* [nranks]: opened with cudaIpcOpenMemHandle */
+  uint32_t* abort_word;            /* device: rank 0's ctrl.abort */
+  struct shunt_gpu_fifo* fifo;     /* host view (mapped pinned memory) */
+  struct shunt_gpu_fifo* fifo_dev; /* device view */
+  uint64_t timeout_ns;
+  cudaStream_t pstream; /* the proxy's stream */
+  pthread_t thread;
+  bool thread_started;
+  atomic_bool stop;
+  uint64_t* sent; /* [nranks * ORDINALS]: flags the proxy sent per (peer, port ordinal) */
+  atomic_int proxy_failed;
+  char proxy_msg[256];
+};
+
+static void setf(char* err, size_t len, const char* fmt, ...) SHUNT_PRINTF(3, 4);
+static void setf(char* err, size_t len, const char* fmt, ...) {
+  if (!err || !len) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, len, fmt, ap);
+  va_end(ap);
+}
+
+static uint64_t align_up(uint64_t x) {
+  return (x + SHUNT_GPU_ALIGN - 1) / SHUNT_GPU_ALIGN * SHUNT_GPU_ALIGN;
+}
+
+static void make_layout(struct shunt_gpu_layout* L, uint32_t nranks,
+                        const struct shunt_gpu_world_config* cfg) {
+  uint64_t counters = (uint64_t)2 * nranks * SHUNT_GPU_ORDINALS * sizeof(uint64_t);
+  uint64_t at = 0;
+  L->ctrl = at;
+  at += align_up(sizeof(struct shunt_gpu_ctrl));
+  L->inbound = at;
+  at += align_up(counters);
+  L->expected = at;
+  at += align_up(counters);
+  L->peers = at;
+  at += align_up((uint64_t)nranks * sizeof(uint64_t));
+  /* Both halves of a double scratch start 16-aligned (LL16 packets) when the total is a
+   * multiple of 32: round it to the section alignment. */
+  L->scratch = at;
+  L->scratch_bytes = align_up(cfg->scratch_bytes);
+  at += L->scratch_bytes;
+  L->input = at;
+  at += align_up(cfg->input_bytes);
+  L->output = at;
+  at += align_up(cfg->output_bytes);
+  L->total = at;
+  L->input_bytes = cfg->input_bytes;
+  L->output_bytes = cfg->output_bytes;
+}
+
+/* ---- Proxy ------------------------------------------------------------------------------------- */
+
+static void proxy_fail(struct shunt_gpu_world* w, const char* what, cudaError_t e) {
+  if (atomic_exchange(&w->proxy_failed, 1)) return;
+  snprintf(w->proxy_msg, sizeof(w->proxy_msg), "rank %u proxy: %s: %s", w->rank, what, cudaGetErrorString(e));
+  /* Kernels waiting on this proxy give up at once rather than at their timeout. */
+  static const uint32_t one = 1;
+  cudaMemcpyAsync(w->abort_word, &one, sizeof(one), cudaMemcpyHostToDevice, w->pstream);
+}
+
+static void handle(struct shunt_gpu_world* w, const struct shunt_gpu_slot* s, uint64_t pos) {
+  const struct shunt_trigger* t = &s->t;
+  cudaError_t e;
+  if ((t->type & SHUNT_TRIG_DATA) && t->size) {
+    /* Packets too: copy engines write whole aligned 16-byte units, so a packet lands at once. */
+    e = cudaMemcpyAsync((void*)(uintptr_t)s->dst_addr, (const void*)(uintptr_t)s->src_addr, t->size,
+                        cudaMemcpyDefault, w->pstream);
+    if (e != cudaSuccess) proxy_fail(w, "data copy", e);
+  }
+  if ((t->type & SHUNT_TRIG_FLAG) && t->peer < w->nranks && t->ordinal < SHUNT_GPU_ORDINALS) {
+    /* Only this proxy writes the peer's counter for (port, this rank, ordinal): it knows the
+     * next value, and a copy ordered after the data on the same stream publishes it. The
+     * source is pageable host memory, which the runtime stages before returning, so a local
+     * variable may serve. */
+    uint64_t v = ++w->sent[(size_t)t->peer * SHUNT_GPU_ORDINALS + t->ordinal];
+    uint64_t* dst = (uint64_t*)(w->peer[t->peer] + w->lay.inbound) +
+                    shunt_gpu_sem_index(w->nranks, SHUNT_CHAN_PORT, w->rank, t->ordinal);
+    e = cudaMemcpyAsync(dst, &v, sizeof(v), cudaMemcpyHostToDevice, w->pstream);
+    if (e != cudaSuccess) proxy_fail(w, "flag write", e);
+  }
+  if (t->type & SHUNT_TRIG_SYNC) {
+    e = cudaStreamSynchronize(w->pstream);
+    if (e != cudaSuccess) proxy_fail(w, "stream synchronize", e);
+    __atomic_store_n(&w->fifo->done, pos + 1, __ATOMIC_RELEASE);
+  }
+}
+
+static void* proxy_main(void* arg) {
+  struct shunt_gpu_world* w = arg;
+  cudaSetDevice(w->device);
+  /* A thread capturing a graph in global mode must not make this thread's stream calls fail. */
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  uint64_t pos = 0;
+  struct shunt_backoff bo = {0, 0};
+  while (true) {
+    struct shunt_gpu_slot* sl = &w->fifo->slots[pos % SHUNT_GPU_FIFO_SLOTS];
+    if (__atomic_load_n(&sl->seq, __ATOMIC_ACQUIRE) != pos + 1) {
+      if (atomic_load_explicit(&w->stop, memory_order_acquire)) break;
+      shunt_backoff(&bo, 0);
+      continue;
+    }
+    bo = (struct shunt_backoff){0, 0};
+    struct shunt_gpu_slot s;
+    memcpy(&s, sl, sizeof(s));
+    /* The slot is free once read: the kernel may reuse it while the copy runs. */
+    __atomic_store_n(&w->fifo->consumed, pos + 1, __ATOMIC_RELEASE);
+    handle(w, &s, pos);
+    pos++;
+  }
+  return NULL;
+}
+
+/* ---- Creation ---------------------------------------------------------------------------------- */
+
+static void release(struct shunt_gpu_world* w) {
+  if (!w) return;
+  if (w->thread_started) {
+    atomic_store_explicit(&w->stop, true, memory_order_release);
+    pthread_join(w->thread, NULL);
+  }
+  if (w->pstream) cudaStreamSynchronize(w->pstream);
+  if (w->peer)
+    for (uint32_t r = 0; r < w->nranks; r++)
+      if (w->peer_ipc && w->peer_ipc[r] && w->peer[r]) cudaIpcCloseMemHandle(w->peer[r]);
+  if (w->region) cudaFree(w->region);
+  if (w->fifo) cudaFreeHost(w->fifo);
+  if (w->pstream) cudaStreamDestroy(w->pstream);
+  free(w->peer);
+  free(w->peer_ipc);
+  free(w->sent);
+  free(w);
+}
+
+static int map_peer(struct shunt_gpu_world* w, const struct card* me, const struct card* c, uint32_t r,
+                    char* err, size_t len) {
+  if (strncmp(c->host, me->host, sizeof(c->host)) != 0) {
+    setf(err, len, "rank %u is on host %.64s, rank %u on %.64s: the GPU backend needs every rank on one host",
+         r, c->host, w->rank, me->host);
+    return -1;
+  }
+  cudaError_t e;
+  if (c->pid == me->pid) {
+    /* Same process: the pointer is valid here; another device needs peer access. */
+    if (c->device != me->device) {
+      int can = 0;
+      if (cudaDeviceCanAccessPeer(&can, me->device, c->device) != cudaSuccess || !can) {
+        setf(err, len, "device %d (rank %u) cannot access device %d (rank %u)", me->device, w->rank,
+             c->device, r);
+        return -1;
+      }
+      e = cudaDeviceEnablePeerAccess(c->device, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled) {
+        cudaGetLastError(); /* clear the sticky-free error state */
+      } else if (e != cudaSuccess) {
+        setf(err, len, "peer access to device %d: %s", c->device, cudaGetErrorString(e));
+        return -1;
+      }
+    }
+    w->peer[r] = (char*)(uintptr_t)c->region;
+    return 0;
+  }
+  if (!c->has_handle) {
+    setf(err, len, "rank %u (another process) could not export its memory through CUDA IPC", r);
+    return -1;
+  }
+  void* p = NULL;
+  e = cudaIpcOpenMemHandle(&p, c->handle, cudaIpcMemLazyEnablePeerAccess);
+  if (e != cudaSuccess) {
+    setf(err, len, "cudaIpcOpenMemHandle for rank %u: %s", r, cudaGetErrorString(e));
+    return -1;
+  }
+  w->peer[r] = p;
+  w->peer_ipc[r] = true;
+  return 0;
+}
+
+int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_world_config* cfg,
+                           const struct shunt_world_exchange* bs, struct shunt_gpu_world** out, char* err,
+                           size_t len) {
+  if (err && len) err[0] = 0;
+  *out = NULL;
+  if (nranks == 0 || rank >= nranks || nranks > 65535 || !cfg || !bs) {
+    setf(err, len, "rank %u of %u is not valid", rank, nranks);
+    return SHUNT_GPU_INVALID;
+  }
+  struct shunt_gpu_world* w = calloc(1, sizeof(*w));
+  struct card* all = calloc(nranks, sizeof(*all));
+  if (!w || !all) {
+    free(w);
+    free(all);
+    setf(err, len, "out of memory");
+    return SHUNT_GPU_NOMEM;
+  }
+  w->rank = rank;
+  w->nranks = nranks;
+  w->cfg = *cfg;
+  w->bs = *bs;
+  atomic_init(&w->stop, false);
+  atomic_init(&w->proxy_failed, 0);
+  uint64_t tmo = cfg->timeout_ms
+                     ? cfg->timeout_ms
+                     : (uint64_t)shunt_env_int("SHUNT_GPU_TIMEOUT_MS", 5000, 1, INT64_MAX / 1000000);
+  w->timeout_ns = tmo * 1000000ull;
+  make_layout(&w->lay, nranks, cfg);
+  w->peer = calloc(nranks, sizeof(*w->peer));
+  w->peer_ipc = calloc(nranks, sizeof(*w->peer_ipc));
+  w->sent = calloc((size_t)nranks * SHUNT_GPU_ORDINALS, sizeof(*w->sent));
+
+  /* Local setup; whatever fails, this rank still takes part in both exchanges so that no
+   * peer waits for it. */
+  int rc = SHUNT_GPU_OK;
+  cudaError_t e = cudaSuccess;
+  struct card* me = &all[rank];
+  if (!w->peer || !w->peer_ipc || !w->sent) {
+    setf(err, len, "out of memory");
+    rc = SHUNT_GPU_NOMEM;
+  }
+  int dev = cfg->device;
+  if (rc == 0 && dev < 0 && (e = cudaGetDevice(&dev)) != cudaSuccess) rc = SHUNT_GPU_CUDA;
+  if (rc == 0 && (e = cudaSetDevice(dev)) != cudaSuccess) rc = SHUNT_GPU_CUDA;
+  w->device = dev;
+  if (rc == 0 && (e = cudaStreamCreateWithFlags(&w->pstream, cudaStreamNonBlocking)) != cudaSuccess)
+    rc = SHUNT_GPU_CUDA;
+  if (rc == 0 && (e = cudaMalloc((void**)&w->region, w->lay.total)) != cudaSuccess) rc = SHUNT_GPU_CUDA;
+  if (rc == 0 && (e = cudaMemsetAsync(w->region, 0, w->lay.total, w->pstream)) != cudaSuccess)
+    rc = SHUNT_GPU_CUDA;
+  if (rc == 0 && (e = cudaStreamSynchronize(w->pstream)) != cudaSuccess) rc = SHUNT_GPU_CUDA;
+  if (rc == 0 && (e = cudaHostAlloc((void**)&w->fifo, sizeof(*w->fifo),
+                                    cudaHostAllocMapped | cudaHostAllocPortable)) != cudaSuccess)
+    rc = SHUNT_GPU_CUDA;
+  if (rc == 0) {
+    memset(w->fifo, 0, sizeof(*w->fifo));
+    if ((e = cudaHostGetDevicePointer((void**)&w->fifo_dev, w->fifo, 0)) != cudaSuccess) rc = SHUNT_GPU_CUDA;
+  }
+  if (rc == SHUNT_GPU_CUDA) setf(err, len, "rank %u: CUDA setup: %s", rank, cudaGetErrorString(e));
+  if (rc == 0) {
+    me->ok = 1;
+    me->magic = CARD_MAGIC;
+    me->nranks = nranks;
+    me->pid = (uint64_t)getpid();
+    gethostname(me->host, sizeof(me->host) - 1);
+    me->device = dev;
+    me->region = (uint64_t)(uintptr_t)w->region;
+    me->scratch_bytes = cfg->scratch_bytes;
+    me->input_bytes = cfg->input_bytes;
+    me->output_bytes = cfg->output_bytes;
+    /* Only peers in other processes need the handle; failing to export is an error only then. */
+    me->has_handle = cudaIpcGetMemHandle(&me->handle, w->region) == cudaSuccess;
+    if (!me->has_handle) cudaGetLastError();
+  }
+  if (bs->allgather(bs->ctx, all, sizeof(*all)) != 0) {
+    if (rc == 0) setf(err, len, "bootstrap allgather failed");
+    rc = SHUNT_GPU_INVALID;
+  }
+  for (uint32_t r = 0; r < nranks && rc == 0; r++) {
+    const struct card* c = &all[r];
+    if (!c->ok || c->magic != CARD_MAGIC) {
+      setf(err, len, "rank %u could not create its GPU region", r);
+      rc = SHUNT_GPU_INVALID;
+    } else if (c->nranks != nranks || c->scratch_bytes != cfg->scratch_bytes ||
+               c->input_bytes != cfg->input_bytes || c->output_bytes != cfg->output_bytes) {
+      setf(err, len, "rank %u asked for different world sizes than rank %u", r, rank);
+      rc = SHUNT_GPU_INVALID;
+    } else if (r == rank) {
+      w->peer[r] = w->region;
+    } else if (map_peer(w, me, c, r, err, len) != 0) {
+      rc = SHUNT_GPU_CUDA;
+    }
+  }
+  if (rc == 0) {
+    uint64_t* table = malloc((size_t)nranks * sizeof(uint64_t));
+    if (!table) {
+      setf(err, len, "out of memory");
+      rc = SHUNT_GPU_NOMEM;
+    } else {
+      for (uint32_t r = 0; r < nranks; r++) table[r] = (uint64_t)(uintptr_t)w->peer[r];
+      e = cudaMemcpyAsync(w->region + w->lay.peers, table, (size_t)nranks * sizeof(uint64_t),
+                          cudaMemcpyHostToDevice, w->pstream);
+      if (e == cudaSuccess) e = cudaStreamSynchronize(w->pstream);
+      free(table);
+      if (e != cudaSuccess) {
+        setf(err, len, "peer table upload: %s", cudaGetErrorString(e));
+        rc = SHUNT_GPU_CUDA;
+      }
+    }
+    w->abort_word = (uint32_t*)(w->peer[0] + w->lay.ctrl + offsetof(struct shunt_gpu_ctrl, abort));
+  }
+  if (rc == 0) {
+    if (pthread_create(&w->thread, NULL, proxy_main, w) != 0) {
+      setf(err, len, "cannot start the proxy thread");
+      rc = SHUNT_GPU_INVALID;
+    } else {
+      w->thread_started = true;
+    }
+  }
+  /* Second exchange: every rank learns whether all others succeeded, so either all have a
+   * world or none keeps one. */
+  memset(all, 0, (size_t)nranks * sizeof(*all));
+  all[rank].ok = rc == 0;
+  if (bs->allgather(bs->ctx, all, sizeof(*all)) != 0 && rc == 0) {
+    setf(err, len, "bootstrap allgather failed");
+    rc = SHUNT_GPU_INVALID;
+  }
+  for (uint32_t r = 0; r < nranks && rc == 0; r++)
+    if (!all[r].ok) {
+      setf(err, len, "rank %u failed to set up its GPU world", r);
+      rc = SHUNT_GPU_INVALID;
+    }
+  free(all);
+  if (rc != 0) {
+    release(w);
+    return rc;
+  }
+  *out = w;
+  return SHUNT_GPU_OK;
+}
+
+void shunt_gpu_world_destroy(struct shunt_gpu_world* w) {
+  if (!w) return;
+  /* No peer may still touch this region (its kernels or its proxy) once we free it. */
+  w->bs.barrier(w->bs.ctx);
+  release(w);
+}
+
+/* ---- Accessors ---------------------------------------------------------------------------------- */
+
+bool shunt_gpu_world_broken(const struct shunt_gpu_world* w) {
+  const volatile struct shunt_gpu_error* e = &w->fifo->error;
+  return e->code != 0 || atomic_load(&((struct shunt_gpu_world*)w)->proxy_failed) != 0;
+}
+
+void shunt_gpu_world_kargs(const struct shunt_gpu_world* w, struct shunt_gpu_kargs* k) {
+  k->region = w->region;
+  k->peers = (const uint64_t*)(w->region + w->lay.peers);
+  k->abort = w->abort_word;
+  k->fifo = w->fifo_dev;
+  k->lay = w->lay;
+  k->timeout_ns = w->timeout_ns;
+  k->rank = w->rank;
+  k->nranks = w->nranks;
+}
+
+char* shunt_gpu_world_stage(const struct shunt_gpu_world* w, unsigned buf) {
+  return w->region + (buf == 0 ? w->lay.input : w->lay.output);
+}
+uint32_t shunt_gpu_world_rank(const struct shunt_gpu_world* w) {
+  return w->rank;
+}
+uint32_t shunt_gpu_world_nranks(const struct shunt_gpu_world* w) {
+  return w->nranks;
+}
+int shunt_gpu_world_device(const struct shunt_gpu_world* w) {
+  return w->device;
+}
+
+static const char* wait_name(uint32_t what) {
+  switch (what) {
+    case SHUNT_GPU_WAIT_PACKET:
+      return "packet flag at scratch byte";
+    case SHUNT_GPU_WAIT_SIGNAL:
+      return "signal";
+    case SHUNT_GPU_WAIT_BARRIER:
+      return "barrier";
+    case SHUNT_GPU_WAIT_SEMAPHORE:
+      return "semaphore";
+    case SHUNT_GPU_WAIT_FIFO:
+      return "room in the trigger FIFO at position";
+    case SHUNT_GPU_WAIT_FLUSH:
+      return "proxy completion of FIFO position";
+    default:
+      return "nothing (the world was already broken when the run started)";
+  }
+}
+
+int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program* p, char* err, size_t len) {
+  if (err && len) err[0] = 0;
+  if (!w) return SHUNT_GPU_INVALID;
+  if (atomic_load(&w->proxy_failed)) {
+    setf(err, len, "%s", w->proxy_msg);
+    return SHUNT_GPU_CUDA;
+  }
+  struct shunt_gpu_error e;
+  const volatile struct shunt_gpu_error* src = &w->fifo->error;
+  e.code = src->code;
+  if (e.code == 0) return SHUNT_GPU_OK;
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  e.what = src->what;
+  e.block = src->block;
+  e.thread = src->thread;
+  e.op = src->op;
+  e.chan_type = src->chan_type;
+  e.peer = src->peer;
+  e.ordinal = src->ordinal;
+  e.awaited = src->awaited;
+  e.seen = src->seen;
+  e.where = src->where;
+  char pos[96] = "";
+  if (p && p->magic == SHUNT_PROG_MAGIC && e.block < p->nblocks) {
+    const struct shunt_prog_block* b = &shunt_prog_blocks(p)[e.block];
+    if (e.op < b->nops) {
+      const struct shunt_prog_op* o = &shunt_prog_ops(p)[b->first_op + e.op];
+      if (o->json_inner >= 0)
+        snprintf(pos, sizeof(pos), " ops[%u].ops[%d] (%s)", o->json_op, o->json_inner,
+                 shunt_op_name((enum shunt_op_type)o->type));
+      else
+        snprintf(pos, sizeof(pos), " ops[%u] (%s)", o->json_op, shunt_op_name((enum shunt_op_type)o->type));
+    } else {
+      snprintf(pos, sizeof(pos), " (end of run: draining the proxy)");
+    }
+  } else {
+    snprintf(pos, sizeof(pos), " op %u", e.op);
+  }
+  char detail[128] = "";
+  switch (e.what) {
+    case SHUNT_GPU_WAIT_SIGNAL:
+      snprintf(detail, sizeof(detail), " on %s channel #%u to rank %u",
+               e.chan_type == SHUNT_CHAN_PORT ? "port" : "memory", e.ordinal, e.peer);
+      break;
+    case SHUNT_GPU_WAIT_BARRIER:
+    case SHUNT_GPU_WAIT_SEMAPHORE:
+      snprintf(detail, sizeof(detail), " %u", e.ordinal);
+      break;
+    case SHUNT_GPU_WAIT_PACKET:
+    case SHUNT_GPU_WAIT_FIFO:
+    case SHUNT_GPU_WAIT_FLUSH:
+      snprintf(detail, sizeof(detail), " %" PRIu64, e.where);
+      break;
+    default:
+      break;
+  }
+  setf(err, len, "%s: rank %u block %u thread %u%s: waits on %s%s: awaited %" PRIu64 ", seen %" PRIu64,
+       e.code == SHUNT_GPU_ERR_TIMEOUT ? "timeout" : "aborted", w->rank, e.block, e.thread, pos,
+       wait_name(e.what), detail, e.awaited, e.seen);
+  return SHUNT_GPU_TIMEOUT;
+}
+
+/* ---- Programs ------------------------------------------------------------------------------------ */
+
+static bool uses_port(const struct shunt_program* p) {
+  const struct shunt_prog_op* ops = shunt_prog_ops(p);
+  for (uint32_t i = 0; i < p->nops; i++)
+    if (ops[i].chan_type == SHUNT_CHAN_PORT) return true;
+  const struct shunt_prog_chan* ch = shunt_prog_chans(p);
+  for (uint32_t i = 0; i < p->nchans; i++)
+    if (ch[i].type == SHUNT_CHAN_PORT) return true;
+  return false;
+}
+
+int shunt_gpu_prog_create(struct shunt_gpu_world* w, const struct shunt_program* p, uint32_t max_threads,
+                          struct shunt_gpu_prog** out, char* err, size_t len) {
+  if (err && len) err[0] = 0;
+  *out = NULL;
+  if (!w || !p || p->magic != SHUNT_PROG_MAGIC) {
+    setf(err, len, "no world or no program");
+    return SHUNT_GPU_INVALID;
+  }
+  if (p->rank != w->rank || p->nranks != w->nranks) {
+    setf(err, len, "program for rank %u of %u, world rank %u of %u", p->rank, p->nranks, w->rank, w->nranks);
+    return SHUNT_GPU_INVALID;
+  }
+  uint64_t cap = p->double_scratch ? w->lay.scratch_bytes / 2 : w->lay.scratch_bytes;
+  if (p->scratch_bytes > cap) {
+    setf(err, len, "plan needs %" PRIu64 " bytes of scratch per half, the world has %" PRIu64,
+         p->scratch_bytes, cap);
+    return SHUNT_GPU_INVALID;
+  }
+  uint32_t threads = p->nthreads ? p->nthreads : SHUNT_GPU_MAX_THREADS;
+  if (max_threads && threads > max_threads) threads = max_threads;
+  if (threads > SHUNT_GPU_MAX_THREADS) threads = SHUNT_GPU_MAX_THREADS;
+  if (threads > 32) threads &= ~31u; /* whole warps */
+  uint32_t resident = 0;
+  if (cudaSetDevice(w->device) != cudaSuccess ||
+      shunt_gpu_coresident_blocks(w->device, threads, &resident) != 0) {
+    setf(err, len, "cannot query the device's occupancy");
+    return SHUNT_GPU_CUDA;
+  }
+  if (p->nblocks > resident) {
+    setf(err, len, "the plan's %u blocks of %u threads cannot all be resident on device %d (at most %u)",
+         p->nblocks, threads, w->device, resident);
+    return SHUNT_GPU_INVALID;
+  }
+  struct shunt_gpu_prog* gp = calloc(1, sizeof(*gp));
+  if (!gp) {
+    setf(err, len, "out of memory");
+    return SHUNT_GPU_NOMEM;
+  }
+  uint64_t prog_bytes = (p->total_bytes + 15u) / 16u * 16u;
+  uint64_t bytes = prog_bytes + (uint64_t)p->nsems * sizeof(long long);
+  char* d = NULL;
+  cudaError_t e = cudaMalloc((void**)&d, bytes);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(d, p, p->total_bytes, cudaMemcpyHostToDevice, w->pstream);
+  if (e == cudaSuccess && p->nsems)
+    e = cudaMemcpyAsync(d + prog_bytes, shunt_prog_sem_init(p), (size_t)p->nsems * sizeof(long long),
+                        cudaMemcpyHostToDevice, w->pstream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(w->pstream);
+  if (e != cudaSuccess) {
+    if (d) cudaFree(d);
+    free(gp);
+    setf(err, len, "program upload: %s", cudaGetErrorString(e));
+    return e == cudaErrorMemoryAllocation ? SHUNT_GPU_NOMEM : SHUNT_GPU_CUDA;
+  }
+  gp->host = p;
+  gp->dev = (struct shunt_program*)d;
+  gp->sems = (long long*)(d + prog_bytes);
+  gp->threads = threads;
+  gp->port_used = uses_port(p);
+  *out = gp;
+  return SHUNT_GPU_OK;
+}
+
+void shunt_gpu_prog_destroy(struct shunt_gpu_prog* gp) {
+  if (!gp) return;
+  cudaFree(gp->dev);
+  free(gp);
+}

@@ -1,0 +1,100 @@
+/* The GPU backend's world: the device memory and proxy of one rank of a communicator, and
+ * programs uploaded to the device. Host code (C11 and the CUDA runtime API).
+ *
+ * Promises:
+ * - Creation and destruction are collective over the caller's exchange (allgather, barrier),
+ *   like the host world (transport/world.h); sizes and rank counts must agree on every rank
+ *   (checked). Everything is created once per world, never per call.
+ * - Each rank owns one device allocation (its region, gpu_abi.h): control words, channel
+ *   counters, scratch, staging for input and output. Ranks that are threads of one process
+ *   reach each other's regions through plain device pointers (peer access is enabled when
+ *   they use different devices); ranks in other processes on the same host through CUDA IPC
+ *   (cudaIpcGetMemHandle / cudaIpcOpenMemHandle). Ranks on other hosts are refused.
+ * - Each rank runs one proxy thread that serves the kernel's port-channel triggers in FIFO
+ *   order on its own stream: data with cudaMemcpyAsync, then the flag (the peer's counter is
+ *   written with the next value by a copy ordered after the data), and a SYNC trigger
+ *   publishes completion once the stream has drained. The proxy never blocks on anything but
+ *   its own stream, and is immune to other threads' stream capture.
+ * - Failures are reported through shunt_gpu_world_check, which reads the first failure the
+ *   kernel recorded without any CUDA call; once a run failed the world is broken and every
+ *   later launch is refused.
+ * - Nothing here prints to stdout; errors are values with a message. */
+#ifndef SHUNT_EXEC_GPU_WORLD_H
+#define SHUNT_EXEC_GPU_WORLD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "exec/gpu/gpu_abi.h"
+#include "exec/program.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+  SHUNT_GPU_OK = 0,
+  SHUNT_GPU_INVALID = -1, /* bad arguments, a program that does not fit the world, a broken world */
+  SHUNT_GPU_TIMEOUT = -2, /* a run gave up waiting (see shunt_gpu_world_check) */
+  SHUNT_GPU_NOMEM = -3,
+  SHUNT_GPU_CUDA = -4 /* a CUDA call failed */
+};
+
+struct shunt_gpu_world_config {
+  uint64_t scratch_bytes; /* per rank, both halves of a double scratch included */
+  uint64_t input_bytes;   /* staging capacity for a rank's input */
+  uint64_t output_bytes;  /* staging capacity for a rank's output */
+  uint64_t timeout_ms;    /* bound of every wait in the kernel; 0: SHUNT_GPU_TIMEOUT_MS, else 5000 */
+  int device;             /* CUDA device of this rank; -1: the calling thread's current device */
+};
+
+struct shunt_gpu_world;
+/* The caller's collective exchange, as for the host world (transport/world.h; not included
+ * here because its C11 atomics do not compile as CUDA C++). */
+struct shunt_world_exchange;
+
+int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_world_config* cfg,
+                           const struct shunt_world_exchange* bs, struct shunt_gpu_world** out, char* err,
+                           size_t len);
+/* Collective: call once every launch on this world has completed (streams synchronized). */
+void shunt_gpu_world_destroy(struct shunt_gpu_world* w);
+
+/* SHUNT_GPU_OK when no run failed; else SHUNT_GPU_TIMEOUT (or SHUNT_GPU_CUDA for a proxy
+ * failure) with a message naming rank, block, thread, op (index and name when `p` is the
+ * program that ran), what it waited on, the value awaited and the value seen. Reads host
+ * memory only: safe while kernels run and inside stream capture. */
+int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program* p, char* err, size_t len);
+bool shunt_gpu_world_broken(const struct shunt_gpu_world* w);
+
+/* For the launcher: the world's part of the kernel arguments, this rank's staging sections
+ * (0 input, 1 output), and the layout. */
+void shunt_gpu_world_kargs(const struct shunt_gpu_world* w, struct shunt_gpu_kargs* k);
+char* shunt_gpu_world_stage(const struct shunt_gpu_world* w, unsigned buf);
+uint32_t shunt_gpu_world_rank(const struct shunt_gpu_world* w);
+uint32_t shunt_gpu_world_nranks(const struct shunt_gpu_world* w);
+int shunt_gpu_world_device(const struct shunt_gpu_world* w);
+
+/* A program uploaded for one world: the device copy (the Program's bytes as they are,
+ * followed by its live semaphores, set to their initial values) and how it is launched. */
+struct shunt_gpu_prog {
+  const struct shunt_program* host; /* the caller's program; must outlive this */
+  struct shunt_program* dev;        /* device copy */
+  long long* sems;                  /* device: the program's semaphores */
+  uint32_t threads;                 /* threads per block of the launch */
+  bool port_used;                   /* the program pushes port triggers */
+};
+
+/* Uploads p (a synchronous copy; not for the launch path). max_threads (0: the plan's) caps
+ * the block size: the ops work with any block size, and fewer threads let the blocks of
+ * several ranks sharing one GPU be resident together. Refuses a program whose blocks cannot
+ * all be resident at once on the device (plan-format.md D23), or that does not fit the world. */
+int shunt_gpu_prog_create(struct shunt_gpu_world* w, const struct shunt_program* p, uint32_t max_threads,
+                          struct shunt_gpu_prog** out, char* err, size_t len);
+void shunt_gpu_prog_destroy(struct shunt_gpu_prog* gp);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,455 @@
+/* The GPU backend's primitives for exec/exec_ops.h: one CUDA block per plan threadblock, any
+ * number of threads per block (the program's, or fewer when the launcher asks), CUDA C.
+ *
+ * Promises:
+ * - Data moves in 16-byte pieces per thread (xb_batch), with 16-byte vector accesses when both
+ *   sides are aligned, narrower ones otherwise. Reductions use the element math of
+ *   exec/ops/reduce.h for the call's dtype and step op, bit for bit what the host backend does.
+ * - LL packets use the device hooks of exec/ops/packet.h: one volatile 16-byte (LL16) or 8-byte
+ *   (LL8) store or load per packet, the flag of this execution in every packet.
+ * - Signals are system-scope release reductions on the peer's 64-bit counter, waits
+ *   system-scope acquire loads (relaxed for rlxsignal/rlxwait). Sm_70 and later use the
+ *   PTX memory-model instructions; older architectures a volatile access with a system fence.
+ * - Every wait is bounded: it gives up after the world's timeout, or at once when the world's
+ *   abort word is set, records (first failure per rank) which block, thread, op and what it
+ *   waited for, sets the abort word so every other waiter in the world gives up too, and
+ *   returns -1. Nothing spins forever.
+ * - Port channel ops push a trigger with absolute addresses into the rank's FIFO in mapped
+ *   host memory; flush-type triggers wait for the proxy's completion counter.
+ * Only for inclusion by gpu_kernel.cu. */
+#ifndef SHUNT_EXEC_GPU_XCTX_CUH
+#define SHUNT_EXEC_GPU_XCTX_CUH
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "exec/gpu/gpu_abi.h"
+#include "exec/ops/packet.h"
+#include "exec/ops/reduce.h"
+#include "exec/program.h"
+#include "plan/plan.h"
+#include "plan/planset.h"
+
+#define SHUNT_XFN static __device__ __forceinline__
+#define XG_FN static __device__ __forceinline__
+#define SHUNT_GPU_BATCH 16u
+
+struct shunt_xctx {
+  const struct shunt_program* prog;
+  uint32_t block, tid, nthreads, op;
+  const struct shunt_gpu_kargs* k;
+  char* base[3];  /* own input, output, scratch (scratch with the half) */
+  char* scratch0; /* own scratch without the half */
+  uint64_t half;
+  uint32_t flag;
+  uint32_t ll8; /* packets are LL8 */
+  uint32_t esize;
+  struct shunt_red red; /* the dtype and the op applied at reduce steps */
+  int4 tmp[2];          /* xb_tmp: one batch each */
+};
+
+/* ---- Memory-model helpers ---------------------------------------------------------------------- */
+
+XG_FN uint64_t xg_ld_acquire_sys(const uint64_t* p) {
+  uint64_t v;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+#else
+  v = *(const volatile uint64_t*)p;
+  __threadfence_system();
+#endif
+  return v;
+}
+
+XG_FN uint64_t xg_ld_relaxed_sys(const uint64_t* p) {
+  uint64_t v;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+#else
+  v = *(const volatile uint64_t*)p;
+#endif
+  return v;
+}
+
+XG_FN void xg_st_release_sys(uint64_t* p, uint64_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+  __threadfence_system();
+  *(volatile uint64_t*)p = v;
+#endif
+}
+
+XG_FN void xg_add_release_sys(uint64_t* p, uint64_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  asm volatile("red.release.sys.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+  __threadfence_system();
+  atomicAdd((unsigned long long*)p, (unsigned long long)v);
+#endif
+}
+
+XG_FN void xg_add_relaxed_sys(uint64_t* p, uint64_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  asm volatile("red.relaxed.sys.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+  atomicAdd((unsigned long long*)p, (unsigned long long)v);
+#endif
+}
+
+XG_FN uint32_t xg_ld_volatile_u32(const uint32_t* p) {
+  return *(const volatile uint32_t*)p;
+}
+
+XG_FN uint64_t xg_now_ns(void) {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/* ---- Addresses ----------------------------------------------------------------------------------- */
+
+XG_FN struct shunt_gpu_ctrl* xg_ctrl(const struct shunt_xctx* X) {
+  return (struct shunt_gpu_ctrl*)(X->k->region + X->k->lay.ctrl);
+}
+
+/* Start of buffer `buf` (0 input, 1 output, 2 scratch without the half) of a peer's region:
+ * a peer's input and output are always its staging sections, since a rank stages every user
+ * buffer that peers reach (program.remote_access). */
+XG_FN char* xg_peer_buf(const struct shunt_xctx* X, uint32_t rank, unsigned buf) {
+  const struct shunt_gpu_layout* L = &X->k->lay;
+  char* b = (char*)(uintptr_t)X->k->peers[rank];
+  return b + (buf == SHUNT_BUF_INPUT ? L->input : buf == SHUNT_BUF_OUTPUT ? L->output : L->scratch);
+}
+
+XG_FN char* xg_base(const struct shunt_xctx* X, unsigned kind, unsigned slot, unsigned buf, unsigned member) {
+  uint32_t rank = X->k->rank;
+  if (kind == SHUNT_PREF_REMOTE) rank = slot;
+  if (kind == SHUNT_PREF_SWITCH) {
+    const struct shunt_prog_switch* sw = &shunt_prog_switches(X->prog)[slot];
+    rank = shunt_prog_switch_ranks(X->prog)[sw->first_rank + member];
+  }
+  if (rank == X->k->rank) return X->base[buf > 2 ? 2 : buf];
+  char* b = xg_peer_buf(X, rank, buf);
+  return buf == SHUNT_BUF_SCRATCH ? b + X->half : b;
+}
+
+SHUNT_XFN char* xb_addr(struct shunt_xctx* X, const struct shunt_prog_ref* r, unsigned member, uint64_t win) {
+  return xg_base(X, r->kind, r->slot, r->buf, member) + r->off + win;
+}
+
+SHUNT_XFN uint64_t xb_rel(struct shunt_xctx* X, const struct shunt_prog_ref* r, uint64_t win) {
+  return r->off + win + (r->buf == SHUNT_BUF_SCRATCH ? X->half : 0);
+}
+
+SHUNT_XFN unsigned xb_switch_n(struct shunt_xctx* X, const struct shunt_prog_ref* r) {
+  return r->kind == SHUNT_PREF_SWITCH ? shunt_prog_switches(X->prog)[r->slot].nranks : 1;
+}
+
+SHUNT_XFN uint64_t xb_batch(struct shunt_xctx* X) {
+  (void)X;
+  return SHUNT_GPU_BATCH;
+}
+
+SHUNT_XFN char* xb_tmp(struct shunt_xctx* X, unsigned k) {
+  return (char*)&X->tmp[k & 1];
+}
+
+/* ---- Data ----------------------------------------------------------------------------------------- */
+
+/* Unaligned-safe loads and stores of 4 and 8 bytes: user buffers need only element alignment. */
+XG_FN uint64_t xg_ld64(const char* p) {
+  if (((uintptr_t)p & 7) == 0) return *(const uint64_t*)p;
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= (uint64_t)(unsigned char)p[i] << (8 * i);
+  return v;
+}
+XG_FN void xg_st64(char* p, uint64_t v) {
+  if (((uintptr_t)p & 7) == 0) {
+    *(uint64_t*)p = v;
+    return;
+  }
+  for (int i = 0; i < 8; i++) p[i] = (char)(v >> (8 * i));
+}
+XG_FN uint32_t xg_ld32(const char* p) {
+  if (((uintptr_t)p & 3) == 0) return *(const uint32_t*)p;
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) v |= (uint32_t)(unsigned char)p[i] << (8 * i);
+  return v;
+}
+XG_FN void xg_st32(char* p, uint32_t v) {
+  if (((uintptr_t)p & 3) == 0) {
+    *(uint32_t*)p = v;
+    return;
+  }
+  for (int i = 0; i < 4; i++) p[i] = (char)(v >> (8 * i));
+}
+
+SHUNT_XFN void xb_copy(struct shunt_xctx* X, char* dst, const char* src, uint64_t n) {
+  (void)X;
+  if (dst == src || n == 0) return;
+  uintptr_t a = (uintptr_t)dst | (uintptr_t)src;
+  if (n == 16 && (a & 15) == 0) {
+    *(int4*)dst = *(const int4*)src;
+  } else if ((a & 7) == 0 && (n & 7) == 0) {
+    for (uint64_t i = 0; i < n; i += 8) *(uint64_t*)(dst + i) = *(const uint64_t*)(src + i);
+  } else if ((a & 3) == 0 && (n & 3) == 0) {
+    for (uint64_t i = 0; i < n; i += 4) *(uint32_t*)(dst + i) = *(const uint32_t*)(src + i);
+  } else {
+    for (uint64_t i = 0; i < n; i++) dst[i] = src[i];
+  }
+}
+
+/* dst = dst (+) src element by element; n is a whole number of elements (the plan's sizes are
+ * multiples of 16 bytes and of the element size). */
+SHUNT_XFN void xb_reduce(struct shunt_xctx* X, char* dst, const char* src, uint64_t n) {
+  int ty = X->red.ty;
+  for (uint64_t i = 0; i + X->esize <= n; i += X->esize) {
+    uint64_t a = shunt_ty_load(dst + i, ty), b = shunt_ty_load(src + i, ty);
+    shunt_ty_store(dst + i, ty, shunt_reduce_elem(&X->red, a, b));
+  }
+}
+
+SHUNT_XFN void xb_block_sync(struct shunt_xctx* X) {
+  (void)X;
+  __syncthreads();
+}
+
+/* ---- Bounded waiting -------------------------------------------------------------------------- */
+
+struct xg_spin {
+  uint64_t t0;
+  uint32_t n;
+  uint32_t aborted;
+};
+
+/* One more poll? False once the timeout has passed or the world's abort word is set; both are
+ * looked at every 256 polls so that a poll costs one memory access. */
+XG_FN bool xg_spin_more(const struct shunt_xctx* X, struct xg_spin* s) {
+  if ((++s->n & 255u) != 0) return true;
+  if (xg_ld_volatile_u32(X->k->abort)) {
+    s->aborted = 1;
+    return false;
+  }
+  uint64_t now = xg_now_ns();
+  if (s->t0 == 0) {
+    s->t0 = now;
+    return true;
+  }
+  return now - s->t0 <= X->k->timeout_ns;
+}
+
+/* Records why this thread gives up (the first failure of the rank wins), raises the world's
+ * abort word so that every other waiter gives up too, and returns -1. */
+XG_FN int xg_blocked(struct shunt_xctx* X, const struct xg_spin* s, unsigned what, unsigned chan_type,
+                     uint32_t peer, uint32_t ordinal, uint64_t awaited, uint64_t seen, uint64_t where) {
+  struct shunt_gpu_ctrl* c = xg_ctrl(X);
+  if (atomicCAS(&c->err_claim, 0u, 1u) == 0u) {
+    volatile struct shunt_gpu_error* e = &X->k->fifo->error;
+    e->what = what;
+    e->rank = X->k->rank;
+    e->block = X->block;
+    e->thread = X->tid;
+    e->op = X->op;
+    e->chan_type = chan_type;
+    e->peer = peer;
+    e->ordinal = ordinal;
+    e->awaited = awaited;
+    e->seen = seen;
+    e->where = where;
+    __threadfence_system();
+    e->code = s->aborted ? SHUNT_GPU_ERR_ABORTED : SHUNT_GPU_ERR_TIMEOUT;
+  }
+  *(volatile uint32_t*)X->k->abort = 1u;
+  __threadfence_system();
+  return -1;
+}
+
+/* ---- Packets ------------------------------------------------------------------------------------ */
+
+XG_FN uint64_t xg_scratch_where(const struct shunt_xctx* X, const char* p) {
+  const char* s = X->scratch0;
+  return (p >= s && p < s + X->k->lay.scratch_bytes) ? (uint64_t)(p - s) : (uint64_t)(uintptr_t)p;
+}
+
+SHUNT_XFN void xb_pkt_put(struct shunt_xctx* X, char* pkt, const char* data, uint64_t n) {
+  if (X->ll8) {
+    for (uint64_t i = 0; i < n / SHUNT_LL8_PAYLOAD; i++)
+      shunt_ll8_put((struct shunt_ll8*)pkt + i, xg_ld32(data + SHUNT_LL8_PAYLOAD * i), X->flag);
+  } else {
+    for (uint64_t i = 0; i < n / SHUNT_LL16_PAYLOAD; i++)
+      shunt_ll16_put((struct shunt_ll16*)pkt + i, xg_ld64(data + SHUNT_LL16_PAYLOAD * i), X->flag);
+  }
+}
+
+/* Waits for packet i of pkt; its payload in *v (LL8: the low 32 bits). */
+XG_FN int xg_pkt_wait(struct shunt_xctx* X, const char* pkt, uint64_t i, uint64_t* v) {
+  struct xg_spin s = {0, 0, 0};
+  if (X->ll8) {
+    const struct shunt_ll8* p = (const struct shunt_ll8*)pkt + i;
+    uint32_t u = 0;
+    while (!shunt_ll8_try(p, X->flag, &u))
+      if (!xg_spin_more(X, &s)) {
+        uint64_t w;
+        SHUNT_PKT_LOAD8(p, w);
+        return xg_blocked(X, &s, SHUNT_GPU_WAIT_PACKET, 0, 0, 0, X->flag, shunt_pkt_word_flag(w),
+                          xg_scratch_where(X, (const char*)p));
+      }
+    *v = u;
+    return 0;
+  }
+  const struct shunt_ll16* p = (const struct shunt_ll16*)pkt + i;
+  while (!shunt_ll16_try(p, X->flag, v))
+    if (!xg_spin_more(X, &s)) {
+      uint64_t lo, hi;
+      SHUNT_PKT_LOAD16(p, lo, hi);
+      uint32_t f = shunt_pkt_word_flag(lo) != X->flag ? shunt_pkt_word_flag(lo) : shunt_pkt_word_flag(hi);
+      return xg_blocked(X, &s, SHUNT_GPU_WAIT_PACKET, 0, 0, 0, X->flag, f,
+                        xg_scratch_where(X, (const char*)p));
+    }
+  return 0;
+}
+
+SHUNT_XFN int xb_pkt_get(struct shunt_xctx* X, char* data, const char* pkt, uint64_t n) {
+  uint64_t pl = X->ll8 ? SHUNT_LL8_PAYLOAD : SHUNT_LL16_PAYLOAD;
+  for (uint64_t i = 0; i < n / pl; i++) {
+    uint64_t v = 0;
+    if (xg_pkt_wait(X, pkt, i, &v)) return -1;
+    if (X->ll8)
+      xg_st32(data + pl * i, (uint32_t)v);
+    else
+      xg_st64(data + pl * i, v);
+  }
+  return 0;
+}
+
+SHUNT_XFN int xb_pkt_fwd(struct shunt_xctx* X, char* dst, const char* pkt, uint64_t n) {
+  uint64_t pl = X->ll8 ? SHUNT_LL8_PAYLOAD : SHUNT_LL16_PAYLOAD;
+  for (uint64_t i = 0; i < n / pl; i++) {
+    uint64_t v = 0;
+    if (xg_pkt_wait(X, pkt, i, &v)) return -1;
+    /* The packet carries this execution's flag: writing (payload, flag) again is the packet. */
+    if (X->ll8)
+      shunt_ll8_put((struct shunt_ll8*)dst + i, (uint32_t)v, X->flag);
+    else
+      shunt_ll16_put((struct shunt_ll16*)dst + i, v, X->flag);
+  }
+  return 0;
+}
+
+/* ---- Channels ------------------------------------------------------------------------------------ */
+
+SHUNT_XFN int xb_signal(struct shunt_xctx* X, const struct shunt_prog_chan* c, bool relaxed) {
+  const struct shunt_gpu_kargs* k = X->k;
+  uint64_t* s = (uint64_t*)(uintptr_t)(k->peers[c->peer] + k->lay.inbound) +
+                shunt_gpu_sem_index(k->nranks, c->type, k->rank, c->ordinal);
+  if (relaxed)
+    xg_add_relaxed_sys(s, 1);
+  else
+    xg_add_release_sys(s, 1);
+  return 0;
+}
+
+SHUNT_XFN int xb_wait(struct shunt_xctx* X, const struct shunt_prog_chan* c, bool relaxed) {
+  const struct shunt_gpu_kargs* k = X->k;
+  uint32_t i = shunt_gpu_sem_index(k->nranks, c->type, c->peer, c->ordinal);
+  /* Several blocks may wait on one channel: each wait claims the next count. Only this rank's
+   * kernel touches its expected counts, so device scope is enough. */
+  unsigned long long* ex = (unsigned long long*)(k->region + k->lay.expected) + i;
+  uint64_t exp = (uint64_t)atomicAdd(ex, 1ull) + 1;
+  const uint64_t* in = (const uint64_t*)(k->region + k->lay.inbound) + i;
+  struct xg_spin s = {0, 0, 0};
+  uint64_t v;
+  while ((v = relaxed ? xg_ld_relaxed_sys(in) : xg_ld_acquire_sys(in)) < exp)
+    if (!xg_spin_more(X, &s))
+      return xg_blocked(X, &s, SHUNT_GPU_WAIT_SIGNAL, c->type, c->peer, c->ordinal, exp, v, 0);
+  return 0;
+}
+
+/* Pushes a trigger; with wait_done, waits until the proxy has completed it (and everything
+ * before it). */
+SHUNT_XFN int xb_port(struct shunt_xctx* X, const struct shunt_prog_chan* c, const struct shunt_trigger* t,
+                      bool wait_done) {
+  const struct shunt_gpu_kargs* k = X->k;
+  struct shunt_gpu_fifo* f = k->fifo;
+  uint32_t peer = c ? c->peer : t->peer, ord = c ? c->ordinal : t->ordinal;
+  uint64_t pos = (uint64_t)atomicAdd((unsigned long long*)&xg_ctrl(X)->fifo_head, 1ull);
+  struct xg_spin s = {0, 0, 0};
+  uint64_t consumed;
+  while (pos - (consumed = xg_ld_acquire_sys(&f->consumed)) >= SHUNT_GPU_FIFO_SLOTS)
+    if (!xg_spin_more(X, &s))
+      return xg_blocked(X, &s, SHUNT_GPU_WAIT_FIFO, SHUNT_CHAN_PORT, peer, ord,
+                        pos + 1 - SHUNT_GPU_FIFO_SLOTS, consumed, pos);
+  struct shunt_gpu_slot* slot = &f->slots[pos % SHUNT_GPU_FIFO_SLOTS];
+  uint64_t src = 0, dst = 0;
+  if (t->type & SHUNT_TRIG_DATA) {
+    char* lb =
+        t->src_buf == SHUNT_BUF_SCRATCH ? X->scratch0 : X->base[t->src_buf == SHUNT_BUF_OUTPUT ? 1 : 0];
+    src = (uint64_t)(uintptr_t)(lb + t->src_off);
+    dst = (uint64_t)(uintptr_t)(xg_peer_buf(X, t->peer, t->dst_buf) + t->dst_off);
+  }
+  /* The slot lives in host memory: plain 8-byte stores, then one system fence, then the
+   * sequence word the proxy polls. */
+  const uint64_t* tw = (const uint64_t*)t;
+  volatile uint64_t* sw = (volatile uint64_t*)&slot->t;
+  for (unsigned w = 0; w < sizeof(struct shunt_trigger) / 8; w++) sw[w] = tw[w];
+  *(volatile uint64_t*)&slot->src_addr = src;
+  *(volatile uint64_t*)&slot->dst_addr = dst;
+  __threadfence_system();
+  xg_st_release_sys(&slot->seq, pos + 1);
+  if (!wait_done) return 0;
+  s.t0 = 0;
+  s.n = 0;
+  uint64_t d;
+  while ((d = xg_ld_acquire_sys(&f->done)) <= pos)
+    if (!xg_spin_more(X, &s))
+      return xg_blocked(X, &s, SHUNT_GPU_WAIT_FLUSH, SHUNT_CHAN_PORT, peer, ord, pos + 1, d, pos);
+  return 0;
+}
+
+/* ---- Blocks and semaphores ---------------------------------------------------------------------- */
+
+/* Every thread of the block calls it (exec_ops runs every op on every thread). Thread 0 arrives
+ * at the rank's barrier counter; the whole block learns whether it gave up. */
+SHUNT_XFN int xb_barrier(struct shunt_xctx* X, uint32_t id, uint32_t nblocks) {
+  __syncthreads();
+  int bad = 0;
+  if (X->tid == 0) {
+    unsigned long long* b = (unsigned long long*)&xg_ctrl(X)->bars[id % SHUNT_GPU_BARRIERS];
+    __threadfence();
+    uint64_t k = (uint64_t)atomicAdd(b, 1ull);
+    uint64_t target = (k / nblocks + 1) * nblocks;
+    struct xg_spin s = {0, 0, 0};
+    uint64_t v;
+    while ((v = *(volatile unsigned long long*)b) < target)
+      if (!xg_spin_more(X, &s)) {
+        bad = xg_blocked(X, &s, SHUNT_GPU_WAIT_BARRIER, 0, 0, id, target, v, nblocks);
+        break;
+      }
+    __threadfence();
+  }
+  return __syncthreads_or(bad) ? -1 : 0;
+}
+
+SHUNT_XFN int xb_sem_acquire(struct shunt_xctx* X, uint32_t id) {
+  long long* s = X->k->sems + id;
+  long long old = (long long)atomicAdd((unsigned long long*)s, ~0ull); /* - 1 */
+  __threadfence();
+  if (old > 0) return 0;
+  struct xg_spin sp = {0, 0, 0};
+  long long v;
+  while ((v = *(volatile long long*)s) < old)
+    if (!xg_spin_more(X, &sp))
+      return xg_blocked(X, &sp, SHUNT_GPU_WAIT_SEMAPHORE, 0, 0, id, (uint64_t)old, (uint64_t)v, 0);
+  __threadfence();
+  return 0;
+}
+
+SHUNT_XFN void xb_sem_release(struct shunt_xctx* X, uint32_t id) {
+  __threadfence();
+  atomicAdd((unsigned long long*)(X->k->sems + id), 1ull);
+}
+
+#include "exec/exec_ops.h"
+
+#endif

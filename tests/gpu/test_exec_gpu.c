@@ -1,0 +1,607 @@
+/* The GPU backend end to end, ranks as threads of one process on one GPU: every plan given
+ * (the shipped folder and extra files) is lowered per rank and run as the plan is written (in
+ * place or out of place):
+ *   - eagerly, for every dtype and op it serves, at one small size (its range opened, as the
+ *     host matrix test does), two executions each, every output byte checked on the host;
+ *   - eagerly at the edges of its own size range (float32 sum / int8);
+ *   - captured in a CUDA graph (poison output, restore input, collective, compare on the
+ *     device) and replayed many times back to back, every replay checked on the device.
+ * The reference is the host backend's: small integer inputs, so every summation order is exact,
+ * each contribution scaled once for avg and PreMulSum, integer avg divided at the end.
+ * Exits 77 when there is no GPU. Usage: test_exec_gpu PLAN_DIR [PLAN_FILE...] */
+#include <cuda_runtime_api.h>
+#include <dirent.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "exec/elem.h"
+#include "exec/gpu/gpu_run.h"
+#include "exec/gpu/gpu_world.h"
+#include "exec/lower.h"
+#include "exec/ops/dtype.h"
+#include "gpu/test_exec_gpu.h"
+#include "plan/parse.h"
+#include "transport/world.h"
+
+#define MAXR 8
+#define SLOT 8192
+#define MATRIX_BYTES 28672u
+#define RANGE_CAP (2ull << 20)
+#define EAGER_ITERS 2
+#define REPLAYS 50
+#define MAX_SHAPES 128
+#define MSG 2048
+
+/* ---- Ranks as threads: barrier and allgather for the world's creation ---- */
+
+struct team {
+  uint32_t n;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  unsigned arrived, gen;
+  bool any_bad, all_ok; /* team_agree: this generation's votes, the last generation's result */
+  char slots[MAXR][SLOT];
+};
+static struct team team = {0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, false, true, {{0}}};
+
+static int team_barrier(void* ctx) {
+  (void)ctx;
+  pthread_mutex_lock(&team.mu);
+  unsigned g = team.gen;
+  if (++team.arrived == team.n) {
+    team.arrived = 0;
+    team.gen++;
+    pthread_cond_broadcast(&team.cv);
+  } else {
+    while (g == team.gen) pthread_cond_wait(&team.cv, &team.mu);
+  }
+  pthread_mutex_unlock(&team.mu);
+  return 0;
+}
+
+/* A barrier that also tells every rank whether all of them are fine, so that ranks decide
+ * together whether to launch: a rank that launched alone would only wait for its peers until the
+ * timeout. The result cannot be overwritten before every waiter has read it, since the next
+ * generation needs every rank to arrive. */
+static bool team_agree(bool ok) {
+  pthread_mutex_lock(&team.mu);
+  unsigned g = team.gen;
+  if (!ok) team.any_bad = true;
+  if (++team.arrived == team.n) {
+    team.all_ok = !team.any_bad;
+    team.any_bad = false;
+    team.arrived = 0;
+    team.gen++;
+    pthread_cond_broadcast(&team.cv);
+  } else {
+    while (g == team.gen) pthread_cond_wait(&team.cv, &team.mu);
+  }
+  bool r = team.all_ok;
+  pthread_mutex_unlock(&team.mu);
+  return r;
+}
+
+struct shape {
+  uint64_t total, in, out;
+  int dt, op;
+  bool graph;
+};
+
+struct job {
+  const struct shunt_plan* plan;
+  uint32_t nranks, threads;
+  struct shape shapes[MAX_SHAPES];
+  unsigned nshapes;
+  uint64_t max_in, max_out, scratch;
+  char* exp; /* the reference output; each rank computes a slice */
+  atomic_uint failures;
+  pthread_mutex_t msg_mu;
+  char msg[MSG];
+  unsigned runs, replays;
+};
+
+struct rank_ctx {
+  uint32_t rank;
+  struct job* job;
+};
+
+static int team_allgather(void* ctx, void* buf, size_t bytes) {
+  uint32_t r = ((struct rank_ctx*)ctx)->rank;
+  if (bytes > SLOT) return -1;
+  memcpy(team.slots[r], (char*)buf + (size_t)r * bytes, bytes);
+  team_barrier(ctx);
+  for (uint32_t k = 0; k < team.n; k++) memcpy((char*)buf + (size_t)k * bytes, team.slots[k], bytes);
+  return team_barrier(ctx);
+}
+
+static void fail(struct job* J, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(struct job* J, const char* fmt, ...) {
+  pthread_mutex_lock(&J->msg_mu);
+  if (atomic_fetch_add(&J->failures, 1) == 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(J->msg, sizeof(J->msg), fmt, ap);
+    va_end(ap);
+  }
+  pthread_mutex_unlock(&J->msg_mu);
+}
+
+/* ---- Values and the reference ---- */
+
+static const char* const dt_names[SHUNT_DT_COUNT] = {"int8",    "uint8",    "int32",   "uint32",
+                                                     "int64",   "uint64",   "float16", "float32",
+                                                     "float64", "bfloat16", "fp8e4m3", "fp8e5m2"};
+static const char* const op_names[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
+
+/* Small integers: sums of eight stay exact in every type, fp8 included; products stay below 9. */
+static int64_t value(uint32_t rank, uint64_t i, unsigned seed, int op, bool uns) {
+  uint64_t h = (i + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(rank + 1) * 0xbf58476d1ce4e5b9ull ^
+               (uint64_t)(seed + 1) * 0x94d049bb133111ebull;
+  h ^= h >> 29;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 32;
+  if (op == SHUNT_REDOP_PROD) return (rank < 3 && h % 5 == 0) ? 2 : (!uns && h % 3 == 0) ? -1 : 1;
+  if (op == SHUNT_REDOP_MIN || op == SHUNT_REDOP_MAX) return (int64_t)(h % 7) - (uns ? 0 : 3);
+  return uns ? (int64_t)(h % 2) : (int64_t)(h % 3) - 1;
+}
+
+static void put_value(int dt, void* at, int64_t v) {
+  switch (dt) {
+    case SHUNT_DT_FLOAT32: {
+      float x = (float)v;
+      memcpy(at, &x, 4);
+      return;
+    }
+    case SHUNT_DT_FLOAT64: {
+      double x = (double)v;
+      memcpy(at, &x, 8);
+      return;
+    }
+    case SHUNT_DT_FLOAT16:
+      shunt_ty_store(at, dt, shunt_f32_to_f16((float)v));
+      return;
+    case SHUNT_DT_BFLOAT16:
+      shunt_ty_store(at, dt, shunt_f32_to_bf16((float)v));
+      return;
+    case SHUNT_DT_FP8E4M3:
+      shunt_ty_store(at, dt, shunt_f32_to_fp8((float)v, 0));
+      return;
+    case SHUNT_DT_FP8E5M2:
+      shunt_ty_store(at, dt, shunt_f32_to_fp8((float)v, 1));
+      return;
+    default:
+      shunt_ty_store(at, dt, (uint64_t)v); /* integers: two's complement, truncated */
+      return;
+  }
+}
+
+/* `bytes` of rank's input from byte `at` on. */
+static void fill_input(char* buf, uint64_t at, uint64_t bytes, uint32_t rank, unsigned seed, int dt, int op,
+                       bool reduce) {
+  if (!reduce) {
+    for (uint64_t k = 0, i = at; k < bytes; k++, i++)
+      buf[k] = (char)((i * 131 + rank * 29 + seed * 7 + (i >> 8)) & 0xff);
+    return;
+  }
+  uint32_t es = shunt_dtype_size((enum shunt_dtype)dt);
+  bool uns = dt == SHUNT_DT_UINT8 || dt == SHUNT_DT_UINT32 || dt == SHUNT_DT_UINT64;
+  for (uint64_t k = 0; k < bytes / es; k++)
+    put_value(dt, buf + k * es, value(rank, at / es + k, seed, op, uns));
+}
+
+static void premul_scalar(int dt, void* out) {
+  put_value(dt, out, 2);
+}
+
+static void expected_allreduce(char* exp, char* tmp, uint64_t at, uint64_t bytes, uint32_t nranks,
+                               unsigned seed, int dt, int op) {
+  enum shunt_dtype d = (enum shunt_dtype)dt;
+  uint32_t es = shunt_dtype_size(d);
+  enum shunt_elem_scaling sc = shunt_elem_scaling(d, (enum shunt_redop)op);
+  char scalar[8];
+  premul_scalar(dt, scalar);
+  for (uint32_t r = 0; r < nranks; r++) {
+    char* into = r == 0 ? exp : tmp;
+    fill_input(into, at, bytes, r, seed, dt, op, true);
+    if (sc == SHUNT_SCALE_PRE)
+      shunt_elem_premul(d, into, into, bytes / es, op == SHUNT_REDOP_PREMULSUM ? scalar : NULL, nranks);
+    if (r) shunt_elem_reduce(d, shunt_elem_step_op((enum shunt_redop)op), exp, tmp, bytes / es);
+  }
+  if (sc == SHUNT_SCALE_POSTDIV) shunt_elem_postdiv(d, exp, bytes / es, nranks);
+}
+
+/* This rank's share of the reference for one execution. */
+static void expected_slice(struct job* J, const struct shape* s, uint32_t rank, unsigned seed,
+                           const char* my_in, char* tmp) {
+  if (J->plan->coll == SHUNT_COLL_ALLREDUCE) {
+    uint32_t es = shunt_dtype_size((enum shunt_dtype)s->dt);
+    uint64_t nel = s->out / es, lo = nel * rank / J->nranks * es, hi = nel * (rank + 1) / J->nranks * es;
+    expected_allreduce(J->exp + lo, tmp, lo, hi - lo, J->nranks, seed, s->dt, s->op);
+  } else {
+    memcpy(J->exp + (uint64_t)rank * s->in, my_in, s->in);
+  }
+}
+
+/* ---- One rank ---- */
+
+#define CK(x)                                                                                  \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
+      fail(J, "rank %u: %s:%d: %s: %s", rank, __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      ok = false;                                                                              \
+    }                                                                                          \
+  } while (0)
+
+static void check_world(struct job* J, struct shunt_gpu_world* w, const struct shunt_program* p,
+                        uint32_t rank, const struct shape* s, const char* when, bool* ok) {
+  char err[1024];
+  if (shunt_gpu_world_check(w, p, err, sizeof(err)) != SHUNT_GPU_OK) {
+    fail(J, "%s, %" PRIu64 " bytes, %s %s, %s: rank %u: %s", J->plan->name, s->total, dt_names[s->dt],
+         op_names[s->op], when, rank, err);
+    *ok = false;
+  }
+}
+
+static void* rank_main(void* arg) {
+  struct rank_ctx* rc = arg;
+  struct job* J = rc->job;
+  const struct shunt_plan* plan = J->plan;
+  uint32_t rank = rc->rank;
+  bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE;
+  bool ok = true;
+  cudaStream_t st = NULL;
+  CK(cudaSetDevice(0));
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+
+  struct shunt_world_exchange bs = {rc, team_allgather, team_barrier};
+  struct shunt_gpu_world_config cfg = {J->scratch, J->max_in, J->max_out, 20000, 0};
+  struct shunt_gpu_world* w = NULL;
+  char err[1024];
+  if (shunt_gpu_world_create(rank, J->nranks, &cfg, &bs, &w, err, sizeof(err)) != 0) {
+    fail(J, "%s: rank %u: world: %s", plan->name, rank, err);
+    if (st) cudaStreamDestroy(st);
+    return NULL; /* creation is all or nothing: every rank gets here */
+  }
+  char *d_in = NULL, *d_out = NULL, *d_exp = NULL, *d_pristine = NULL;
+  unsigned long long* d_bad = NULL;
+  CK(cudaMalloc((void**)&d_in, J->max_in ? J->max_in : 16));
+  CK(cudaMalloc((void**)&d_out, J->max_out ? J->max_out : 16));
+  CK(cudaMalloc((void**)&d_exp, J->max_out ? J->max_out : 16));
+  CK(cudaMalloc((void**)&d_pristine, J->max_in ? J->max_in : 16));
+  CK(cudaMalloc((void**)&d_bad, sizeof(*d_bad)));
+  char* h_in = malloc(J->max_in + 16);
+  char* h_out = malloc(J->max_out + 16);
+  char* tmp = malloc(J->max_out / J->nranks + 64);
+  if (!h_in || !h_out || !tmp) {
+    fail(J, "rank %u: out of memory", rank);
+    ok = false;
+  }
+
+  /* Every rank goes through the same barriers whatever fails, so nobody waits forever. */
+  for (unsigned k = 0; k < J->nshapes; k++) {
+    const struct shape* s = &J->shapes[k];
+    struct shunt_call_shape cs = {s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op,
+                                  SHUNT_PKT_LL16};
+    struct shunt_program* prog = ok ? shunt_lower(plan, rank, &cs, err, sizeof(err)) : NULL;
+    if (ok && !prog)
+      fail(J, "%s: rank %u: cannot lower %" PRIu64 " bytes: %s", plan->name, rank, s->total, err);
+    struct shunt_gpu_prog* gp = NULL;
+    if (prog && shunt_gpu_prog_create(w, prog, J->threads, &gp, err, sizeof(err)) != 0)
+      fail(J, "%s: rank %u: upload: %s", plan->name, rank, err);
+    bool run = ok && gp;
+    /* Allocation and freeing may synchronize the whole device: nobody launches before every
+     * rank has uploaded its program, and nobody frees while a peer's kernel may wait for it. */
+    run = team_agree(run && ok);
+    char scalar[8];
+    premul_scalar(s->dt, scalar);
+    struct shunt_gpu_run r = {w, gp, NULL, d_out, scalar};
+    char* user_in = plan->inplace ? (reduce ? d_out : d_out + (uint64_t)rank * s->in) : d_in;
+    r.in = user_in;
+
+    for (unsigned it = 0; it < EAGER_ITERS; it++) {
+      unsigned seed = k * 131 + it;
+      if (run) {
+        fill_input(h_in, 0, s->in, rank, seed, s->dt, s->op, reduce);
+        CK(cudaMemsetAsync(d_out, 0xa5, s->out, st));
+        CK(cudaMemcpyAsync(user_in, h_in, s->in, cudaMemcpyHostToDevice, st));
+        if (shunt_gpu_launch(&r, st, err, sizeof(err)) != 0) {
+          fail(J, "%s: rank %u: launch: %s", plan->name, rank, err);
+          run = false;
+        }
+        /* The reference is computed while the kernel runs. */
+        expected_slice(J, s, rank, seed, h_in, tmp);
+        CK(cudaStreamSynchronize(st));
+        check_world(J, w, prog, rank, s, "eager", &run);
+        if (rank == 0) J->runs++;
+      }
+      team_barrier(rc);
+      if (run) {
+        CK(cudaMemcpy(h_out, d_out, s->out, cudaMemcpyDeviceToHost));
+        if (memcmp(h_out, J->exp, s->out) != 0) {
+          uint64_t b = 0;
+          while (h_out[b] == J->exp[b]) b++;
+          fail(J,
+               "%s: mismatch: %" PRIu64 " bytes, %s %s, iteration %u: rank %u byte offset %" PRIu64
+               ": expected 0x%02x, got 0x%02x",
+               plan->name, s->total, dt_names[s->dt], reduce ? op_names[s->op] : "-", it, rank, b,
+               (unsigned)(unsigned char)J->exp[b], (unsigned)(unsigned char)h_out[b]);
+          run = false;
+        }
+      }
+      run = team_agree(run && ok);
+    }
+
+    if (s->graph) {
+      unsigned seed = 7777 + k;
+      cudaGraph_t graph = NULL;
+      cudaGraphExec_t exec = NULL;
+      if (run) {
+        fill_input(h_in, 0, s->in, rank, seed, s->dt, s->op, reduce);
+        CK(cudaMemcpy(d_pristine, h_in, s->in, cudaMemcpyHostToDevice));
+        expected_slice(J, s, rank, seed, h_in, tmp);
+      }
+      team_barrier(rc); /* the whole reference is written */
+      if (run) {
+        CK(cudaMemcpy(d_exp, J->exp, s->out, cudaMemcpyHostToDevice));
+        CK(cudaMemset(d_bad, 0, sizeof(*d_bad)));
+        /* Thread-local capture: the other ranks' threads keep making CUDA calls meanwhile. */
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        CK(cudaMemsetAsync(d_out, 0xa5, s->out, st));
+        CK(cudaMemcpyAsync(user_in, d_pristine, s->in, cudaMemcpyDeviceToDevice, st));
+        if (shunt_gpu_launch(&r, st, err, sizeof(err)) != 0) {
+          fail(J, "%s: rank %u: launch in capture: %s", plan->name, rank, err);
+          run = false;
+        }
+        CK((cudaError_t)shunt_test_compare(d_out, d_exp, s->out, d_bad, st));
+        CK(cudaStreamEndCapture(st, &graph));
+        if (ok && run) CK(cudaGraphInstantiate(&exec, graph, 0));
+        run = run && ok;
+      }
+      run = team_agree(run && ok);
+      if (run) {
+        for (unsigned i = 0; i < REPLAYS; i++) CK(cudaGraphLaunch(exec, st));
+        CK(cudaStreamSynchronize(st));
+        check_world(J, w, prog, rank, s, "graph replay", &run);
+        unsigned long long bad = 0;
+        CK(cudaMemcpy(&bad, d_bad, sizeof(bad), cudaMemcpyDeviceToHost));
+        if (bad)
+          fail(J, "%s: graph replays, %" PRIu64 " bytes, %s %s: rank %u: %llu bytes differ over %u replays",
+               plan->name, s->total, dt_names[s->dt], reduce ? op_names[s->op] : "-", rank, bad, REPLAYS);
+        if (rank == 0) J->replays += REPLAYS;
+      }
+      team_barrier(rc);
+      if (exec) cudaGraphExecDestroy(exec);
+      if (graph) cudaGraphDestroy(graph);
+    }
+    /* Every rank's kernels of this shape are done before its program goes. */
+    team_barrier(rc);
+    shunt_gpu_prog_destroy(gp);
+    shunt_program_free(prog);
+    team_barrier(rc);
+    if (atomic_load(&J->failures)) ok = false; /* a broken world refuses later launches anyway */
+  }
+  cudaStreamSynchronize(st);
+  team_barrier(rc);
+  shunt_gpu_world_destroy(w);
+  cudaFree(d_in);
+  cudaFree(d_out);
+  cudaFree(d_exp);
+  cudaFree(d_pristine);
+  cudaFree(d_bad);
+  cudaStreamDestroy(st);
+  free(h_in);
+  free(h_out);
+  free(tmp);
+  return NULL;
+}
+
+/* ---- Shapes ---- */
+
+static void in_out_bytes(const struct shunt_plan* p, uint64_t total, uint64_t* in, uint64_t* out) {
+  if (p->coll == SHUNT_COLL_ALLGATHER) {
+    *out = total;
+    *in = total / p->ngpus;
+  } else {
+    *in = *out = total;
+  }
+}
+
+static bool servable(const struct shunt_plan* p, uint64_t total, int dt, int op) {
+  uint64_t in, out;
+  char why[256];
+  in_out_bytes(p, total, &in, &out);
+  return shunt_lower_check(p, -1, in, out, (enum shunt_dtype)dt, (enum shunt_redop)op, why, sizeof(why));
+}
+
+/* The step between servable sizes (as shunt-plan verify computes it). */
+static uint64_t granule(const struct shunt_plan* p) {
+  uint64_t a = p->buffer_alignment ? p->buffer_alignment : 16;
+  uint64_t ic = p->gpus[0].input_chunks ? p->gpus[0].input_chunks : 1;
+  uint64_t step = a * ic * (p->coll == SHUNT_COLL_ALLGATHER ? p->ngpus : 1);
+  uint64_t g = step, oc = p->gpus[0].output_chunks;
+  while (oc && (g / a) % oc) g += step;
+  return g;
+}
+
+static void add_shape(struct job* J, uint64_t total, int dt, int op, bool graph) {
+  if (J->nshapes >= MAX_SHAPES) return;
+  struct shape* s = &J->shapes[J->nshapes++];
+  s->total = total;
+  in_out_bytes(J->plan, total, &s->in, &s->out);
+  s->dt = dt;
+  s->op = op;
+  s->graph = graph;
+}
+
+static void make_shapes(struct job* J, struct shunt_plan* plan) {
+  bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE;
+  int base_dt = reduce ? SHUNT_DT_FLOAT32 : SHUNT_DT_INT8;
+  uint64_t orig_min = plan->min_message_size, orig_max = plan->max_message_size;
+  /* The matrix at one small size, whatever the plan's range (this process's copy is opened). */
+  plan->min_message_size = 0;
+  plan->max_message_size = UINT64_MAX;
+  for (int dt = 0; dt < SHUNT_DT_COUNT; dt++)
+    for (int op = 0; op < (reduce ? 6 : 1); op++) {
+      if (reduce && !shunt_elem_supported((enum shunt_dtype)dt, (enum shunt_redop)op)) continue;
+      if (!servable(plan, MATRIX_BYTES, dt, op)) {
+        printf("  %s: %u bytes %s %s: not served\n", plan->name, MATRIX_BYTES, dt_names[dt],
+               reduce ? op_names[op] : "");
+        continue;
+      }
+      add_shape(J, MATRIX_BYTES, dt, op, dt == base_dt && op == SHUNT_REDOP_SUM);
+    }
+  /* Its own range: the first servable size, the next, and the top (capped unless the range
+   * starts above the cap). */
+  uint64_t g = granule(plan);
+  uint64_t lo = orig_min < g ? g : (orig_min + g - 1) / g * g;
+  for (unsigned t = 0; t < 64 && !servable(plan, lo, base_dt, SHUNT_REDOP_SUM); t++) lo += g;
+  uint64_t cap = lo > RANGE_CAP ? lo : RANGE_CAP;
+  uint64_t hi = (orig_max < cap ? orig_max : cap) / g * g;
+  if (lo <= orig_max && servable(plan, lo, base_dt, SHUNT_REDOP_SUM))
+    add_shape(J, lo, base_dt, SHUNT_REDOP_SUM, true);
+  if (lo + g <= hi && servable(plan, lo + g, base_dt, SHUNT_REDOP_SUM))
+    add_shape(J, lo + g, base_dt, SHUNT_REDOP_SUM, false);
+  if (hi > lo + g && servable(plan, hi, base_dt, SHUNT_REDOP_SUM))
+    add_shape(J, hi, base_dt, SHUNT_REDOP_SUM, false);
+}
+
+/* ---- One plan ---- */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int run_plan(const char* path) {
+  struct shunt_plan_errors errs = {0};
+  struct shunt_plan* plan = shunt_plan_load_file(path, &errs);
+  shunt_plan_errors_free(&errs);
+  if (!plan) {
+    printf("FAIL %s: does not load\n", path);
+    return 1;
+  }
+  if ((plan->coll != SHUNT_COLL_ALLREDUCE && plan->coll != SHUNT_COLL_ALLGATHER) || plan->ngpus > MAXR ||
+      plan->ngpus == 0) {
+    printf("skip %s: %s on %u ranks\n", path, plan->collective, plan->ngpus);
+    shunt_plan_free(plan);
+    return 0;
+  }
+  struct job* J = calloc(1, sizeof(*J));
+  if (!J) {
+    shunt_plan_free(plan);
+    return 1;
+  }
+  J->plan = plan;
+  J->nranks = plan->ngpus;
+  atomic_init(&J->failures, 0);
+  pthread_mutex_init(&J->msg_mu, NULL);
+  make_shapes(J, plan);
+  for (unsigned k = 0; k < J->nshapes; k++) {
+    const struct shape* s = &J->shapes[k];
+    uint64_t need = shunt_lower_scratch_need(plan, s->in, s->out);
+    if (need > J->scratch) J->scratch = need;
+    if (s->in > J->max_in) J->max_in = s->in;
+    if (s->out > J->max_out) J->max_out = s->out;
+  }
+  /* Blocks of every rank share the GPU: pick a block size at which they are all resident, with
+   * room left for the scaling kernels that precede a rank's executor kernel. */
+  uint32_t nblocks = 0;
+  for (uint32_t g = 0; g < plan->ngpus; g++)
+    if (plan->gpus[g].nthreadblocks > nblocks) nblocks = plan->gpus[g].nthreadblocks;
+  J->threads = 0;
+  for (uint32_t t = plan->num_threads_per_block ? plan->num_threads_per_block : 1024; t >= 32; t /= 2) {
+    uint32_t cap = 0;
+    if (shunt_gpu_coresident_blocks(0, t, &cap) == 0 &&
+        (uint64_t)J->nranks * nblocks * 4 <= (uint64_t)cap * 3) {
+      J->threads = t;
+      break;
+    }
+  }
+  int rc = 0;
+  if (!J->threads) {
+    printf("FAIL %s: %u ranks x %u blocks cannot be resident on this GPU at any block size\n", plan->name,
+           J->nranks, nblocks);
+    rc = 1;
+  } else if (J->nshapes) {
+    J->exp = malloc(J->max_out + 16);
+    team.n = J->nranks;
+    pthread_t th[MAXR];
+    struct rank_ctx ctx[MAXR];
+    double t0 = now_s();
+    for (uint32_t r = 0; r < J->nranks; r++) {
+      ctx[r] = (struct rank_ctx){r, J};
+      pthread_create(&th[r], NULL, rank_main, &ctx[r]);
+    }
+    for (uint32_t r = 0; r < J->nranks; r++) pthread_join(th[r], NULL);
+    if (atomic_load(&J->failures)) {
+      printf("FAIL %s: %s (%u failure(s))\n", plan->name, J->msg, atomic_load(&J->failures));
+      rc = 1;
+    } else {
+      printf("PASS %s (%u ranks, %u threads/block, %u shapes, %u eager runs, %u graph replays, %s, %.2f s)\n",
+             plan->name, J->nranks, J->threads, J->nshapes, J->runs, J->replays,
+             plan->inplace ? "in place" : "out of place", now_s() - t0);
+    }
+    free(J->exp);
+  }
+  fflush(stdout);
+  pthread_mutex_destroy(&J->msg_mu);
+  free(J);
+  shunt_plan_free(plan);
+  return rc;
+}
+
+static int by_name(const void* a, const void* b) {
+  return strcmp(*(char* const*)a, *(char* const*)b);
+}
+
+int main(int argc, char** argv) {
+  /* Sixteen streams (a rank's and its proxy's per rank) must not share hardware queues: a
+   * kernel waiting for a peer would hold up the peer's work queued behind it. Set before the
+   * first CUDA call; an explicit setting wins. */
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    printf("no GPU: skipped\n");
+    return 77;
+  }
+  if (argc < 2) {
+    fprintf(stderr, "usage: test_exec_gpu PLAN_DIR [PLAN_FILE...]\n");
+    return 2;
+  }
+  struct cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
+    printf("device: %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+  char* files[256];
+  unsigned nfiles = 0;
+  DIR* d = opendir(argv[1]);
+  if (!d) {
+    fprintf(stderr, "%s: cannot open\n", argv[1]);
+    return 1;
+  }
+  for (struct dirent* e; (e = readdir(d)) && nfiles < 256;) {
+    size_t n = strlen(e->d_name);
+    if (n > 5 && !strcmp(e->d_name + n - 5, ".json") && e->d_name[0] != '.') {
+      files[nfiles] = malloc(strlen(argv[1]) + n + 2);
+      sprintf(files[nfiles++], "%s/%s", argv[1], e->d_name);
+    }
+  }
+  closedir(d);
+  qsort(files, nfiles, sizeof(files[0]), by_name);
+  int failed = 0;
+  for (unsigned i = 0; i < nfiles; i++) {
+    failed |= run_plan(files[i]);
+    free(files[i]);
+  }
+  for (int i = 2; i < argc; i++) failed |= run_plan(argv[i]);
+  printf("%s\n", failed ? "FAILED" : "all plans passed");
+  return failed;
+}
