@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "exec/host/host_xctx.h"
+#include "exec/ops/packet.h"
 #include "util/env.h"
 #include "util/log.h"
 
@@ -141,8 +142,10 @@ int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const v
   sh->base[0] = in;
   sh->base[1] = out;
   sh->base[2] = w->peers[w->rank].scratch;
-  sh->flag = (uint32_t)((epoch - 1) % UINT32_MAX) + 1; /* never 0: zeroed scratch never matches */
-  sh->half = p->double_scratch && (epoch & 1) == 0 ? w->cfg.scratch_bytes / 2 : 0;
+  /* The same flag and half as the GPU backend gives execution number epoch - 1 (packet.h): never
+   * 0 or 0xffffffff, and the half follows the flag's parity across the wrap too. */
+  sh->flag = shunt_pkt_flag_for_epoch(epoch - 1);
+  sh->half = shunt_pkt_half(sh->flag, w->cfg.scratch_bytes, p->double_scratch);
   sh->deadline = shunt_now_ns() + timeout_ms(opts) * 1000000ull;
   sh->dt = (enum shunt_dtype)p->dtype;
   sh->step_op = shunt_elem_step_op((enum shunt_redop)p->redop);
