@@ -180,7 +180,7 @@ static ncclResult_t parent_ready(const char* fn, struct shunt_comm* p) {
 
 SHUNT_EXPORT ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                          ncclConfig_t* config) {
-  struct shunt_comm* p = shunt_handles_find(comm);
+  SHUNT_COMM_REF p = shunt_handles_get(comm);
   const struct shunt_real_nccl* real = shunt_real_nccl();
   if (!p) {
     if (!real || !real->ncclCommSplit) return shunt_unavailable("ncclCommSplit", real);
@@ -226,7 +226,7 @@ static int by_value(const void* a, const void* b) {
 
 SHUNT_EXPORT ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                                           ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  struct shunt_comm* p = shunt_handles_find(comm);
+  SHUNT_COMM_REF p = shunt_handles_get(comm);
   const struct shunt_real_nccl* real = shunt_real_nccl();
   if (!p) {
     if (!real || !real->ncclCommShrink) return shunt_unavailable("ncclCommShrink", real);

@@ -87,14 +87,23 @@ static bool lowerable(struct shunt_selection* sel, const struct shunt_call* call
   return false;
 }
 
+/* A queued call names its communicator by handle and serial, holding no reference: the
+ * communicator may be aborted before the group ends (by this very thread, even), and the call
+ * must then fail rather than keep it alive or touch freed memory. */
 struct plan_job {
-  struct shunt_comm* comm;
+  ncclComm_t handle;
+  uint64_t serial;
   struct shunt_call call;
 };
 
 static ncclResult_t run_plan_job(void* arg) {
   struct plan_job* j = arg;
-  return shunt_launch(j->comm, &j->call);
+  SHUNT_COMM_REF c = shunt_handles_get(j->handle);
+  if (!c || c->serial != j->serial) {
+    SHUNT_WARN("a queued collective's communicator was destroyed before the group ended");
+    return ncclInvalidUsage;
+  }
+  return shunt_launch(c, &j->call);
 }
 
 /* Either runs `call` through its plan (queued in a group) or explains why not. */
@@ -104,7 +113,8 @@ static ncclResult_t serve(struct shunt_comm* c, struct shunt_call* call) {
     SHUNT_WARN("out of memory queueing a collective");
     return ncclSystemError;
   }
-  j->comm = c;
+  j->handle = c->handle;
+  j->serial = c->serial;
   j->call = *call;
   atomic_store(&c->last_plan, call->entry->plan->name);
   return shunt_group_enqueue(c, run_plan_job, j, free);
@@ -164,7 +174,7 @@ static ncclResult_t no_path(const char* fn, const char* why) {
 
 SHUNT_EXPORT ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                          ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  struct shunt_comm* c = shunt_handles_find(comm);
+  SHUNT_COMM_REF c = shunt_handles_get(comm);
   const struct shunt_real_nccl* real = NULL;
   if (!c) goto forward; /* not ours: NCCL's to judge */
   ncclResult_t rc = ensure_ready("AllReduce", c);
@@ -216,7 +226,7 @@ SHUNT_ALIAS(ncclAllReduce, ncclResult_t,
 
 SHUNT_EXPORT ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  struct shunt_comm* c = shunt_handles_find(comm);
+  SHUNT_COMM_REF c = shunt_handles_get(comm);
   const struct shunt_real_nccl* real = NULL;
   if (!c) goto forward;
   ncclResult_t rc = ensure_ready("AllGather", c);

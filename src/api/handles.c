@@ -5,6 +5,10 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
+
+#include "comm/comm.h"
+#include "util/log.h"
 
 struct slot {
   ncclComm_t key; /* NULL: empty; TOMBSTONE: removed */
@@ -73,7 +77,7 @@ int shunt_handles_add(ncclComm_t h, struct shunt_comm* c, int own) {
   return rc;
 }
 
-struct shunt_comm* shunt_handles_find(ncclComm_t h) {
+struct shunt_comm* shunt_handles_get(ncclComm_t h) {
   struct shunt_comm* c = NULL;
   if (!h) return NULL;
   pthread_rwlock_rdlock(&lock);
@@ -81,8 +85,21 @@ struct shunt_comm* shunt_handles_find(ncclComm_t h) {
     size_t i = probe(h, 0);
     if (i != (size_t)-1 && slots[i].key == h) c = slots[i].comm;
   }
+  /* Taken under the lock: remove (write lock) cannot slip in between. */
+  if (c) atomic_fetch_add(&c->users, 1);
   pthread_rwlock_unlock(&lock);
   return c;
+}
+
+void shunt_handles_put(struct shunt_comm* c) { atomic_fetch_sub(&c->users, 1); }
+
+void shunt_handles_unused(struct shunt_comm* c) {
+  struct timespec ms = {0, 1000000};
+  for (long waited = 0; atomic_load(&c->users) > 0; waited++) {
+    if (waited == 10000)
+      SHUNT_WARN("rank %d: still waiting for a call on this communicator in another thread to return", c->rank);
+    nanosleep(&ms, NULL);
+  }
 }
 
 int shunt_handle_is_own_slow(ncclComm_t h) {

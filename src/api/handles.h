@@ -15,10 +15,22 @@ struct shunt_comm;
 
 /* Records h -> c; own: h is shunt's alone. Returns 0, or -1 when out of memory. */
 int shunt_handles_add(ncclComm_t h, struct shunt_comm* c, int own);
-/* shunt's state for h, or NULL when shunt does not know h. */
-struct shunt_comm* shunt_handles_find(ncclComm_t h);
-/* Forgets h; returns the state it mapped to (NULL if none). */
+/* shunt's state for h with a reference taken (NULL when shunt does not know h): the state is
+ * not freed before every reference is put back, so a thread may destroy or abort a
+ * communicator while another is inside a call on it (PyTorch's watchdog does). */
+struct shunt_comm* shunt_handles_get(ncclComm_t h);
+void shunt_handles_put(struct shunt_comm* c);
+/* Forgets h; returns the state it mapped to (NULL if none), without a reference: its owner
+ * waits for shunt_handles_unused before freeing it. */
 struct shunt_comm* shunt_handles_remove(ncclComm_t h);
+/* Waits until no reference to c (removed) is held. */
+void shunt_handles_unused(struct shunt_comm* c);
+
+static inline void shunt_handles_put_scoped(struct shunt_comm** c) {
+  if (*c) shunt_handles_put(*c);
+}
+/* A communicator reference put back when the variable goes out of scope. */
+#define SHUNT_COMM_REF __attribute__((cleanup(shunt_handles_put_scoped))) struct shunt_comm*
 
 extern atomic_long shunt_own_handle_count;
 int shunt_handle_is_own_slow(ncclComm_t h);

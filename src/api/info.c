@@ -21,7 +21,7 @@ SHUNT_EXPORT int shuntRealNccl(const char** path, int* version) {
 }
 
 SHUNT_EXPORT int shuntLastPlan(struct ncclComm* comm, const char** name) {
-  struct shunt_comm* c = shunt_handles_find(comm);
+  SHUNT_COMM_REF c = shunt_handles_get(comm);
   if (!c) return -1;
   if (name) *name = atomic_load(&c->last_plan);
   return 0;

@@ -38,12 +38,16 @@ static ncclResult_t ensure_world(struct shunt_comm* c, const struct shunt_plan* 
     if (w->cfg.scratch_bytes > cfg.scratch_bytes) cfg.scratch_bytes = w->cfg.scratch_bytes;
     if (w->cfg.input_bytes > cfg.input_bytes) cfg.input_bytes = w->cfg.input_bytes;
     if (w->cfg.output_bytes > cfg.output_bytes) cfg.output_bytes = w->cfg.output_bytes;
+    __atomic_store_n(&c->world, NULL, __ATOMIC_RELEASE);
     shunt_world_destroy(w);
-    c->world = NULL;
   }
   struct shunt_world_exchange ex = {c->boot, world_allgather, world_barrier};
   char err[512];
-  if (shunt_world_create((uint32_t)c->rank, (uint32_t)c->nranks, &cfg, &ex, &c->world, err, sizeof(err)) != 0) {
+  /* Published whole: a teardown in another thread reads it to abort waits on it. */
+  struct shunt_world* made = NULL;
+  int failed = shunt_world_create((uint32_t)c->rank, (uint32_t)c->nranks, &cfg, &ex, &made, err, sizeof(err));
+  __atomic_store_n(&c->world, made, __ATOMIC_RELEASE);
+  if (failed) {
     SHUNT_WARN("rank %d: the host backend could not map its shared memory: %s", c->rank, err);
     return ncclSystemError;
   }

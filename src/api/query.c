@@ -15,7 +15,7 @@
 /* A shunt-only communicator, or NULL when NCCL should answer for `comm`. */
 static struct shunt_comm* own(ncclComm_t comm) {
   if (!shunt_handle_is_own(comm)) return NULL;
-  return shunt_handles_find(comm);
+  return shunt_handles_get(comm);
 }
 
 static ncclResult_t null_arg(const char* fn, const char* what) {
@@ -24,7 +24,7 @@ static ncclResult_t null_arg(const char* fn, const char* what) {
 }
 
 SHUNT_EXPORT ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
-  struct shunt_comm* c = own(comm);
+  SHUNT_COMM_REF c = own(comm);
   if (!c) SHUNT_FORWARD(ncclCommCount, (comm, count));
   if (!count) return null_arg("CommCount", "count");
   *count = c->nranks;
@@ -33,7 +33,7 @@ SHUNT_EXPORT ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
 SHUNT_ALIAS(ncclCommCount, ncclResult_t, (const ncclComm_t comm, int* count))
 
 SHUNT_EXPORT ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
-  struct shunt_comm* c = own(comm);
+  SHUNT_COMM_REF c = own(comm);
   if (!c) SHUNT_FORWARD(ncclCommCuDevice, (comm, device));
   if (!device) return null_arg("CommCuDevice", "device");
   *device = c->cuda_dev;
@@ -42,7 +42,7 @@ SHUNT_EXPORT ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) 
 SHUNT_ALIAS(ncclCommCuDevice, ncclResult_t, (const ncclComm_t comm, int* device))
 
 SHUNT_EXPORT ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
-  struct shunt_comm* c = own(comm);
+  SHUNT_COMM_REF c = own(comm);
   if (!c) SHUNT_FORWARD(ncclCommUserRank, (comm, rank));
   if (!rank) return null_arg("CommUserRank", "rank");
   *rank = c->rank;
@@ -52,7 +52,7 @@ SHUNT_ALIAS(ncclCommUserRank, ncclResult_t, (const ncclComm_t comm, int* rank))
 
 SHUNT_EXPORT ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (!asyncError) return null_arg("CommGetAsyncError", "asyncError");
-  struct shunt_comm* c = shunt_handles_find(comm);
+  SHUNT_COMM_REF c = shunt_handles_get(comm);
   ncclResult_t mine = c ? shunt_comm_status(c) : ncclSuccess;
   if (c && !c->real) {
     *asyncError = mine;
@@ -73,7 +73,7 @@ SHUNT_ALIAS(ncclCommGetAsyncError, ncclResult_t, (ncclComm_t comm, ncclResult_t*
 
 SHUNT_EXPORT ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
                                                      ncclScalarResidence_t residence, ncclComm_t comm) {
-  struct shunt_comm* c = shunt_handles_find(comm);
+  SHUNT_COMM_REF c = shunt_handles_get(comm);
   if (!op || !scalar) return null_arg("RedOpCreatePreMulSum", !op ? "op" : "scalar");
   if (c && c->real) {
     const struct shunt_real_nccl* real = shunt_real_nccl();
@@ -106,7 +106,7 @@ SHUNT_ALIAS(ncclRedOpCreatePreMulSum, ncclResult_t,
              ncclComm_t comm))
 
 SHUNT_EXPORT ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
-  struct shunt_comm* c = shunt_handles_find(comm);
+  SHUNT_COMM_REF c = shunt_handles_get(comm);
   if (c) shunt_redop_remove(c->redops, op);
   if (c && !c->real) return ncclSuccess;
   SHUNT_FORWARD(ncclRedOpDestroy, (op, comm));

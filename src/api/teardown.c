@@ -12,10 +12,11 @@
 #include "comm/bootstrap.h"
 #include "comm/comm_create.h"
 #include "fallback/real_nccl.h"
+#include "transport/world.h"
 #include "util/log.h"
 
 SHUNT_EXPORT ncclResult_t pncclCommFinalize(ncclComm_t comm) {
-  struct shunt_comm* c = shunt_handles_find(comm);
+  SHUNT_COMM_REF c = shunt_handles_get(comm);
   if (c && !c->real) return ncclSuccess; /* shunt's work completes before each call returns */
   const struct shunt_real_nccl* real = shunt_real_nccl();
   if (!real || !real->ncclCommFinalize) return shunt_unavailable("ncclCommFinalize", real);
@@ -35,7 +36,11 @@ static ncclResult_t end_comm(const char* fn, ncclComm_t comm, int abort) {
     /* Nothing below waits on peers: they may be gone, or held by this very thread. A
      * nonblocking init, split or shrink still running is stopped first. */
     shunt_comm_stop_job(c);
-    if (abort) shunt_bootstrap_abort(c->boot);
+    struct shunt_world* w = __atomic_load_n(&c->world, __ATOMIC_ACQUIRE);
+    if (w) atomic_store(&w->aborted, true);
+    if (abort || atomic_load(&c->users) > 0) shunt_bootstrap_abort(c->boot);
+    /* A call in another thread (a watchdog's query, a collective) finishes before the state goes. */
+    shunt_handles_unused(c);
     shunt_launch_release(c);
     shunt_comm_free(c, abort);
   }

@@ -46,6 +46,8 @@ struct shunt_comm* shunt_comm_alloc(int rank, int nranks, ncclComm_t real, int c
     return NULL;
   }
   pthread_mutex_init(&c->mu, NULL);
+  static atomic_uint_fast64_t next_serial = 1; /* process-wide and atomic: communicators come from any thread */
+  c->serial = atomic_fetch_add(&next_serial, 1);
   c->rank = rank;
   c->nranks = nranks;
   c->real = real;

@@ -55,7 +55,8 @@ struct shunt_world {
   struct shunt_world_peer* peers; /* [nranks], peers[rank] is this rank */
   _Atomic uint64_t* expected;     /* this rank's waits so far per channel, same indexing as inbound */
   atomic_uint_fast64_t epoch;
-  atomic_bool broken; /* a run timed out: the shared state is no longer consistent */
+  atomic_bool broken;  /* a run timed out: the shared state is no longer consistent */
+  atomic_bool aborted; /* the communicator is going away: waits give up at once */
   struct shunt_proxy* proxy;
 };
 

@@ -19,12 +19,16 @@
  *              communicator refuses work until ncclCommGetAsyncError says ncclSuccess, the
  *              children's handles appear once ready, collectives on plans in each
  *   abortpending  a nonblocking init whose last rank never comes: aborted promptly
+ *   watchdog   rank 1 exits; on rank 0 a second thread polls ncclCommGetAsyncError and then
+ *              aborts while the main thread is blocked inside a collective: both return
+ *              promptly, the collective with an error
  *   devptr     buffers the CUDA driver (a stand-in, TEST_FAKE_CUDA) calls device memory go
  *              to NCCL, never to the host backend; host buffers still run on plans
  * SHUNT_FALLBACK=0 in the environment runs any of them with shunt's communicators alone.
  * The parent makes the id, forks the ranks and collects their verdicts. */
 #include <dlfcn.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -237,6 +241,48 @@ static void run_devptr(ncclComm_t comm, int rank) {
   free(buf); /* only now: the allocator would hand the same "device" range out again */
 }
 
+struct watchdog {
+  ncclComm_t comm;
+  double aborted_at, abort_took;
+  ncclResult_t rc;
+};
+
+static void* watchdog_main(void* arg) {
+  struct watchdog* w = arg;
+  double end = now_s() + 0.5;
+  while (now_s() < end) {
+    ncclResult_t st;
+    int n;
+    ncclCommGetAsyncError(w->comm, &st);
+    ncclCommCount(w->comm, &n);
+    usleep(1000);
+  }
+  w->aborted_at = now_s();
+  w->rc = ncclCommAbort(w->comm);
+  w->abort_took = now_s() - w->aborted_at;
+  return NULL;
+}
+
+static int run_watchdog(ncclComm_t comm, int rank) {
+  size_t count = 1024;
+  check_allreduce(comm, rank, nranks, count, 1, 1);
+  if (rank == 1) _exit(0);
+  float* buf = calloc(count, sizeof(float));
+  struct watchdog w = {comm, 0, 0, ncclInternalError};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, watchdog_main, &w) == 0);
+  ncclResult_t rc = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL); /* rank 1 never comes */
+  double returned = now_s();
+  pthread_join(t, NULL);
+  CHECK_MSG(rc != ncclSuccess, "the collective succeeded with its peer gone");
+  CHECK_EQ_INT(w.rc, ncclSuccess);
+  CHECK_MSG(w.aborted_at > 0 && returned - w.aborted_at < 5.0, "the collective returned %.1f s after the abort",
+            returned - w.aborted_at);
+  CHECK_MSG(w.abort_took < 5.0, "abort took %.1f s", w.abort_took);
+  free(buf);
+  CHECK_DONE();
+}
+
 static int run_rank(int rank, ncclUniqueId id) {
   if (!strcmp(scenario, "nonblocking")) return run_nonblocking(rank, id);
   if (!strcmp(scenario, "abortpending")) return run_abort_pending(rank, id);
@@ -252,6 +298,7 @@ static int run_rank(int rank, ncclUniqueId id) {
   CHECK_EQ_INT(me, rank);
 
   if (!strcmp(scenario, "shrink")) return run_shrink(comm, rank);
+  if (!strcmp(scenario, "watchdog")) return run_watchdog(comm, rank);
   if (!strcmp(scenario, "devptr")) run_devptr(comm, rank);
   if (!strcmp(scenario, "plans")) {
     /* 4 KiB lies in the LL plans' range, 2 MiB in the Simple plans'. */

@@ -125,11 +125,17 @@ SHUNT_XFN void xb_pkt_put(struct shunt_xctx* X, char* pkt, const char* data, uin
   }
 }
 
+/* One pause of a wait; false once the run's deadline passed or the world was aborted (its
+ * communicator is being torn down while this thread waits on peers). */
+static inline bool xh_pause(struct shunt_xctx* X, struct shunt_backoff* bo) {
+  return shunt_backoff(bo, X->sh->deadline) && !atomic_load_explicit(&X->sh->w->aborted, memory_order_relaxed);
+}
+
 static inline int xh_pkt_wait(struct shunt_xctx* X, _Atomic uint64_t* w, uint64_t* out) {
   uint64_t v = atomic_load_explicit(w, memory_order_acquire);
   struct shunt_backoff bo = {0};
   while ((uint32_t)(v >> 32) != X->sh->flag) {
-    if (!shunt_backoff(&bo, X->sh->deadline)) {
+    if (!xh_pause(X, &bo)) {
       char* s = xh_base(X, SHUNT_PREF_LOCAL, 0, SHUNT_BUF_SCRATCH, 0);
       return xh_blocked(X, X->sh->flag, v >> 32, "packet flag at scratch byte %lld",
                         (long long)((char*)w - s));
@@ -182,7 +188,7 @@ SHUNT_XFN int xb_wait(struct shunt_xctx* X, const struct shunt_prog_chan* c, boo
   struct shunt_backoff bo = {0};
   uint64_t v;
   while ((v = atomic_load_explicit(s, mo)) < exp)
-    if (!shunt_backoff(&bo, X->sh->deadline))
+    if (!xh_pause(X, &bo))
       return xh_blocked(X, exp, v, "signal on %s channel #%u to rank %u", xh_chan_name(c->type), c->ordinal,
                         c->peer);
   return 0;
@@ -196,7 +202,7 @@ SHUNT_XFN int xb_port(struct shunt_xctx* X, const struct shunt_prog_chan* c, con
   struct shunt_backoff bo = {0};
   uint64_t d;
   while ((d = shunt_proxy_done(px)) <= pos)
-    if (!shunt_backoff(&bo, X->sh->deadline))
+    if (!xh_pause(X, &bo))
       return xh_blocked(X, pos + 1, d, "proxy flush on port channel #%u to rank %u", c ? c->ordinal : 0,
                         c ? c->peer : 0);
   return 0;
@@ -209,7 +215,7 @@ SHUNT_XFN int xb_barrier(struct shunt_xctx* X, uint32_t id, uint32_t nblocks) {
   struct shunt_backoff bo = {0};
   uint64_t v;
   while ((v = atomic_load_explicit(b, memory_order_acquire)) < target)
-    if (!shunt_backoff(&bo, X->sh->deadline))
+    if (!xh_pause(X, &bo))
       return xh_blocked(X, target, v, "barrier %u of %u blocks (arrivals)", id, nblocks);
   return 0;
 }
@@ -221,7 +227,7 @@ SHUNT_XFN int xb_sem_acquire(struct shunt_xctx* X, uint32_t id) {
   struct shunt_backoff bo = {0};
   int64_t v;
   while ((v = atomic_load_explicit(s, memory_order_acquire)) < old)
-    if (!shunt_backoff(&bo, X->sh->deadline))
+    if (!xh_pause(X, &bo))
       return xh_blocked(X, (uint64_t)old, (uint64_t)v, "semaphore %u", id);
   return 0;
 }
