@@ -199,9 +199,10 @@ static ncclResult_t init_nonblocking(struct init_job* j) {
   return rc == ncclInProgress || real ? ncclInProgress : rc;
 }
 
-/* The whole of one rank's init. */
-static ncclResult_t init_rank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config,
-                              int cuda_dev) {
+/* The whole of one rank's init. NCCL's half takes the id, or all nid ids when ids is given
+ * (ncclCommInitRankScalable); shunt's rendezvous is the one in `id`. */
+static ncclResult_t init_rank_ids(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config,
+                                  int cuda_dev, int nid, ncclUniqueId* ids) {
   if (!comm) {
     SHUNT_WARN("CommInitRank: comm argument is NULL");
     return ncclInvalidArgument;
@@ -217,10 +218,11 @@ static ncclResult_t init_rank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
   const struct shunt_real_nccl* real = shunt_real_nccl();
   if (!fallback_enabled()) {
     snprintf(j->real_why, sizeof(j->real_why), "SHUNT_FALLBACK=0");
-  } else if (!real || !real->ncclCommInitRankConfig) {
+  } else if (!real || !(ids ? (void*)real->ncclCommInitRankScalable : (void*)real->ncclCommInitRankConfig)) {
     snprintf(j->real_why, sizeof(j->real_why), "no real NCCL");
   } else {
-    ncclResult_t rc = real->ncclCommInitRankConfig(comm, nranks, id, rank, config);
+    ncclResult_t rc = ids ? real->ncclCommInitRankScalable(comm, nranks, rank, nid, ids, config)
+                          : real->ncclCommInitRankConfig(comm, nranks, id, rank, config);
     if (rc == ncclSuccess || rc == ncclInProgress) {
       j->real_ok = 1;
     } else {
@@ -232,6 +234,25 @@ static ncclResult_t init_rank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
   if (!j->blocking) return init_nonblocking(j);
   return shunt_group_enqueue(NULL, run_init, j, free);
 }
+
+static ncclResult_t init_rank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config,
+                              int cuda_dev) {
+  return init_rank_ids(comm, nranks, id, rank, config, cuda_dev, 0, NULL);
+}
+
+/* Several ids spread the load of NCCL's bootstrap at scale; shunt's rendezvous is the first id's
+ * (every rank holds all of them, in the same order). The roots that making the other ids
+ * started go unused and end at their timeout. */
+SHUNT_EXPORT ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                                    ncclUniqueId* commIds, ncclConfig_t* config) {
+  if (nId < 1 || !commIds) {
+    SHUNT_WARN("CommInitRankScalable: %s", !commIds ? "commIds argument is NULL" : "nId must be at least 1");
+    return ncclInvalidArgument;
+  }
+  return init_rank_ids(newcomm, nranks, commIds[0], myrank, config, 0, nId, commIds);
+}
+SHUNT_ALIAS(ncclCommInitRankScalable, ncclResult_t,
+            (ncclComm_t * newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config))
 
 SHUNT_EXPORT ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                                   ncclConfig_t* config) {

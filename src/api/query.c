@@ -61,11 +61,13 @@ SHUNT_EXPORT ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* 
   const struct shunt_real_nccl* real = shunt_real_nccl();
   if (!real || !real->ncclCommGetAsyncError) return shunt_unavailable("ncclCommGetAsyncError", real);
   ncclResult_t rc = real->ncclCommGetAsyncError(comm, asyncError);
-  /* shunt's own failure (a plan that timed out, say) outranks "in progress" and success. */
-  if (rc == ncclSuccess && mine != ncclSuccess && mine != ncclInProgress &&
-      (*asyncError == ncclSuccess || *asyncError == ncclInProgress))
+  /* A communicator shunt does not know is NCCL's alone: its answer is passed on untouched. */
+  if (!c || rc != ncclSuccess || mine == ncclSuccess) return rc;
+  /* shunt's own failure (a plan that timed out, say) outranks "in progress" and success;
+   * shunt's work in progress outranks NCCL's success. */
+  if (mine != ncclInProgress && (*asyncError == ncclSuccess || *asyncError == ncclInProgress))
     *asyncError = mine;
-  else if (rc == ncclSuccess && *asyncError == ncclSuccess && mine == ncclInProgress)
+  else if (mine == ncclInProgress && *asyncError == ncclSuccess)
     *asyncError = ncclInProgress;
   return rc;
 }

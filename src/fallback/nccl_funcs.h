@@ -51,7 +51,7 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
     (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, \
      int shrinkFlags),                                                                                     \
     (comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags))                             \
-  R(F, ncclCommInitRankScalable,                                                                              \
+  R(O, ncclCommInitRankScalable,                                                                              \
     (ncclComm_t * newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config),  \
     (newcomm, nranks, myrank, nId, commIds, config))                                                       \
   S(O, const char*, ncclGetErrorString, (ncclResult_t result), (result), "unknown result code")               \

@@ -22,6 +22,8 @@
  *   watchdog   rank 1 exits; on rank 0 a second thread polls ncclCommGetAsyncError and then
  *              aborts while the main thread is blocked inside a collective: both return
  *              promptly, the collective with an error
+ *   scalable   ncclCommInitRankScalable with two ids (made by ranks 0 and 2, as PyTorch
+ *              makes one per 128 ranks): plans serve the communicator
  *   devptr     buffers the CUDA driver (a stand-in, TEST_FAKE_CUDA) calls device memory go
  *              to NCCL, never to the host backend; host buffers still run on plans
  * SHUNT_FALLBACK=0 in the environment runs any of them with shunt's communicators alone.
@@ -283,7 +285,25 @@ static int run_watchdog(ncclComm_t comm, int rank) {
   CHECK_DONE();
 }
 
+/* The second id comes from the parent too (as from another rank); every rank holds both. */
+static ncclUniqueId second_id;
+
+static int run_scalable(int rank, ncclUniqueId id) {
+  ncclUniqueId ids[2] = {id, second_id};
+  ncclComm_t comm = NULL;
+  CHECK_EQ_INT(ncclCommInitRankScalable(&comm, nranks, rank, 2, ids, NULL), ncclSuccess);
+  if (!comm) CHECK_DONE();
+  int n = 0;
+  CHECK_EQ_INT(ncclCommCount(comm, &n), ncclSuccess);
+  CHECK_EQ_INT(n, nranks);
+  check_allreduce(comm, rank, nranks, 1024, 0, 1);
+  check_allgather(comm, rank, nranks, 256, 1);
+  CHECK_EQ_INT(ncclCommDestroy(comm), ncclSuccess);
+  CHECK_DONE();
+}
+
 static int run_rank(int rank, ncclUniqueId id) {
+  if (!strcmp(scenario, "scalable")) return run_scalable(rank, id);
   if (!strcmp(scenario, "nonblocking")) return run_nonblocking(rank, id);
   if (!strcmp(scenario, "abortpending")) return run_abort_pending(rank, id);
   if (!strcmp(scenario, "mismatch") && rank == 1) setenv("SHUNT_PLAN_DIR", getenv("TEST_OTHER_PLAN_DIR"), 1);
@@ -433,18 +453,21 @@ int main(int argc, char** argv) {
     if (pids[r] == 0) {
       ncclUniqueId id;
       if (read(pipes[r][0], &id, sizeof(id)) != (ssize_t)sizeof(id)) _exit(3);
+      if (read(pipes[r][0], &second_id, sizeof(id)) != (ssize_t)sizeof(id)) _exit(3);
       _exit(run_rank(r, id));
     }
     close(pipes[r][0]);
   }
-  ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) {
+  ncclUniqueId id, id2;
+  if (ncclGetUniqueId(&id) != ncclSuccess || ncclGetUniqueId(&id2) != ncclSuccess) {
     fprintf(stderr, "ncclGetUniqueId failed: %s\n", ncclGetLastError(NULL));
     for (int r = 0; r < nranks; r++) kill(pids[r], SIGKILL);
     return 1;
   }
   for (int r = 0; r < nranks; r++) {
-    if (write(pipes[r][1], &id, sizeof(id)) != (ssize_t)sizeof(id)) fprintf(stderr, "cannot hand rank %d its id\n", r);
+    if (write(pipes[r][1], &id, sizeof(id)) != (ssize_t)sizeof(id) ||
+        write(pipes[r][1], &id2, sizeof(id2)) != (ssize_t)sizeof(id2))
+      fprintf(stderr, "cannot hand rank %d its ids\n", r);
     close(pipes[r][1]);
   }
   int failed = 0;

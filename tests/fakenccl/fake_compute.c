@@ -60,6 +60,15 @@ FAKE_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniq
   return init_rank(comm, nranks, &commId, rank, 1);
 }
 
+/* Every id is the same communicator's: the double meets on the first one. */
+FAKE_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                                  ncclUniqueId* commIds, ncclConfig_t* config) {
+  FAKE_RECORD(ncclCommInitRankScalable, (newcomm, nranks, myrank, nId, commIds, config));
+  SCRIPTED_ERROR_OUT();
+  if (nId < 1 || !commIds) return fake_scripted();
+  return init_rank(newcomm, nranks, &commIds[0], myrank, fake_config_blocking(config));
+}
+
 /* Of the config only `blocking` is read: the double has nothing else to configure. */
 FAKE_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                                 ncclConfig_t* config) {

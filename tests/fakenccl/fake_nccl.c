@@ -93,6 +93,7 @@ FAKE_EXPORT ncclResult_t ncclGetVersion(int* version) {
 #define ncclRedOpCreatePreMulSum fake_unused_ncclRedOpCreatePreMulSum
 #define ncclRedOpDestroy fake_unused_ncclRedOpDestroy
 #define ncclCommShrink fake_unused_ncclCommShrink
+#define ncclCommInitRankScalable fake_unused_ncclCommInitRankScalable
 #ifdef FAKE_PARTIAL
 #define ncclTeamWorld fake_unused_ncclTeamWorld
 #endif
@@ -119,6 +120,7 @@ SHUNT_NCCL_ALL_FUNCS(FAKE_R, FAKE_S, FAKE_V)
 #undef ncclRedOpCreatePreMulSum
 #undef ncclRedOpDestroy
 #undef ncclCommShrink
+#undef ncclCommInitRankScalable
 
 /* As in the real library, ncclBcast calls the public ncclBroadcast through the PLT.
  * fake_own_broadcast is the double's own definition (fake_compute.c), under a hidden name
