@@ -2,7 +2,7 @@
 # shunt's main job: build, report what shunt finds (its version, the real NCCL, the GPUs,
 # the shipped plans), then benchmark the shipped plans through the NCCL API with shunt-perf,
 # ranks as processes on this machine. Plans run on the host backend (the GPU executor is not
-# built yet), and the default sizes are ones the shipped plans serve.
+# part of the library yet), and the default sizes are ones the shipped plans serve.
 # Arguments replace the default benchmark flags, e.g. scripts/run.sh -np 8 -b 1K -e 64M -f 2
 set -euo pipefail
 cd "$(dirname "$0")/.."
