@@ -274,8 +274,9 @@ static void* rank_main(void* arg) {
   unsigned long long* d_bad = NULL;
   CK(cudaMalloc((void**)&d_in, J->max_in ? J->max_in : 16));
   CK(cudaMalloc((void**)&d_out, J->max_out ? J->max_out : 16));
-  CK(cudaMalloc((void**)&d_exp, J->max_out ? J->max_out : 16));
-  CK(cudaMalloc((void**)&d_pristine, J->max_in ? J->max_in : 16));
+  /* Two of each: the graph part alternates two captured graphs with different inputs. */
+  CK(cudaMalloc((void**)&d_exp, 2 * (J->max_out ? J->max_out : 16)));
+  CK(cudaMalloc((void**)&d_pristine, 2 * (J->max_in ? J->max_in : 16)));
   CK(cudaMalloc((void**)&d_bad, sizeof(*d_bad)));
   char* h_in = malloc(J->max_in + 16);
   char* h_out = malloc(J->max_out + 16);
@@ -324,7 +325,8 @@ static void* rank_main(void* arg) {
       }
       team_barrier(rc);
       if (run) {
-        CK(cudaMemcpy(h_out, d_out, s->out, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpyAsync(h_out, d_out, s->out, cudaMemcpyDeviceToHost, st));
+        CK(cudaStreamSynchronize(st));
         if (memcmp(h_out, J->exp, s->out) != 0) {
           uint64_t b = 0;
           while (h_out[b] == J->exp[b]) b++;
@@ -340,46 +342,65 @@ static void* rank_main(void* arg) {
     }
 
     if (s->graph) {
-      unsigned seed = 7777 + k;
-      cudaGraph_t graph = NULL;
-      cudaGraphExec_t exec = NULL;
-      if (run) {
-        fill_input(h_in, 0, s->in, rank, seed, s->dt, s->op, reduce);
-        CK(cudaMemcpy(d_pristine, h_in, s->in, cudaMemcpyHostToDevice));
-        expected_slice(J, s, rank, seed, h_in, tmp);
-      }
-      team_barrier(rc); /* the whole reference is written */
-      if (run) {
-        CK(cudaMemcpy(d_exp, J->exp, s->out, cudaMemcpyHostToDevice));
-        CK(cudaMemset(d_bad, 0, sizeof(*d_bad)));
-        /* Thread-local capture: the other ranks' threads keep making CUDA calls meanwhile. */
-        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-        CK(cudaMemsetAsync(d_out, 0xa5, s->out, st));
-        CK(cudaMemcpyAsync(user_in, d_pristine, s->in, cudaMemcpyDeviceToDevice, st));
-        if (shunt_gpu_launch(&r, st, err, sizeof(err)) != 0) {
-          fail(J, "%s: rank %u: launch in capture: %s", plan->name, rank, err);
-          run = false;
+      /* Two graphs, A and B, with different inputs (and so different expected outputs),
+       * replayed alternately: a replay that read packets, counters or scratch of the replay
+       * before it (a flag or half baked into the graph, D5) produces the other graph's
+       * result, which identical inputs on every replay could not reveal. */
+      cudaGraph_t graph[2] = {NULL, NULL};
+      cudaGraphExec_t exec[2] = {NULL, NULL};
+      uint64_t in_cap = J->max_in ? J->max_in : 16, out_cap = J->max_out ? J->max_out : 16;
+      for (unsigned v = 0; v < 2; v++) {
+        unsigned seed = 7777 + 2 * k + v;
+        if (run) {
+          fill_input(h_in, 0, s->in, rank, seed, s->dt, s->op, reduce);
+          /* On the rank's stream, then synchronized: nothing below races with these copies. */
+          CK(cudaMemcpyAsync(d_pristine + v * in_cap, h_in, s->in, cudaMemcpyHostToDevice, st));
+          CK(cudaStreamSynchronize(st));
+          expected_slice(J, s, rank, seed, h_in, tmp);
         }
-        CK((cudaError_t)shunt_test_compare(d_out, d_exp, s->out, d_bad, st));
-        CK(cudaStreamEndCapture(st, &graph));
-        if (ok && run) CK(cudaGraphInstantiate(&exec, graph, 0));
+        team_barrier(rc); /* the whole reference is written */
+        if (run) {
+          CK(cudaMemcpyAsync(d_exp + v * out_cap, J->exp, s->out, cudaMemcpyHostToDevice, st));
+          CK(cudaStreamSynchronize(st));
+        }
+        team_barrier(rc); /* every rank has its copy before the reference is overwritten */
+      }
+      if (run) {
+        CK(cudaMemsetAsync(d_bad, 0, sizeof(*d_bad), st));
+        CK(cudaStreamSynchronize(st));
+        for (unsigned v = 0; v < 2 && run && ok; v++) {
+          /* Thread-local capture: the other ranks' threads keep making CUDA calls meanwhile. */
+          CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+          CK(cudaMemsetAsync(d_out, 0xa5, s->out, st));
+          CK(cudaMemcpyAsync(user_in, d_pristine + v * in_cap, s->in, cudaMemcpyDeviceToDevice, st));
+          if (shunt_gpu_launch(&r, st, err, sizeof(err)) != 0) {
+            fail(J, "%s: rank %u: launch in capture: %s", plan->name, rank, err);
+            run = false;
+          }
+          CK((cudaError_t)shunt_test_compare(d_out, d_exp + v * out_cap, s->out, d_bad, st));
+          CK(cudaStreamEndCapture(st, &graph[v]));
+          if (ok && run) CK(cudaGraphInstantiate(&exec[v], graph[v], 0));
+        }
         run = run && ok;
       }
       run = team_agree(run && ok);
       if (run) {
-        for (unsigned i = 0; i < REPLAYS; i++) CK(cudaGraphLaunch(exec, st));
+        for (unsigned i = 0; i < REPLAYS; i++) CK(cudaGraphLaunch(exec[i & 1], st));
         CK(cudaStreamSynchronize(st));
         check_world(J, w, prog, rank, s, "graph replay", &run);
         unsigned long long bad = 0;
-        CK(cudaMemcpy(&bad, d_bad, sizeof(bad), cudaMemcpyDeviceToHost));
+        CK(cudaMemcpyAsync(&bad, d_bad, sizeof(bad), cudaMemcpyDeviceToHost, st));
+        CK(cudaStreamSynchronize(st));
         if (bad)
           fail(J, "%s: graph replays, %" PRIu64 " bytes, %s %s: rank %u: %llu bytes differ over %u replays",
                plan->name, s->total, dt_names[s->dt], reduce ? op_names[s->op] : "-", rank, bad, REPLAYS);
         if (rank == 0) J->replays += REPLAYS;
       }
       team_barrier(rc);
-      if (exec) cudaGraphExecDestroy(exec);
-      if (graph) cudaGraphDestroy(graph);
+      for (unsigned v = 0; v < 2; v++) {
+        if (exec[v]) cudaGraphExecDestroy(exec[v]);
+        if (graph[v]) cudaGraphDestroy(graph[v]);
+      }
     }
     /* Every rank's kernels of this shape are done before its program goes. */
     team_barrier(rc);
@@ -481,6 +502,8 @@ static double now_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+static unsigned plans_passed; /* plans that ran and passed: 0 at the end is a failure */
+
 static int run_plan(const char* path) {
   struct shunt_plan_errors errs = {0};
   struct shunt_plan* plan = shunt_plan_load_file(path, &errs);
@@ -527,12 +550,24 @@ static int run_plan(const char* path) {
     }
   }
   int rc = 0;
-  if (!J->threads) {
+  if (!J->nshapes) {
+    /* Not a pass: nothing of this plan would have been checked. */
+    printf("FAIL %s: no size, dtype or op of it is served\n", plan->name);
+    rc = 1;
+  } else if (!J->threads) {
     printf("FAIL %s: %u ranks x %u blocks cannot be resident on this GPU at any block size\n", plan->name,
            J->nranks, nblocks);
     rc = 1;
-  } else if (J->nshapes) {
+  } else {
     J->exp = malloc(J->max_out + 16);
+    if (!J->exp) {
+      printf("FAIL %s: out of memory\n", plan->name);
+      fflush(stdout);
+      pthread_mutex_destroy(&J->msg_mu);
+      free(J);
+      shunt_plan_free(plan);
+      return 1;
+    }
     team.n = J->nranks;
     pthread_t th[MAXR];
     struct rank_ctx ctx[MAXR];
@@ -545,7 +580,11 @@ static int run_plan(const char* path) {
     if (atomic_load(&J->failures)) {
       printf("FAIL %s: %s (%u failure(s))\n", plan->name, J->msg, atomic_load(&J->failures));
       rc = 1;
+    } else if (J->runs == 0) {
+      printf("FAIL %s: no execution ran\n", plan->name);
+      rc = 1;
     } else {
+      plans_passed++;
       printf("PASS %s (%u ranks, %u threads/block, %u shapes, %u eager runs, %u graph replays, %s, %.2f s)\n",
              plan->name, J->nranks, J->threads, J->nshapes, J->runs, J->replays,
              plan->inplace ? "in place" : "out of place", now_s() - t0);
@@ -602,6 +641,10 @@ int main(int argc, char** argv) {
     free(files[i]);
   }
   for (int i = 2; i < argc; i++) failed |= run_plan(argv[i]);
+  if (!failed && plans_passed == 0) {
+    printf("no plan was run\n");
+    failed = 1;
+  }
   printf("%s\n", failed ? "FAILED" : "all plans passed");
   return failed;
 }

@@ -77,11 +77,15 @@ extern "C" __global__ void __launch_bounds__(SHUNT_GPU_MAX_THREADS, 1)
   X.red.arg = 0;
 
   /* A thread that gave up has recorded why and raised the abort word; it leaves (an exited
-   * thread no longer holds up its block's barriers) and its block never counts as done, so a
-   * failed execution never advances the epoch. */
+   * thread no longer holds up its block's barriers). The thread that gave up need not be
+   * thread 0, which may well finish its ops and get here: it looks at the abort word (written
+   * and fenced before the failing thread exited, so before the barrier below released), and a
+   * block of a failed execution never counts as done, so a failed execution never advances
+   * the epoch. */
   if (shunt_x_block(&X)) return;
   __syncthreads();
   if (threadIdx.x != 0) return;
+  if (xg_ld_volatile_u32(k.abort)) return;
   __threadfence();
   unsigned prev = atomicAdd(&ctrl->done_blocks, 1u);
   if (prev != gridDim.x - 1) return;
@@ -124,11 +128,14 @@ static unsigned elem_grid(uint64_t n) {
 }
 
 extern "C" int shunt_gpu_coresident_blocks(int device, uint32_t threads, uint32_t* out) {
-  int per_sm = 0, sms = 0;
+  int per_sm = 0, sms = 0, cur = 0;
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return -1;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, shunt_gpu_exec_kernel, (int)threads, 0) !=
-      cudaSuccess)
-    return -1;
+  /* The occupancy query answers for the calling thread's current device: ask on `device`. */
+  if (cudaGetDevice(&cur) != cudaSuccess) return -1;
+  if (cur != device && cudaSetDevice(device) != cudaSuccess) return -1;
+  cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, shunt_gpu_exec_kernel, (int)threads, 0);
+  if (cur != device) cudaSetDevice(cur);
+  if (e != cudaSuccess) return -1;
   *out = (uint32_t)per_sm * (uint32_t)sms;
   return 0;
 }
@@ -146,6 +153,11 @@ extern "C" int shunt_gpu_launch(const struct shunt_gpu_run* run, cudaStream_t st
     FAIL(SHUNT_GPU_INVALID, "program for rank %u of %u launched on rank %u of %u", p->rank, p->nranks, rank,
          nranks);
   if (shunt_gpu_world_broken(w)) FAIL(SHUNT_GPU_INVALID, "an earlier run on this world failed");
+  /* The kernel and the staging copies go to the calling thread's current device, and every
+   * address in them (region, peers, FIFO) belongs to the world's. */
+  int cur_dev = -1;
+  if (cudaGetDevice(&cur_dev) != cudaSuccess || cur_dev != shunt_gpu_world_device(w))
+    FAIL(SHUNT_GPU_INVALID, "the current device is %d, the world's is %d", cur_dev, shunt_gpu_world_device(w));
 
   struct shunt_gpu_kargs k;
   memset(&k, 0, sizeof(k));

@@ -12,7 +12,8 @@
  *   broken); a failure enqueues nothing and returns SHUNT_GPU_INVALID with a reason.
  * - The run's own failures (a wait that timed out) are reported later by
  *   shunt_gpu_world_check; the kernel never hangs.
- * - User buffers are device memory of the world's device (or memory it can address). */
+ * - User buffers are device memory of the world's device (or memory it can address), and
+ *   the calling thread's current device is the world's (checked). */
 #ifndef SHUNT_EXEC_GPU_RUN_H
 #define SHUNT_EXEC_GPU_RUN_H
 

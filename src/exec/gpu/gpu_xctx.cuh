@@ -22,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "exec/gpu/gpu_abi.h"
 #include "exec/ops/packet.h"
@@ -390,7 +391,8 @@ SHUNT_XFN int xb_port(struct shunt_xctx* X, const struct shunt_prog_chan* c, con
   }
   /* The slot lives in host memory: plain 8-byte stores, then one system fence, then the
    * sequence word the proxy polls. */
-  const uint64_t* tw = (const uint64_t*)t;
+  uint64_t tw[sizeof(struct shunt_trigger) / 8];
+  memcpy(tw, t, sizeof(tw)); /* not through a uint64_t pointer: t is a struct shunt_trigger */
   volatile uint64_t* sw = (volatile uint64_t*)&slot->t;
   for (unsigned w = 0; w < sizeof(struct shunt_trigger) / 8; w++) sw[w] = tw[w];
   *(volatile uint64_t*)&slot->src_addr = src;
