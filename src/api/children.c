@@ -25,14 +25,14 @@ struct child_job {
   const char* fn; /* "CommSplit" or "CommShrink" */
   struct shunt_comm* parent;
   int shrink;
-  int color, key;         /* split */
-  int* exclude;           /* shrink: sorted copy */
+  int color, key; /* split */
+  int* exclude;   /* shrink: sorted copy */
   int nexclude;
-  int expect_child;       /* this rank belongs to a child */
+  int expect_child; /* this rank belongs to a child */
   int child_blocking;
-  ncclComm_t* out;        /* the application's */
-  ncclComm_t real_child;  /* NCCL writes its child here, possibly from its own thread */
-  int real_ok;            /* NCCL accepted the call */
+  ncclComm_t* out;       /* the application's */
+  ncclComm_t real_child; /* NCCL writes its child here, possibly from its own thread */
+  int real_ok;           /* NCCL accepted the call */
 };
 
 static void free_job(void* arg) {
@@ -41,7 +41,9 @@ static void free_job(void* arg) {
   free(j);
 }
 
-static void publish(struct child_job* j, ncclComm_t h) { __atomic_store_n(j->out, h, __ATOMIC_RELEASE); }
+static void publish(struct child_job* j, ncclComm_t h) {
+  __atomic_store_n(j->out, h, __ATOMIC_RELEASE);
+}
 
 static ncclResult_t shunt_half(struct child_job* j, struct shunt_bootstrap** child) {
   char err[512];
@@ -49,7 +51,8 @@ static ncclResult_t shunt_half(struct child_job* j, struct shunt_bootstrap** chi
   int rc = j->shrink ? shunt_bootstrap_shrink(b, j->exclude, j->nexclude, child, err, sizeof(err))
                      : shunt_bootstrap_split(b, j->color, j->key, child, err, sizeof(err));
   if (rc == 0) return ncclSuccess;
-  SHUNT_WARN("%s: shunt's bootstrap failed: %s%s", j->fn, err, j->real_ok ? "; NCCL alone serves the child" : "");
+  SHUNT_WARN("%s: shunt's bootstrap failed: %s%s", j->fn, err,
+             j->real_ok ? "; NCCL alone serves the child" : "");
   return ncclSystemError;
 }
 
@@ -60,7 +63,8 @@ static ncclResult_t finish(struct child_job* j, struct shunt_bootstrap* boot, nc
   struct shunt_comm* c = NULL;
   if (boot) {
     c = shunt_comm_create(boot, real, p->cuda_dev, j->child_blocking, p->plans,
-                          p->plans ? shunt_planset_hash(p->plans) : 0, p->plans ? shunt_planset_usable(p->plans) : 0);
+                          p->plans ? shunt_planset_hash(p->plans) : 0,
+                          p->plans ? shunt_planset_usable(p->plans) : 0);
     if (c && shunt_handles_add(c->handle, c, real == NULL) != 0) {
       SHUNT_WARN("%s: out of memory recording the communicator", j->fn);
       shunt_comm_free(c, 1);
@@ -107,7 +111,8 @@ static int await_real(struct child_job* j, ncclComm_t* out) {
     if (shunt_comm_cancelled(j->parent)) return -1;
     ncclResult_t st = ncclSuccess;
     if (!real || !real->ncclCommGetAsyncError ||
-        real->ncclCommGetAsyncError(j->parent->real, &st) != ncclSuccess || (st != ncclInProgress && st != ncclSuccess))
+        real->ncclCommGetAsyncError(j->parent->real, &st) != ncclSuccess ||
+        (st != ncclInProgress && st != ncclSuccess))
       return 0; /* NCCL failed the job: it made no child */
     if (st == ncclSuccess && (!j->expect_child || (grace += 1) > REAL_CHILD_GRACE_MS)) return 0;
     sleep_ms(1);
@@ -121,8 +126,10 @@ static void* child_worker(void* arg) {
   ncclResult_t rc = shunt_half(j, &boot);
   ncclComm_t real = NULL;
   int leave = await_real(j, &real) != 0;
-  if (rc == ncclSuccess || real) rc = finish(j, boot, real);
-  else publish(j, NULL);
+  if (rc == ncclSuccess || real)
+    rc = finish(j, boot, real);
+  else
+    publish(j, NULL);
   /* NCCL reports a failed split through the parent; so does shunt when nothing was made. */
   if (rc != ncclSuccess) atomic_store(&p->async_error, (int)rc);
   if (!leave) free_job(j);
@@ -155,7 +162,8 @@ static ncclResult_t real_half(struct child_job* j, ncclResult_t rc) {
   return rc;
 }
 
-static struct child_job* new_job(const char* fn, struct shunt_comm* p, ncclComm_t* newcomm, ncclConfig_t* config) {
+static struct child_job* new_job(const char* fn, struct shunt_comm* p, ncclComm_t* newcomm,
+                                 ncclConfig_t* config) {
   struct child_job* j = calloc(1, sizeof(*j));
   if (!j) {
     SHUNT_WARN("%s: out of memory", fn);
@@ -268,8 +276,8 @@ SHUNT_EXPORT ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList
       free_job(j);
       return shunt_unavailable("ncclCommShrink", real);
     }
-    rc = real_half(j, real->ncclCommShrink(p->real, excludeRanksList, excludeRanksCount, &j->real_child, config,
-                                           shrinkFlags));
+    rc = real_half(j, real->ncclCommShrink(p->real, excludeRanksList, excludeRanksCount, &j->real_child,
+                                           config, shrinkFlags));
     if (!j->real_ok) {
       free_job(j);
       return rc;

@@ -10,9 +10,7 @@
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1
 
-static struct {
-  uintptr_t lo, hi;
-} ranges[MAX_RANGES];
+static struct { uintptr_t lo, hi; } ranges[MAX_RANGES];
 static int nranges;
 
 __attribute__((visibility("default"))) int fakecuda_add_device(const void* p, size_t bytes) {

@@ -37,8 +37,8 @@ static void* run(void* arg) {
   return NULL;
 }
 
-ncclResult_t fake_async_start(struct ncclComm* c, int kind, int color, int key, const int* exclude, int nexclude,
-                              ncclComm_t* newcomm) {
+ncclResult_t fake_async_start(struct ncclComm* c, int kind, int color, int key, const int* exclude,
+                              int nexclude, ncclComm_t* newcomm) {
   struct job* j = calloc(1, sizeof(*j));
   if (!j) return ncclSystemError;
   *j = (struct job){c, kind, color, key, nexclude, NULL, newcomm};

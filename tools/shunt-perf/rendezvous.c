@@ -38,7 +38,8 @@ static struct addrinfo* resolve(const char* addr, int passive) {
     memcpy(host, addr, hl);
     host[hl] = 0;
   }
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
+  struct addrinfo hints = {
+      .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
   struct addrinfo* res = NULL;
   int rc = getaddrinfo(host, colon + 1, &hints, &res);
   if (rc != 0) {
@@ -149,6 +150,7 @@ int perf_rdv_fetch(const char* addr, int rank, int nranks, ncclUniqueId* id, int
     if (got) return 0;
     usleep(100000); /* rank 0 may not be listening yet */
   }
-  fprintf(stderr, "shunt-perf: rank %d: no id from the rendezvous at %s within %d s\n", rank, addr, timeout_s);
+  fprintf(stderr, "shunt-perf: rank %d: no id from the rendezvous at %s within %d s\n", rank, addr,
+          timeout_s);
   return -1;
 }
