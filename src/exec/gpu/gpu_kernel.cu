@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "exec/bind.h"
 #include "exec/gpu/gpu_run.h"
 #include "exec/gpu/gpu_xctx.cuh"
 
@@ -118,10 +119,6 @@ extern "C" __global__ void shunt_gpu_post_kernel(char* buf, uint64_t n, struct s
     return (code);                                   \
   } while (0)
 
-static bool inside(const void* p, const void* base, uint64_t bytes) {
-  return (const char*)p >= (const char*)base && (const char*)p < (const char*)base + bytes;
-}
-
 static unsigned elem_grid(uint64_t n) {
   uint64_t g = (n + 255) / 256;
   return (unsigned)(g == 0 ? 1 : g > 1024 ? 1024 : g);
@@ -189,16 +186,15 @@ extern "C" int shunt_gpu_launch(const struct shunt_gpu_run* run, cudaStream_t st
   char* stage_out = shunt_gpu_world_stage(w, 1);
   const char* user_in = (const char*)run->in;
   char* user_out = (char*)run->out;
-  bool alias = user_in != user_out ? inside(user_in, user_out, p->out_bytes) : p->in_bytes > 0;
-  bool stage_o = (p->remote_access & SHUNT_PROG_REMOTE_OUTPUT) != 0;
-  bool stage_i = (p->remote_access & SHUNT_PROG_REMOTE_INPUT) != 0 || (pre && !alias);
-  if (alias && pre) stage_o = true;
-  if ((stage_o && p->out_bytes > k.lay.output_bytes) || (stage_i && p->in_bytes > k.lay.input_bytes))
-    FAIL(SHUNT_GPU_INVALID, "buffers of %llu/%llu bytes exceed the world's staging (%llu/%llu)",
+  /* The same binding decision as the host backend's (exec/bind.h). */
+  struct shunt_bind bd;
+  const char* why =
+      shunt_bind_decide(p, user_in, user_out, pre, stage_in, k.lay.input_bytes, k.lay.output_bytes, &bd);
+  if (why)
+    FAIL(SHUNT_GPU_INVALID, "%s (buffers of %llu/%llu bytes, staging %llu/%llu)", why,
          (unsigned long long)p->in_bytes, (unsigned long long)p->out_bytes,
          (unsigned long long)k.lay.input_bytes, (unsigned long long)k.lay.output_bytes);
-  if (pre && stage_i && user_in == stage_in)
-    FAIL(SHUNT_GPU_INVALID, "scaled reductions need the input outside the staging region");
+  bool alias = bd.alias, stage_o = bd.stage_out, stage_i = bd.stage_in;
   struct shunt_red red;
   red.ty = p->dtype;
   red.kind = SHUNT_RED_PREMULSUM;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/bind.h"
 #include "exec/host/host_xctx.h"
 #include "exec/ops/packet.h"
 #include "util/env.h"
@@ -66,10 +67,6 @@ static void report(const struct shunt_program* p, const struct block_job* jobs, 
     return (code);                                   \
   } while (0)
 
-static bool inside(const void* p, const void* base, uint64_t bytes) {
-  return (const char*)p >= (const char*)base && (const char*)p < (const char*)base + bytes;
-}
-
 int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const void* user_in, void* user_out,
                    const struct shunt_host_run_opts* opts, char* err, size_t len) {
   if (err && len) err[0] = 0;
@@ -94,18 +91,15 @@ int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const v
   uint32_t es = shunt_dtype_size((enum shunt_dtype)p->dtype);
   char* stage_in = w->peers[w->rank].input;
   char* stage_out = w->peers[w->rank].output;
-  bool alias = user_in != user_out ? inside(user_in, user_out, p->out_bytes) : p->in_bytes > 0;
-  bool stage_o = (p->remote_access & SHUNT_PROG_REMOTE_OUTPUT) != 0;
-  bool stage_i = (p->remote_access & SHUNT_PROG_REMOTE_INPUT) != 0 || (scaling == SHUNT_SCALE_PRE && !alias);
-  if (alias && scaling == SHUNT_SCALE_PRE) stage_o = true;
-  if ((stage_o && p->out_bytes > w->cfg.output_bytes) || (stage_i && p->in_bytes > w->cfg.input_bytes))
-    FAIL(SHUNT_EXEC_INVALID,
-         "buffers of %" PRIu64 "/%" PRIu64 " bytes exceed the world's staging (%" PRIu64 "/%" PRIu64 ")",
+  struct shunt_bind bd;
+  const char* why = shunt_bind_decide(p, user_in, user_out, scaling == SHUNT_SCALE_PRE, stage_in,
+                                      w->cfg.input_bytes, w->cfg.output_bytes, &bd);
+  if (why)
+    FAIL(SHUNT_EXEC_INVALID, "%s (buffers of %" PRIu64 "/%" PRIu64 " bytes, staging %" PRIu64 "/%" PRIu64 ")", why,
          p->in_bytes, p->out_bytes, w->cfg.input_bytes, w->cfg.output_bytes);
+  bool alias = bd.alias, stage_o = bd.stage_out, stage_i = bd.stage_in;
   const void* scalar =
       p->redop == SHUNT_REDOP_PREMULSUM && opts ? opts->premul_scalar : NULL; /* avg: 1/nranks */
-  if (scaling == SHUNT_SCALE_PRE && stage_i && user_in == stage_in)
-    FAIL(SHUNT_EXEC_INVALID, "scaled reductions need the input outside the staging region");
 
   struct shunt_host_shared* sh = calloc(1, sizeof(*sh));
   struct block_job* jobs = calloc(p->nblocks ? p->nblocks : 1, sizeof(*jobs));

@@ -1,0 +1,46 @@
+/* Binding a call's buffers to a Program, decided once for both backends (each then moves the
+ * bytes its own way: memcpy on the host, stream copies and kernels on the GPU).
+ *
+ * Promises: the decision depends only on the program, the user's two pointers and the
+ * scaling that the backend applies before the plan (PreMulSum, floating avg):
+ * - in-place calls (the input inside the output) alias: the plan's input is read from the
+ *   output buffer it will overwrite;
+ * - a buffer that peers reach (program.remote_access) is staged in the rank's registered
+ *   memory; so is the input when it must be scaled and is not aliased (the user's input is
+ *   never written), and the output when an aliased input must be scaled;
+ * - it refuses (with a reason) buffers larger than the staging capacity, and an input that
+ *   already lies in the staging region when it would have to be scaled into it.
+ * C and CUDA (host code). */
+#ifndef SHUNT_EXEC_BIND_H
+#define SHUNT_EXEC_BIND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "exec/program.h"
+
+struct shunt_bind {
+  bool alias;     /* the input lies in the output (in place) */
+  bool stage_in;  /* the plan reads its input from the staging input */
+  bool stage_out; /* the plan writes the staging output, copied out afterwards */
+};
+
+static inline bool shunt_bind_inside(const void* p, const void* base, uint64_t bytes) {
+  return (const char*)p >= (const char*)base && (const char*)p < (const char*)base + bytes;
+}
+
+/* Fills *b; returns NULL, or why the call cannot be bound. */
+static inline const char* shunt_bind_decide(const struct shunt_program* p, const void* user_in,
+                                            const void* user_out, bool pre_scale, const void* stage_in,
+                                            uint64_t in_cap, uint64_t out_cap, struct shunt_bind* b) {
+  b->alias = user_in != user_out ? shunt_bind_inside(user_in, user_out, p->out_bytes) : p->in_bytes > 0;
+  b->stage_out = (p->remote_access & SHUNT_PROG_REMOTE_OUTPUT) != 0 || (b->alias && pre_scale);
+  b->stage_in = (p->remote_access & SHUNT_PROG_REMOTE_INPUT) != 0 || (pre_scale && !b->alias);
+  if ((b->stage_out && p->out_bytes > out_cap) || (b->stage_in && p->in_bytes > in_cap))
+    return "the call's buffers exceed the world's staging capacity";
+  if (pre_scale && b->stage_in && user_in == stage_in)
+    return "scaled reductions need the input outside the staging region";
+  return NULL;
+}
+
+#endif
