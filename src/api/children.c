@@ -176,16 +176,6 @@ static struct child_job* new_job(const char* fn, struct shunt_comm* p, ncclComm_
   return j;
 }
 
-static ncclResult_t parent_ready(const char* fn, struct shunt_comm* p) {
-  ncclResult_t st = shunt_comm_status(p);
-  if (st == ncclInProgress) {
-    SHUNT_WARN("%s: Attempt to use communicator before the previous operation returned ncclSuccess", fn);
-    return ncclInvalidArgument;
-  }
-  if (atomic_load(&p->state) == SHUNT_COMM_FAILED) return st;
-  return ncclSuccess;
-}
-
 SHUNT_EXPORT ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                          ncclConfig_t* config) {
   SHUNT_COMM_REF p = shunt_handles_get(comm);
@@ -202,7 +192,7 @@ SHUNT_EXPORT ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, nc
     SHUNT_WARN("CommSplit: color %d is not valid", color);
     return ncclInvalidArgument;
   }
-  ncclResult_t rc = parent_ready("CommSplit", p);
+  ncclResult_t rc = shunt_handles_ready("CommSplit", p);
   if (rc != ncclSuccess) return rc;
   *newcomm = NULL;
   struct child_job* j = new_job("CommSplit", p, newcomm, config);
@@ -254,7 +244,7 @@ SHUNT_EXPORT ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList
       return ncclInvalidArgument;
     }
   }
-  ncclResult_t rc = parent_ready("CommShrink", p);
+  ncclResult_t rc = shunt_handles_ready("CommShrink", p);
   if (rc != ncclSuccess) return rc;
   /* NCCL sorts the caller's list in place; so does shunt, so that both halves see one order. */
   if (excludeRanksCount > 1) qsort(excludeRanksList, (size_t)excludeRanksCount, sizeof(int), by_value);

@@ -143,21 +143,6 @@ static ncclResult_t resolve_op(const char* fn, struct shunt_comm* c, ncclRedOp_t
   return ncclSuccess;
 }
 
-/* As NCCL: a communicator whose nonblocking init, split or shrink is still running, or whose
- * init failed, takes no work. */
-static ncclResult_t ensure_ready(const char* fn, struct shunt_comm* c) {
-  ncclResult_t st = shunt_comm_status(c);
-  if (st == ncclInProgress) {
-    SHUNT_WARN("%s: Attempt to use communicator before the previous operation returned ncclSuccess", fn);
-    return ncclInvalidArgument;
-  }
-  if (atomic_load(&c->state) == SHUNT_COMM_FAILED) {
-    SHUNT_WARN("%s: the communicator's initialisation failed", fn);
-    return st;
-  }
-  return ncclSuccess;
-}
-
 /* The host backend dereferences the buffers in this thread: memory the GPU owns goes to NCCL
  * until the GPU backend serves it. */
 static const char* buffers_unusable(const void* send, const void* recv) {
@@ -177,7 +162,7 @@ SHUNT_EXPORT ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, s
   SHUNT_COMM_REF c = shunt_handles_get(comm);
   const struct shunt_real_nccl* real = NULL;
   if (!c) goto forward; /* not ours: NCCL's to judge */
-  ncclResult_t rc = ensure_ready("AllReduce", c);
+  ncclResult_t rc = shunt_handles_ready("AllReduce", c);
   if (rc == ncclSuccess) rc = check_args("AllReduce", sendbuff, recvbuff, count, datatype);
   if (rc != ncclSuccess) return rc;
   struct shunt_call call = {.coll = SHUNT_COLL_ALLREDUCE,
@@ -229,7 +214,7 @@ SHUNT_EXPORT ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, s
   SHUNT_COMM_REF c = shunt_handles_get(comm);
   const struct shunt_real_nccl* real = NULL;
   if (!c) goto forward;
-  ncclResult_t rc = ensure_ready("AllGather", c);
+  ncclResult_t rc = shunt_handles_ready("AllGather", c);
   if (rc == ncclSuccess) rc = check_args("AllGather", sendbuff, recvbuff, sendcount, datatype);
   if (rc != ncclSuccess) return rc;
   uint64_t per = (uint64_t)sendcount * shunt_dtype_size((enum shunt_dtype)datatype);

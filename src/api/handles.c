@@ -91,6 +91,19 @@ struct shunt_comm* shunt_handles_get(ncclComm_t h) {
   return c;
 }
 
+ncclResult_t shunt_handles_ready(const char* fn, struct shunt_comm* c) {
+  ncclResult_t st = shunt_comm_status(c);
+  if (st == ncclInProgress) {
+    SHUNT_WARN("%s: Attempt to use communicator before the previous operation returned ncclSuccess", fn);
+    return ncclInvalidArgument;
+  }
+  if (atomic_load(&c->state) == SHUNT_COMM_FAILED) {
+    SHUNT_WARN("%s: the communicator's initialisation failed", fn);
+    return st;
+  }
+  return ncclSuccess;
+}
+
 void shunt_handles_put(struct shunt_comm* c) { atomic_fetch_sub(&c->users, 1); }
 
 void shunt_handles_unused(struct shunt_comm* c) {

@@ -29,6 +29,11 @@ void shunt_handles_unused(struct shunt_comm* c);
 static inline void shunt_handles_put_scoped(struct shunt_comm** c) {
   if (*c) shunt_handles_put(*c);
 }
+/* As NCCL: a communicator whose nonblocking init, split or shrink is still running, or whose
+ * init failed, takes no work. Returns ncclSuccess, or the error to return (with a WARN
+ * naming fn). */
+ncclResult_t shunt_handles_ready(const char* fn, struct shunt_comm* c);
+
 /* A communicator reference put back when the variable goes out of scope. */
 #define SHUNT_COMM_REF __attribute__((cleanup(shunt_handles_put_scoped))) struct shunt_comm*
 
