@@ -146,7 +146,7 @@ static ncclResult_t resolve_op(const char* fn, struct shunt_comm* c, ncclRedOp_t
 /* The host backend dereferences the buffers in this thread: memory the GPU owns goes to NCCL
  * until the GPU backend serves it. */
 static const char* buffers_unusable(const void* send, const void* recv) {
-  if (shunt_mem_kind(send) == SHUNT_MEM_DEVICE || shunt_mem_kind(recv) == SHUNT_MEM_DEVICE)
+  if (shunt_mem_kind(send) == SHUNT_MEM_DEVICE || (recv != send && shunt_mem_kind(recv) == SHUNT_MEM_DEVICE))
     return "GPU buffers: plans run on the host backend, which takes host memory";
   return NULL;
 }
@@ -177,8 +177,9 @@ SHUNT_EXPORT ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, s
   if (count == 0) why = "empty";
   else if (forced(FORCE_ALLREDUCE)) why = "SHUNT_FORCE_FALLBACK";
   else if (!c->plans_enabled) why = "plans disabled for this communicator";
-  else if (buffers_unusable(sendbuff, recvbuff)) why = buffers_unusable(sendbuff, recvbuff);
-  else if (sendbuff != recvbuff && (const char*)sendbuff < (const char*)recvbuff + bytes &&
+  else if ((why = buffers_unusable(sendbuff, recvbuff)) != NULL) {
+    /* asked once per call: the answer is the reason */
+  } else if (sendbuff != recvbuff && (const char*)sendbuff < (const char*)recvbuff + bytes &&
            (const char*)recvbuff < (const char*)sendbuff + bytes)
     why = "send and receive buffers partly overlap";
   else {
@@ -232,8 +233,9 @@ SHUNT_EXPORT ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, s
   if (sendcount == 0) why = "empty";
   else if (forced(FORCE_ALLGATHER)) why = "SHUNT_FORCE_FALLBACK";
   else if (!c->plans_enabled) why = "plans disabled for this communicator";
-  else if (buffers_unusable(sendbuff, recvbuff)) why = buffers_unusable(sendbuff, recvbuff);
-  else if (!inplace && (const char*)sendbuff < (const char*)recvbuff + total &&
+  else if ((why = buffers_unusable(sendbuff, recvbuff)) != NULL) {
+    /* asked once per call: the answer is the reason */
+  } else if (!inplace && (const char*)sendbuff < (const char*)recvbuff + total &&
            (const char*)recvbuff < (const char*)sendbuff + per)
     why = "send and receive buffers partly overlap";
   else {

@@ -46,7 +46,8 @@ struct shunt_comm* shunt_comm_alloc(int rank, int nranks, ncclComm_t real, int c
     return NULL;
   }
   pthread_mutex_init(&c->mu, NULL);
-  static atomic_uint_fast64_t next_serial = 1; /* process-wide and atomic: communicators come from any thread */
+  /* Process-wide and atomic: communicators are made from any thread. */
+  static atomic_uint_fast64_t next_serial = 1;
   c->serial = atomic_fetch_add(&next_serial, 1);
   c->rank = rank;
   c->nranks = nranks;
@@ -142,8 +143,18 @@ struct shunt_comm* shunt_comm_create(struct shunt_bootstrap* boot, ncclComm_t re
   return c;
 }
 
+/* Joins a worker that has finished or is about to (no cancel). */
+static void join_job(struct shunt_comm* c) {
+  pthread_mutex_lock(&c->mu);
+  int live = c->worker_live;
+  pthread_t t = c->worker;
+  c->worker_live = 0;
+  pthread_mutex_unlock(&c->mu);
+  if (live) pthread_join(t, NULL);
+}
+
 int shunt_comm_start_job(struct shunt_comm* c, void* (*fn)(void*), void* arg) {
-  shunt_comm_stop_job_wait(c);
+  join_job(c);
   pthread_mutex_lock(&c->mu);
   atomic_store(&c->job_running, 1);
   int rc = pthread_create(&c->worker, NULL, fn, arg);
@@ -158,16 +169,6 @@ void shunt_comm_job_done(struct shunt_comm* c) { atomic_store(&c->job_running, 0
 
 int shunt_comm_cancelled(struct shunt_comm* c) { return atomic_load(&c->cancelled); }
 
-/* Joins a worker that has finished or is about to (no cancel). */
-void shunt_comm_stop_job_wait(struct shunt_comm* c) {
-  pthread_mutex_lock(&c->mu);
-  int live = c->worker_live;
-  pthread_t t = c->worker;
-  c->worker_live = 0;
-  pthread_mutex_unlock(&c->mu);
-  if (live) pthread_join(t, NULL);
-}
-
 void shunt_comm_stop_job(struct shunt_comm* c) {
   pthread_mutex_lock(&c->mu);
   if (c->worker_live && atomic_load(&c->job_running)) {
@@ -175,7 +176,7 @@ void shunt_comm_stop_job(struct shunt_comm* c) {
     if (c->boot) shunt_bootstrap_abort(c->boot);
   }
   pthread_mutex_unlock(&c->mu);
-  shunt_comm_stop_job_wait(c);
+  join_job(c);
 }
 
 void shunt_comm_free(struct shunt_comm* c, int abort) {

@@ -38,8 +38,6 @@ int shunt_comm_cancelled(struct shunt_comm* c);
 /* Stops c's background job, if one is still running, and waits for it: marks c cancelled and
  * aborts its bootstrap, so a rendezvous or exchange in progress fails at once. */
 void shunt_comm_stop_job(struct shunt_comm* c);
-/* Waits for a job that ends by itself (one not blocked on peers). */
-void shunt_comm_stop_job_wait(struct shunt_comm* c);
 
 /* Releases everything; abort: do not wait on peers. The worker must have been joined. */
 void shunt_comm_free(struct shunt_comm* c, int abort);

@@ -80,6 +80,27 @@ void fake_comm_free(struct ncclComm* c) {
   free(c);
 }
 
+/* Makes and connects rank `me` of an `n`-rank child of p, in a segment named from a hash of
+ * `tag`, which every member derives alike. */
+static ncclResult_t make_child(struct ncclComm* p, const char* kind, const char* tag, int n, int me,
+                               ncclComm_t* newcomm) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (const char* s = tag; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  char name[64];
+  snprintf(name, sizeof(name), "/fakenccl-%s-%016llx", kind, (unsigned long long)h);
+  struct ncclComm* c;
+  ncclResult_t rc = comm_alloc(&c, n, me, name);
+  if (rc != ncclSuccess) return rc;
+  c->blocking = p->blocking;
+  rc = fake_comm_connect(c);
+  if (rc != ncclSuccess) {
+    fake_comm_free(c);
+    return rc;
+  }
+  *newcomm = c;
+  return ncclSuccess;
+}
+
 /* Ranks announce (color, key) in the parent's segment; members of one color are ordered by
  * key, then parent rank, as NCCL orders them. */
 ncclResult_t fake_comm_split(struct ncclComm* p, int color, int key, ncclComm_t* newcomm) {
@@ -98,47 +119,19 @@ ncclResult_t fake_comm_split(struct ncclComm* p, int color, int key, ncclComm_t*
   if (rc != ncclSuccess) return rc;
   *newcomm = NULL;
   if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
-  uint64_t h = 1469598103934665603ull; /* FNV-1a of parent name, split number and color */
-  char tag[160];
+  char tag[160]; /* parent, split number, color */
   snprintf(tag, sizeof(tag), "%s/%d/%d", p->name, seq, color);
-  for (const char* s = tag; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  char name[64];
-  snprintf(name, sizeof(name), "/fakenccl-split-%016llx", (unsigned long long)h);
-  struct ncclComm* c;
-  rc = comm_alloc(&c, n, me, name);
-  if (rc != ncclSuccess) return rc;
-  c->blocking = p->blocking;
-  rc = fake_comm_connect(c);
-  if (rc != ncclSuccess) {
-    fake_comm_free(c);
-    return rc;
-  }
-  *newcomm = c;
-  return ncclSuccess;
+  return make_child(p, "split", tag, n, me, newcomm);
 }
 
 ncclResult_t fake_comm_shrink(struct ncclComm* p, const int* exclude, int nexclude, ncclComm_t* newcomm) {
   int me = p->rank;
   for (int i = 0; i < nexclude; i++) me -= exclude[i] < p->rank;
-  uint64_t h = 1469598103934665603ull; /* FNV-1a of parent name, shrink number and the list */
-  char tag[160];
-  int len = snprintf(tag, sizeof(tag), "%s/shrink%d", p->name, p->shrinks++);
-  for (const char* s = tag; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  for (int i = 0; i < nexclude; i++) h = (h ^ (uint64_t)(unsigned)exclude[i]) * 1099511628211ull;
-  (void)len;
-  char name[64];
-  snprintf(name, sizeof(name), "/fakenccl-shrink-%016llx", (unsigned long long)h);
-  struct ncclComm* c;
-  ncclResult_t rc = comm_alloc(&c, p->nranks - nexclude, me, name);
-  if (rc != ncclSuccess) return rc;
-  c->blocking = p->blocking;
-  rc = fake_comm_connect(c);
-  if (rc != ncclSuccess) {
-    fake_comm_free(c);
-    return rc;
-  }
-  *newcomm = c;
-  return ncclSuccess;
+  char tag[160]; /* parent, shrink number, then the excluded ranks while they fit */
+  int len = snprintf(tag, sizeof(tag), "%s/%d", p->name, p->shrinks++);
+  for (int i = 0; i < nexclude && len > 0 && (size_t)len < sizeof(tag); i++)
+    len += snprintf(tag + len, sizeof(tag) - (size_t)len, "/%d", exclude[i]);
+  return make_child(p, "shrink", tag, p->nranks - nexclude, me, newcomm);
 }
 
 static double as_type_f(ncclDataType_t t, double v) {
