@@ -46,6 +46,28 @@ if ctest --test-dir build-gpu -LE gpu --output-on-failure -j"$jobs" >ctest-host.
 else
   tail -30 ctest-host.log; note "host tests on the GPU machine: FAILED"; rc=1
 fi
+# A few plans under compute-sanitizer (memcheck, racecheck, synccheck): one LL plan with the
+# scaling kernels, one port-channel plan (proxy and FIFO), one allgather. Light shapes, since
+# the tools slow kernels down; every tool's log is kept in sanitizer-<tool>.log.
+if command -v compute-sanitizer >/dev/null && [ -x build-gpu/tests/gpu/test_exec_gpu ]; then
+  san_plans=(plans/allreduce_2r_ll_inplace.json plans/allreduce_2r_port_outofplace.json
+             plans/allgather_4r_simple_outofplace.json)
+  mkdir -p build-gpu/empty
+  for tool in memcheck racecheck synccheck; do
+    SHUNT_GPU_TEST_QUICK=1 timeout ${SHUNT_SANITIZER_TIMEOUT:-240} compute-sanitizer --tool "$tool" \
+      --error-exitcode 3 build-gpu/tests/gpu/test_exec_gpu build-gpu/empty "${san_plans[@]}" \
+      >"sanitizer-$tool.log" 2>&1
+    st=$?
+    if [ $st = 0 ]; then
+      note "compute-sanitizer $tool: clean ($(grep -c '^PASS' "sanitizer-$tool.log") plans)"
+    else
+      tail -20 "sanitizer-$tool.log"
+      note "compute-sanitizer $tool: FAILED (exit $st, see sanitizer-$tool.log)"; rc=1
+    fi
+  done
+else
+  note "compute-sanitizer: not run (no compute-sanitizer or no test_exec_gpu)"; rc=1
+fi
 if [ -x build-gpu/tools/shunt-perf/shunt-perf ]; then
   # shunt-perf's buffers are host memory (its CUDA device layer is not written yet), so no
   # call may reach the real NCCL: plans on the host backend only.

@@ -124,6 +124,19 @@ static unsigned elem_grid(uint64_t n) {
   return (unsigned)(g == 0 ? 1 : g > 1024 ? 1024 : g);
 }
 
+/* CUDA loads a module's kernels lazily (CUDA_MODULE_LOADING=LAZY, the default since 12.2), at
+ * their first launch, and loading waits for the device's running kernels. A rank's kernel that
+ * waits for a peer on the same GPU while that peer's thread loads a kernel for its first
+ * launch would then deadlock until the device timeout: every kernel is loaded here, before
+ * any run of the world, while no executor kernel is running. */
+extern "C" int shunt_gpu_load_kernels(void) {
+  struct cudaFuncAttributes a;
+  if (cudaFuncGetAttributes(&a, shunt_gpu_exec_kernel) != cudaSuccess) return -1;
+  if (cudaFuncGetAttributes(&a, shunt_gpu_pre_kernel) != cudaSuccess) return -1;
+  if (cudaFuncGetAttributes(&a, shunt_gpu_post_kernel) != cudaSuccess) return -1;
+  return 0;
+}
+
 extern "C" int shunt_gpu_coresident_blocks(int device, uint32_t threads, uint32_t* out) {
   int per_sm = 0, sms = 0, cur = 0;
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return -1;

@@ -39,6 +39,10 @@ struct shunt_gpu_run {
 
 int shunt_gpu_launch(const struct shunt_gpu_run* run, cudaStream_t stream, char* err, size_t len);
 
+/* Loads every kernel of the backend on the current device (they would otherwise load at
+ * their first launch, which can wait for running kernels): called before a world's first run. */
+int shunt_gpu_load_kernels(void);
+
 /* How many blocks of `threads` threads of the executor kernel the device can hold at once. */
 int shunt_gpu_coresident_blocks(int device, uint32_t threads, uint32_t* out);
 

@@ -269,6 +269,10 @@ int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gp
   if (rc == 0 && dev < 0 && (e = cudaGetDevice(&dev)) != cudaSuccess) rc = SHUNT_GPU_CUDA;
   if (rc == 0 && (e = cudaSetDevice(dev)) != cudaSuccess) rc = SHUNT_GPU_CUDA;
   w->device = dev;
+  if (rc == 0 && shunt_gpu_load_kernels() != 0) {
+    e = cudaGetLastError();
+    rc = SHUNT_GPU_CUDA;
+  }
   if (rc == 0 && (e = cudaStreamCreateWithFlags(&w->pstream, cudaStreamNonBlocking)) != cudaSuccess)
     rc = SHUNT_GPU_CUDA;
   if (rc == 0 && (e = cudaMalloc((void**)&w->region, w->lay.total)) != cudaSuccess) rc = SHUNT_GPU_CUDA;
