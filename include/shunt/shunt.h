@@ -22,6 +22,16 @@ struct ncclComm;
  * plan's name, or NULL when NCCL served it. Returns 0, or -1 when shunt does not know comm. */
 int shuntLastPlan(struct ncclComm* comm, const char** name);
 
+/* shunt's options in NCCL 2.32's per-call configuration (ncclCollConfig_t.ext, a list of
+ * ncclConfigExt_t): key.vendorId SHUNT_CONFIG_VENDOR_ID and one of the option ids below.
+ * NCCL ignores every extension, so the same config works with or without shunt. */
+#define SHUNT_CONFIG_VENDOR_ID 0x53484e /* "SHN", below 2^24 as NCCL asks */
+/* val.s: the name of the only plan that may serve this call (another size or no such plan:
+ * the call goes to NCCL, said in the CALL log). */
+#define SHUNT_CONFIG_PLAN 1
+/* val.i != 0: no plan serves this call; it goes to NCCL. */
+#define SHUNT_CONFIG_NO_PLANS 2
+
 #ifdef __cplusplus
 }
 #endif

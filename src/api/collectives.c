@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/coll_config.h"
 #include "api/export.h"
 #include "api/group.h"
 #include "api/handles.h"
@@ -14,6 +15,7 @@
 #include "comm/redop.h"
 #include "api/unavailable.h"
 #include "comm/comm.h"
+#include "exec/driver.h"
 #include "exec/lower.h"
 #include "exec/memkind.h"
 #include "fallback/real_nccl.h"
@@ -94,6 +96,7 @@ struct plan_job {
   ncclComm_t handle;
   uint64_t serial;
   struct shunt_call call;
+  void* completion_event; /* ncclCollConfig_t.launchCompletionEvent, or NULL */
 };
 
 static ncclResult_t run_plan_job(void* arg) {
@@ -103,11 +106,22 @@ static ncclResult_t run_plan_job(void* arg) {
     SHUNT_WARN("a queued collective's communicator was destroyed before the group ended");
     return ncclInvalidUsage;
   }
-  return shunt_launch(c, &j->call);
+  ncclResult_t rc = shunt_launch(c, &j->call);
+  /* The host backend has finished the work when shunt_launch returns: the event is recorded
+   * on the call's stream now, as NCCL records it once its kernel is launched. */
+  if (rc == ncclSuccess && j->completion_event) {
+    int e = shunt_driver_event_record(j->completion_event, (void*)j->call.stream);
+    if (e != 0) {
+      SHUNT_WARN("could not record the call's launchCompletionEvent: %s",
+                 e < 0 ? "the CUDA driver is not loaded in this process" : "cuEventRecord failed");
+      return ncclInvalidUsage;
+    }
+  }
+  return rc;
 }
 
 /* Either runs `call` through its plan (queued in a group) or explains why not. */
-static ncclResult_t serve(struct shunt_comm* c, struct shunt_call* call) {
+static ncclResult_t serve(struct shunt_comm* c, struct shunt_call* call, const struct shunt_coll_opts* opts) {
   struct plan_job* j = malloc(sizeof(*j));
   if (!j) {
     SHUNT_WARN("out of memory queueing a collective");
@@ -116,6 +130,7 @@ static ncclResult_t serve(struct shunt_comm* c, struct shunt_call* call) {
   j->handle = c->handle;
   j->serial = c->serial;
   j->call = *call;
+  j->completion_event = opts->completion_event;
   atomic_store(&c->last_plan, call->entry->plan->name);
   return shunt_group_enqueue(c, run_plan_job, j, free);
 }
@@ -157,25 +172,32 @@ static ncclResult_t no_path(const char* fn, const char* why) {
   return ncclInvalidUsage;
 }
 
-SHUNT_EXPORT ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+/* ncclAllReduce, and ncclAllReduceConfig when with_config (config may then be NULL, as NCCL
+ * allows): the caller's config goes to NCCL untouched. */
+static ncclResult_t allreduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, int with_config,
+                              const ncclCollConfig_t* config) {
   SHUNT_COMM_REF c = shunt_handles_get(comm);
   const struct shunt_real_nccl* real = NULL;
+  const char* fn = with_config ? "AllReduceConfig" : "AllReduce";
+  struct shunt_coll_opts opts;
   if (!c) goto forward; /* not ours: NCCL's to judge */
-  ncclResult_t rc = shunt_handles_ready("AllReduce", c);
-  if (rc == ncclSuccess) rc = check_args("AllReduce", sendbuff, recvbuff, count, datatype);
+  ncclResult_t rc = shunt_handles_ready(fn, c);
+  if (rc == ncclSuccess) rc = check_args(fn, sendbuff, recvbuff, count, datatype);
+  if (rc == ncclSuccess) rc = shunt_coll_opts_read(fn, config, &opts);
   if (rc != ncclSuccess) return rc;
   struct shunt_call call = {.coll = SHUNT_COLL_ALLREDUCE,
                             .send = sendbuff,
                             .recv = recvbuff,
                             .dtype = (enum shunt_dtype)datatype,
                             .stream = stream};
-  if ((rc = resolve_op("AllReduce", c, op, datatype, &call)) != ncclSuccess) return rc;
+  if ((rc = resolve_op(fn, c, op, datatype, &call)) != ncclSuccess) return rc;
   uint64_t bytes = (uint64_t)count * shunt_dtype_size(call.dtype);
   call.in_bytes = call.out_bytes = bytes;
   const char* why = NULL;
   if (count == 0) why = "empty";
   else if (forced(FORCE_ALLREDUCE)) why = "SHUNT_FORCE_FALLBACK";
+  else if (opts.to_nccl) why = opts.to_nccl;
   else if (!c->plans_enabled) why = "plans disabled for this communicator";
   else if ((why = buffers_unusable(sendbuff, recvbuff)) != NULL) {
     /* asked once per call: the answer is the reason */
@@ -184,39 +206,62 @@ SHUNT_EXPORT ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, s
     why = "send and receive buffers partly overlap";
   else {
     struct shunt_select_query q = {SHUNT_COLL_ALLREDUCE, (uint32_t)c->nranks, (uint32_t)c->local_size,
-                                   sendbuff == recvbuff, call.dtype, call.op, bytes};
+                                   sendbuff == recvbuff, call.dtype, call.op, bytes, opts.only_plan};
     struct shunt_selection sel = shunt_planset_select(c->plans, &q);
     if (sel.entry && lowerable(&sel, &call)) {
       call.entry = sel.entry;
-      SHUNT_INFO(SHUNT_CALL, "AllReduce %" PRIu64 " bytes %s %s -> plan %s", bytes, dtype_name(datatype),
-                 op_name(op), sel.entry->plan->name);
-      return serve(c, &call);
+      SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s %s -> plan %s", fn, bytes, dtype_name(datatype), op_name(op),
+                 sel.entry->plan->name);
+      return serve(c, &call, &opts);
     }
     why = sel.why_not;
   }
-  SHUNT_INFO(SHUNT_CALL, "AllReduce %" PRIu64 " bytes %s %s -> nccl (%s)", bytes, dtype_name(datatype), op_name(op),
+  SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s %s -> nccl (%s)", fn, bytes, dtype_name(datatype), op_name(op),
              why);
   atomic_store(&c->last_plan, (const char*)NULL);
-  if (!c->real) return count == 0 ? ncclSuccess : no_path("AllReduce", why);
+  if (!c->real) return count == 0 ? ncclSuccess : no_path(fn, why);
   comm = c->real;
 forward:
   real = shunt_real_nccl();
-  if (!real || !real->ncclAllReduce) return shunt_unavailable("ncclAllReduce", real);
-  rc = real->ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  if (with_config) {
+    if (!real || !real->ncclAllReduceConfig) return shunt_unavailable("ncclAllReduceConfig", real);
+    rc = real->ncclAllReduceConfig(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
+  } else {
+    if (!real || !real->ncclAllReduce) return shunt_unavailable("ncclAllReduce", real);
+    rc = real->ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  }
   if (rc != ncclSuccess && rc != ncclInProgress) shunt_note_real_failure();
   return rc;
+}
+
+SHUNT_EXPORT ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return allreduce(sendbuff, recvbuff, count, datatype, op, comm, stream, 0, NULL);
 }
 SHUNT_ALIAS(ncclAllReduce, ncclResult_t,
             (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
              ncclComm_t comm, cudaStream_t stream))
 
-SHUNT_EXPORT ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                                         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+SHUNT_EXPORT ncclResult_t pncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                               cudaStream_t stream, const ncclCollConfig_t* config) {
+  return allreduce(sendbuff, recvbuff, count, datatype, op, comm, stream, 1, config);
+}
+SHUNT_ALIAS(ncclAllReduceConfig, ncclResult_t,
+            (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+             ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
+
+/* ncclAllGather, and ncclAllGatherConfig when with_config. */
+static ncclResult_t allgather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                              ncclComm_t comm, cudaStream_t stream, int with_config, const ncclCollConfig_t* config) {
   SHUNT_COMM_REF c = shunt_handles_get(comm);
   const struct shunt_real_nccl* real = NULL;
+  const char* fn = with_config ? "AllGatherConfig" : "AllGather";
+  struct shunt_coll_opts opts;
   if (!c) goto forward;
-  ncclResult_t rc = shunt_handles_ready("AllGather", c);
-  if (rc == ncclSuccess) rc = check_args("AllGather", sendbuff, recvbuff, sendcount, datatype);
+  ncclResult_t rc = shunt_handles_ready(fn, c);
+  if (rc == ncclSuccess) rc = check_args(fn, sendbuff, recvbuff, sendcount, datatype);
+  if (rc == ncclSuccess) rc = shunt_coll_opts_read(fn, config, &opts);
   if (rc != ncclSuccess) return rc;
   uint64_t per = (uint64_t)sendcount * shunt_dtype_size((enum shunt_dtype)datatype);
   uint64_t total = per * (uint64_t)c->nranks;
@@ -232,6 +277,7 @@ SHUNT_EXPORT ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, s
   const char* why = NULL;
   if (sendcount == 0) why = "empty";
   else if (forced(FORCE_ALLGATHER)) why = "SHUNT_FORCE_FALLBACK";
+  else if (opts.to_nccl) why = opts.to_nccl;
   else if (!c->plans_enabled) why = "plans disabled for this communicator";
   else if ((why = buffers_unusable(sendbuff, recvbuff)) != NULL) {
     /* asked once per call: the answer is the reason */
@@ -240,27 +286,46 @@ SHUNT_EXPORT ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, s
     why = "send and receive buffers partly overlap";
   else {
     struct shunt_select_query q = {SHUNT_COLL_ALLGATHER, (uint32_t)c->nranks, (uint32_t)c->local_size, inplace,
-                                   call.dtype, SHUNT_REDOP_SUM, total};
+                                   call.dtype, SHUNT_REDOP_SUM, total, opts.only_plan};
     struct shunt_selection sel = shunt_planset_select(c->plans, &q);
     if (sel.entry && lowerable(&sel, &call)) {
       call.entry = sel.entry;
-      SHUNT_INFO(SHUNT_CALL, "AllGather %" PRIu64 " bytes %s -> plan %s", total, dtype_name(datatype),
+      SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s -> plan %s", fn, total, dtype_name(datatype),
                  sel.entry->plan->name);
-      return serve(c, &call);
+      return serve(c, &call, &opts);
     }
     why = sel.why_not;
   }
-  SHUNT_INFO(SHUNT_CALL, "AllGather %" PRIu64 " bytes %s -> nccl (%s)", total, dtype_name(datatype), why);
+  SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s -> nccl (%s)", fn, total, dtype_name(datatype), why);
   atomic_store(&c->last_plan, (const char*)NULL);
-  if (!c->real) return sendcount == 0 ? ncclSuccess : no_path("AllGather", why);
+  if (!c->real) return sendcount == 0 ? ncclSuccess : no_path(fn, why);
   comm = c->real;
 forward:
   real = shunt_real_nccl();
-  if (!real || !real->ncclAllGather) return shunt_unavailable("ncclAllGather", real);
-  rc = real->ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  if (with_config) {
+    if (!real || !real->ncclAllGatherConfig) return shunt_unavailable("ncclAllGatherConfig", real);
+    rc = real->ncclAllGatherConfig(sendbuff, recvbuff, sendcount, datatype, comm, stream, config);
+  } else {
+    if (!real || !real->ncclAllGather) return shunt_unavailable("ncclAllGather", real);
+    rc = real->ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  }
   if (rc != ncclSuccess && rc != ncclInProgress) shunt_note_real_failure();
   return rc;
+}
+
+SHUNT_EXPORT ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return allgather(sendbuff, recvbuff, sendcount, datatype, comm, stream, 0, NULL);
 }
 SHUNT_ALIAS(ncclAllGather, ncclResult_t,
             (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
              cudaStream_t stream))
+
+SHUNT_EXPORT ncclResult_t pncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                               ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+                                               const ncclCollConfig_t* config) {
+  return allgather(sendbuff, recvbuff, sendcount, datatype, comm, stream, 1, config);
+}
+SHUNT_ALIAS(ncclAllGatherConfig, ncclResult_t,
+            (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
+             cudaStream_t stream, const ncclCollConfig_t* config))

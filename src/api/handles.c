@@ -101,6 +101,10 @@ ncclResult_t shunt_handles_ready(const char* fn, struct shunt_comm* c) {
     SHUNT_WARN("%s: the communicator's initialisation failed", fn);
     return st;
   }
+  if (atomic_load(&c->suspended)) {
+    SHUNT_WARN("%s: the communicator is suspended (ncclCommSuspend); call ncclCommResume first", fn);
+    return ncclInvalidUsage;
+  }
   return ncclSuccess;
 }
 

@@ -43,6 +43,7 @@ struct shunt_comm {
   atomic_int state;       /* enum shunt_comm_state */
   atomic_int init_error;  /* ncclResult_t of a failed init (state FAILED) */
   atomic_int busy;        /* nonblocking splits or shrinks of this communicator under way */
+  atomic_int suspended;   /* ncclCommSuspend until ncclCommResume: no work is taken */
   atomic_int users;       /* references taken through the handle table (api/handles.h) */
   uint64_t serial;        /* unique in the process: tells a reused address from this state */
   /* A background job (nonblocking init of this communicator, or a nonblocking split or

@@ -1,11 +1,12 @@
 /* See memkind.h. The driver's cuPointerGetAttribute answers for every address once CUDA is in
- * use; it is found with RTLD_NOLOAD so that shunt never brings the driver into a process. */
+ * use; exec/driver.h finds it without ever bringing the driver into a process. */
 #include "exec/memkind.h"
 
-#include <dlfcn.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "exec/driver.h"
 
 /* From the CUDA driver API (cuda.h): the attribute and its values, and success. */
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
@@ -21,10 +22,7 @@ static _Atomic(get_attr_fn) get_attr;
 static get_attr_fn driver(void) {
   get_attr_fn f = atomic_load_explicit(&get_attr, memory_order_acquire);
   if (f) return f;
-  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_LOCAL);
-  if (!h) return NULL;
-  f = (get_attr_fn)(uintptr_t)dlsym(h, "cuPointerGetAttribute");
-  /* The handle stays open: the driver is never unloaded while the process runs anyway. */
+  f = (get_attr_fn)(uintptr_t)shunt_driver_sym("cuPointerGetAttribute");
   if (f) atomic_store_explicit(&get_attr, f, memory_order_release);
   return f;
 }

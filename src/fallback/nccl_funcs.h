@@ -20,6 +20,7 @@
 
 #include <nccl.h>
 
+#include "fallback/nccl_compat.h"
 #include "fallback/nccl_device_abi.h"
 
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 28, 0)
@@ -112,7 +113,75 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
     (recvbuff, count, datatype, peer, comm, stream))                                                       \
   R(O, ncclGroupStart, (void), ())                                                                            \
   R(O, ncclGroupEnd, (void), ())                                                                              \
-  R(F, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo), (simInfo))
+  R(F, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo), (simInfo))                                        \
+  SHUNT_NCCL_NEWER_FUNCS(R, S, V)
+
+/* Functions of nccl.h in releases after 2.28 (declared by nccl_compat.h when the build's
+ * headers are older). */
+#define SHUNT_NCCL_NEWER_FUNCS(R, S, V)                                                                    \
+  R(FC, ncclCommGetUniqueId, (ncclComm_t comm, ncclUniqueId * uniqueId), (comm, uniqueId))                    \
+  R(O, ncclCommGrow,                                                                                          \
+    (ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm, ncclConfig_t* config), \
+    (comm, nRanks, uniqueId, rank, newcomm, config))                                                       \
+  R(O, ncclCommSuspend, (ncclComm_t comm, int flags), (comm, flags))                                          \
+  R(O, ncclCommResume, (ncclComm_t comm), (comm))                                                             \
+  R(FC, ncclCommMemStats, (ncclComm_t comm, ncclCommMemStat_t stat, uint64_t * value), (comm, stat, value))   \
+  R(FC, ncclWinGetUserPtr, (ncclComm_t comm, ncclWindow_t win, void** outUserPtr), (comm, win, outUserPtr))   \
+  R(FC, ncclPutSignal,                                                                                         \
+    (const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,           \
+     size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream),  \
+    (localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream))           \
+  R(FC, ncclSignal, (int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream), \
+    (peer, sigIdx, ctx, flags, comm, stream))                                                              \
+  R(FC, ncclWaitSignal, (int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream),  \
+    (nDesc, signalDescs, comm, stream))                                                                    \
+  R(O, ncclAllReduceConfig,                                                                                   \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, \
+     cudaStream_t stream, const ncclCollConfig_t* config),                                                 \
+    (sendbuff, recvbuff, count, datatype, op, comm, stream, config))                                       \
+  R(FC, ncclBroadcastConfig,                                                                                   \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
+     cudaStream_t stream, const ncclCollConfig_t* config),                                                 \
+    (sendbuff, recvbuff, count, datatype, root, comm, stream, config))                                     \
+  R(FC, ncclReduceConfig,                                                                                      \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, \
+     ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),                                \
+    (sendbuff, recvbuff, count, datatype, op, root, comm, stream, config))                                 \
+  R(O, ncclAllGatherConfig,                                                                                   \
+    (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,     \
+     cudaStream_t stream, const ncclCollConfig_t* config),                                                 \
+    (sendbuff, recvbuff, sendcount, datatype, comm, stream, config))                                       \
+  R(FC, ncclReduceScatterConfig,                                                                               \
+    (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,      \
+     ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),                                \
+    (sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config))                                   \
+  R(FC, ncclAlltoAllConfig,                                                                                    \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,         \
+     cudaStream_t stream, const ncclCollConfig_t* config),                                                 \
+    (sendbuff, recvbuff, count, datatype, comm, stream, config))                                           \
+  R(FC, ncclGatherConfig,                                                                                      \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
+     cudaStream_t stream, const ncclCollConfig_t* config),                                                 \
+    (sendbuff, recvbuff, count, datatype, root, comm, stream, config))                                     \
+  R(FC, ncclScatterConfig,                                                                                     \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
+     cudaStream_t stream, const ncclCollConfig_t* config),                                                 \
+    (sendbuff, recvbuff, count, datatype, root, comm, stream, config))                                     \
+  R(F, ncclSetEncryption, (const ncclEncryptionConfig_t* config), (config))                                   \
+  R(F, ncclParamBind, (ncclParamHandle_t * out, const char* key), (out, key))                                 \
+  R(F, ncclParamGetI8, (ncclParamHandle_t h, int8_t * out), (h, out))                                         \
+  R(F, ncclParamGetI16, (ncclParamHandle_t h, int16_t * out), (h, out))                                       \
+  R(F, ncclParamGetI32, (ncclParamHandle_t h, int32_t * out), (h, out))                                       \
+  R(F, ncclParamGetI64, (ncclParamHandle_t h, int64_t * out), (h, out))                                       \
+  R(F, ncclParamGetU8, (ncclParamHandle_t h, uint8_t * out), (h, out))                                        \
+  R(F, ncclParamGetU16, (ncclParamHandle_t h, uint16_t * out), (h, out))                                      \
+  R(F, ncclParamGetU32, (ncclParamHandle_t h, uint32_t * out), (h, out))                                      \
+  R(F, ncclParamGetU64, (ncclParamHandle_t h, uint64_t * out), (h, out))                                      \
+  R(F, ncclParamGetStr, (ncclParamHandle_t h, const char** out), (h, out))                                    \
+  R(F, ncclParamGet, (ncclParamHandle_t h, void* out, int maxLen, int* len), (h, out, maxLen, len))           \
+  R(F, ncclParamGetParameter, (const char* key, const char** value, int* valueLen), (key, value, valueLen))    \
+  R(F, ncclParamGetAllParameterKeys, (const char*** table, int* tableLen), (table, tableLen))                 \
+  V(F, ncclParamDumpAll, (void), ())
 
 /* Host functions of the device API (nccl_device/ headers, C++ headers; types from nccl_device_abi.h). */
 #define SHUNT_NCCL_DEVICE_FUNCS(R, S, V)                                                                   \
@@ -134,7 +203,33 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
   R(FC, ncclGinBarrierCreateRequirement,                                                                       \
     (ncclComm_t comm, ncclTeam_t team, int nBarriers, ncclGinBarrierHandle_t* outHandle,                   \
      ncclDevResourceRequirements_t* outReq),                                                               \
-    (comm, team, nBarriers, outHandle, outReq))
+    (comm, team, nBarriers, outHandle, outReq))                                                            \
+  R(FC, ncclCommQueryProperties, (ncclComm_t comm, ncclCommProperties_t * props), (comm, props))              \
+  R(F, ncclGetLsaMultimemDevicePointer, (ncclWindow_t window, size_t offset, void** outPtr), (window, offset, outPtr)) \
+  R(F, ncclGetMultimemDevicePointer,                                                                          \
+    (ncclWindow_t window, size_t offset, ncclMultimemHandle_t multimem, void** outPtr),                     \
+    (window, offset, multimem, outPtr))                                                                    \
+  R(F, ncclGetLsaDevicePointer, (ncclWindow_t window, size_t offset, int lsaRank, void** outPtr),             \
+    (window, offset, lsaRank, outPtr))                                                                     \
+  R(F, ncclGetPeerDevicePointer, (ncclWindow_t window, size_t offset, int peer, void** outPtr),               \
+    (window, offset, peer, outPtr))                                                                        \
+  R(F, ncclGetMultimemDeviceLeInfo, (ncclWindow_t window, size_t offset, ncclCftLeId * leId, size_t * leOffset), \
+    (window, offset, leId, leOffset))                                                                      \
+  R(F, ncclGetCftDeviceLeInfo,                                                                                \
+    (ncclWindow_t window, size_t offset, int peerCft, ncclTeam_t cftTeam, ncclCftLeId* leId, size_t* leOffset), \
+    (window, offset, peerCft, cftTeam, leId, leOffset))                                                    \
+  R(F, ncclGetPeerDeviceLeInfo,                                                                               \
+    (ncclWindow_t window, size_t offset, int peerWorld, ncclCftLeId* leId, size_t* leOffset),               \
+    (window, offset, peerWorld, leId, leOffset))                                                           \
+  S(FC, ncclTeam_t, ncclTeamCft, (ncclComm_t comm, ncclCftTeamMode_t mode), (comm, mode), shunt_team_none)     \
+  S(FC, ncclTeam_t, ncclTeamCftMultimem, (ncclComm_t comm), (comm), shunt_team_none)                           \
+  R(F, ncclGinOutboxCreateRequirement,                                                                        \
+    (int nBlocks, int size_log2, ncclGinOutboxHandle_t* outHandle, ncclDevResourceRequirements_t* outReq),  \
+    (nBlocks, size_log2, outHandle, outReq))                                                               \
+  R(F, ncclGinInboxA2ACreateRequirement,                                                                      \
+    (ncclTeam_t peers, int nBlocks, int size_log2, ncclGinInboxA2AHandle_t* outHandle,                     \
+     ncclDevResourceRequirements_t* outReq),                                                               \
+    (peers, nBlocks, size_log2, outHandle, outReq))
 
 /* Exported by the real library without a pnccl twin and without a declaration in nccl.h. */
 #define SHUNT_NCCL_INTERNAL_FUNCS(R, S, V) V(O, ncclResetDebugInitInternal, (void), ())

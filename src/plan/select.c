@@ -233,8 +233,11 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
     return res;
   }
   res.why_not = "no plan's size range holds this size";
+  bool named = false;
   const struct sel_entry* s = &ps->sel[bk->start];
   for (uint32_t i = 0; i < bk->count; i++, s++) {
+    if (q->only && strcmp(ps->entries[s->entry].plan->name, q->only) != 0) continue;
+    named = true;
     if (q->bytes < s->min || q->bytes > s->max) continue;
     if (s->rpn && q->ranks_per_node != s->rpn) {
       res.why_not = "plans for this size need another number of ranks per node";
@@ -256,6 +259,7 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
     res.why_not = NULL;
     return res;
   }
+  if (q->only && !named) res.why_not = "the plan the call names is not one for this collective, rank count and in-place mode";
   res.scale = false;
   return res;
 }

@@ -59,6 +59,8 @@ static ncclTeam_t fake_value_ncclTeamRail(void) { return (ncclTeam_t){2, 1, 4}; 
 static int fake_value_ncclTeamRankToWorld(void) { return 5; }
 static int fake_value_ncclTeamRankToLsa(void) { return 6; }
 static int fake_value_ncclLLA2ACalcSlots(void) { return 7; }
+static ncclTeam_t fake_value_ncclTeamCft(void) { return (ncclTeam_t){16, 9, 2}; }
+static ncclTeam_t fake_value_ncclTeamCftMultimem(void) { return (ncclTeam_t){32, 17, 1}; }
 
 /* Functions with behaviour of their own. */
 FAKE_EXPORT ncclResult_t ncclGetVersion(int* version) {

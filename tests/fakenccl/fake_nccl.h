@@ -26,7 +26,7 @@
 #include <nccl.h>
 #include <stddef.h>
 
-#define FAKE_MAX_ARGS 8
+#define FAKE_MAX_ARGS 12
 #define FAKE_VERSION 22899 /* an NCCL version no real release has, to see where answers come from */
 
 struct fake_call {

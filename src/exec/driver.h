@@ -1,0 +1,16 @@
+/* The CUDA driver, when the process has loaded it.
+ *
+ * Promises: shunt never loads the driver itself (it is looked up with RTLD_NOLOAD), so a
+ * process without CUDA pays one failed lookup and gets "not there" answers. Once found, the
+ * driver stays (it is never unloaded while the process runs). Safe from any thread. */
+#ifndef SHUNT_EXEC_DRIVER_H
+#define SHUNT_EXEC_DRIVER_H
+
+/* The driver's function `name`, or NULL when the driver is not in the process or lacks it. */
+void* shunt_driver_sym(const char* name);
+
+/* cuEventRecord(event, stream): 0 on success, -1 when the driver is not in the process, else
+ * the driver's error code. */
+int shunt_driver_event_record(void* event, void* stream);
+
+#endif
