@@ -20,6 +20,7 @@ struct shunt_coll_opts {
 /* Reads config (NULL: defaults) for the call named fn. Returns ncclSuccess, or
  * ncclInvalidArgument with a WARN when the struct is not initialised or one of shunt's own
  * options is not valid. */
-ncclResult_t shunt_coll_opts_read(const char* fn, const ncclCollConfig_t* config, struct shunt_coll_opts* out);
+ncclResult_t shunt_coll_opts_read(const char* fn, const ncclCollConfig_t* config,
+                                  struct shunt_coll_opts* out);
 
 #endif

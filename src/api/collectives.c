@@ -34,13 +34,17 @@ static void read_force(void) {
   snprintf(buf, sizeof(buf), "%s", v);
   char* save = NULL;
   for (char* t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-    if (!strcmp(t, "all") || !strcmp(t, "1")) force_mask |= FORCE_ALLREDUCE | FORCE_ALLGATHER;
-    else if (!strcmp(t, "allreduce")) force_mask |= FORCE_ALLREDUCE;
-    else if (!strcmp(t, "allgather")) force_mask |= FORCE_ALLGATHER;
+    if (!strcmp(t, "all") || !strcmp(t, "1"))
+      force_mask |= FORCE_ALLREDUCE | FORCE_ALLGATHER;
+    else if (!strcmp(t, "allreduce"))
+      force_mask |= FORCE_ALLREDUCE;
+    else if (!strcmp(t, "allgather"))
+      force_mask |= FORCE_ALLGATHER;
     else {
-      SHUNT_WARN("SHUNT_FORCE_FALLBACK=%s is not valid (accepted: all, allreduce, allgather, a comma list, or 0); "
-                 "using 0",
-                 v);
+      SHUNT_WARN(
+          "SHUNT_FORCE_FALLBACK=%s is not valid (accepted: all, allreduce, allgather, a comma list, or 0); "
+          "using 0",
+          v);
       force_mask = 0;
       return;
     }
@@ -53,8 +57,8 @@ static int forced(int what) {
 }
 
 static const char* dtype_name(ncclDataType_t t) {
-  static const char* const n[] = {"int8",  "uint8", "int32",    "uint32",   "int64",   "uint64",
-                                  "half",  "float", "double",   "bfloat16", "f8e4m3",  "f8e5m2"};
+  static const char* const n[] = {"int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
+                                  "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
   return (t >= 0 && (int)t < (int)(sizeof(n) / sizeof(n[0]))) ? n[t] : "invalid";
 }
 
@@ -148,13 +152,16 @@ static ncclResult_t resolve_op(const char* fn, struct shunt_comm* c, ncclRedOp_t
     return ncclSuccess; /* NCCL may know it; it decides */
   }
   if (info.dtype != dt) {
-    SHUNT_WARN("%s: Data type supplied to user-created ncclRedOp_t does not match type given to reduction operation",
-               fn);
+    SHUNT_WARN(
+        "%s: Data type supplied to user-created ncclRedOp_t does not match type given to reduction operation",
+        fn);
     return ncclInvalidArgument;
   }
   call->op = SHUNT_REDOP_PREMULSUM;
-  if (info.residence == ncclScalarHostImmediate) memcpy(call->scalar, info.scalar, sizeof(call->scalar));
-  else call->scalar_ptr = info.scalar_ptr;
+  if (info.residence == ncclScalarHostImmediate)
+    memcpy(call->scalar, info.scalar, sizeof(call->scalar));
+  else
+    call->scalar_ptr = info.scalar_ptr;
   return ncclSuccess;
 }
 
@@ -167,8 +174,9 @@ static const char* buffers_unusable(const void* send, const void* recv) {
 }
 
 static ncclResult_t no_path(const char* fn, const char* why) {
-  SHUNT_WARN("%s: no plan serves this call (%s) and the communicator has no NCCL communicator to fall back to", fn,
-             why);
+  SHUNT_WARN(
+      "%s: no plan serves this call (%s) and the communicator has no NCCL communicator to fall back to", fn,
+      why);
   return ncclInvalidUsage;
 }
 
@@ -195,29 +203,39 @@ static ncclResult_t allreduce(const void* sendbuff, void* recvbuff, size_t count
   uint64_t bytes = (uint64_t)count * shunt_dtype_size(call.dtype);
   call.in_bytes = call.out_bytes = bytes;
   const char* why = NULL;
-  if (count == 0) why = "empty";
-  else if (forced(FORCE_ALLREDUCE)) why = "SHUNT_FORCE_FALLBACK";
-  else if (opts.to_nccl) why = opts.to_nccl;
-  else if (!c->plans_enabled) why = "plans disabled for this communicator";
+  if (count == 0)
+    why = "empty";
+  else if (forced(FORCE_ALLREDUCE))
+    why = "SHUNT_FORCE_FALLBACK";
+  else if (opts.to_nccl)
+    why = opts.to_nccl;
+  else if (!c->plans_enabled)
+    why = "plans disabled for this communicator";
   else if ((why = buffers_unusable(sendbuff, recvbuff)) != NULL) {
     /* asked once per call: the answer is the reason */
   } else if (sendbuff != recvbuff && (const char*)sendbuff < (const char*)recvbuff + bytes &&
-           (const char*)recvbuff < (const char*)sendbuff + bytes)
+             (const char*)recvbuff < (const char*)sendbuff + bytes)
     why = "send and receive buffers partly overlap";
   else {
-    struct shunt_select_query q = {SHUNT_COLL_ALLREDUCE, (uint32_t)c->nranks, (uint32_t)c->local_size,
-                                   sendbuff == recvbuff, call.dtype, call.op, bytes, opts.only_plan};
+    struct shunt_select_query q = {SHUNT_COLL_ALLREDUCE,
+                                   (uint32_t)c->nranks,
+                                   (uint32_t)c->local_size,
+                                   sendbuff == recvbuff,
+                                   call.dtype,
+                                   call.op,
+                                   bytes,
+                                   opts.only_plan};
     struct shunt_selection sel = shunt_planset_select(c->plans, &q);
     if (sel.entry && lowerable(&sel, &call)) {
       call.entry = sel.entry;
-      SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s %s -> plan %s", fn, bytes, dtype_name(datatype), op_name(op),
-                 sel.entry->plan->name);
+      SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s %s -> plan %s", fn, bytes, dtype_name(datatype),
+                 op_name(op), sel.entry->plan->name);
       return serve(c, &call, &opts);
     }
     why = sel.why_not;
   }
-  SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s %s -> nccl (%s)", fn, bytes, dtype_name(datatype), op_name(op),
-             why);
+  SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s %s -> nccl (%s)", fn, bytes, dtype_name(datatype),
+             op_name(op), why);
   atomic_store(&c->last_plan, (const char*)NULL);
   if (!c->real) return count == 0 ? ncclSuccess : no_path(fn, why);
   comm = c->real;
@@ -234,8 +252,9 @@ forward:
   return rc;
 }
 
-SHUNT_EXPORT ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+SHUNT_EXPORT ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                         cudaStream_t stream) {
   return allreduce(sendbuff, recvbuff, count, datatype, op, comm, stream, 0, NULL);
 }
 SHUNT_ALIAS(ncclAllReduce, ncclResult_t,
@@ -253,7 +272,8 @@ SHUNT_ALIAS(ncclAllReduceConfig, ncclResult_t,
 
 /* ncclAllGather, and ncclAllGatherConfig when with_config. */
 static ncclResult_t allgather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
-                              ncclComm_t comm, cudaStream_t stream, int with_config, const ncclCollConfig_t* config) {
+                              ncclComm_t comm, cudaStream_t stream, int with_config,
+                              const ncclCollConfig_t* config) {
   SHUNT_COMM_REF c = shunt_handles_get(comm);
   const struct shunt_real_nccl* real = NULL;
   const char* fn = with_config ? "AllGatherConfig" : "AllGather";
@@ -275,18 +295,28 @@ static ncclResult_t allgather(const void* sendbuff, void* recvbuff, size_t sendc
                             .stream = stream};
   bool inplace = shunt_select_inplace(SHUNT_COLL_ALLGATHER, sendbuff, recvbuff, (uint32_t)c->rank, per);
   const char* why = NULL;
-  if (sendcount == 0) why = "empty";
-  else if (forced(FORCE_ALLGATHER)) why = "SHUNT_FORCE_FALLBACK";
-  else if (opts.to_nccl) why = opts.to_nccl;
-  else if (!c->plans_enabled) why = "plans disabled for this communicator";
+  if (sendcount == 0)
+    why = "empty";
+  else if (forced(FORCE_ALLGATHER))
+    why = "SHUNT_FORCE_FALLBACK";
+  else if (opts.to_nccl)
+    why = opts.to_nccl;
+  else if (!c->plans_enabled)
+    why = "plans disabled for this communicator";
   else if ((why = buffers_unusable(sendbuff, recvbuff)) != NULL) {
     /* asked once per call: the answer is the reason */
   } else if (!inplace && (const char*)sendbuff < (const char*)recvbuff + total &&
-           (const char*)recvbuff < (const char*)sendbuff + per)
+             (const char*)recvbuff < (const char*)sendbuff + per)
     why = "send and receive buffers partly overlap";
   else {
-    struct shunt_select_query q = {SHUNT_COLL_ALLGATHER, (uint32_t)c->nranks, (uint32_t)c->local_size, inplace,
-                                   call.dtype, SHUNT_REDOP_SUM, total, opts.only_plan};
+    struct shunt_select_query q = {SHUNT_COLL_ALLGATHER,
+                                   (uint32_t)c->nranks,
+                                   (uint32_t)c->local_size,
+                                   inplace,
+                                   call.dtype,
+                                   SHUNT_REDOP_SUM,
+                                   total,
+                                   opts.only_plan};
     struct shunt_selection sel = shunt_planset_select(c->plans, &q);
     if (sel.entry && lowerable(&sel, &call)) {
       call.entry = sel.entry;

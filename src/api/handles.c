@@ -108,13 +108,16 @@ ncclResult_t shunt_handles_ready(const char* fn, struct shunt_comm* c) {
   return ncclSuccess;
 }
 
-void shunt_handles_put(struct shunt_comm* c) { atomic_fetch_sub(&c->users, 1); }
+void shunt_handles_put(struct shunt_comm* c) {
+  atomic_fetch_sub(&c->users, 1);
+}
 
 void shunt_handles_unused(struct shunt_comm* c) {
   struct timespec ms = {0, 1000000};
   for (long waited = 0; atomic_load(&c->users) > 0; waited++) {
     if (waited == 10000)
-      SHUNT_WARN("rank %d: still waiting for a call on this communicator in another thread to return", c->rank);
+      SHUNT_WARN("rank %d: still waiting for a call on this communicator in another thread to return",
+                 c->rank);
     nanosleep(&ms, NULL);
   }
 }

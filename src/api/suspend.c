@@ -31,8 +31,9 @@ SHUNT_EXPORT ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags) {
     shunt_lower_cache_destroy(c->programs);
     c->programs = NULL;
   }
-  SHUNT_INFO(SHUNT_COMM, "rank %d: communicator suspended (flags 0x%x); plans take no work until ncclCommResume",
-             c->rank, (unsigned)flags);
+  SHUNT_INFO(SHUNT_COMM,
+             "rank %d: communicator suspended (flags 0x%x); plans take no work until ncclCommResume", c->rank,
+             (unsigned)flags);
   return rc;
 }
 SHUNT_ALIAS(ncclCommSuspend, ncclResult_t, (ncclComm_t comm, int flags))

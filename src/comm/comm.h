@@ -36,7 +36,7 @@ struct shunt_comm {
   struct shunt_bootstrap* boot;
   const struct shunt_planset* plans; /* shared, owned by the process-wide plan cache */
   int plans_enabled;
-  struct shunt_world* world;       /* the host backend's shared regions; NULL until a plan runs */
+  struct shunt_world* world;          /* the host backend's shared regions; NULL until a plan runs */
   struct shunt_lower_cache* programs; /* lowered plans of this communicator */
   struct shunt_redop_table* redops;
   atomic_int async_error; /* ncclResult_t of shunt's own asynchronous failures */
@@ -50,7 +50,7 @@ struct shunt_comm {
    * shrink of it) and what abort needs to stop it; guarded by mu. */
   pthread_mutex_t mu;
   pthread_t worker;
-  int worker_live;    /* worker started and not joined */
+  int worker_live; /* worker started and not joined */
   atomic_int job_running;
   atomic_int cancelled;
   _Atomic(const char*) last_plan; /* name of the plan that served the last call, NULL: NCCL */
@@ -86,6 +86,5 @@ struct shunt_call {
   const void* scalar_ptr;  /* PREMULSUM with a device-resident scalar: read when the plan runs */
   cudaStream_t stream;
 };
-
 
 #endif

@@ -5,7 +5,9 @@
  * every symbol. Where the build's nccl.h lacks a type or a prototype, it is declared here with
  * the layout and signature of the release that introduced it; with headers that have it, the
  * header's own declaration is used and the compiler checks shunt's definitions against it.
- * Each block is guarded by the first release whose nccl.h declares it. */
+ * Each block is guarded by the first release whose nccl.h declares it (read off the headers
+ * of every release from 2.19 to 2.32.3; no export was ever removed or changed its prototype).
+ * The device-API host functions live in C++ headers only and are in nccl_device_abi.h. */
 #ifndef SHUNT_FALLBACK_NCCL_COMPAT_H
 #define SHUNT_FALLBACK_NCCL_COMPAT_H
 
@@ -32,8 +34,13 @@ typedef struct {
 } ncclWaitSignalDesc_t;
 #endif
 
-/* ---- Per-call configuration of collectives and socket encryption (2.32) ---- */
-#if SHUNT_NCCL_HEADERS_BEFORE(2, 32, 0)
+/* ---- Parameter access (2.30) ---- */
+#if SHUNT_NCCL_HEADERS_BEFORE(2, 30, 0)
+typedef struct ncclParamHandle* ncclParamHandle_t;
+#endif
+
+/* ---- Per-call configuration of collectives (2.31; 2.32 appended launchCompletionEvent) ---- */
+#if SHUNT_NCCL_HEADERS_BEFORE(2, 31, 0)
 typedef struct ncclConfigExt {
   struct ncclConfigExt* next;
   struct {
@@ -62,7 +69,10 @@ typedef struct ncclCollConfig_v23200 {
   uint64_t userProfilerTag;
   cudaEvent_t launchCompletionEvent;
 } ncclCollConfig_t;
+#endif
 
+/* ---- Socket encryption (2.32) ---- */
+#if SHUNT_NCCL_HEADERS_BEFORE(2, 32, 0)
 typedef struct ncclEncryptionConfig_v23200 {
   size_t size;
   unsigned int magic;
@@ -70,8 +80,6 @@ typedef struct ncclEncryptionConfig_v23200 {
   int mode;
   const char* psk;
 } ncclEncryptionConfig_t;
-
-typedef struct ncclParamHandle* ncclParamHandle_t;
 #endif
 
 /* Prototypes of the functions above, for headers that lack them (one X-macro list in
@@ -90,41 +98,16 @@ SHUNT_COMPAT_DECL(ncclResult_t, ncclCommResume, (ncclComm_t comm))
 SHUNT_COMPAT_DECL(ncclResult_t, ncclCommMemStats, (ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value))
 SHUNT_COMPAT_DECL(ncclResult_t, ncclWinGetUserPtr, (ncclComm_t comm, ncclWindow_t win, void** outUserPtr))
 SHUNT_COMPAT_DECL(ncclResult_t, ncclPutSignal,
-                  (const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
-                   size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
-                   cudaStream_t stream))
+                  (const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
+                   ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
+                   ncclComm_t comm, cudaStream_t stream))
 SHUNT_COMPAT_DECL(ncclResult_t, ncclSignal,
                   (int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream))
 SHUNT_COMPAT_DECL(ncclResult_t, ncclWaitSignal,
                   (int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream))
 #endif
 
-#if SHUNT_NCCL_HEADERS_BEFORE(2, 32, 0)
-SHUNT_COMPAT_DECL(ncclResult_t, ncclAllReduceConfig,
-                  (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-                   ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
-SHUNT_COMPAT_DECL(ncclResult_t, ncclBroadcastConfig,
-                  (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-                   ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
-SHUNT_COMPAT_DECL(ncclResult_t, ncclReduceConfig,
-                  (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-                   int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
-SHUNT_COMPAT_DECL(ncclResult_t, ncclAllGatherConfig,
-                  (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
-                   cudaStream_t stream, const ncclCollConfig_t* config))
-SHUNT_COMPAT_DECL(ncclResult_t, ncclReduceScatterConfig,
-                  (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
-                   ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
-SHUNT_COMPAT_DECL(ncclResult_t, ncclAlltoAllConfig,
-                  (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
-                   cudaStream_t stream, const ncclCollConfig_t* config))
-SHUNT_COMPAT_DECL(ncclResult_t, ncclGatherConfig,
-                  (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-                   ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
-SHUNT_COMPAT_DECL(ncclResult_t, ncclScatterConfig,
-                  (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-                   ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
-SHUNT_COMPAT_DECL(ncclResult_t, ncclSetEncryption, (const ncclEncryptionConfig_t* config))
+#if SHUNT_NCCL_HEADERS_BEFORE(2, 30, 0)
 SHUNT_COMPAT_DECL(ncclResult_t, ncclParamBind, (ncclParamHandle_t * out, const char* key))
 SHUNT_COMPAT_DECL(ncclResult_t, ncclParamGetI8, (ncclParamHandle_t h, int8_t* out))
 SHUNT_COMPAT_DECL(ncclResult_t, ncclParamGetI16, (ncclParamHandle_t h, int16_t* out))
@@ -139,6 +122,38 @@ SHUNT_COMPAT_DECL(ncclResult_t, ncclParamGet, (ncclParamHandle_t h, void* out, i
 SHUNT_COMPAT_DECL(ncclResult_t, ncclParamGetParameter, (const char* key, const char** value, int* valueLen))
 SHUNT_COMPAT_DECL(ncclResult_t, ncclParamGetAllParameterKeys, (const char*** table, int* tableLen))
 SHUNT_COMPAT_DECL(void, ncclParamDumpAll, (void))
+#endif
+
+#if SHUNT_NCCL_HEADERS_BEFORE(2, 31, 0)
+SHUNT_COMPAT_DECL(ncclResult_t, ncclAllReduceConfig,
+                  (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                   ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
+SHUNT_COMPAT_DECL(ncclResult_t, ncclBroadcastConfig,
+                  (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                   ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
+SHUNT_COMPAT_DECL(ncclResult_t, ncclReduceConfig,
+                  (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                   ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
+                   const ncclCollConfig_t* config))
+SHUNT_COMPAT_DECL(ncclResult_t, ncclAllGatherConfig,
+                  (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                   ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
+SHUNT_COMPAT_DECL(ncclResult_t, ncclReduceScatterConfig,
+                  (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                   ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
+SHUNT_COMPAT_DECL(ncclResult_t, ncclAlltoAllConfig,
+                  (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                   ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
+SHUNT_COMPAT_DECL(ncclResult_t, ncclGatherConfig,
+                  (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                   ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
+SHUNT_COMPAT_DECL(ncclResult_t, ncclScatterConfig,
+                  (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                   ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
+#endif
+
+#if SHUNT_NCCL_HEADERS_BEFORE(2, 32, 0)
+SHUNT_COMPAT_DECL(ncclResult_t, ncclSetEncryption, (const ncclEncryptionConfig_t* config))
 #endif
 
 #undef SHUNT_COMPAT_DECL

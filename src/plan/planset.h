@@ -107,8 +107,8 @@ struct shunt_select_query {
 
 struct shunt_selection {
   const struct shunt_plan_entry* entry; /* NULL: no plan */
-  bool scale;                           /* floating AVG / PREMULSUM: each contribution is scaled once, then summed */
-  const char* why_not;                  /* entry == NULL: a static string saying why */
+  bool scale;          /* floating AVG / PREMULSUM: each contribution is scaled once, then summed */
+  const char* why_not; /* entry == NULL: a static string saying why */
 };
 
 /* Picks the plan for a call: collective, rank count, ranks per node (a plan without a

@@ -259,7 +259,8 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
     res.why_not = NULL;
     return res;
   }
-  if (q->only && !named) res.why_not = "the plan the call names is not one for this collective, rank count and in-place mode";
+  if (q->only && !named)
+    res.why_not = "the plan the call names is not one for this collective, rank count and in-place mode";
   res.scale = false;
   return res;
 }

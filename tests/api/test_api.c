@@ -26,6 +26,13 @@
  *              makes one per 128 ranks): plans serve the communicator
  *   devptr     buffers the CUDA driver (a stand-in, TEST_FAKE_CUDA) calls device memory go
  *              to NCCL, never to the host backend; host buffers still run on plans
+ *   config     ncclAllReduceConfig / ncclAllGatherConfig: served by plans as the plain calls
+ *              are, in and out of groups; algSelection, shunt's vendor options (plan by name,
+ *              no plans) and a shorter (older) struct honoured; NCCL gets the caller's config
+ *              untouched; launchCompletionEvent recorded (CUDA driver stand-in)
+ *   suspend    ncclCommSuspend: shunt's plans take no work (a clear error) until ncclCommResume,
+ *              then serve again, exactly
+ *   grow       ncclCommGrow and ncclCommGetUniqueId reach NCCL untouched; alone, a clear error
  * SHUNT_FALLBACK=0 in the environment runs any of them with shunt's communicators alone.
  * The parent makes the id, forks the ranks and collects their verdicts. */
 #include <dlfcn.h>
@@ -40,6 +47,8 @@
 #include <unistd.h>
 
 #include "common/check.h"
+#include "fakenccl/fake_nccl.h"
+#include "fallback/nccl_compat.h"
 #include "shunt/shunt.h"
 
 static const char* scenario;
@@ -52,7 +61,9 @@ static const char* last_plan(ncclComm_t comm) {
 }
 
 /* Values whose sums are exact in float and int32 for any rank count used here. */
-static float fval(int rank, size_t i) { return (float)((rank + 1) * 3 + (int)(i % 13)); }
+static float fval(int rank, size_t i) {
+  return (float)((rank + 1) * 3 + (int)(i % 13));
+}
 
 static int check_allreduce(ncclComm_t comm, int rank, int n, size_t count, int inplace, int want_plan) {
   float* send = calloc(count, sizeof(float));
@@ -70,7 +81,8 @@ static int check_allreduce(ncclComm_t comm, int rank, int n, size_t count, int i
             inplace ? "in-place" : "out-of-place", bad, last_plan(comm));
   const char* served = last_plan(comm);
   if (want_plan == 1) CHECK_MSG(strcmp(served, "nccl") != 0, "allreduce of %zu floats went to NCCL", count);
-  if (want_plan == 0) CHECK_MSG(strcmp(served, "nccl") == 0, "allreduce of %zu floats used plan %s", count, served);
+  if (want_plan == 0)
+    CHECK_MSG(strcmp(served, "nccl") == 0, "allreduce of %zu floats used plan %s", count, served);
   if (!inplace) free(recv);
   free(send);
   return check_failures == fails;
@@ -278,8 +290,8 @@ static int run_watchdog(ncclComm_t comm, int rank) {
   pthread_join(t, NULL);
   CHECK_MSG(rc != ncclSuccess, "the collective succeeded with its peer gone");
   CHECK_EQ_INT(w.rc, ncclSuccess);
-  CHECK_MSG(w.aborted_at > 0 && returned - w.aborted_at < 5.0, "the collective returned %.1f s after the abort",
-            returned - w.aborted_at);
+  CHECK_MSG(w.aborted_at > 0 && returned - w.aborted_at < 5.0,
+            "the collective returned %.1f s after the abort", returned - w.aborted_at);
   CHECK_MSG(w.abort_took < 5.0, "abort took %.1f s", w.abort_took);
   free(buf);
   CHECK_DONE();
@@ -302,6 +314,192 @@ static int run_scalable(int rank, ncclUniqueId id) {
   CHECK_DONE();
 }
 
+/* The NCCL double's record of its last call, or NULL when shunt stands alone. */
+static const struct fake_call* fake_last(void) {
+  void* h = dlopen(getenv("SHUNT_NCCL_LIB"), RTLD_NOW | RTLD_NOLOAD);
+  fake_last_call_fn f = h ? (fake_last_call_fn)dlsym(h, "fake_last_call") : NULL;
+  return f ? f() : NULL;
+}
+
+static int fallback_on(void) {
+  const char* fb = getenv("SHUNT_FALLBACK");
+  return !fb || strcmp(fb, "0") != 0;
+}
+
+static void coll_config_init(ncclCollConfig_t* cfg) {
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->size = sizeof(*cfg);
+  cfg->magic = 0xcafebeef;
+  cfg->version = NCCL_VERSION(2, 32, 3);
+  cfg->minCTAs = cfg->maxCTAs = cfg->nvlsCTAs = cfg->cgaClusterSize = cfg->CTAPolicy = NCCL_CONFIG_UNDEF_INT;
+  cfg->forceAlgSelection = 1;
+}
+
+/* One ncclAllReduceConfig of `count` floats; want_plan: 1 a plan serves it, 0 NCCL does (the
+ * double records it without computing; alone, the call fails with a message). */
+static void config_allreduce(ncclComm_t comm, int rank, size_t count, const ncclCollConfig_t* cfg,
+                             int want_plan, const char* why) {
+  float* buf = malloc(count * sizeof(float));
+  for (size_t i = 0; i < count; i++) buf[i] = fval(rank, i);
+  ncclResult_t rc = ncclAllReduceConfig(buf, buf, count, ncclFloat, ncclSum, comm, NULL, cfg);
+  if (want_plan) {
+    CHECK_MSG(rc == ncclSuccess, "%s: ncclAllReduceConfig failed: %s", why, ncclGetLastError(comm));
+    CHECK_MSG(strcmp(last_plan(comm), "nccl") != 0, "%s: went to NCCL", why);
+    size_t bad = 0;
+    for (size_t i = 0; i < count; i++) {
+      float want = 0;
+      for (int r = 0; r < nranks; r++) want += fval(r, i);
+      bad += buf[i] != want;
+    }
+    CHECK_MSG(bad == 0, "%s: %zu wrong", why, bad);
+  } else if (fallback_on()) {
+    CHECK_MSG(rc == ncclSuccess, "%s: %s", why, ncclGetLastError(comm));
+    CHECK_MSG(strcmp(last_plan(comm), "nccl") == 0, "%s: served by plan %s", why, last_plan(comm));
+    const struct fake_call* c = fake_last();
+    CHECK_MSG(c && !strcmp(c->name, "ncclAllReduceConfig"), "%s: NCCL got %s", why, c ? c->name : "nothing");
+    /* The config reached NCCL as the caller's pointer, its bytes untouched. */
+    if (c) CHECK(c->nargs == 8 && !memcmp(c->arg[7], &cfg, sizeof(cfg)));
+  } else {
+    CHECK_MSG(rc == ncclInvalidUsage, "%s: alone, expected ncclInvalidUsage, got %d", why, rc);
+    CHECK_STR_CONTAINS(ncclGetLastError(comm), why);
+  }
+  free(buf);
+}
+
+static int run_config(ncclComm_t comm, int rank) {
+  size_t count = 1024; /* 4 KiB: the LL plans' range */
+  ncclCollConfig_t cfg;
+  config_allreduce(comm, rank, count, NULL, 1, "no config");
+  coll_config_init(&cfg);
+  config_allreduce(comm, rank, count, &cfg, 1, "a default config");
+  const char* plan = last_plan(comm);
+  char plan_name[128];
+  snprintf(plan_name, sizeof(plan_name), "%s", plan);
+
+  cfg.algSelection = "ring,tree";
+  config_allreduce(comm, rank, count, &cfg, 0, "algSelection names only NCCL algorithms");
+  cfg.algSelection = "ring, SHUNT";
+  config_allreduce(comm, rank, count, &cfg, 1, "algSelection names shunt");
+  cfg.algSelection = "^nvls";
+  config_allreduce(comm, rank, count, &cfg, 1, "algSelection excludes only NCCL algorithms");
+  cfg.algSelection = "^ring,shunt";
+  config_allreduce(comm, rank, count, &cfg, 0, "algSelection excludes shunt");
+  /* A struct from headers that end before algSelection: the field is not read. */
+  cfg.algSelection = "ring";
+  cfg.size = offsetof(ncclCollConfig_t, algSelection);
+  config_allreduce(comm, rank, count, &cfg, 1, "a shorter struct");
+  coll_config_init(&cfg);
+
+  ncclConfigExt_t other = {NULL, {12345, SHUNT_CONFIG_NO_PLANS}, {.i = 1}}; /* another vendor's */
+  ncclConfigExt_t ext = {&other, {SHUNT_CONFIG_VENDOR_ID, SHUNT_CONFIG_PLAN}, {.s = plan_name}};
+  cfg.ext = &ext;
+  config_allreduce(comm, rank, count, &cfg, 1, "the plan named");
+  CHECK_MSG(strcmp(last_plan(comm), plan_name) == 0, "named %s, served by %s", plan_name, last_plan(comm));
+  ext.val.s = "allreduce_no_such_plan";
+  config_allreduce(comm, rank, count, &cfg, 0, "the plan the call names is not one for this collective");
+  ext.key.optionId = SHUNT_CONFIG_NO_PLANS;
+  ext.val.i = 1;
+  config_allreduce(comm, rank, count, &cfg, 0, "the call's config forbids plans");
+  ext.key.optionId = 99;
+  float x = 1;
+  CHECK_EQ_INT(ncclAllReduceConfig(&x, &x, 1, ncclFloat, ncclSum, comm, NULL, &cfg), ncclInvalidArgument);
+  CHECK_STR_CONTAINS(ncclGetLastError(comm), "unknown shunt option 99");
+  coll_config_init(&cfg);
+  cfg.magic = 0;
+  CHECK_EQ_INT(ncclAllReduceConfig(&x, &x, 1, ncclFloat, ncclSum, comm, NULL, &cfg), ncclInvalidArgument);
+  CHECK_STR_CONTAINS(ncclGetLastError(comm), "not initialised");
+
+  /* launchCompletionEvent, with the CUDA driver stand-in in the process; a plan served in a
+   * group records it once the group has run it. */
+  void* cuda = dlopen(getenv("TEST_FAKE_CUDA"), RTLD_NOW | RTLD_GLOBAL);
+  long (*records)(void**, void**) =
+      cuda ? (long (*)(void**, void**))dlsym(cuda, "fakecuda_event_records") : NULL;
+  CHECK_MSG(records != NULL, "cannot load the CUDA driver stand-in: %s", dlerror());
+  if (records) {
+    void *ev = NULL, *st = NULL;
+    long before = records(&ev, &st);
+    coll_config_init(&cfg);
+    int event_token, stream_token;
+    cfg.launchCompletionEvent = (cudaEvent_t)&event_token;
+    float* a = malloc(count * sizeof(float));
+    int32_t* g = calloc((size_t)nranks * 256, sizeof(int32_t));
+    for (size_t i = 0; i < count; i++) a[i] = fval(rank, i);
+    for (int i = 0; i < 256; i++) g[rank * 256 + i] = rank * 7 + i;
+    CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+    CHECK_EQ_INT(
+        ncclAllReduceConfig(a, a, count, ncclFloat, ncclSum, comm, (cudaStream_t)&stream_token, &cfg),
+        ncclSuccess);
+    CHECK_MSG(records(&ev, &st) == before, "the event was recorded before the group ran the plan");
+    CHECK_EQ_INT(ncclAllGatherConfig(g + rank * 256, g, 256, ncclInt32, comm, NULL, NULL), ncclSuccess);
+    CHECK_EQ_INT(ncclGroupEnd(), ncclSuccess);
+    CHECK_EQ_INT(records(&ev, &st), before + 1);
+    CHECK(ev == (void*)&event_token && st == (void*)&stream_token);
+    CHECK_MSG(strcmp(last_plan(comm), "nccl") != 0, "the group's allgather went to NCCL");
+    size_t bad = 0;
+    for (size_t i = 0; i < count; i++) {
+      float want = 0;
+      for (int r = 0; r < nranks; r++) want += fval(r, i);
+      bad += a[i] != want;
+    }
+    for (int r = 0; r < nranks; r++)
+      for (int i = 0; i < 256; i++) bad += g[r * 256 + i] != r * 7 + i;
+    CHECK_MSG(bad == 0, "rank %d: %zu wrong after the Config group", rank, bad);
+    /* Allgather with plans forbidden goes to NCCL too. */
+    coll_config_init(&cfg);
+    ncclConfigExt_t none = {NULL, {SHUNT_CONFIG_VENDOR_ID, SHUNT_CONFIG_NO_PLANS}, {.i = 1}};
+    cfg.ext = &none;
+    ncclResult_t rc = ncclAllGatherConfig(g + rank * 256, g, 256, ncclInt32, comm, NULL, &cfg);
+    CHECK_EQ_INT(rc, fallback_on() ? ncclSuccess : ncclInvalidUsage);
+    CHECK_MSG(strcmp(last_plan(comm), "nccl") == 0, "allgather with plans forbidden used %s",
+              last_plan(comm));
+    free(a);
+    free(g);
+  }
+  return 0;
+}
+
+static int run_suspend(ncclComm_t comm, int rank) {
+  check_allreduce(comm, rank, nranks, 1024, 0, 1);
+  CHECK_EQ_INT(ncclCommSuspend(comm, NCCL_SUSPEND_MEM), ncclSuccess);
+  if (fallback_on()) {
+    const struct fake_call* c = fake_last();
+    CHECK_MSG(c && !strcmp(c->name, "ncclCommSuspend"), "NCCL's half was not suspended");
+  }
+  float x[4] = {1, 2, 3, 4};
+  CHECK_EQ_INT(ncclAllReduce(x, x, 4, ncclFloat, ncclSum, comm, NULL), ncclInvalidUsage);
+  CHECK_STR_CONTAINS(ncclGetLastError(comm), "suspended");
+  CHECK_EQ_INT(ncclCommResume(comm), ncclSuccess);
+  check_allreduce(comm, rank, nranks, 1024, 0, 1);
+  check_allgather(comm, rank, nranks, 256, 1);
+  return 0;
+}
+
+static int run_grow(ncclComm_t comm, int rank) {
+  ncclComm_t grown = NULL;
+  ncclUniqueId gid;
+  memset(&gid, 7, sizeof(gid));
+  if (fallback_on()) {
+    CHECK_EQ_INT(ncclCommGetUniqueId(comm, &gid), ncclSuccess);
+    const struct fake_call* c = fake_last();
+    CHECK(c && !strcmp(c->name, "ncclCommGetUniqueId"));
+    CHECK_EQ_INT(ncclCommGrow(comm, nranks + 1, &gid, -1, &grown, NULL), ncclSuccess);
+    c = fake_last();
+    CHECK_MSG(c && !strcmp(c->name, "ncclCommGrow"), "ncclCommGrow did not reach NCCL");
+    if (c) {
+      CHECK(c->nargs == 6 && !memcmp(c->arg[0], &comm, sizeof(comm)));
+      int n1 = nranks + 1;
+      CHECK(!memcmp(c->arg[1], &n1, sizeof(n1)));
+    }
+  } else {
+    CHECK_EQ_INT(ncclCommGrow(comm, nranks + 1, &gid, -1, &grown, NULL), ncclInvalidUsage);
+    CHECK_STR_CONTAINS(ncclGetLastError(comm), "no NCCL communicator");
+    CHECK_EQ_INT(ncclCommGetUniqueId(comm, &gid), ncclInvalidUsage);
+  }
+  /* The parent still runs its plans. */
+  check_allreduce(comm, rank, nranks, 1024, 0, 1);
+  return 0;
+}
+
 static int run_rank(int rank, ncclUniqueId id) {
   if (!strcmp(scenario, "scalable")) return run_scalable(rank, id);
   if (!strcmp(scenario, "nonblocking")) return run_nonblocking(rank, id);
@@ -320,6 +518,9 @@ static int run_rank(int rank, ncclUniqueId id) {
   if (!strcmp(scenario, "shrink")) return run_shrink(comm, rank);
   if (!strcmp(scenario, "watchdog")) return run_watchdog(comm, rank);
   if (!strcmp(scenario, "devptr")) run_devptr(comm, rank);
+  if (!strcmp(scenario, "config")) run_config(comm, rank);
+  if (!strcmp(scenario, "suspend")) run_suspend(comm, rank);
+  if (!strcmp(scenario, "grow")) run_grow(comm, rank);
   if (!strcmp(scenario, "plans")) {
     /* 4 KiB lies in the LL plans' range, 2 MiB in the Simple plans'. */
     size_t counts[] = {1024, 512 * 1024};

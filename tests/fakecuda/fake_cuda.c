@@ -1,6 +1,7 @@
 /* A stand-in for the CUDA driver (soname libcuda.so.1) that answers cuPointerGetAttribute:
  * addresses inside ranges a test declared with fakecuda_add_device are device memory, the
- * rest is unknown to the driver (CUDA_ERROR_INVALID_VALUE), as pageable host memory is. */
+ * rest is unknown to the driver (CUDA_ERROR_INVALID_VALUE), as pageable host memory is.
+ * cuEventRecord succeeds and remembers its arguments (fakecuda_event_records). */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,4 +31,24 @@ __attribute__((visibility("default"))) int cuPointerGetAttribute(void* data, int
       return CUDA_SUCCESS;
     }
   return CUDA_ERROR_INVALID_VALUE;
+}
+
+static long event_records;
+static void* last_event;
+static void* last_stream;
+
+__attribute__((visibility("default"))) int cuEventRecord(void* event, void* stream) {
+  if (!event) return CUDA_ERROR_INVALID_VALUE;
+  __atomic_store_n(&last_event, event, __ATOMIC_RELAXED);
+  __atomic_store_n(&last_stream, stream, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&event_records, 1, __ATOMIC_RELEASE);
+  return CUDA_SUCCESS;
+}
+
+/* How many events were recorded; the last one's event and stream. */
+__attribute__((visibility("default"))) long fakecuda_event_records(void** event, void** stream) {
+  long n = __atomic_load_n(&event_records, __ATOMIC_ACQUIRE);
+  *event = __atomic_load_n(&last_event, __ATOMIC_RELAXED);
+  *stream = __atomic_load_n(&last_stream, __ATOMIC_RELAXED);
+  return n;
 }
