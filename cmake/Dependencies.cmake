@@ -1,18 +1,26 @@
 # NCCL headers: the ones shipped with the CUDA toolkit unless NCCL_INCLUDE_DIR is given.
 find_package(CUDAToolkit QUIET)
 set(_nccl_hints ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include /usr/include /usr/local/include)
-find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_nccl_hints} DOC "folder holding nccl.h")
+# Last resort (a machine without the toolkit): the PyPI wheels scripts/setup.sh unpacks.
+set(_deps ${CMAKE_SOURCE_DIR}/.deps)
+find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_nccl_hints} PATHS ${_deps}/nccl-2.32.3/nvidia/nccl/include
+          DOC "folder holding nccl.h")
 if(NOT NCCL_INCLUDE_DIR)
-  message(FATAL_ERROR "nccl.h not found: install the CUDA toolkit's NCCL or pass -DNCCL_INCLUDE_DIR=")
+  message(FATAL_ERROR "nccl.h not found: run scripts/setup.sh, install the CUDA toolkit's NCCL or pass -DNCCL_INCLUDE_DIR=")
 endif()
 # nccl.h includes cuda_runtime.h; when NCCL's headers live apart from the toolkit's (a
 # distribution package in /usr/include, say), the toolkit's folder is needed too.
 if(NOT EXISTS ${NCCL_INCLUDE_DIR}/cuda_runtime.h)
-  find_path(SHUNT_CUDART_INCLUDE_DIR cuda_runtime.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+  find_path(SHUNT_CUDART_INCLUDE_DIR cuda_runtime.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include
+            PATHS ${_deps}/cuda-headers/nvidia/cu13/include)
   if(NOT SHUNT_CUDART_INCLUDE_DIR)
-    message(FATAL_ERROR "cuda_runtime.h (needed by nccl.h) not found: install the CUDA toolkit")
+    message(FATAL_ERROR "cuda_runtime.h (needed by nccl.h) not found: run scripts/setup.sh or install the CUDA toolkit")
   endif()
   include_directories(SYSTEM ${SHUNT_CUDART_INCLUDE_DIR})
+  # The wheels' headers keep libcu++ (nv/target) in a folder of its own.
+  if(EXISTS ${SHUNT_CUDART_INCLUDE_DIR}/cccl)
+    include_directories(SYSTEM ${SHUNT_CUDART_INCLUDE_DIR}/cccl)
+  endif()
 endif()
 file(STRINGS ${NCCL_INCLUDE_DIR}/nccl.h _nccl_ver REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
 message(STATUS "NCCL headers: ${NCCL_INCLUDE_DIR}/nccl.h (${_nccl_ver})")

@@ -68,6 +68,21 @@ if command -v compute-sanitizer >/dev/null && [ -x build-gpu/tests/gpu/test_exec
 else
   note "compute-sanitizer: not run (no compute-sanitizer or no test_exec_gpu)"; rc=1
 fi
+# PyTorch with shunt preloaded: every NCCL function torch imports is defined, and a one-rank
+# NCCL process group runs collectives on CUDA tensors exactly (they go to NCCL: GPU buffers).
+if python3 -c 'import torch' >/dev/null 2>&1; then
+  torch_lib=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib/libtorch_cuda.so
+  nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)
+  if scripts/check-nccl-imports.sh --shunt build-gpu/libshunt.so "$torch_lib" &&
+     LD_PRELOAD=$PWD/build-gpu/libshunt.so SHUNT_NCCL_LIB=$nccl_lib SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,CALL \
+       timeout 300 python3 scripts/torch_smoke.py >torch-smoke.log 2>&1; then
+    note "PyTorch with shunt preloaded: passed ($(head -1 torch-smoke.log))"
+  else
+    tail -20 torch-smoke.log; note "PyTorch with shunt preloaded: FAILED (torch-smoke.log)"; rc=1
+  fi
+else
+  note "PyTorch: not installed, not run"
+fi
 if [ -x build-gpu/tools/shunt-perf/shunt-perf ]; then
   # shunt-perf's buffers are host memory (its CUDA device layer is not written yet), so no
   # call may reach the real NCCL: plans on the host backend only.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# shunt's main job: build, report what shunt finds (its version, the real NCCL, the GPUs,
+# shunt's main job: install what is missing (scripts/setup.sh), build, report what shunt finds (its version, the real NCCL, the GPUs,
 # the shipped plans), then benchmark the shipped plans through the NCCL API with shunt-perf,
 # ranks as processes on this machine. Plans run on the host backend (the GPU executor is not
 # part of the library yet), and the default sizes are ones the shipped plans serve.
@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
+scripts/setup.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs" >/dev/null
 export SHUNT_PLAN_DIR=${SHUNT_PLAN_DIR:-$PWD/plans}

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds shunt and runs every test: the normal build, the AddressSanitizer + UBSan build of
+# Installs what is missing (scripts/setup.sh --tests), builds shunt and runs every test: the
+# normal build, the AddressSanitizer + UBSan build of
 # the host tests, the shipped-plan regeneration check and, when clang is present, a bounded
 # fuzzing run. GPU tests skip themselves (exit 77) where there is no GPU.
 #   scripts/test.sh            everything
@@ -8,15 +9,33 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 
-step() { printf '\n== %s\n' "$*"; }
+# Each stage's time is printed as it ends and again in a table at the end.
+stages=()
+stage="" stage_t0=$SECONDS
+end_stage() {
+  [ -n "$stage" ] && stages+=("$(printf '%5ds  %s' $((SECONDS - stage_t0)) "$stage")")
+  stage=""
+}
+step() {
+  end_stage
+  stage="$*" stage_t0=$SECONDS
+  printf '\n== %s\n' "$*"
+}
 
+step "set-up (scripts/setup.sh --tests)"
+scripts/setup.sh --tests
 step "build (RelWithDebInfo) in build/"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHUNT_REQUIRE_NCCL_NEWER=ON >/dev/null
 cmake --build build -j"$jobs"
 step "tests"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
-if [ "${SHUNT_TEST_QUICK:-0}" = 1 ]; then exit 0; fi
+summary() {
+  end_stage
+  printf '\n== time per stage\n'
+  printf '%s\n' "${stages[@]}"
+}
+if [ "${SHUNT_TEST_QUICK:-0}" = 1 ]; then summary; exit 0; fi
 
 step "build with AddressSanitizer + UBSan in build-asan/"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSHUNT_SANITIZE=ON -DSHUNT_ENABLE_CUDA=OFF >/dev/null
@@ -36,4 +55,5 @@ if [ -x scripts/fuzz.sh ] && command -v clang >/dev/null; then
   step "fuzzing the plan parser (${SHUNT_FUZZ_SECONDS:-60} s)"
   scripts/fuzz.sh "${SHUNT_FUZZ_SECONDS:-60}"
 fi
-step "all tests passed"
+summary
+printf '\n== all tests passed (%d s)\n' "$SECONDS"
