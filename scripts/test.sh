@@ -30,6 +30,13 @@ cmake --build build -j"$jobs"
 step "tests"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
+step "build against NCCL 2.32.3's headers in build-nccl232/ (the forwarding tests)"
+cmake -S . -B build-nccl232 -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHUNT_ENABLE_CUDA=OFF \
+  -DNCCL_INCLUDE_DIR="$PWD/.deps/nccl-2.32.3/nvidia/nccl/include" -DSHUNT_REQUIRE_NCCL_NEWER=ON >/dev/null
+cmake --build build-nccl232 -j"$jobs" --target shunt test_forward fakenccl fakenccl_partial notnccl \
+  test_newer_real test_preload_real api_config_read import_client_good import_client_bad >/dev/null
+ctest --test-dir build-nccl232 --output-on-failure -j"$jobs" -R "^(fallback_|api_config_read)"
+
 summary() {
   end_stage
   printf '\n== time per stage\n'
