@@ -46,6 +46,23 @@ if ctest --test-dir build-gpu -LE gpu --output-on-failure -j"$jobs" >ctest-host.
 else
   tail -30 ctest-host.log; note "host tests on the GPU machine: FAILED"; rc=1
 fi
+# The conformance corpus (zero-copy memory, port and switch-channel plans, in place and out of
+# place) on the GPU executor.
+if [ -x build-gpu/tests/gpu/test_exec_gpu ] && python3 scripts/gen_corpus.py --out build-gpu/corpus >/dev/null; then
+  if build-gpu/tests/gpu/test_exec_gpu build-gpu/corpus >corpus-gpu.log 2>&1; then
+    note "corpus on the GPU: passed ($(grep -c '^PASS' corpus-gpu.log) plans)"
+  else
+    grep -E '^FAIL|also:' corpus-gpu.log | head -20; note "corpus on the GPU: FAILED (corpus-gpu.log)"; rc=1
+  fi
+fi
+# Plans of the caller's own, when SHUNT_GPU_EXTRA_PLANS names a folder of them.
+if [ -n "${SHUNT_GPU_EXTRA_PLANS:-}" ] && [ -x build-gpu/tests/gpu/test_exec_gpu ]; then
+  if build-gpu/tests/gpu/test_exec_gpu "$SHUNT_GPU_EXTRA_PLANS" >extra-gpu.log 2>&1; then
+    note "extra plans on the GPU: passed ($(grep -c '^PASS' extra-gpu.log) plans)"
+  else
+    grep -E '^FAIL|also:' extra-gpu.log | head -20; note "extra plans on the GPU: FAILED (extra-gpu.log)"; rc=1
+  fi
+fi
 # A few plans under compute-sanitizer (memcheck, racecheck, synccheck): one LL plan with the
 # scaling kernels, one port-channel plan (proxy and FIFO), one allgather. Light shapes, since
 # the tools slow kernels down; every tool's log is kept in sanitizer-<tool>.log.

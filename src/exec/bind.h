@@ -3,11 +3,15 @@
  *
  * Promises: the decision depends only on the program, the user's two pointers and the
  * scaling that the backend applies before the plan (PreMulSum, floating avg):
- * - in-place calls (the input inside the output) alias: the plan's input is read from the
- *   output buffer it will overwrite;
+ * - in-place calls (the input inside the output) alias: the plan's input IS a view into its
+ *   output, on this rank and, for the peers that reach it, on every rank (every rank of an
+ *   in-place call aliases, so each places its peers' input views by shunt_bind_in_view). A
+ *   plan may write results through its input (MSCCL++'s in-place plans do); they land in the
+ *   output. So an aliased call never stages the input apart from the output;
  * - a buffer that peers reach (program.remote_access) is staged in the rank's registered
- *   memory; so is the input when it must be scaled and is not aliased (the user's input is
- *   never written), and the output when an aliased input must be scaled;
+ *   memory (for an aliased call: the output, holding the input view); so is the input when it
+ *   must be scaled and is not aliased (the user's input is never written), and the output
+ *   when an aliased input must be scaled;
  * - it refuses (with a reason) buffers larger than the staging capacity, and an input that
  *   already lies in the staging region when it would have to be scaled into it.
  * C and CUDA (host code). */
@@ -34,13 +38,24 @@ static inline const char* shunt_bind_decide(const struct shunt_program* p, const
                                             const void* user_out, bool pre_scale, const void* stage_in,
                                             uint64_t in_cap, uint64_t out_cap, struct shunt_bind* b) {
   b->alias = user_in != user_out ? shunt_bind_inside(user_in, user_out, p->out_bytes) : p->in_bytes > 0;
-  b->stage_out = (p->remote_access & SHUNT_PROG_REMOTE_OUTPUT) != 0 || (b->alias && pre_scale);
-  b->stage_in = (p->remote_access & SHUNT_PROG_REMOTE_INPUT) != 0 || (pre_scale && !b->alias);
+  if (b->alias) {
+    b->stage_in = false;
+    b->stage_out = p->remote_access != 0 || pre_scale;
+  } else {
+    b->stage_out = (p->remote_access & SHUNT_PROG_REMOTE_OUTPUT) != 0;
+    b->stage_in = (p->remote_access & SHUNT_PROG_REMOTE_INPUT) != 0 || pre_scale;
+  }
   if ((b->stage_out && p->out_bytes > out_cap) || (b->stage_in && p->in_bytes > in_cap))
     return "the call's buffers exceed the world's staging capacity";
   if (pre_scale && b->stage_in && user_in == stage_in)
     return "scaled reductions need the input outside the staging region";
   return NULL;
+}
+
+/* Where rank r's input view starts inside its output in an aliased (in-place) call: NCCL's
+ * in-place rule (allreduce: the same buffer; allgather: the rank's slice). */
+static inline uint64_t shunt_bind_in_view(const struct shunt_program* p, uint32_t rank) {
+  return SHUNT_PROG_IN_VIEW(p, rank);
 }
 
 #endif

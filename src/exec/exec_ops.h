@@ -22,6 +22,9 @@
  *   xb_signal(X, chan, relaxed), xb_wait(X, chan, relaxed)
  *   xb_port(X, chan, trigger, wait_done)   push a trigger; wait for its completion if asked
  *   xb_sem_acquire(X, id), xb_sem_release(X, id)
+ *   xb_aliased(X)                    the call is in place: every rank's input is a view into
+ *                                    its output (SHUNT_PROG_IN_VIEW), xb_addr places peers'
+ *                                    inputs there, and a trigger names the output
  * Data ops split their bytes into xb_batch pieces handed round-robin to the block's threads;
  * per-channel and per-semaphore ops use threads 0..n-1, as the reference does. */
 #ifndef SHUNT_EXEC_EXEC_OPS_H
@@ -95,6 +98,11 @@ SHUNT_XFN int shunt_x_port_puts(struct shunt_xctx* X, const struct shunt_prog_op
     /* Offsets relative to the buffers' bases: the backend adds the half for scratch. */
     t.src_off = xb_rel(X, s, pkt ? 0 : off);
     t.dst_off = xb_rel(X, d, pkt ? 0 : off);
+    if (t.dst_buf == SHUNT_BUF_INPUT && xb_aliased(X)) {
+      /* The peer's input is a view into its output. */
+      t.dst_buf = SHUNT_BUF_OUTPUT;
+      t.dst_off += SHUNT_PROG_IN_VIEW(X->prog, t.peer);
+    }
     t.size = pkt ? 2 * d->bytes : shunt_x_len(d, off, unit);
     if (xb_port(X, i < o->nchan ? &c[i] : 0, &t, (type & SHUNT_TRIG_SYNC) != 0)) return -1;
   }

@@ -8,6 +8,8 @@
 
 #include "exec/lower_internal.h"
 
+_Static_assert(SHUNT_COLL_ALLGATHER == 2, "SHUNT_PROG_IN_VIEW (exec/program.h) names allgather by value");
+
 #define ENC_LIMIT (UINT64_C(1) << 32)
 
 struct vec {

@@ -31,6 +31,12 @@ enum shunt_pkt_type { SHUNT_PKT_LL16 = 16, SHUNT_PKT_LL8 = 8 };
 #define SHUNT_PROG_REMOTE_INPUT 1u
 #define SHUNT_PROG_REMOTE_OUTPUT 2u
 
+/* In an in-place call, where rank r's input lies inside its output (NCCL's in-place rule:
+ * allreduce the same buffer, allgather the rank's slice); usable in host and device code.
+ * Every rank of an in-place call binds its input there, so a rank also places its peers'. */
+#define SHUNT_PROG_IN_VIEW(p, r) \
+  ((p)->coll == 2u /* SHUNT_COLL_ALLGATHER */ ? (uint64_t)(r) * (p)->in_bytes : 0u)
+
 /* Channel ordinals per (type, peer) that the transport provides counters for. */
 #define SHUNT_PROG_MAX_ORDINAL 256
 

@@ -119,7 +119,7 @@ struct shunt_gpu_kargs {
   uint64_t timeout_ns;
   uint32_t rank, nranks;
   uint32_t port_used; /* the program pushes triggers: drain them before the execution ends */
-  uint32_t pad_;
+  uint32_t in_view;   /* in place: every rank's input is a view into its output (SHUNT_PROG_IN_VIEW) */
 };
 
 #endif

@@ -250,6 +250,7 @@ extern "C" int shunt_gpu_launch(const struct shunt_gpu_run* run, cudaStream_t st
   k.in = in;
   k.out = out;
   k.port_used = gp->port_used ? 1u : 0u;
+  k.in_view = alias ? 1u : 0u;
   shunt_gpu_exec_kernel<<<p->nblocks ? p->nblocks : 1, gp->threads, 0, stream>>>(k);
   CU(cudaGetLastError());
   if (postdiv) {

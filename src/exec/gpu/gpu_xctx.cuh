@@ -116,11 +116,17 @@ XG_FN struct shunt_gpu_ctrl* xg_ctrl(const struct shunt_xctx* X) {
 
 /* Start of buffer `buf` (0 input, 1 output, 2 scratch without the half) of a peer's region:
  * a peer's input and output are always its staging sections, since a rank stages every user
- * buffer that peers reach (program.remote_access). */
+ * buffer that peers reach (program.remote_access); in place, its input is a view into its
+ * staged output. */
 XG_FN char* xg_peer_buf(const struct shunt_xctx* X, uint32_t rank, unsigned buf) {
   const struct shunt_gpu_layout* L = &X->k->lay;
   char* b = (char*)(uintptr_t)X->k->peers[rank];
+  if (buf == SHUNT_BUF_INPUT && X->k->in_view) return b + L->output + SHUNT_PROG_IN_VIEW(X->prog, rank);
   return b + (buf == SHUNT_BUF_INPUT ? L->input : buf == SHUNT_BUF_OUTPUT ? L->output : L->scratch);
+}
+
+SHUNT_XFN bool xb_aliased(struct shunt_xctx* X) {
+  return X->k->in_view != 0;
 }
 
 XG_FN char* xg_base(const struct shunt_xctx* X, unsigned kind, unsigned slot, unsigned buf, unsigned member) {

@@ -95,8 +95,8 @@ int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const v
   const char* why = shunt_bind_decide(p, user_in, user_out, scaling == SHUNT_SCALE_PRE, stage_in,
                                       w->cfg.input_bytes, w->cfg.output_bytes, &bd);
   if (why)
-    FAIL(SHUNT_EXEC_INVALID, "%s (buffers of %" PRIu64 "/%" PRIu64 " bytes, staging %" PRIu64 "/%" PRIu64 ")", why,
-         p->in_bytes, p->out_bytes, w->cfg.input_bytes, w->cfg.output_bytes);
+    FAIL(SHUNT_EXEC_INVALID, "%s (buffers of %" PRIu64 "/%" PRIu64 " bytes, staging %" PRIu64 "/%" PRIu64 ")",
+         why, p->in_bytes, p->out_bytes, w->cfg.input_bytes, w->cfg.output_bytes);
   bool alias = bd.alias, stage_o = bd.stage_out, stage_i = bd.stage_in;
   const void* scalar =
       p->redop == SHUNT_REDOP_PREMULSUM && opts ? opts->premul_scalar : NULL; /* avg: 1/nranks */
@@ -136,6 +136,7 @@ int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const v
   sh->base[0] = in;
   sh->base[1] = out;
   sh->base[2] = w->peers[w->rank].scratch;
+  sh->alias = alias;
   /* The same flag and half as the GPU backend gives execution number epoch - 1 (packet.h): never
    * 0 or 0xffffffff, and the half follows the flag's parity across the wrap too. */
   sh->flag = shunt_pkt_flag_for_epoch(epoch - 1);

@@ -36,6 +36,7 @@ struct shunt_host_shared {
   uint32_t esize;
   _Atomic int64_t* sems;
   _Atomic uint64_t bars[16];
+  bool alias; /* in place: every rank's input is a view into its output */
 };
 
 /* Why a thread gave up: filled by the primitive that timed out. */
@@ -62,8 +63,18 @@ static inline char* xh_base(struct shunt_xctx* X, unsigned kind, unsigned slot, 
     const struct shunt_prog_switch* sw = &shunt_prog_switches(X->prog)[slot];
     rank = shunt_prog_switch_ranks(X->prog)[sw->first_rank + member];
   }
-  char* b = rank == sh->w->rank ? sh->base[buf] : shunt_world_buf(sh->w, rank, buf);
+  char* b;
+  if (rank == sh->w->rank)
+    b = sh->base[buf];
+  else if (buf == SHUNT_BUF_INPUT && sh->alias)
+    b = shunt_world_buf(sh->w, rank, SHUNT_BUF_OUTPUT) + SHUNT_PROG_IN_VIEW(X->prog, rank);
+  else
+    b = shunt_world_buf(sh->w, rank, buf);
   return buf == SHUNT_BUF_SCRATCH ? b + sh->half : b;
+}
+
+SHUNT_XFN bool xb_aliased(struct shunt_xctx* X) {
+  return X->sh->alias;
 }
 
 SHUNT_XFN char* xb_addr(struct shunt_xctx* X, const struct shunt_prog_ref* r, unsigned member, uint64_t win) {
@@ -128,7 +139,8 @@ SHUNT_XFN void xb_pkt_put(struct shunt_xctx* X, char* pkt, const char* data, uin
 /* One pause of a wait; false once the run's deadline passed or the world was aborted (its
  * communicator is being torn down while this thread waits on peers). */
 static inline bool xh_pause(struct shunt_xctx* X, struct shunt_backoff* bo) {
-  return shunt_backoff(bo, X->sh->deadline) && !atomic_load_explicit(&X->sh->w->aborted, memory_order_relaxed);
+  return shunt_backoff(bo, X->sh->deadline) &&
+         !atomic_load_explicit(&X->sh->w->aborted, memory_order_relaxed);
 }
 
 static inline int xh_pkt_wait(struct shunt_xctx* X, _Atomic uint64_t* w, uint64_t* out) {
@@ -215,8 +227,7 @@ SHUNT_XFN int xb_barrier(struct shunt_xctx* X, uint32_t id, uint32_t nblocks) {
   struct shunt_backoff bo = {0};
   uint64_t v;
   while ((v = atomic_load_explicit(b, memory_order_acquire)) < target)
-    if (!xh_pause(X, &bo))
-      return xh_blocked(X, target, v, "barrier %u of %u blocks (arrivals)", id, nblocks);
+    if (!xh_pause(X, &bo)) return xh_blocked(X, target, v, "barrier %u of %u blocks (arrivals)", id, nblocks);
   return 0;
 }
 
@@ -227,8 +238,7 @@ SHUNT_XFN int xb_sem_acquire(struct shunt_xctx* X, uint32_t id) {
   struct shunt_backoff bo = {0};
   int64_t v;
   while ((v = atomic_load_explicit(s, memory_order_acquire)) < old)
-    if (!xh_pause(X, &bo))
-      return xh_blocked(X, (uint64_t)old, (uint64_t)v, "semaphore %u", id);
+    if (!xh_pause(X, &bo)) return xh_blocked(X, (uint64_t)old, (uint64_t)v, "semaphore %u", id);
   return 0;
 }
 

@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""Generate shunt's conformance corpus: plans of the classes real MSCCL++ plans use, written
+for testing the executor (not shipped). CI writes them into the build folder and verifies
+each with `shunt-plan verify` at several sizes, and the GPU check runs them on a GPU.
+
+    python3 scripts/gen_corpus.py --out DIR      write every corpus plan into DIR
+    python3 scripts/gen_corpus.py --list         print the plan names and what each exercises
+
+Classes (each at 2, 4 and 8 ranks; in-place and, where the class has one, out-of-place):
+  zc_mem_allreduce   zero-copy allreduce over memory channels naming the input buffer `i`:
+                     rank r reads chunk r of every peer's input (rre), keeps the sum in its own
+                     input, then writes it into every peer's input (put). In place, `i` is the
+                     user's output buffer on every rank: results written through `i` must land
+                     in the output, and peers' `i` must be their output (plan-format §4.2).
+  zc_port_allreduce  as zc_mem_allreduce, but the sums go to the peers' inputs through port
+                     channels (put-with-signal, then flush): the proxy must address a peer's
+                     `i` the same way.
+  zc_nvls_allreduce  switch channels bound to `i` over every rank: rank r multicast
+                     load-reduce-stores chunk r (glres) of every member's input.
+  zc_mem_allgather   zero-copy allgather: rank r reads every peer's input (get) into its
+                     output. In place, a peer's `i` is its slice of its output (at peer·size).
+  zc_nvls_allgather  switch channels bound to `o`: rank r multicast-stores its slice (gstore).
+Standard library only; the builder is scripts/gen_plans.py's.
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gen_plans as gp  # noqa: E402
+
+RANKS = (2, 4, 8)
+BLOCKS = 4  # threadblocks per rank; chunk r of every buffer is cut into BLOCKS tbg slices
+
+
+class SwitchGpu(gp.Gpu):
+    """A Gpu that can also declare switch channels (multicast groups over every rank)."""
+
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.switch = []  # [buffer_type]
+
+    def switch_channel(self, btype, nth):
+        ids = [i for i, t in enumerate(self.switch) if t == btype]
+        while len(ids) <= nth:
+            self.switch.append(btype)
+            ids.append(len(self.switch) - 1)
+        return ids[nth]
+
+    def to_json(self):
+        j = super().to_json()
+        n = len(self.plan_ranks)
+        for t in self.switch:
+            j["channels"].append({"channel_type": "switch", "buffer_type": t,
+                                  "rank_groups": [{"size": n, "ranks": list(self.plan_ranks)}]})
+        return j
+
+
+class SwitchBlock(gp.Block):
+    def switch(self, btype, nth, index, size=1):
+        gid = self.gpu.switch_channel(btype, nth)
+        table = self.channels.setdefault("switch", [])
+        if gid not in table:
+            table.append(gid)
+        return {"switch_channel_id": table.index(gid), "index": index, "size": size}
+
+    def to_json(self):
+        j = super().to_json()
+        if "switch" in self.channels:
+            j["channels"].append({"channel_type": "switch", "channel_ids": self.channels["switch"]})
+        return j
+
+
+def make_plan(name, collective, inplace, n, chunks):
+    plan = gp.Plan(name, collective, "Simple", inplace, n, chunks)
+    plan.gpus = []
+    for r in range(n):
+        g = SwitchGpu(r, *chunks)
+        g.plan_ranks = range(n)
+        g.block = (lambda g=g: _block(g))
+        plan.gpus.append(g)
+    plan.min_size = 0
+    plan.max_size = 1 << 40
+    return plan
+
+
+def _block(g):
+    b = SwitchBlock(g, len(g.blocks))
+    g.blocks.append(b)
+    return b
+
+
+def rounds(b, ps, j, relaxed=False):
+    b.sync("rlxsignal" if relaxed else "signal", "memory", ps, j)
+    b.sync("rlxwait" if relaxed else "wait", "memory", ps, j)
+    b.nop()
+
+
+def zc_mem_allreduce(n, inplace):
+    plan = make_plan("zc_mem_allreduce_%dr_%s" % (n, "inplace" if inplace else "outofplace"),
+                     "allreduce", inplace, n, (n, n, 0))
+    for g in plan.gpus:
+        r, ps = g.rank, gp.peers(g.rank, n)
+        for j in range(BLOCKS):
+            b = g.block()
+            rounds(b, ps, j, relaxed=True)
+            # The sum of chunk r, kept in this rank's own input (as MSCCL++'s DSL writes it).
+            b.data("rre", [gp.local("i", r)] + [b.remote("memory", p, "i", r) for p in ps],
+                   [gp.local("i", r)], "memory", ps, j, tbg=(j, BLOCKS))
+            b.nop()
+            b.data("put", [gp.local("i", r) for _ in ps], [b.remote("memory", p, "i", r) for p in ps],
+                   "memory", ps, j, tbg=(j, BLOCKS))
+            if not inplace:
+                b.data("copy", [gp.local("i", r)], [gp.local("o", r)], tbg=(j, BLOCKS))
+            b.nop()
+            rounds(b, ps, j)
+            if not inplace:
+                # The peers' sums arrived in our input: move them to the output.
+                for p in ps:
+                    b.data("copy", [gp.local("i", p)], [gp.local("o", p)], tbg=(j, BLOCKS))
+    return plan
+
+
+def zc_port_allreduce(n, inplace):
+    plan = make_plan("zc_port_allreduce_%dr_%s" % (n, "inplace" if inplace else "outofplace"),
+                     "allreduce", inplace, n, (n, n, 0))
+    for g in plan.gpus:
+        r, ps = g.rank, gp.peers(g.rank, n)
+        for j in range(BLOCKS):
+            b = g.block()
+            rounds(b, ps, j)
+            b.data("rre", [gp.local("i", r)] + [b.remote("memory", p, "i", r) for p in ps],
+                   [gp.local("i", r)], "memory", ps, j, tbg=(j, BLOCKS))
+            b.nop()
+            # Every peer has read our chunk r before we overwrite theirs: a memory round.
+            rounds(b, ps, j)
+            b.data("pws", [gp.local("i", r) for _ in ps], [b.remote("port", p, "i", r) for p in ps],
+                   "port", ps, j, tbg=(j, BLOCKS))
+            b.sync("wait", "port", ps, j)
+            b.sync("flush", "port", ps, j)
+            b.nop()
+            if not inplace:
+                for q in range(n):
+                    b.data("copy", [gp.local("i", q)], [gp.local("o", q)], tbg=(j, BLOCKS))
+    return plan
+
+
+def zc_nvls_allreduce(n, inplace):
+    plan = make_plan("zc_nvls_allreduce_%dr_%s" % (n, "inplace" if inplace else "outofplace"),
+                     "allreduce", inplace, n, (n, n, 0))
+    for g in plan.gpus:
+        r, ps = g.rank, gp.peers(g.rank, n)
+        for j in range(BLOCKS):
+            b = g.block()
+            rounds(b, ps, j, relaxed=True)
+            sw = b.switch("i", j, r)
+            op = {"name": "glres", "src_buff": [sw], "dst_buff": [dict(sw)], "channel_type": "switch",
+                  "reduce_op": "sum", "tbg_info": {"tb_id": j, "tbg_size": BLOCKS}}
+            b.ops.append(op)
+            b.nop()
+            rounds(b, ps, j)
+            if not inplace:
+                for q in range(n):
+                    b.data("copy", [gp.local("i", q)], [gp.local("o", q)], tbg=(j, BLOCKS))
+    return plan
+
+
+def zc_mem_allgather(n, inplace):
+    plan = make_plan("zc_mem_allgather_%dr_%s" % (n, "inplace" if inplace else "outofplace"),
+                     "allgather", inplace, n, (1, n, 0))
+    for g in plan.gpus:
+        r, ps = g.rank, gp.peers(g.rank, n)
+        for j in range(BLOCKS):
+            b = g.block()
+            rounds(b, ps, j, relaxed=True)
+            if not inplace:
+                b.data("copy", [gp.local("i", 0)], [gp.local("o", r)], tbg=(j, BLOCKS))
+            b.data("get", [b.remote("memory", p, "i", 0) for p in ps], [gp.local("o", p) for p in ps],
+                   "memory", ps, j, tbg=(j, BLOCKS))
+            b.nop()
+            # Nobody leaves (and lets its input change) before every peer has read it.
+            rounds(b, ps, j)
+    return plan
+
+
+def zc_nvls_allgather(n, inplace):
+    plan = make_plan("zc_nvls_allgather_%dr_%s" % (n, "inplace" if inplace else "outofplace"),
+                     "allgather", inplace, n, (1, n, 0))
+    for g in plan.gpus:
+        r, ps = g.rank, gp.peers(g.rank, n)
+        for j in range(BLOCKS):
+            b = g.block()
+            rounds(b, ps, j, relaxed=True)
+            src = gp.local("o", r) if inplace else gp.local("i", 0)
+            op = {"name": "gstore", "src_buff": [src], "dst_buff": [b.switch("o", j, r)],
+                  "channel_type": "switch", "tbg_info": {"tb_id": j, "tbg_size": BLOCKS}}
+            b.ops.append(op)
+            b.nop()
+            rounds(b, ps, j)
+    return plan
+
+
+CLASSES = (zc_mem_allreduce, zc_port_allreduce, zc_nvls_allreduce, zc_mem_allgather, zc_nvls_allgather)
+
+
+def all_plans():
+    plans = []
+    for cls in CLASSES:
+        for n in RANKS:
+            for inplace in (True, False):
+                plans.append(cls(n, inplace))
+    return plans
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", help="output folder")
+    ap.add_argument("--list", action="store_true", help="print the plan names")
+    args = ap.parse_args()
+    plans = all_plans()
+    if args.list or not args.out:
+        for p in plans:
+            print(p.name)
+        return 0
+    os.makedirs(args.out, exist_ok=True)
+    for p in plans:
+        gp.check_limits(p)
+        with open(os.path.join(args.out, p.name + ".json"), "w", newline="\n") as f:
+            f.write(gp.render(p))
+    print("wrote %d plans into %s" % (len(plans), args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
