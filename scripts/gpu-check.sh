@@ -91,7 +91,7 @@ if python3 -c 'import torch' >/dev/null 2>&1; then
   torch_lib=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib/libtorch_cuda.so
   nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)
   if scripts/check-nccl-imports.sh --shunt build-gpu/libshunt.so "$torch_lib" &&
-     LD_PRELOAD=$PWD/build-gpu/libshunt.so SHUNT_NCCL_LIB=$nccl_lib SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,CALL \
+     LD_PRELOAD=$PWD/build-gpu/libshunt.so SHUNT_NCCL_LIB=$nccl_lib SHUNT_PLAN_DIR=$PWD/plans SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,CALL \
        timeout 300 python3 scripts/torch_smoke.py >torch-smoke.log 2>&1; then
     note "PyTorch with shunt preloaded: passed ($(head -1 torch-smoke.log))"
   else
