@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <nccl.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,19 @@ static ncclResult_t check_args(const char* fn, const void* send, const void* rec
   return ncclSuccess;
 }
 
+/* count elements of dt, times `times` (allgather's ranks), must fit in 64 bits of bytes: a
+ * larger call cannot be a real buffer, and its byte size would wrap. */
+static ncclResult_t check_size(const char* fn, size_t count, ncclDataType_t dt, uint64_t times) {
+  uint64_t es = shunt_dtype_size((enum shunt_dtype)dt);
+  if (times == 0) times = 1;
+  if (es && (uint64_t)count > UINT64_MAX / es / times) {
+    SHUNT_WARN("%s: count %zu of %s elements%s is more bytes than any buffer holds", fn, count,
+               dtype_name(dt), times > 1 ? " on every rank" : "");
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
 /* Whether the selected plan can be lowered for these sizes on every rank; the same answer
  * on every rank, so no rank runs a plan that another refuses. Sets sel->why_not when not. */
 static bool lowerable(struct shunt_selection* sel, const struct shunt_call* call) {
@@ -148,6 +162,14 @@ static ncclResult_t resolve_op(const char* fn, struct shunt_comm* c, ncclRedOp_t
   }
   struct shunt_redop_info info;
   if (!c->redops || shunt_redop_find(c->redops, op, &info) != 0) {
+    if (!c->real) {
+      /* No NCCL to know it: NCCL's own answer for an op nobody created. */
+      SHUNT_WARN(
+          "%s: invalid reduction operation %d (not a builtin op, and no ncclRedOpCreatePreMulSum on this "
+          "communicator made it)",
+          fn, (int)op);
+      return ncclInvalidArgument;
+    }
     call->op = SHUNT_REDOP_OTHER;
     return ncclSuccess; /* NCCL may know it; it decides */
   }
@@ -200,6 +222,7 @@ static ncclResult_t allreduce(const void* sendbuff, void* recvbuff, size_t count
                             .dtype = (enum shunt_dtype)datatype,
                             .stream = stream};
   if ((rc = resolve_op(fn, c, op, datatype, &call)) != ncclSuccess) return rc;
+  if ((rc = check_size(fn, count, datatype, 1)) != ncclSuccess) return rc;
   uint64_t bytes = (uint64_t)count * shunt_dtype_size(call.dtype);
   call.in_bytes = call.out_bytes = bytes;
   const char* why = NULL;
@@ -282,6 +305,7 @@ static ncclResult_t allgather(const void* sendbuff, void* recvbuff, size_t sendc
   ncclResult_t rc = shunt_handles_ready(fn, c);
   if (rc == ncclSuccess) rc = check_args(fn, sendbuff, recvbuff, sendcount, datatype);
   if (rc == ncclSuccess) rc = shunt_coll_opts_read(fn, config, &opts);
+  if (rc == ncclSuccess) rc = check_size(fn, sendcount, datatype, (uint64_t)c->nranks);
   if (rc != ncclSuccess) return rc;
   uint64_t per = (uint64_t)sendcount * shunt_dtype_size((enum shunt_dtype)datatype);
   uint64_t total = per * (uint64_t)c->nranks;

@@ -33,6 +33,8 @@
  *   suspend    ncclCommSuspend: shunt's plans take no work (a clear error) until ncclCommResume,
  *              then serve again, exactly
  *   grow       ncclCommGrow and ncclCommGetUniqueId reach NCCL untouched; alone, a clear error
+ *   badinput   count 0, counts whose byte size overflows, buffers not aligned to their dtype,
+ *              an op nobody created: NCCL's answer or an exact result, never a crash
  * SHUNT_FALLBACK=0 in the environment runs any of them with shunt's communicators alone.
  * The parent makes the id, forks the ranks and collects their verdicts. */
 #include <dlfcn.h>
@@ -500,6 +502,46 @@ static int run_grow(ncclComm_t comm, int rank) {
   return 0;
 }
 
+static int run_badinput(ncclComm_t comm, int rank) {
+  float x[4] = {0};
+  CHECK_EQ_INT(ncclAllReduce(x, x, 0, ncclFloat, ncclSum, comm, NULL), ncclSuccess);
+  CHECK_EQ_INT(ncclAllGather(x, x, 0, ncclFloat, comm, NULL), ncclSuccess);
+  /* Byte sizes that wrap: refused before anything is read. */
+  CHECK_EQ_INT(ncclAllReduce(x, x, SIZE_MAX / 2, ncclFloat, ncclSum, comm, NULL), ncclInvalidArgument);
+  CHECK_STR_CONTAINS(ncclGetLastError(comm), "more bytes than any buffer holds");
+  CHECK_EQ_INT(ncclAllGather(x, x, SIZE_MAX / 4 / (size_t)nranks + 1, ncclFloat, comm, NULL),
+               ncclInvalidArgument);
+  CHECK_STR_CONTAINS(ncclGetLastError(comm), "more bytes than any buffer holds");
+  /* Buffers one byte past an aligned address: still exact, in and out of place. */
+  size_t count = 1024;
+  char* raw = malloc(count * sizeof(float) * 2 + 64);
+  for (int inplace = 0; inplace < 2; inplace++) {
+    char* send = raw + 1;
+    char* recv = inplace ? send : raw + 1 + count * sizeof(float) + 16;
+    for (size_t i = 0; i < count; i++) {
+      float v = fval(rank, i);
+      memcpy(send + i * sizeof(float), &v, sizeof(v));
+    }
+    CHECK_EQ_INT(ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm, NULL), ncclSuccess);
+    size_t bad = 0;
+    for (size_t i = 0; i < count; i++) {
+      float want = 0, got;
+      for (int r = 0; r < nranks; r++) want += fval(r, i);
+      memcpy(&got, recv + i * sizeof(float), sizeof(got));
+      bad += got != want;
+    }
+    CHECK_MSG(bad == 0, "rank %d: unaligned %s allreduce: %zu wrong (served by %s)", rank,
+              inplace ? "in-place" : "out-of-place", bad, last_plan(comm));
+  }
+  free(raw);
+  /* An op that no ncclRedOpCreatePreMulSum made: alone, NCCL's answer. */
+  if (!fallback_on()) {
+    CHECK_EQ_INT(ncclAllReduce(x, x, 4, ncclFloat, (ncclRedOp_t)77, comm, NULL), ncclInvalidArgument);
+    CHECK_STR_CONTAINS(ncclGetLastError(comm), "invalid reduction operation 77");
+  }
+  return 0;
+}
+
 static int run_rank(int rank, ncclUniqueId id) {
   if (!strcmp(scenario, "scalable")) return run_scalable(rank, id);
   if (!strcmp(scenario, "nonblocking")) return run_nonblocking(rank, id);
@@ -521,6 +563,7 @@ static int run_rank(int rank, ncclUniqueId id) {
   if (!strcmp(scenario, "config")) run_config(comm, rank);
   if (!strcmp(scenario, "suspend")) run_suspend(comm, rank);
   if (!strcmp(scenario, "grow")) run_grow(comm, rank);
+  if (!strcmp(scenario, "badinput")) run_badinput(comm, rank);
   if (!strcmp(scenario, "plans")) {
     /* 4 KiB lies in the LL plans' range, 2 MiB in the Simple plans'. */
     size_t counts[] = {1024, 512 * 1024};
