@@ -6,7 +6,8 @@ each with `shunt-plan verify` at several sizes, and the GPU check runs them on a
     python3 scripts/gen_corpus.py --out DIR      write every corpus plan into DIR
     python3 scripts/gen_corpus.py --list         print the plan names and what each exercises
 
-Classes (each at 2, 4 and 8 ranks; in-place and, where the class has one, out-of-place):
+Classes (each at 2, 4 and 8 ranks, in place and out of place; the memory and NVLS allreduce and
+the memory allgather also at 16 and 32 ranks in place, every peer named in one op):
   zc_mem_allreduce   zero-copy allreduce over memory channels naming the input buffer `i`:
                      rank r reads chunk r of every peer's input (rre), keeps the sum in its own
                      input, then writes it into every peer's input (put). In place, `i` is the
@@ -204,13 +205,35 @@ def zc_nvls_allgather(n, inplace):
 CLASSES = (zc_mem_allreduce, zc_port_allreduce, zc_nvls_allreduce, zc_mem_allgather, zc_nvls_allgather)
 
 
+# Rank counts whose ops name more peers than MSCCL++'s own executor takes (8 channels per op):
+# every peer in one op, as its DSL writes plans for 16 and 32 ranks.
+LARGE_RANKS = (16, 32)
+LARGE_CLASSES = (zc_mem_allreduce, zc_nvls_allreduce, zc_mem_allgather)
+
+
 def all_plans():
     plans = []
     for cls in CLASSES:
         for n in RANKS:
             for inplace in (True, False):
                 plans.append(cls(n, inplace))
+    for cls in LARGE_CLASSES:
+        for n in LARGE_RANKS:
+            plans.append(cls(n, True))
     return plans
+
+
+def check_limits(plan):
+    """shunt's executor limits (src/plan/check.h), wider than MSCCL++'s that the shipped plans
+    keep to (gen_plans.check_limits)."""
+    for gpu in plan.gpus:
+        for b in gpu.blocks:
+            assert len(b.ops) <= 64, (plan.name, "ops")
+            assert all(len(v) <= 64 for v in b.channels.values()), (plan.name, "channels")
+            assert all(len(v) <= 64 for v in b.rbufs.values()), (plan.name, "remote buffers")
+            for op in b.ops:
+                for key in ("channel_ids", "src_buff", "dst_buff"):
+                    assert len(op.get(key, [])) <= 64, (plan.name, key)
 
 
 def main():
@@ -225,7 +248,7 @@ def main():
         return 0
     os.makedirs(args.out, exist_ok=True)
     for p in plans:
-        gp.check_limits(p)
+        check_limits(p)
         with open(os.path.join(args.out, p.name + ".json"), "w", newline="\n") as f:
             f.write(gp.render(p))
     print("wrote %d plans into %s" % (len(plans), args.out))

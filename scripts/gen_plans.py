@@ -458,7 +458,8 @@ def all_plans():
 
 
 def check_limits(plan):
-    """The limits of the device encoding (plan-format §9)."""
+    """MSCCL++'s executor limits (plan-format §9), narrower than shunt's: the shipped plans
+    keep to them so that they run on MSCCL++ too."""
     for gpu in plan.gpus:
         for b in gpu.blocks:
             assert len(b.ops) <= 64, (plan.name, "ops")

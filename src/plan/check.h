@@ -43,11 +43,15 @@ unsigned shunt_plan_check(const struct shunt_plan* p, const struct shunt_check_o
                           struct shunt_plan_errors* errs);
 unsigned shunt_plan_check_races(const struct shunt_plan* p, struct shunt_plan_errors* errs);
 
-/* Executor encoding limits (plan-format.md §9). */
-#define SHUNT_PLAN_MAX_CHANNELS_PER_TYPE 16
-#define SHUNT_PLAN_MAX_REMOTE_PER_TYPE 16
-#define SHUNT_PLAN_MAX_CHANNELS_PER_OP 8
-#define SHUNT_PLAN_MAX_ENTRIES_PER_OP 10
+/* Limits of shunt's executor (plan-format.md §9 lists MSCCL++'s). The Program's encoding
+ * holds up to 255 channels and entries per op and has no per-type table limit; these bounds
+ * are set to take every plan MSCCL++'s DSL writes for up to 32 ranks (an op naming each of 31
+ * peers, plus its local buffer) with room to spare, while keeping the checks linear in the
+ * size of any input. Ops per block: the 16-bit JSON positions and the race checker's cost. */
+#define SHUNT_PLAN_MAX_CHANNELS_PER_TYPE 64
+#define SHUNT_PLAN_MAX_REMOTE_PER_TYPE 64
+#define SHUNT_PLAN_MAX_CHANNELS_PER_OP 64
+#define SHUNT_PLAN_MAX_ENTRIES_PER_OP 64
 #define SHUNT_PLAN_MAX_OPS_PER_BLOCK 64
 #define SHUNT_PLAN_MAX_BARRIERS 16
 #define SHUNT_PLAN_MAX_SEMAPHORES_PER_OP 16

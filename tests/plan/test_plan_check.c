@@ -152,13 +152,20 @@ static void test_packets_and_limits(void) {
            "[{\"type\": \"o\", \"index\": 0, \"size\": 1}]}, {\"name\": \"sem_acquire\"",
            1),
       "gpus[0].threadblocks[1].ops[0].src_buff[0]", "needs packets in scratch");
-  /* 9 channel ids on one op (limit 8). */
+  /* 65 channel ids on one op (limit 64). */
   EXPECT(edit(B(), "{\"name\": \"signal\", \"channel_ids\": [0]",
-              "{\"name\": \"signal\", \"channel_ids\": [0,0,0,0,0,0,0,0,0]", 1),
-         "gpus[0].threadblocks[0].ops[2].channel_ids", "9 channel ids (limit 8");
-  /* 17 channels in a threadblock table (limit 16). */
-  EXPECT(edit(B(), "\"channel_ids\": [0]}],", "\"channel_ids\": [0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}],", 1),
-         "gpus[0].threadblocks[0].channels", "17 memory channels (limit 16");
+              "{\"name\": \"signal\", \"channel_ids\": "
+              "[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,"
+              "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]",
+              1),
+         "gpus[0].threadblocks[0].ops[2].channel_ids", "65 channel ids (limit 64");
+  /* 65 channels in a threadblock table (limit 64). */
+  EXPECT(edit(B(), "\"channel_ids\": [0]}],",
+              "\"channel_ids\": "
+              "[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,"
+              "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}],",
+              1),
+         "gpus[0].threadblocks[0].channels", "65 memory channels (limit 64");
   /* 65 ops in a block, counting a pipeline body. */
   char body[8192] = "";
   for (int i = 0; i < 62; i++) strcat(body, "{\"name\": \"nop\"},");
