@@ -135,5 +135,6 @@ unsigned shunt_plan_check_races(const struct shunt_plan* p, struct shunt_plan_er
       }
     }
   free(s.w);
+  check_cross_races(&c);
   return c.nerr;
 }
