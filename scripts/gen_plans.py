@@ -424,14 +424,12 @@ def slices_nonempty(plan, total):
 
 
 def set_range(plan, above, upto):
-    """Serve (above, upto]: start at the smallest servable size above `above`."""
-    g = granule(plan)
-    size = (above // g + 1) * g
-    while not slices_nonempty(plan, size):
-        size += g
-    assert size <= upto and upto % g == 0, plan.name
+    """Serve (above, upto]: shunt runs a call of any size on a plan (the part its chunk rule
+    does not take runs as a padded tail), so a range starts right above the previous one, the
+    first at one byte."""
+    assert upto % granule(plan) == 0, plan.name
     assert upto < 1 << 32, "device offsets are 32-bit"
-    plan.min_size, plan.max_size = size, upto
+    plan.min_size, plan.max_size = above + 1, upto
     return plan
 
 
@@ -510,6 +508,36 @@ def check(out_dir):
     return 0
 
 
+def coverage(folder):
+    """Every total size from 1 byte to 1 GiB lies in some plan's range, per (collective, ranks,
+    in-place); ranges are inclusive and any size in a range runs (exec/split.h)."""
+    ranges = {}
+    for f in sorted(os.listdir(folder)):
+        if not f.endswith(".json"):
+            continue
+        with open(os.path.join(folder, f)) as fh:
+            p = json.load(fh)
+        key = (p["collective"], len(p["gpus"]), bool(p["inplace"]))
+        ranges.setdefault(key, []).append((p.get("min_message_size", 0),
+                                           p.get("max_message_size", (1 << 64) - 1), f))
+    gaps = 0
+    for coll in ("allreduce", "allgather"):
+        for n in RANKS:
+            for inplace in (False, True):
+                rs = sorted(ranges.get((coll, n, inplace), []))
+                covered = 0  # every size in [1, covered] is served
+                for lo, hi, f in rs:
+                    if lo > covered + 1:
+                        break
+                    covered = max(covered, hi)
+                if covered < GiB:
+                    print("gap: %s %d ranks %s: sizes from %d bytes are served by no plan" %
+                          (coll, n, "in place" if inplace else "out of place", covered + 1))
+                    gaps += 1
+    print("coverage: %s" % ("no gaps from 1 byte to 1 GiB" if gaps == 0 else "%d gap(s)" % gaps))
+    return 1 if gaps else 0
+
+
 def summary():
     print("%-32s %-6s %12s %12s %7s %7s %6s" %
           ("plan", "proto", "min bytes", "max bytes", "blocks", "chunks", "scratch"))
@@ -528,9 +556,14 @@ def main():
     ap.add_argument("--check", action="store_true",
                     help="compare the output folder with a fresh generation; exit 1 on any difference")
     ap.add_argument("--summary", action="store_true", help="print the plan table and exit")
+    ap.add_argument("--coverage", metavar="DIR",
+                    help="check that the plans in DIR leave no size from one byte to 1 GiB unserved for "
+                         "allreduce and allgather, in and out of place, at 2, 4 and 8 ranks; exit 1 on a gap")
     args = ap.parse_args()
     if args.summary:
         return summary()
+    if args.coverage:
+        return coverage(args.coverage)
     if args.check:
         return check(args.out)
     for f in write_all(args.out):

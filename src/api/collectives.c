@@ -18,6 +18,7 @@
 #include "comm/comm.h"
 #include "exec/driver.h"
 #include "exec/lower.h"
+#include "exec/split.h"
 #include "exec/memkind.h"
 #include "fallback/real_nccl.h"
 #include "util/log.h"
@@ -99,9 +100,8 @@ static ncclResult_t check_size(const char* fn, size_t count, ncclDataType_t dt, 
  * on every rank, so no rank runs a plan that another refuses. Sets sel->why_not when not. */
 static bool lowerable(struct shunt_selection* sel, const struct shunt_call* call) {
   static _Thread_local char reason[256];
-  if (shunt_lower_check(sel->entry->plan, -1, call->in_bytes, call->out_bytes, call->dtype, call->op, reason,
-                        sizeof(reason)))
-    return true;
+  struct shunt_call_shape shape = {call->in_bytes, call->out_bytes, call->dtype, call->op, 0, 0, false};
+  if (shunt_split_check(sel->entry->plan, &shape, reason, sizeof(reason))) return true;
   sel->why_not = reason;
   sel->entry = NULL;
   return false;

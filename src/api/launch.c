@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "comm/bootstrap.h"
+#include "exec/host/host_call.h"
 #include "exec/host/host_run.h"
 #include "exec/lower.h"
 #include "util/log.h"
@@ -25,15 +26,15 @@ static uint64_t round_up_pow2(uint64_t x) {
   return p;
 }
 
-/* Makes or grows the world so that this call fits. Collective. */
-static ncclResult_t ensure_world(struct shunt_comm* c, const struct shunt_plan* plan, const struct shunt_call* call) {
-  uint64_t scratch = shunt_lower_scratch_need(plan, call->in_bytes, call->out_bytes);
+/* Makes or grows the world so that both parts of this call fit (exec/split.h). Collective:
+ * every rank splits the call the same way. */
+static ncclResult_t ensure_world(struct shunt_comm* c, const struct shunt_plan* plan, const struct shunt_split* s) {
+  uint64_t scratch, in_need, out_need;
+  shunt_host_call_needs(plan, s, &scratch, &in_need, &out_need);
   struct shunt_world* w = c->world;
-  if (w && w->cfg.scratch_bytes >= scratch && w->cfg.input_bytes >= call->in_bytes &&
-      w->cfg.output_bytes >= call->out_bytes)
+  if (w && w->cfg.scratch_bytes >= scratch && w->cfg.input_bytes >= in_need && w->cfg.output_bytes >= out_need)
     return ncclSuccess;
-  struct shunt_world_config cfg = {round_up_pow2(scratch), round_up_pow2(call->in_bytes),
-                                   round_up_pow2(call->out_bytes)};
+  struct shunt_world_config cfg = {round_up_pow2(scratch), round_up_pow2(in_need), round_up_pow2(out_need)};
   if (w) {
     if (w->cfg.scratch_bytes > cfg.scratch_bytes) cfg.scratch_bytes = w->cfg.scratch_bytes;
     if (w->cfg.input_bytes > cfg.input_bytes) cfg.input_bytes = w->cfg.input_bytes;
@@ -60,19 +61,18 @@ ncclResult_t shunt_launch(struct shunt_comm* c, const struct shunt_call* call) {
     SHUNT_WARN("out of memory for the program cache");
     return ncclSystemError;
   }
-  ncclResult_t rc = ensure_world(c, plan, call);
-  if (rc != ncclSuccess) return rc;
-  struct shunt_call_shape shape = {call->in_bytes, call->out_bytes, call->dtype, call->op, 0};
+  struct shunt_call_shape shape = {call->in_bytes, call->out_bytes, call->dtype, call->op, 0, 0, false};
   char msg[4096];
-  const struct shunt_program* prog =
-      shunt_lower_cache_get(c->programs, plan, (uint32_t)c->rank, &shape, msg, sizeof(msg));
-  if (!prog) {
+  struct shunt_split s;
+  if (!shunt_split_call(plan, &shape, &s, msg, sizeof(msg))) {
     SHUNT_WARN("plan %s cannot serve this call: %s", plan->name, msg);
     return ncclInternalError;
   }
+  ncclResult_t rc = ensure_world(c, plan, &s);
+  if (rc != ncclSuccess) return rc;
   struct shunt_host_run_opts opts = {0, call->scalar_ptr ? call->scalar_ptr : call->scalar};
-  int r = shunt_host_run(c->world, prog, call->send, call->recv, &opts, msg, sizeof(msg));
-  shunt_lower_cache_release(c->programs, prog);
+  int r = shunt_host_run_call(c->world, c->programs, plan, (uint32_t)c->rank, &shape, call->send, call->recv, &opts,
+                              &c->tail, msg, sizeof(msg));
   if (r == SHUNT_EXEC_OK) return ncclSuccess;
   SHUNT_WARN("rank %d: plan %s failed: %s", c->rank, plan->name, msg);
   ncclResult_t err = r == SHUNT_EXEC_TIMEOUT ? ncclSystemError : r == SHUNT_EXEC_NOMEM ? ncclSystemError
@@ -86,4 +86,5 @@ void shunt_launch_release(struct shunt_comm* c) {
   c->world = NULL;
   if (c->programs) shunt_lower_cache_destroy(c->programs);
   c->programs = NULL;
+  shunt_host_tail_free(&c->tail);
 }

@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "exec/host/host_call.h"
 #include "plan/planset.h"
 
 struct shunt_bootstrap;
@@ -38,6 +39,7 @@ struct shunt_comm {
   int plans_enabled;
   struct shunt_world* world;          /* the host backend's shared regions; NULL until a plan runs */
   struct shunt_lower_cache* programs; /* lowered plans of this communicator */
+  struct shunt_host_tail tail;        /* staging of the host backend's tail runs (exec/split.h) */
   struct shunt_redop_table* redops;
   atomic_int async_error; /* ncclResult_t of shunt's own asynchronous failures */
   atomic_int state;       /* enum shunt_comm_state */

@@ -22,6 +22,7 @@ struct builder {
   const struct shunt_plan_gpu* g;
   uint32_t rank;
   uint64_t chunk, align;
+  uint64_t out_stride; /* allgather head runs: bytes between rank slices of the output, else 0 */
   uint32_t payload;
   struct vec blocks, ops, refs, chans, u32, sw, swr;
   char* reason;
@@ -91,6 +92,20 @@ static uint32_t lower_ref(struct builder* b, const struct shunt_plan_op* o, cons
   struct shunt_prog_ref* pr = push(b, &b->refs, sizeof(*pr));
   if (!pr) return 0;
   uint64_t bytes = (uint64_t)r->size * b->chunk, off = (uint64_t)r->index * b->chunk;
+  unsigned btype = r->type;
+  if (r->kind == SHUNT_REF_SWITCH && r->global >= 0 && (uint32_t)r->global < b->g->nchannels[SHUNT_CHAN_SWITCH])
+    btype = b->g->channels[SHUNT_CHAN_SWITCH][r->global].buffer_type;
+  if (b->out_stride && btype == SHUNT_BUF_OUTPUT) {
+    /* Rank q's chunk k of the output (index q x input_chunks + k) starts q slices in. */
+    uint32_t ic = b->plan->gpus[0].input_chunks;
+    if (r->index % ic + r->size > ic) {
+      fail(b, "%s: an output entry spanning two ranks' slices (chunks %u..%u of %u per rank) cannot run on a "
+              "call whose size is not a multiple of the plan's",
+           where, r->index, r->index + r->size - 1, ic);
+      return 0;
+    }
+    off = (uint64_t)(r->index / ic) * b->out_stride + (uint64_t)(r->index % ic) * b->chunk;
+  }
   if (o->has_tbg) {
     if (o->tbg_size == 0 || o->tbg_id >= o->tbg_size) {
       fail(b, "%s: tbg_info %u of %u is out of range", where, o->tbg_id, o->tbg_size);
@@ -365,6 +380,7 @@ static struct shunt_program* pack(struct builder* b, const struct shunt_call_sha
   p->remote_access = remote_access_of(b->plan, b->rank);
   p->in_bytes = s->in_bytes;
   p->out_bytes = s->out_bytes;
+  p->out_stride = s->out_stride ? s->out_stride : s->in_bytes;
   p->chunk_bytes = b->chunk;
   p->scratch_bytes = b->chunk * g->scratch_chunks * (b->plan->ll ? 2 : 1);
   p->off_blocks = (uint32_t)o_blocks;
@@ -399,6 +415,7 @@ struct shunt_program* shunt_lower(const struct shunt_plan* plan, uint32_t rank,
   struct builder b = {.plan = plan, .g = &plan->gpus[rank], .rank = rank, .reason = reason, .len = len};
   b.align = plan->buffer_alignment;
   b.chunk = shunt_lower_chunk_bytes(plan, s->in_bytes, s->out_bytes);
+  b.out_stride = s->out_stride;
   b.payload = (s->pkt == SHUNT_PKT_LL8) ? 4 : 8;
   const struct shunt_plan_gpu* g = b.g;
   for (uint32_t i = 0; i < g->nchannels[SHUNT_CHAN_SWITCH] && !b.failed; i++) {

@@ -30,12 +30,23 @@ struct shunt_call_shape {
   enum shunt_dtype dtype;
   enum shunt_redop op;     /* allgather: ignored */
   enum shunt_pkt_type pkt; /* 0 means LL16 */
+  /* Allgather only, 0 otherwise: the rank slices of the output lie out_stride bytes apart
+   * (out_bytes = ranks x out_stride, out_stride > in_bytes); the plan runs on the first
+   * in_bytes of each slice. How a call of any size runs on a plan (exec/split.h). */
+  uint64_t out_stride;
+  /* A part of a larger call (exec/split.h), whose own size the plan's range was checked
+   * against: the range is not applied to this shape. */
+  bool part;
 };
 
 /* rank < 0: check every rank. Returns true when the plan serves the shape; else false with
  * the reason in reason[0..len). */
 bool shunt_lower_check(const struct shunt_plan* plan, int rank, uint64_t in_bytes, uint64_t out_bytes,
                        enum shunt_dtype dtype, enum shunt_redop op, char* reason, size_t len);
+
+/* As shunt_lower_check, for a whole shape (out_stride included). */
+bool shunt_lower_check_call(const struct shunt_plan* plan, int rank, const struct shunt_call_shape* s, char* reason,
+                            size_t len);
 
 /* Lowers one rank. NULL with a reason when shunt_lower_check would refuse (or memory ran out). */
 struct shunt_program* shunt_lower(const struct shunt_plan* plan, uint32_t rank,

@@ -39,6 +39,26 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
   uint32_t ic = g->input_chunks, oc = g->output_chunks;
   if (ic == 0 && oc == 0) REFUSE("plan has neither input nor output chunks");
   uint64_t in = s->in_bytes, out = s->out_bytes;
+  if (s->out_stride) {
+    /* A head run of an allgather whose slices are wider than the plan's input (exec/split.h):
+     * the output is checked as if it were ranks x in_bytes, which the plan addresses. */
+    if (plan->coll != SHUNT_COLL_ALLGATHER) REFUSE("an output stride is for allgather only");
+    if (s->out_stride <= in || out != s->out_stride * plan->ngpus)
+      REFUSE("output stride %" PRIu64 " does not fit %u slices of %" PRIu64 " bytes in %" PRIu64, s->out_stride,
+             plan->ngpus, in, out);
+    if (!ic || oc != ic * plan->ngpus)
+      REFUSE("a strided output needs output_chunks = ranks x input_chunks (%u vs %u x %u)", oc, plan->ngpus, ic);
+    uint64_t sz = out; /* the call's real size is what the range holds */
+    if (!s->part && (sz < plan->min_message_size || sz > plan->max_message_size))
+      REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", sz,
+             plan->min_message_size, plan->max_message_size);
+    out = in * plan->ngpus;
+    struct shunt_call_shape flat = *s;
+    flat.out_bytes = out;
+    flat.out_stride = 0;
+    flat.part = true; /* the range was checked on the real size */
+    return shunt_lower_check_shape(plan, &flat, reason, len);
+  }
   if (in % a || out % a)
     REFUSE("buffer sizes %" PRIu64 "/%" PRIu64 " are not multiples of buffer_alignment %" PRIu64, in, out, a);
   if (ic && (in / a) % ic)
@@ -50,7 +70,7 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
   if (ic && oc && in / ic != out / oc)
     REFUSE("chunk sizes differ: input %" PRIu64 "/%u, output %" PRIu64 "/%u", in, ic, out, oc);
   uint64_t sz = plan->coll == SHUNT_COLL_ALLGATHER ? out : in;
-  if (sz < plan->min_message_size || sz > plan->max_message_size)
+  if (!s->part && (sz < plan->min_message_size || sz > plan->max_message_size))
     REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", sz,
            plan->min_message_size, plan->max_message_size);
   if (sz == 0) REFUSE("empty message");
@@ -70,7 +90,13 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
 
 bool shunt_lower_check(const struct shunt_plan* plan, int rank, uint64_t in_bytes, uint64_t out_bytes,
                        enum shunt_dtype dtype, enum shunt_redop op, char* reason, size_t len) {
-  struct shunt_call_shape s = {in_bytes, out_bytes, dtype, op, SHUNT_PKT_LL16};
+  struct shunt_call_shape s = {in_bytes, out_bytes, dtype, op, SHUNT_PKT_LL16, 0, false};
+  return shunt_lower_check_call(plan, rank, &s, reason, len);
+}
+
+bool shunt_lower_check_call(const struct shunt_plan* plan, int rank, const struct shunt_call_shape* sp, char* reason,
+                            size_t len) {
+  struct shunt_call_shape s = *sp;
   if (!shunt_lower_check_shape(plan, &s, reason, len)) return false;
   uint32_t lo = rank < 0 ? 0 : (uint32_t)rank, hi = rank < 0 ? plan->ngpus : (uint32_t)rank + 1;
   if (hi > plan->ngpus) REFUSE("rank %d is outside the plan's %u ranks", rank, plan->ngpus);

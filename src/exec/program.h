@@ -35,7 +35,7 @@ enum shunt_pkt_type { SHUNT_PKT_LL16 = 16, SHUNT_PKT_LL8 = 8 };
  * allreduce the same buffer, allgather the rank's slice); usable in host and device code.
  * Every rank of an in-place call binds its input there, so a rank also places its peers'. */
 #define SHUNT_PROG_IN_VIEW(p, r) \
-  ((p)->coll == 2u /* SHUNT_COLL_ALLGATHER */ ? (uint64_t)(r) * (p)->in_bytes : 0u)
+  ((p)->coll == 2u /* SHUNT_COLL_ALLGATHER */ ? (uint64_t)(r) * (p)->out_stride : 0u)
 
 /* Channel ordinals per (type, peer) that the transport provides counters for. */
 #define SHUNT_PROG_MAX_ORDINAL 256
@@ -106,6 +106,7 @@ struct shunt_program {
   uint8_t remote_access; /* SHUNT_PROG_REMOTE_* */
   uint8_t pad_;
   uint64_t in_bytes, out_bytes;
+  uint64_t out_stride;    /* allgather: bytes from one rank's slice of the output to the next */
   uint64_t chunk_bytes;   /* the chunk unit */
   uint64_t scratch_bytes; /* one scratch half (packet doubling included) */
   /* Byte offsets of the arrays from the start of the program. */

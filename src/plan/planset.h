@@ -113,8 +113,8 @@ struct shunt_selection {
 
 /* Picks the plan for a call: collective, rank count, ranks per node (a plan without a
  * constraint matches any), in-place mode, dtype/op support, min <= bytes <= max (inclusive),
- * the alignment and chunk divisibility the plan needs, and the 32-bit offsets of the device
- * encoding. Among matches: narrowest range, then file name. With q->only, plans of other
+ * chunk counts that some size splits into (any size then runs: exec/split.h), and the 32-bit
+ * offsets of the device encoding. Among matches: narrowest range, then file name. With q->only, plans of other
  * names are passed over (one string comparison per candidate). */
 struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
                                             const struct shunt_select_query* q);

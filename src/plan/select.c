@@ -247,8 +247,9 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
       res.why_not = "plans for this size serve another reduction op";
       continue;
     }
-    if (!s->quantum || (s->qmask ? (q->bytes & s->qmask) : (q->bytes % s->quantum))) {
-      res.why_not = "size not a multiple of the plan's alignment times its chunk count";
+    /* Any size runs (exec/split.h): what the chunk rule does not take runs as a padded tail. */
+    if (!s->quantum) {
+      res.why_not = "no size splits into the plan's chunk counts";
       continue;
     }
     if (q->bytes > s->max_enc) {

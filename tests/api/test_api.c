@@ -5,8 +5,9 @@
  *              results, and shuntLastPlan names a plan
  *   split      split into halves (and one rank with NCCL_SPLIT_NOCOLOR), collectives on each
  *   group      several collectives inside one group, several communicators from one thread
- *   noplan     a size no plan serves: with NCCL behind (the double) the result is right and
- *              the call went to NCCL; standalone, the call fails with a message
+ *   noplan     a call no plan serves (the plan folder has no allreduce plan): with NCCL behind
+ *              (the double) the result is right and the call went to NCCL; standalone, the
+ *              call fails with a message
  *   mismatch   rank 1 loads another plan folder: plans are disabled on every rank, results
  *              still right through NCCL
  *   force      SHUNT_FORCE_FALLBACK=all sends everything to NCCL
@@ -547,6 +548,7 @@ static int run_rank(int rank, ncclUniqueId id) {
   if (!strcmp(scenario, "nonblocking")) return run_nonblocking(rank, id);
   if (!strcmp(scenario, "abortpending")) return run_abort_pending(rank, id);
   if (!strcmp(scenario, "mismatch") && rank == 1) setenv("SHUNT_PLAN_DIR", getenv("TEST_OTHER_PLAN_DIR"), 1);
+  if (!strcmp(scenario, "noplan")) setenv("SHUNT_PLAN_DIR", getenv("TEST_OTHER_PLAN_DIR"), 1);
   if (!strcmp(scenario, "force")) setenv("SHUNT_FORCE_FALLBACK", "all", 1);
   ncclComm_t comm = NULL;
   CHECK_EQ_INT(ncclCommInitRank(&comm, nranks, id, rank), ncclSuccess);
@@ -615,7 +617,6 @@ static int run_rank(int rank, ncclUniqueId id) {
     free(a);
     free(g);
   } else if (!strcmp(scenario, "noplan")) {
-    /* 3 floats: no shipped plan's range starts that low. */
     check_allreduce(comm, rank, n, 3, 0, 0);
   } else if (!strcmp(scenario, "mismatch") || !strcmp(scenario, "force")) {
     check_allreduce(comm, rank, n, 1024, 0, 0);

@@ -59,7 +59,7 @@ int main(void) {
   CHECK(p != NULL);
   if (!p) CHECK_DONE();
   char why[512];
-  struct shunt_call_shape s = {1024, 1024, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, SHUNT_PKT_LL16};
+  struct shunt_call_shape s = {1024, 1024, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, SHUNT_PKT_LL16, 0, false};
   struct shunt_program* g = shunt_lower(p, 0, &s, why, sizeof(why));
   CHECK_MSG(g != NULL, "%s", why);
   if (g) {

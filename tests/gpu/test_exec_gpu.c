@@ -302,7 +302,7 @@ static void* rank_main(void* arg) {
   for (unsigned k = 0; k < J->nshapes; k++) {
     const struct shape* s = &J->shapes[k];
     struct shunt_call_shape cs = {s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op,
-                                  SHUNT_PKT_LL16};
+                                  SHUNT_PKT_LL16, 0, false};
     struct shunt_program* prog = ok ? shunt_lower(plan, rank, &cs, err, sizeof(err)) : NULL;
     if (ok && !prog)
       fail(J, "%s: rank %u: cannot lower %" PRIu64 " bytes: %s", plan->name, rank, s->total, err);

@@ -243,16 +243,16 @@ static void test_selection(void) {
                      "ar_small");
   CHECK_STR_CONTAINS(chosen(sel(ps, SHUNT_COLL_ALLREDUCE, false, 4096, SHUNT_DT_FLOAT32, SHUNT_REDOP_MIN)),
                      "ar_small");
-  /* Alignment and chunk divisibility: 2 chunks of 16-byte units. */
+  /* Sizes the chunk rule does not take are served all the same (a head and a padded tail,
+   * exec/split.h): 1024 + 16 is no multiple of 2 chunks of 16-byte units. */
   s = sel(ps, SHUNT_COLL_ALLREDUCE, false, 1024 + 16, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM);
-  CHECK(s.entry == NULL);
-  CHECK_STR_CONTAINS(s.why_not, "multiple");
+  CHECK_STR_CONTAINS(chosen(s), "ar_small");
   /* 32-bit device offsets: a chunk of 2^32 bytes does not fit. */
   CHECK(sel(ps, SHUNT_COLL_ALLREDUCE, false, 1ull << 34, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM).entry == NULL);
   /* Allgather: total output bytes, any dtype, op ignored. */
   CHECK_STR_CONTAINS(chosen(sel(ps, SHUNT_COLL_ALLGATHER, true, 64, SHUNT_DT_INT8, SHUNT_REDOP_OTHER)),
                      "ag_seed");
-  CHECK(sel(ps, SHUNT_COLL_ALLGATHER, true, 48, SHUNT_DT_INT8, SHUNT_REDOP_SUM).entry == NULL);
+  CHECK_STR_CONTAINS(chosen(sel(ps, SHUNT_COLL_ALLGATHER, true, 66, SHUNT_DT_INT8, SHUNT_REDOP_SUM)), "ag_seed");
   CHECK(sel(ps, SHUNT_COLL_ALLGATHER, false, 64, SHUNT_DT_INT8, SHUNT_REDOP_SUM).entry == NULL);
   /* Wrong rank count, other collectives. */
   struct shunt_select_query q = {

@@ -3,6 +3,8 @@
 #include "bench.h"
 
 #include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,7 +134,8 @@ static int row(struct perf_rank* r, struct perf_case* c, size_t size, double* bw
   size_t bytes = count * es, shown = count;
   double factor = n > 1 ? 2.0 * (double)(n - 1) / (double)n : 0;
   if (c->coll == PERF_COLL_ALLGATHER) {
-    count = (count / n) & ~(16 / es - 1);
+    /* nccl-tests rounds each rank's part to 16 bytes; --random keeps every count exact. */
+    count = r->o->random_sizes ? (count / n ? count / n : 1) : (count / n) & ~(16 / es - 1);
     shown = count * n;
     bytes = shown * es;
     factor = (double)(n - 1) / (double)n;
@@ -173,8 +176,46 @@ static int row(struct perf_rank* r, struct perf_case* c, size_t size, double* bw
   return rc;
 }
 
+/* Size k of a --random sweep: log-uniform in [min_bytes, max_bytes], the same on every rank. */
+static size_t random_size(const struct perf_opts* o, int k) {
+  uint64_t x = (uint64_t)o->random_seed * 0x9e3779b97f4a7c15ull + (uint64_t)k * 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 31;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 29;
+  double u = (double)(x >> 11) / 9007199254740992.0;
+  double lo = log((double)(o->min_bytes ? o->min_bytes : 1)), hi = log((double)o->max_bytes);
+  size_t s = (size_t)exp(lo + u * (hi - lo));
+  return s < o->min_bytes ? o->min_bytes : s > o->max_bytes ? o->max_bytes : s;
+}
+
+/* --random: size k with the k-th dtype (and op) in turn, one table. */
+static int random_table(struct perf_rank* r, int coll) {
+  const struct perf_opts* o = r->o;
+  if (r->rank == 0) perf_print_table_header(coll == PERF_COLL_ALLGATHER ? "allgather" : "allreduce");
+  double bw_sum = 0;
+  int bw_n = 0;
+  int64_t wrong = 0;
+  for (int k = 0; k < o->random_sizes; k++) {
+    struct perf_case c = {coll,
+                          o->types[k % o->ntypes],
+                          o->ops[k % (coll == PERF_COLL_ALLGATHER ? 1 : o->nops)],
+                          r->rank,
+                          r->nranks,
+                          0};
+    size_t s = random_size(o, k), es = perf_dtype_size(c.type);
+    if (s < es * (coll == PERF_COLL_ALLGATHER ? (size_t)r->nranks : 1))
+      s = es * (coll == PERF_COLL_ALLGATHER ? (size_t)r->nranks : 1);
+    progress(r, &c, k, o->random_sizes, s);
+    if (row(r, &c, s, &bw_sum, &bw_n, &wrong) != 0) return -1;
+  }
+  if (r->rank == 0) perf_print_table_footer(wrong, bw_n ? bw_sum / bw_n : 0);
+  if (wrong > r->wrong) r->wrong = wrong;
+  return 0;
+}
+
 static int table(struct perf_rank* r, int coll) {
   const struct perf_opts* o = r->o;
+  if (o->random_sizes) return random_table(r, coll);
   int nsizes = 0;
   for (size_t s = o->min_bytes; s <= o->max_bytes; s = next_size(o, s)) nsizes++;
   if (r->rank == 0) perf_print_table_header(coll == PERF_COLL_ALLGATHER ? "allgather" : "allreduce");

@@ -28,6 +28,9 @@ void perf_usage(FILE* f) {
           "  -N, --run_cycles N      repeat the sweep N times, 0 = forever (default 1)\n"
           "  -G, --cudagraph N       accepted; CUDA graphs are not supported on the host backend\n"
           "  --coll C                allreduce, allgather or all (default all: one table each)\n"
+          "  --random N[,SEED]       N sizes drawn log-uniformly from [-b, -e] (fixed seed), every\n"
+          "                          count exact (allgather counts are not rounded to 16 bytes);\n"
+          "                          with several -d types, size k uses the k-th type in turn\n"
           "  -np N                   start N processes on this machine, one rank each (or -t each)\n"
           "  -t, --nthreads N        ranks per process, as threads (default 1)\n"
           "  --make-id               print a new unique id as hex for SHUNT_PERF_ID, then stay\n"
@@ -139,7 +142,7 @@ static const struct flag {
 } flags[] = {{'b', "minbytes"}, {'e', "maxbytes"},     {'i', "stepbytes"},  {'f', "stepfactor"},
              {'n', "iters"},    {'w', "warmup_iters"}, {'c', "check"},      {'d', "datatype"},
              {'o', "op"},       {'z', "blocking"},     {'N', "run_cycles"}, {'G', "cudagraph"},
-             {'t', "nthreads"}, {'g', "ngpus"},        {0, "coll"}};
+             {'t', "nthreads"}, {'g', "ngpus"},        {0, "coll"},         {1, "random"}};
 
 static int apply(const struct flag* f, const char* v, struct perf_opts* o) {
   int bad = 0, n = 0;
@@ -189,6 +192,16 @@ static int apply(const struct flag* f, const char* v, struct perf_opts* o) {
         return -1;
       }
       break;
+    case 1: {
+      /* N sizes, log-uniform in [-b, -e], from a fixed seed (N,SEED to change it). */
+      char* end = NULL;
+      long k = strtol(v, &end, 10);
+      o->random_seed = 1;
+      if (end && *end == ',') o->random_seed = strtoul(end + 1, &end, 10);
+      bad = k < 1 || k > 1000000 || !end || *end;
+      o->random_sizes = (int)k;
+      break;
+    }
     default:
       return parse_coll(v, o);
   }

@@ -18,10 +18,12 @@ struct perf_opts {
   ncclDataType_t types[16];
   int nops;
   int ops[PERF_MAX_OPS];
-  int colls;   /* PERF_COLL_* bits */
-  int nprocs;   /* -np: processes to start; 0 when not given */
-  int nthreads; /* -t: ranks per process, as threads (default 1) */
-  int make_id; /* --make-id */
+  int colls;        /* PERF_COLL_* bits */
+  int nprocs;       /* -np: processes to start; 0 when not given */
+  int nthreads;     /* -t: ranks per process, as threads (default 1) */
+  int make_id;      /* --make-id */
+  int random_sizes; /* --random: that many sizes drawn in [min_bytes, max_bytes] */
+  unsigned long random_seed;
 };
 
 /* Returns 0 to run, 1 when help was printed, -1 on a bad command line (reason on stderr). */

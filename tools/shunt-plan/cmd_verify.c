@@ -20,6 +20,7 @@
 
 #include "commands.h"
 #include "exec/elem.h"
+#include "exec/host/host_call.h"
 #include "exec/host/host_run.h"
 #include "exec/lower.h"
 #include "exec/ops/dtype.h"
@@ -229,11 +230,21 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
   struct bsctx bc = {sh, rank};
   struct shunt_world_exchange bs = {&bc, bs_allgather, bs_barrier};
   struct shunt_world_config cfg = {0, 0, 0};
+  uint64_t user_in_max = 0, user_out_max = 0;
   for (unsigned k = 0; k < nshapes; k++) {
-    uint64_t need = shunt_lower_scratch_need(plan, shapes[k].in, shapes[k].out);
+    /* The world holds both parts of every call (exec/split.h). */
+    struct shunt_call_shape cs = {shapes[k].in, shapes[k].out, (enum shunt_dtype)shapes[k].dt,
+                                  (enum shunt_redop)shapes[k].op, SHUNT_PKT_LL16, 0, false};
+    struct shunt_split sp;
+    char why[256];
+    if (!shunt_split_call(plan, &cs, &sp, why, sizeof(why))) continue;
+    uint64_t need, in_need, out_need;
+    shunt_host_call_needs(plan, &sp, &need, &in_need, &out_need);
     if (need > cfg.scratch_bytes) cfg.scratch_bytes = need;
-    if (shapes[k].in > cfg.input_bytes) cfg.input_bytes = shapes[k].in;
-    if (shapes[k].out > cfg.output_bytes) cfg.output_bytes = shapes[k].out;
+    if (in_need > cfg.input_bytes) cfg.input_bytes = in_need;
+    if (out_need > cfg.output_bytes) cfg.output_bytes = out_need;
+    if (shapes[k].in > user_in_max) user_in_max = shapes[k].in;
+    if (shapes[k].out > user_out_max) user_out_max = shapes[k].out;
   }
   char* msg = sh->res[rank].msg;
   struct shunt_world* w = NULL;
@@ -242,9 +253,10 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
     return 3;
   }
   struct shunt_lower_cache* cache = shunt_lower_cache_create(16);
-  char* out = malloc(cfg.output_bytes ? cfg.output_bytes : 1);
-  char* in = malloc(cfg.input_bytes ? cfg.input_bytes : 1);
-  char* tmp = malloc(cfg.output_bytes / o->nranks + 64);
+  struct shunt_host_tail tail = {NULL, 0};
+  char* out = malloc(user_out_max ? user_out_max : 1);
+  char* in = malloc(user_in_max ? user_in_max : 1);
+  char* tmp = malloc(user_out_max / o->nranks + 64);
   char* exp = sh->expected;
   int status = 0;
   bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE;
@@ -255,14 +267,7 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
   for (unsigned k = 0; k < nshapes && status < 2; k++) {
     const struct shape* s = &shapes[k];
     struct shunt_call_shape cs = {s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op,
-                                  SHUNT_PKT_LL16};
-    char reason[512];
-    const struct shunt_program* prog = shunt_lower_cache_get(cache, plan, rank, &cs, reason, sizeof(reason));
-    if (!prog) {
-      status = 3;
-      snprintf(msg, MSG_BYTES, "rank %u: cannot lower %" PRIu64 " bytes: %s", rank, s->total, reason);
-      break;
-    }
+                                  SHUNT_PKT_LL16, 0, false};
     char scalar[8];
     premul_scalar((enum shunt_dtype)s->dt, scalar);
     struct shunt_host_run_opts ro = {o->timeout_ms, scalar};
@@ -279,7 +284,7 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
       else
         memcpy(exp + (uint64_t)rank * s->in, user_in, s->in);
       char err[MSG_BYTES];
-      int rc = shunt_host_run(w, prog, user_in, out, &ro, err, sizeof(err));
+      int rc = shunt_host_run_call(w, cache, plan, rank, &cs, user_in, out, &ro, &tail, err, sizeof(err));
       sh->res[rank].runs++;
       if (rc) {
         status = rc == SHUNT_EXEC_TIMEOUT ? 2 : 3;
@@ -302,8 +307,8 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
       /* Nobody writes the next reference before every rank has compared this one. */
       if (bs_barrier(&bc)) break;
     }
-    shunt_lower_cache_release(cache, prog);
   }
+  shunt_host_tail_free(&tail);
   free(out), free(in), free(tmp);
   shunt_lower_cache_destroy(cache);
   sh->res[rank].status = status;
@@ -332,7 +337,8 @@ static uint64_t granule(const struct shunt_plan* p) {
 static bool servable(const struct shunt_plan* p, uint64_t total, int dt, int op, char* why, size_t len) {
   uint64_t in, out;
   in_out_bytes(p, total, &in, &out);
-  return shunt_lower_check(p, -1, in, out, (enum shunt_dtype)dt, (enum shunt_redop)op, why, len);
+  struct shunt_call_shape cs = {in, out, (enum shunt_dtype)dt, (enum shunt_redop)op, SHUNT_PKT_LL16, 0, false};
+  return shunt_split_check(p, &cs, why, len);
 }
 
 static unsigned default_sizes(const struct shunt_plan* p, const struct vopts* o, uint64_t* v) {
@@ -349,6 +355,17 @@ static unsigned default_sizes(const struct shunt_plan* p, const struct vopts* o,
   for (uint64_t s = lo * 4 / g * g; s < hi && s <= cap && n < MAX_SIZES - 1; s = s * 4 / g * g)
     if (s > v[n - 1]) v[n++] = s;
   if (hi > v[n - 1] && hi <= cap) v[n++] = hi;
+  /* Sizes the chunk rule does not take (a head and a padded tail, exec/split.h): one element
+   * above the first size, and one element of the dtype per rank, when the range holds them. */
+  uint64_t es = shunt_dtype_size((enum shunt_dtype)dt), per = p->coll == SHUNT_COLL_ALLGATHER ? p->ngpus : 1;
+  uint64_t odd[2] = {lo + es * per, es * per};
+  for (unsigned k = 0; k < 2 && n < MAX_SIZES; k++) {
+    bool have = false;
+    for (unsigned j = 0; j < n; j++) have |= v[j] == odd[k];
+    if (!have && odd[k] >= p->min_message_size && odd[k] <= p->max_message_size && odd[k] <= cap &&
+        servable(p, odd[k], dt, op, why, sizeof(why)))
+      v[n++] = odd[k];
+  }
   return n;
 }
 

@@ -1,0 +1,36 @@
+/* One call of any size on the host backend: the head and tail runs of exec/split.h.
+ *
+ * Promises: every rank that calls with the same plan and sizes runs the same parts in the
+ * same order (each a collective host run, exec/host/host_run.h); the head runs on the user's
+ * buffers, the tail through `tail`, a buffer the caller owns (grown here as needed, freed by
+ * shunt_host_tail_free), so the remainder never costs a copy of the whole buffer. The world
+ * must already hold both parts (shunt_host_call_needs). */
+#ifndef SHUNT_EXEC_HOST_CALL_H
+#define SHUNT_EXEC_HOST_CALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "exec/host/host_run.h"
+#include "exec/lower.h"
+#include "exec/split.h"
+
+struct shunt_host_tail {
+  char* buf;
+  uint64_t cap;
+};
+
+/* What the world must hold for the call: scratch bytes (both halves) and staging sizes. */
+void shunt_host_call_needs(const struct shunt_plan* plan, const struct shunt_split* s, uint64_t* scratch,
+                           uint64_t* in, uint64_t* out);
+
+/* Runs `call` (its real sizes) of `plan` on rank `rank`: programs come from `cache`. Returns
+ * SHUNT_EXEC_* with a message in err. */
+int shunt_host_run_call(struct shunt_world* w, struct shunt_lower_cache* cache, const struct shunt_plan* plan,
+                        uint32_t rank, const struct shunt_call_shape* call, const void* in, void* out,
+                        const struct shunt_host_run_opts* opts, struct shunt_host_tail* tail, char* err,
+                        size_t len);
+
+void shunt_host_tail_free(struct shunt_host_tail* t);
+
+#endif

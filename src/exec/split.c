@@ -1,0 +1,89 @@
+#include "exec/split.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "exec/lower_internal.h"
+
+#define REFUSE(...)                                         \
+  do {                                                      \
+    if (reason && len) snprintf(reason, len, __VA_ARGS__);  \
+    return false;                                           \
+  } while (0)
+
+/* The flat (unstrided) shape of a run of `in` bytes per rank. */
+static struct shunt_call_shape flat(const struct shunt_plan* p, const struct shunt_call_shape* call, uint64_t in) {
+  struct shunt_call_shape s = *call;
+  s.part = false;
+  s.in_bytes = in;
+  s.out_bytes = p->coll == SHUNT_COLL_ALLGATHER ? in * p->ngpus : in;
+  s.out_stride = 0;
+  return s;
+}
+
+/* The chunk rule alone, whatever the plan's size range. */
+static bool rule_takes(const struct shunt_plan* p, const struct shunt_call_shape* s) {
+  struct shunt_call_shape t = *s;
+  t.part = true;
+  char why[8];
+  return shunt_lower_check_shape(p, &t, why, sizeof(why));
+}
+
+bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_shape* call, struct shunt_split* s,
+                      char* reason, size_t len) {
+  if (!plan || !plan->ngpus) REFUSE("plan has no GPUs");
+  const struct shunt_plan_gpu* g = &plan->gpus[0];
+  uint64_t a = plan->buffer_alignment ? plan->buffer_alignment : 16;
+  uint32_t n = plan->ngpus;
+  uint64_t in = call->in_bytes;
+  uint32_t es = shunt_dtype_size(call->dtype);
+  if (!es) REFUSE("unknown data type %d", (int)call->dtype);
+  if (in == 0) REFUSE("empty message");
+  if (in % es) REFUSE("%" PRIu64 " bytes are not whole %u-byte elements", in, es);
+  if (call->out_bytes != (plan->coll == SHUNT_COLL_ALLGATHER ? in * n : in))
+    REFUSE("output of %" PRIu64 " bytes does not fit an input of %" PRIu64, call->out_bytes, in);
+  /* The smallest per-rank size the rule takes: a multiple of alignment x input chunks (or of
+   * the output's share when the plan names no input chunks), tried up to a bound. */
+  uint64_t base = g->input_chunks                            ? a * g->input_chunks
+                  : plan->coll == SHUNT_COLL_ALLGATHER && n ? a * ((g->output_chunks + n - 1) / n)
+                                                            : a * g->output_chunks;
+  s->quantum = 0;
+  for (uint64_t k = 1; k <= 64 && base; k++) {
+    struct shunt_call_shape t = flat(plan, call, base * k);
+    if (rule_takes(plan, &t)) {
+      s->quantum = base * k;
+      break;
+    }
+  }
+  if (!s->quantum) REFUSE("no size splits into the plan's chunk counts");
+  s->head = in / s->quantum * s->quantum;
+  s->rest = in - s->head;
+  s->head_shape = flat(plan, call, s->head);
+  if (s->rest) {
+    s->head_shape.part = true;
+    if (plan->coll == SHUNT_COLL_ALLGATHER && s->head) {
+      s->head_shape.out_bytes = call->out_bytes;
+      s->head_shape.out_stride = in;
+    }
+  }
+  s->tail_shape = flat(plan, call, s->rest ? s->quantum : 0);
+  s->tail_shape.part = true;
+  return true;
+}
+
+bool shunt_split_check(const struct shunt_plan* plan, const struct shunt_call_shape* call, char* reason, size_t len) {
+  struct shunt_split s;
+  if (!shunt_split_call(plan, call, &s, reason, len)) return false;
+  uint64_t real = plan->coll == SHUNT_COLL_ALLGATHER ? call->out_bytes : call->in_bytes;
+  if (real < plan->min_message_size || real > plan->max_message_size)
+    REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", real, plan->min_message_size,
+           plan->max_message_size);
+  if (s.head && !shunt_lower_check_call(plan, -1, &s.head_shape, reason, len)) return false;
+  if (s.rest && !shunt_lower_check_call(plan, -1, &s.tail_shape, reason, len)) return false;
+  return true;
+}
+
+uint64_t shunt_split_tail_bytes(const struct shunt_plan* plan, const struct shunt_split* s) {
+  if (!s->rest) return 0;
+  return s->quantum + (plan->coll == SHUNT_COLL_ALLGATHER ? s->quantum * plan->ngpus : s->quantum);
+}
