@@ -54,6 +54,7 @@ struct vopts {
   uint64_t max_bytes; /* default size list cap */
   int any_size;       /* run sizes outside the plan's range */
   int skip_checks;    /* run even when the static checks fail */
+  int pkt;            /* packet type of LL plans: SHUNT_PKT_LL16 (default) or SHUNT_PKT_LL8 */
 };
 
 /* Shared between the rank processes: bootstrap and results. */
@@ -233,8 +234,13 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
   uint64_t user_in_max = 0, user_out_max = 0;
   for (unsigned k = 0; k < nshapes; k++) {
     /* The world holds both parts of every call (exec/split.h). */
-    struct shunt_call_shape cs = {shapes[k].in, shapes[k].out, (enum shunt_dtype)shapes[k].dt,
-                                  (enum shunt_redop)shapes[k].op, SHUNT_PKT_LL16, 0, false};
+    struct shunt_call_shape cs = {shapes[k].in,
+                                  shapes[k].out,
+                                  (enum shunt_dtype)shapes[k].dt,
+                                  (enum shunt_redop)shapes[k].op,
+                                  (enum shunt_pkt_type)o->pkt,
+                                  0,
+                                  false};
     struct shunt_split sp;
     char why[256];
     if (!shunt_split_call(plan, &cs, &sp, why, sizeof(why))) continue;
@@ -266,8 +272,9 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
   }
   for (unsigned k = 0; k < nshapes && status < 2; k++) {
     const struct shape* s = &shapes[k];
-    struct shunt_call_shape cs = {s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op,
-                                  SHUNT_PKT_LL16, 0, false};
+    struct shunt_call_shape cs = {
+        s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op, (enum shunt_pkt_type)o->pkt,
+        0,     false};
     char scalar[8];
     premul_scalar((enum shunt_dtype)s->dt, scalar);
     struct shunt_host_run_opts ro = {o->timeout_ms, scalar};
@@ -337,7 +344,8 @@ static uint64_t granule(const struct shunt_plan* p) {
 static bool servable(const struct shunt_plan* p, uint64_t total, int dt, int op, char* why, size_t len) {
   uint64_t in, out;
   in_out_bytes(p, total, &in, &out);
-  struct shunt_call_shape cs = {in, out, (enum shunt_dtype)dt, (enum shunt_redop)op, SHUNT_PKT_LL16, 0, false};
+  struct shunt_call_shape cs = {in, out,  (enum shunt_dtype)dt, (enum shunt_redop)op, SHUNT_PKT_LL16,
+                                0,  false};
   return shunt_split_check(p, &cs, why, len);
 }
 
@@ -405,7 +413,7 @@ static int usage(void) {
   fprintf(stderr,
           "usage: shunt-plan verify FILE [--ranks N] [--sizes S,S,..] [--dtype T,..|all] [--op O,..|all]\n"
           "                         [--iters K] [--inplace|--outofplace] [--timeout MS] [--max-bytes S]\n"
-          "                         [--any-size] [--skip-checks]\n");
+          "                         [--any-size] [--skip-checks] [--packet ll16|ll8]\n");
   return 2;
 }
 
@@ -415,6 +423,7 @@ static double now_s(void) {
 
 int cmd_verify(int argc, char** argv) {
   struct vopts o = {.iters = 3,
+                    .pkt = SHUNT_PKT_LL16,
                     .inplace = -1,
                     .timeout_ms = 0,
                     .max_bytes = 2u << 20}; /* timeout 0: SHUNT_HOST_TIMEOUT_MS */
@@ -431,6 +440,9 @@ int cmd_verify(int argc, char** argv) {
       o.inplace = 0;
     else if (!strcmp(a, "--any-size"))
       o.any_size = 1;
+    else if (!strcmp(a, "--packet") && i + 1 < argc &&
+             (!strcmp(argv[i + 1], "ll8") || !strcmp(argv[i + 1], "ll16")))
+      o.pkt = !strcmp(argv[++i], "ll8") ? SHUNT_PKT_LL8 : SHUNT_PKT_LL16;
     else if (!strcmp(a, "--skip-checks"))
       o.skip_checks = 1;
     else if (a[0] == '-' && a[1] == '-' && !val)
