@@ -1,4 +1,4 @@
-#!/ usr / bin / env python3
+#!/usr/bin/env python3
 """Generate shunt's conformance corpus: plans of the classes real MSCCL++ plans use, written
 for testing the executor (not shipped). CI writes them into the build folder and verifies
 each with `shunt-plan verify` at several sizes, and the GPU check runs them on a GPU.
@@ -17,20 +17,18 @@ the memory allgather also at 16 and 32 ranks in place, every peer named in one o
                      channels (put-with-signal, then flush): the proxy must address a peer's
                      `i` the same way.
   zc_nvls_allreduce  switch channels bound to `i` over every rank: rank r multicast
-                     load-reduce-stores chunk r (glres)
-of every member's input. zc_mem_allgather zero - copy allgather
-    : rank r reads every peer's input (get) into its output.In place,
-    a peer's `i` is its slice of its output (at peer·size). zc_nvls_allgather switch channels bound to `o`
-    : rank r multicast -
-      stores its slice(gstore).bar_allreduce blocks of a rank meet at a device -
-      wide barrier : each reduces its slice of chunk r(rre),
-    and after the barrier sends another block's slice (put). sem_allreduce semaphores order blocks of a rank
-    : block 0 reduces chunk r and releases one semaphore per other block,
-    each of which acquires its own and sends a slice.pipe_allreduce a `pipeline` (iter_context)
-        with reuse_resources : every window of every chunk goes through
-                               peers' scratch only (put, re, put, copy), a signal round per window,
-    so scratch holds one window at a time.Standard library only;
-the builder is scripts/gen_plans.py's.
+                     load-reduce-stores chunk r (glres) of every member's input.
+  zc_mem_allgather   zero-copy allgather: rank r reads every peer's input (get) into its
+                     output. In place, a peer's `i` is its slice of its output (at peer·size).
+  zc_nvls_allgather  switch channels bound to `o`: rank r multicast-stores its slice (gstore).
+  bar_allreduce      blocks of a rank meet at a device-wide barrier: each reduces its slice of
+                     chunk r (rre), and after the barrier sends another block's slice (put).
+  sem_allreduce      semaphores order blocks of a rank: block 0 reduces chunk r and releases one
+                     semaphore per other block, each of which acquires its own and sends a slice.
+  pipe_allreduce     a `pipeline` (iter_context) with reuse_resources: every window of every chunk
+                     goes through peers' scratch only (put, re, put, copy), a signal round per
+                     window, so scratch holds one window at a time.
+Standard library only; the builder is scripts/gen_plans.py's.
 """
 
 import argparse
@@ -116,7 +114,7 @@ def zc_mem_allreduce(n, inplace):
         for j in range(BLOCKS):
             b = g.block()
             rounds(b, ps, j, relaxed=True)
-#The sum of chunk r, kept in this rank 's own input (as MSCCL++' s DSL writes it).
+            # The sum of chunk r, kept in this rank's own input (as MSCCL++'s DSL writes it).
             b.data("rre", [gp.local("i", r)] + [b.remote("memory", p, "i", r) for p in ps],
                    [gp.local("i", r)], "memory", ps, j, tbg=(j, BLOCKS))
             b.nop()
@@ -127,7 +125,7 @@ def zc_mem_allreduce(n, inplace):
             b.nop()
             rounds(b, ps, j)
             if not inplace:
-#The peers' sums arrived in our input: move them to the output.
+                # The peers' sums arrived in our input: move them to the output.
                 for p in ps:
                     b.data("copy", [gp.local("i", p)], [gp.local("o", p)], tbg=(j, BLOCKS))
     return plan
@@ -144,7 +142,7 @@ def zc_port_allreduce(n, inplace):
             b.data("rre", [gp.local("i", r)] + [b.remote("memory", p, "i", r) for p in ps],
                    [gp.local("i", r)], "memory", ps, j, tbg=(j, BLOCKS))
             b.nop()
-#Every peer has read our chunk r before we overwrite theirs : a memory round.
+            # Every peer has read our chunk r before we overwrite theirs: a memory round.
             rounds(b, ps, j)
             b.data("pws", [gp.local("i", r) for _ in ps], [b.remote("port", p, "i", r) for p in ps],
                    "port", ps, j, tbg=(j, BLOCKS))
@@ -190,7 +188,7 @@ def zc_mem_allgather(n, inplace):
             b.data("get", [b.remote("memory", p, "i", 0) for p in ps], [gp.local("o", p) for p in ps],
                    "memory", ps, j, tbg=(j, BLOCKS))
             b.nop()
-#Nobody leaves(and lets its input change) before every peer has read it.
+            # Nobody leaves (and lets its input change) before every peer has read it.
             rounds(b, ps, j)
     return plan
 
@@ -223,7 +221,7 @@ def bar_allreduce(n, inplace):
             rounds(b, ps, j)
             b.data("rre", [gp.local(x, r)] + [b.remote("memory", p, x, r) for p in ps], [gp.local("o", r)],
                    "memory", ps, j, tbg=(j, BLOCKS))
-#Every block 's slice of o[r] is complete past the barrier: send another block' s.
+            # Every block's slice of o[r] is complete past the barrier: send another block's.
             b.ops.append({"name": "barrier", "barrier_id": 0, "num_threadblocks": BLOCKS})
             k = (j + 1) % BLOCKS
             b.data("put", [gp.local("o", r) for _ in ps], [b.remote("memory", p, "o", r) for p in ps],
@@ -273,8 +271,7 @@ def sem_allreduce(n, inplace):
     senders = BLOCKS - 1
     for g in plan.gpus:
         r, ps = g.rank, gp.peers(g.rank, n)
-        g.semaphores = [{
-  "init_value" : 0} for _ in range(senders)]
+        g.semaphores = [{"init_value": 0} for _ in range(senders)]
         b = g.block()
         rounds(b, ps, 0)
         b.data("rre", [gp.local(x, r)] + [b.remote("memory", p, x, r) for p in ps], [gp.local("o", r)],
@@ -297,8 +294,9 @@ def sem_allreduce(n, inplace):
 CLASSES = (zc_mem_allreduce, zc_port_allreduce, zc_nvls_allreduce, zc_mem_allgather, zc_nvls_allgather,
            bar_allreduce, sem_allreduce, pipe_allreduce)
 
-#Rank counts whose ops name more peers than MSCCL++'s own executor takes (8 channels per op):
-#every peer in one op, as its DSL writes plans for 16 and 32 ranks.
+
+# Rank counts whose ops name more peers than MSCCL++'s own executor takes (8 channels per op):
+# every peer in one op, as its DSL writes plans for 16 and 32 ranks.
 LARGE_RANKS = (16, 32)
 LARGE_CLASSES = (zc_mem_allreduce, zc_nvls_allreduce, zc_mem_allgather)
 

@@ -1,17 +1,13 @@
-#!/ usr / bin / env python3
-""
-    "Generate shunt's shipped execution plans (MSCCL++ JSON format) into plans/.
+#!/usr/bin/env python3
+"""Generate shunt's shipped execution plans (MSCCL++ JSON format) into plans/.
 
-    python3 scripts /
-    gen_plans.py write every plan into plans / python3 scripts /
-    gen_plans.py-- out DIR write them into DIR python3 scripts / gen_plans.py-- check exit 1 if plans /
-    differs from what this script writes python3 scripts /
-    gen_plans.py-- summary print each plan's size range, blocks and chunks
+    python3 scripts/gen_plans.py              write every plan into plans/
+    python3 scripts/gen_plans.py --out DIR    write them into DIR
+    python3 scripts/gen_plans.py --check      exit 1 if plans/ differs from what this script writes
+    python3 scripts/gen_plans.py --summary    print each plan's size range, blocks and chunks
 
-    Output is
-    deterministic(fixed key order, indent 2, trailing newline),
-    so CI regenerates the plans and compares.Op semantics are those of the plan format
-    reference(plan - format.md);
+Output is deterministic (fixed key order, indent 2, trailing newline), so CI regenerates the
+plans and compares. Op semantics are those of the plan format reference (plan-format.md);
 the algorithms and size ranges are described in plans/README.md. Standard library only.
 """
 
@@ -27,30 +23,31 @@ GiB = 1 << 30
 ALIGN = 16  # buffer_alignment: every offset and size is a multiple of it
 THREADS = 1024
 RANKS = (2, 4, 8)
-#Size ranges(total bytes : allreduce = buffer size, allgather = output size).Per
-#(collective, ranks, in - place) the three families take disjoint ranges : LL up to LL_MAX,
-#memory Simple above it up to SIMPLE_MAX, port Simple above that up to PORT_MAX.Each
-#range starts at the smallest size its plan can serve.SHUNT_TUNING retunes them.
+
+# Size ranges (total bytes: allreduce = buffer size, allgather = output size). Per
+# (collective, ranks, in-place) the three families take disjoint ranges: LL up to LL_MAX,
+# memory Simple above it up to SIMPLE_MAX, port Simple above that up to PORT_MAX. Each
+# range starts at the smallest size its plan can serve. SHUNT_TUNING retunes them.
 LL_MAX = 1 * MiB
 SIMPLE_MAX = 64 * MiB
 PORT_MAX = 1 * GiB
 
-#Threadblocks.LL plans give each peer a group of blocks; memory Simple and port plans
-#cut every transfer into slices, one block per slice, each block talking to every peer.
+# Threadblocks. LL plans give each peer a group of blocks; memory Simple and port plans
+# cut every transfer into slices, one block per slice, each block talking to every peer.
 LL_BLOCKS_PER_PEER = {2: 8, 4: 4, 8: 2}
 SIMPLE_BLOCKS = {2: 16, 4: 24, 8: 32}
 PORT_BLOCKS = 8
-#Port allreduce reduces in rounds so that scratch holds one round, not the whole message.
+# Port allreduce reduces in rounds so that scratch holds one round, not the whole message.
 PORT_ROUNDS = 4
 
-#-- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -
-#Plan builder
-#-- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -
+
+# ---------------------------------------------------------------------------------------
+# Plan builder
+# ---------------------------------------------------------------------------------------
 
 def local(btype, index, size=1):
-    return {
-  "type" : btype, "index" : index, "size" : size
-}
+    return {"type": btype, "index": index, "size": size}
+
 
 class Block:
     """One threadblock: its op list and its local channel and remote-buffer tables."""
@@ -78,7 +75,7 @@ class Block:
         return {"buffer_id": table.index(gid), "index": index, "size": size}
 
     def nop(self):
-#One block barrier separates dependent ops; never two in a row.
+        # One block barrier separates dependent ops; never two in a row.
         if self.ops and self.ops[-1]["name"] != "nop":
             self.ops.append({"name": "nop"})
 
@@ -106,17 +103,19 @@ class Block:
         return {
             "id": self.id,
             "ops": self.ops,
-            "channels": [{
-    "channel_type" : t, "channel_ids" : self.channels[t]}
+            "channels": [{"channel_type": t, "channel_ids": self.channels[t]}
                          for t in order if t in self.channels],
-            "remote_buffer_refs": [{
-    "access_channel_type" : t, "remote_buffer_ids" : self.rbufs[t]}
+            "remote_buffer_refs": [{"access_channel_type": t, "remote_buffer_ids": self.rbufs[t]}
                                    for t in order if t in self.rbufs],
-}
+        }
 
-class Gpu : def __init__(self, rank, input_chunks, output_chunks, scratch_chunks)
-    : self.rank = rank self.chunks = (input_chunks, output_chunks, scratch_chunks)self.blocks =
-    [] self.connected = {}   # channel type -> connected_to list
+
+class Gpu:
+    def __init__(self, rank, input_chunks, output_chunks, scratch_chunks):
+        self.rank = rank
+        self.chunks = (input_chunks, output_chunks, scratch_chunks)
+        self.blocks = []
+        self.connected = {}   # channel type -> connected_to list
         self.rbuf_list = []   # [{"rank", "type", "access_channel_types"}]
 
     def block(self):
@@ -156,12 +155,12 @@ class Gpu : def __init__(self, rank, input_chunks, output_chunks, scratch_chunks
             "output_chunks": self.chunks[1],
             "scratch_chunks": self.chunks[2],
             "threadblocks": [b.to_json() for b in self.blocks],
-            "channels": [{
-    "channel_type" : t, "connected_to" : self.connected[t]}
+            "channels": [{"channel_type": t, "connected_to": self.connected[t]}
                          for t in order if t in self.connected],
             "remote_buffers": self.rbuf_list,
             "semaphores": [],
-}
+        }
+
 
 class Plan:
     def __init__(self, name, collective, protocol, inplace, nranks, chunks):
@@ -175,7 +174,7 @@ class Plan:
         self.max_size = 0
 
     def to_json(self):
-#Key order as the MSCCL++ DSL writes it.
+        # Key order as the MSCCL++ DSL writes it.
         return {
             "name": self.name,
             "collective": self.collective,
@@ -190,9 +189,10 @@ class Plan:
             "max_message_size": self.max_size,
         }
 
-#-- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -
-#Helpers shared by the algorithms
-#-- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -
+
+# ---------------------------------------------------------------------------------------
+# Helpers shared by the algorithms
+# ---------------------------------------------------------------------------------------
 
 def peers(rank, n):
     """Other ranks in ring order starting after `rank`: every rank's first block group
@@ -216,9 +216,10 @@ def own_slice(rank, inplace):
     """Allgather (one input chunk): a rank's own contribution."""
     return local("o", rank) if inplace else local("i", 0)
 
-#-- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -
-#Allgather
-#-- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -
+
+# ---------------------------------------------------------------------------------------
+# Allgather
+# ---------------------------------------------------------------------------------------
 
 def allgather_ll(n, inplace):
     """Each rank writes its slice as packets straight into every peer's scratch; each rank
@@ -255,7 +256,7 @@ def allgather_simple(n, inplace):
             b.sync("wait", "memory", ps, j)
             b.nop()
             if not inplace:
-#Our own slice; after the nop so that no signal is taken to publish it.
+                # Our own slice; after the nop so that no signal is taken to publish it.
                 b.data("copy", [local("i", 0)], [local("o", r)], tbg=(j, t))
             b.data("put", [own_slice(r, inplace) for _ in ps],
                    [b.remote("memory", p, "o", r) for p in ps], "memory", ps, j, tbg=(j, t))
@@ -283,16 +284,17 @@ def allgather_port(n, inplace):
             b.data("pws", [own_slice(r, inplace) for _ in ps],
                    [b.remote("port", p, "o", r) for p in ps], "port", ps, j, tbg=(j, t))
             if not inplace:
-#Our own slice, copied while the proxy sends; after the pws so that the
-#pws is not taken to publish it.
+                # Our own slice, copied while the proxy sends; after the pws so that the
+                # pws is not taken to publish it.
                 b.data("copy", [local("i", 0)], [local("o", r)], tbg=(j, t))
             b.sync("wait", "port", ps, j)
             b.sync("flush", "port", ps, j)
     return plan
 
-#-- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -
-#Allreduce
-#-- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -
+
+# ---------------------------------------------------------------------------------------
+# Allreduce
+# ---------------------------------------------------------------------------------------
 
 def allreduce_ll(n, inplace):
     """Two packet hops. Chunk p belongs to rank p. (1) every rank sends chunk p of its
@@ -313,13 +315,13 @@ def allreduce_ll(n, inplace):
                 b = gpu.block()
                 b.data("ppkt", [local(x, p)], [b.remote("memory", p, "s", slot(p, r, n))],
                        "memory", [p], tbg=(j, g))
-#The reduction of the own chunk is spread over all blocks of the rank.
+                # The reduction of the own chunk is spread over all blocks of the rank.
                 b.data("respkt",
                        [local(x, r)] + [local("s", slot(r, q, n)) for q in ps],
                        [local("o", r)] + [b.remote("memory", q, "s", recv_base + slot(q, r, n))
                                           for q in ps],
                        "memory", ps, tbg=(pi * g + j, total))
-#In place, chunk p of the output was the source of this block's ppkt.
+                # In place, chunk p of the output was the source of this block's ppkt.
                 b.nop()
                 b.data("upkt", [local("s", recv_base + slot(r, p, n))], [local("o", p)],
                        tbg=(j, g))
@@ -346,8 +348,8 @@ def allreduce_simple(n, inplace):
             b.data("rre", [local(x, r)] + [b.remote("memory", p, x, r) for p in ps],
                    [local("o", r)], "memory", ps, j, tbg=(j, t))
             b.nop()
-#In place, the peers' chunk r read above is overwritten here: the same block
-#reads and then writes the same slice, so the nop orders them.
+            # In place, the peers' chunk r read above is overwritten here: the same block
+            # reads and then writes the same slice, so the nop orders them.
             b.data("put", [local("o", r) for _ in ps],
                    [b.remote("memory", p, "o", r) for p in ps], "memory", ps, j, tbg=(j, t))
             b.nop()
@@ -393,9 +395,10 @@ def allreduce_port(n, inplace):
             b.sync("flush", "port", ps, j)
     return plan
 
-#-- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -
-#Size ranges
-#-- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -
+
+# ---------------------------------------------------------------------------------------
+# Size ranges
+# ---------------------------------------------------------------------------------------
 
 def granule(plan):
     """Total sizes a plan can serve are the multiples of this: the send buffer must be a
@@ -429,9 +432,10 @@ def set_range(plan, above, upto):
     plan.min_size, plan.max_size = above + 1, upto
     return plan
 
-#-- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -
-#The plan set
-#-- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -
+
+# ---------------------------------------------------------------------------------------
+# The plan set
+# ---------------------------------------------------------------------------------------
 
 def name(collective, n, family, inplace):
     return "%s_%dr_%s_%s" % (collective, n, family, "inplace" if inplace else "outofplace")
