@@ -25,6 +25,7 @@
 #include "exec/gpu/gpu_run.h"
 #include "exec/gpu/gpu_world.h"
 #include "exec/lower.h"
+#include "exec/split.h"
 #include "exec/ops/dtype.h"
 #include "gpu/test_exec_gpu.h"
 #include "plan/parse.h"
@@ -98,6 +99,7 @@ struct shape {
   uint64_t total, in, out;
   int dt, op;
   bool graph;
+  bool split; /* a size the chunk rule does not take: a head and a padded tail (exec/split.h) */
 };
 
 struct job {
@@ -106,7 +108,8 @@ struct job {
   struct shape shapes[MAX_SHAPES];
   unsigned nshapes;
   uint64_t max_in, max_out, scratch;
-  char* exp; /* the reference output; each rank computes a slice */
+  uint64_t tail_bytes; /* device staging of the split shapes' tails */
+  char* exp;           /* the reference output; each rank computes a slice */
   atomic_uint failures;
   pthread_mutex_t msg_mu;
   char msg[MSG];
@@ -262,6 +265,39 @@ static void check_world(struct job* J, struct shunt_gpu_world* w, const struct s
   }
 }
 
+/* A size the chunk rule does not take, run as the library runs it (exec/split.h): the head on
+ * the user's buffers (an allgather head keeps the output's rank stride), then the tail padded
+ * with zeros through d_tail, its results copied back. Every step is a stream operation. */
+static int launch_split(struct shunt_gpu_world* w, const struct shunt_split* sp,
+                        const struct shunt_plan* plan, uint32_t rank, struct shunt_gpu_prog* head,
+                        struct shunt_gpu_prog* tail, const char* user_in, char* d_out, char* d_tail,
+                        const char* scalar, cudaStream_t st, char* err, size_t len) {
+  bool gather = plan->coll == SHUNT_COLL_ALLGATHER;
+  uint64_t n = plan->ngpus, R = sp->head + sp->rest, q = sp->quantum;
+  if (sp->head) {
+    struct shunt_gpu_run r = {w, head, user_in, d_out, scalar};
+    if (shunt_gpu_launch(&r, st, err, len) != 0) return -1;
+  }
+  if (!sp->rest) return 0;
+  uint64_t tout_bytes = gather ? q * n : q;
+  char* tout = d_tail;
+  char* tin = plan->inplace ? (gather ? tout + rank * q : tout) : tout + tout_bytes;
+  if (cudaMemsetAsync(d_tail, 0, shunt_split_tail_bytes(plan, sp), st) != cudaSuccess ||
+      cudaMemcpyAsync(tin, user_in + sp->head, sp->rest, cudaMemcpyDeviceToDevice, st) != cudaSuccess) {
+    snprintf(err, len, "tail staging failed");
+    return -1;
+  }
+  struct shunt_gpu_run r = {w, tail, tin, tout, scalar};
+  if (shunt_gpu_launch(&r, st, err, len) != 0) return -1;
+  for (uint64_t k = 0; k < (gather ? n : 1); k++)
+    if (cudaMemcpyAsync(d_out + k * R + sp->head, tout + k * q, sp->rest, cudaMemcpyDeviceToDevice, st) !=
+        cudaSuccess) {
+      snprintf(err, len, "tail copy-out failed");
+      return -1;
+    }
+  return 0;
+}
+
 static void* rank_main(void* arg) {
   struct rank_ctx* rc = arg;
   struct job* J = rc->job;
@@ -290,6 +326,8 @@ static void* rank_main(void* arg) {
   CK(cudaMalloc((void**)&d_exp, 2 * (J->max_out ? J->max_out : 16)));
   CK(cudaMalloc((void**)&d_pristine, 2 * (J->max_in ? J->max_in : 16)));
   CK(cudaMalloc((void**)&d_bad, sizeof(*d_bad)));
+  char* d_tail = NULL;
+  CK(cudaMalloc((void**)&d_tail, J->tail_bytes ? J->tail_bytes : 16));
   char* h_in = malloc(J->max_in + 16);
   char* h_out = malloc(J->max_out + 16);
   char* tmp = malloc(J->max_out / J->nranks + 64);
@@ -301,8 +339,71 @@ static void* rank_main(void* arg) {
   /* Every rank goes through the same barriers whatever fails, so nobody waits forever. */
   for (unsigned k = 0; k < J->nshapes; k++) {
     const struct shape* s = &J->shapes[k];
-    struct shunt_call_shape cs = {s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op,
-                                  SHUNT_PKT_LL16, 0, false};
+    struct shunt_call_shape cs = {
+        s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op, SHUNT_PKT_LL16, 0, false};
+    if (s->split) {
+      struct shunt_split sp;
+      struct shunt_program *ph = NULL, *pt = NULL;
+      struct shunt_gpu_prog *gh = NULL, *gt = NULL;
+      bool run = ok && shunt_split_call(plan, &cs, &sp, err, sizeof(err));
+      if (run && sp.head) ph = shunt_lower(plan, rank, &sp.head_shape, err, sizeof(err));
+      if (run && sp.rest) pt = shunt_lower(plan, rank, &sp.tail_shape, err, sizeof(err));
+      if (run && ((sp.head && !ph) || (sp.rest && !pt))) {
+        fail(J, "%s: rank %u: cannot lower the parts of %" PRIu64 " bytes: %s", plan->name, rank, s->total,
+             err);
+        run = false;
+      }
+      if (run && ph && shunt_gpu_prog_create(w, ph, J->threads, &gh, err, sizeof(err)) != 0) run = false;
+      if (run && pt && shunt_gpu_prog_create(w, pt, J->threads, &gt, err, sizeof(err)) != 0) run = false;
+      if (ok && !run && !atomic_load(&J->failures))
+        fail(J, "%s: rank %u: split upload: %s", plan->name, rank, err);
+      run = team_agree(run && ok);
+      char scalar[8];
+      premul_scalar(s->dt, scalar);
+      char* user_in = plan->inplace ? (reduce ? d_out : d_out + (uint64_t)rank * s->in) : d_in;
+      for (unsigned it = 0; it < EAGER_ITERS; it++) {
+        unsigned seed = k * 131 + it;
+        if (run) {
+          fill_input(h_in, 0, s->in, rank, seed, s->dt, s->op, reduce);
+          CK(cudaMemsetAsync(d_out, 0xa5, s->out, st));
+          CK(cudaMemcpyAsync(user_in, h_in, s->in, cudaMemcpyHostToDevice, st));
+          if (launch_split(w, &sp, plan, rank, gh, gt, user_in, d_out, d_tail, scalar, st, err,
+                           sizeof(err)) != 0) {
+            fail(J, "%s: rank %u: split launch: %s", plan->name, rank, err);
+            run = false;
+          }
+          expected_slice(J, s, rank, seed, h_in, tmp);
+          CK(cudaStreamSynchronize(st));
+          check_world(J, w, ph ? ph : pt, rank, s, "eager, head and tail", &run);
+          if (rank == 0) J->runs++;
+        }
+        team_barrier(rc);
+        if (run) {
+          CK(cudaMemcpyAsync(h_out, d_out, s->out, cudaMemcpyDeviceToHost, st));
+          CK(cudaStreamSynchronize(st));
+          if (memcmp(h_out, J->exp, s->out) != 0) {
+            uint64_t b = 0;
+            while (h_out[b] == J->exp[b]) b++;
+            fail(J,
+                 "%s: mismatch: %" PRIu64 " bytes (head %" PRIu64 " + tail %" PRIu64
+                 " per rank), %s %s: rank %u "
+                 "byte offset %" PRIu64 ": expected 0x%02x, got 0x%02x",
+                 plan->name, s->total, sp.head, sp.rest, dt_names[s->dt], reduce ? op_names[s->op] : "-",
+                 rank, b, (unsigned)(unsigned char)J->exp[b], (unsigned)(unsigned char)h_out[b]);
+            run = false;
+          }
+        }
+        run = team_agree(run && ok);
+      }
+      team_barrier(rc);
+      shunt_gpu_prog_destroy(gh);
+      shunt_gpu_prog_destroy(gt);
+      shunt_program_free(ph);
+      shunt_program_free(pt);
+      team_barrier(rc);
+      if (atomic_load(&J->failures)) ok = false;
+      continue;
+    }
     struct shunt_program* prog = ok ? shunt_lower(plan, rank, &cs, err, sizeof(err)) : NULL;
     if (ok && !prog)
       fail(J, "%s: rank %u: cannot lower %" PRIu64 " bytes: %s", plan->name, rank, s->total, err);
@@ -430,6 +531,7 @@ static void* rank_main(void* arg) {
   cudaFree(d_exp);
   cudaFree(d_pristine);
   cudaFree(d_bad);
+  cudaFree(d_tail);
   cudaStreamDestroy(st);
   free(h_in);
   free(h_out);
@@ -475,6 +577,18 @@ static void add_shape(struct job* J, uint64_t total, int dt, int op, bool graph)
   s->graph = graph;
 }
 
+static void add_split_shape(struct job* J, uint64_t total, int dt, int op) {
+  struct shunt_call_shape cs = {0, 0, (enum shunt_dtype)dt, (enum shunt_redop)op, SHUNT_PKT_LL16, 0, false};
+  in_out_bytes(J->plan, total, &cs.in_bytes, &cs.out_bytes);
+  struct shunt_split sp;
+  char why[256];
+  if (!shunt_split_call(J->plan, &cs, &sp, why, sizeof(why)) || !sp.rest ||
+      !shunt_split_check(J->plan, &cs, why, sizeof(why)))
+    return;
+  add_shape(J, total, dt, op, false);
+  J->shapes[J->nshapes - 1].split = true;
+}
+
 static void make_shapes(struct job* J, struct shunt_plan* plan) {
   bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE;
   int base_dt = reduce ? SHUNT_DT_FLOAT32 : SHUNT_DT_INT8;
@@ -509,6 +623,13 @@ static void make_shapes(struct job* J, struct shunt_plan* plan) {
     add_shape(J, lo + g, base_dt, SHUNT_REDOP_SUM, false);
   if (hi > lo + g && servable(plan, hi, base_dt, SHUNT_REDOP_SUM))
     add_shape(J, hi, base_dt, SHUNT_REDOP_SUM, false);
+  /* Sizes the chunk rule does not take (exec/split.h): one element per rank past the first
+   * size (a head and a tail), one element per rank (a tail alone), and, for allreduce, the
+   * odd size with int8 avg (the division runs in each part). */
+  uint64_t es = shunt_dtype_size((enum shunt_dtype)base_dt), per = reduce ? 1 : plan->ngpus;
+  add_split_shape(J, lo + es * per, base_dt, SHUNT_REDOP_SUM);
+  add_split_shape(J, es * per, base_dt, SHUNT_REDOP_SUM);
+  if (reduce) add_split_shape(J, lo + per, SHUNT_DT_INT8, SHUNT_REDOP_AVG);
 }
 
 /* ---- One plan ---- */
@@ -548,9 +669,26 @@ static int run_plan(const char* path) {
   for (unsigned k = 0; k < J->nshapes; k++) {
     const struct shape* s = &J->shapes[k];
     uint64_t need = shunt_lower_scratch_need(plan, s->in, s->out);
+    uint64_t in_need = s->in, out_need = s->out;
+    if (s->split) {
+      /* Both parts run on the world: the head (of the real output) and the padded tail. */
+      struct shunt_call_shape cs = {
+          s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op, SHUNT_PKT_LL16, 0, false};
+      struct shunt_split sp;
+      char why[256];
+      if (shunt_split_call(plan, &cs, &sp, why, sizeof(why))) {
+        uint64_t ts = shunt_lower_scratch_need(plan, sp.tail_shape.in_bytes, sp.tail_shape.out_bytes);
+        need = sp.head ? shunt_lower_scratch_need(plan, sp.head, sp.head * (s->out / s->in)) : 0;
+        if (ts > need) need = ts;
+        if (sp.tail_shape.in_bytes > in_need) in_need = sp.tail_shape.in_bytes;
+        if (sp.tail_shape.out_bytes > out_need) out_need = sp.tail_shape.out_bytes;
+        uint64_t tb = shunt_split_tail_bytes(plan, &sp);
+        if (tb > J->tail_bytes) J->tail_bytes = tb;
+      }
+    }
     if (need > J->scratch) J->scratch = need;
-    if (s->in > J->max_in) J->max_in = s->in;
-    if (s->out > J->max_out) J->max_out = s->out;
+    if (in_need > J->max_in) J->max_in = in_need;
+    if (out_need > J->max_out) J->max_out = out_need;
   }
   /* Blocks of every rank share the GPU: pick a block size at which they are all resident, with
    * room left for the scaling kernels that precede a rank's executor kernel. */
