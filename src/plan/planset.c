@@ -136,13 +136,19 @@ static void reject_duplicates(struct shunt_planset* ps, struct shunt_plan_errors
 
 static void apply_tuning(struct shunt_planset* ps, const char* path, struct shunt_plan_errors* errs) {
   struct shunt_tuning t = {0};
+  uint32_t first = errs ? errs->n : 0;
   int bad = shunt_tuning_load(path, &t, errs);
   if (bad < 0) {
     SHUNT_WARN("tuning file %s cannot be read; plan ranges are used as written", path);
     shunt_tuning_free(&t);
     return;
   }
-  if (bad) SHUNT_WARN("tuning file %s: %d bad line(s) skipped", path, bad);
+  /* One WARN per bad line, with file and line, up to a bound; the other lines apply. */
+  for (uint32_t i = first; errs && i < errs->n && i < first + 20; i++) {
+    char line[512];
+    SHUNT_WARN("tuning: %s", shunt_plan_error_format(&errs->v[i], line, sizeof(line)));
+  }
+  if (bad) SHUNT_WARN("tuning file %s: %d bad line(s) skipped, the others applied", path, bad);
   for (uint32_t i = 0; i < ps->n; i++) {
     struct shunt_plan_entry* e = &ps->entries[i];
     if (e->status != SHUNT_PLAN_OK) continue;
