@@ -224,9 +224,37 @@ static int map_peer(struct shunt_gpu_world* w, const struct card* me, const stru
   return 0;
 }
 
+static int world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_world_config* cfg,
+                        const struct shunt_world_exchange* bs, struct shunt_gpu_world** out, char* err,
+                        size_t len);
+
+/* The caller's current device is its own: whatever these calls select, they put it back. */
+struct dev_guard {
+  int prev;
+  bool known;
+};
+static struct dev_guard dev_enter(void) {
+  struct dev_guard g = {0, false};
+  g.known = cudaGetDevice(&g.prev) == cudaSuccess;
+  return g;
+}
+static void dev_leave(struct dev_guard g) {
+  int cur = -1;
+  if (g.known && cudaGetDevice(&cur) == cudaSuccess && cur != g.prev) cudaSetDevice(g.prev);
+}
+
 int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_world_config* cfg,
                            const struct shunt_world_exchange* bs, struct shunt_gpu_world** out, char* err,
                            size_t len) {
+  struct dev_guard g = dev_enter();
+  int rc = world_create(rank, nranks, cfg, bs, out, err, len);
+  dev_leave(g);
+  return rc;
+}
+
+static int world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_world_config* cfg,
+                        const struct shunt_world_exchange* bs, struct shunt_gpu_world** out, char* err,
+                        size_t len) {
   if (err && len) err[0] = 0;
   *out = NULL;
   if (nranks == 0 || rank >= nranks || nranks > 65535 || !cfg || !bs) {
@@ -500,8 +528,19 @@ static bool uses_port(const struct shunt_program* p) {
   return false;
 }
 
+static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p, uint32_t max_threads,
+                       struct shunt_gpu_prog** out, char* err, size_t len);
+
 int shunt_gpu_prog_create(struct shunt_gpu_world* w, const struct shunt_program* p, uint32_t max_threads,
                           struct shunt_gpu_prog** out, char* err, size_t len) {
+  struct dev_guard g = dev_enter();
+  int rc = prog_create(w, p, max_threads, out, err, len);
+  dev_leave(g);
+  return rc;
+}
+
+static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p, uint32_t max_threads,
+                       struct shunt_gpu_prog** out, char* err, size_t len) {
   if (err && len) err[0] = 0;
   *out = NULL;
   if (!w || !p || p->magic != SHUNT_PROG_MAGIC) {
