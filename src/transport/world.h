@@ -58,6 +58,7 @@ struct shunt_world {
   atomic_bool broken;  /* a run timed out: the shared state is no longer consistent */
   atomic_bool aborted; /* the communicator is going away: waits give up at once */
   struct shunt_proxy* proxy;
+  struct shunt_pool* pool; /* the host backend's threadblock workers, made at the first run */
 };
 
 int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_config* cfg,

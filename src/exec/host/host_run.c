@@ -1,4 +1,4 @@
-/* Host backend: staging, one thread per threadblock, the hang report. */
+/* Host backend: staging, the threadblocks on the world's workers, the hang report. */
 #include "exec/host/host_run.h"
 
 #include <inttypes.h>
@@ -12,6 +12,7 @@
 #include "exec/host/host_xctx.h"
 #include "exec/ops/packet.h"
 #include "util/env.h"
+#include "transport/pool.h"
 #include "util/log.h"
 
 struct block_job {
@@ -23,6 +24,10 @@ static void* block_main(void* arg) {
   struct block_job* j = arg;
   j->rc = shunt_x_block(&j->X);
   return NULL;
+}
+
+static void pool_job(void* arg, uint32_t i) {
+  block_main(&((struct block_job*)arg)[i]);
 }
 
 static uint64_t timeout_ms(const struct shunt_host_run_opts* o) {
@@ -150,13 +155,20 @@ int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const v
   for (unsigned i = 0; i < 16; i++) atomic_init(&sh->bars[i], 0);
   shunt_proxy_bind(w->proxy, in, out);
 
-  uint32_t started = 0;
   int rc = SHUNT_EXEC_OK;
   for (uint32_t b = 0; b < p->nblocks; b++) {
     struct block_job* j = &jobs[b];
     j->X = (struct shunt_xctx){.prog = p, .block = b, .tid = 0, .nthreads = 1, .sh = sh};
     j->X.tmp[0] = tmp + (size_t)b * 2 * SHUNT_HOST_BATCH;
     j->X.tmp[1] = j->X.tmp[0] + SHUNT_HOST_BATCH;
+  }
+  /* The world's workers run the blocks (no thread is started per run); should the pool fail
+   * to grow, one thread per block is started for this run, as before. */
+  if (!w->pool) w->pool = shunt_pool_create();
+  bool pooled = w->pool && shunt_pool_run(w->pool, p->nblocks, pool_job, jobs) == 0;
+  uint32_t started = 0;
+  for (uint32_t b = 0; b < p->nblocks && !pooled; b++) {
+    struct block_job* j = &jobs[b];
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 * 1024);
@@ -170,7 +182,7 @@ int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const v
     }
     started++;
   }
-  for (uint32_t b = 0; b < p->nblocks; b++)
+  for (uint32_t b = 0; b < p->nblocks && !pooled; b++)
     if (th[b]) pthread_join(th[b], NULL);
   (void)started;
   shunt_proxy_drain(w->proxy);
