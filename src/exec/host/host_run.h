@@ -1,5 +1,5 @@
-/* The host backend: runs a Program on host memory over a world (transport/world.h), one
- * thread per plan threadblock.
+/* The host backend: runs a Program on host memory over a world (transport/world.h), each plan
+ * threadblock on a thread of its own: the world's workers (transport/pool.h), kept between runs.
  *
  * Promises:
  * - shunt_host_run returns when every threadblock has finished and every port-channel
