@@ -28,11 +28,13 @@ static uint64_t round_up_pow2(uint64_t x) {
 
 /* Makes or grows the world so that both parts of this call fit (exec/split.h). Collective:
  * every rank splits the call the same way. */
-static ncclResult_t ensure_world(struct shunt_comm* c, const struct shunt_plan* plan, const struct shunt_split* s) {
+static ncclResult_t ensure_world(struct shunt_comm* c, const struct shunt_plan* plan,
+                                 const struct shunt_split* s) {
   uint64_t scratch, in_need, out_need;
-  shunt_host_call_needs(plan, s, &scratch, &in_need, &out_need);
+  shunt_split_needs(plan, s, &scratch, &in_need, &out_need);
   struct shunt_world* w = c->world;
-  if (w && w->cfg.scratch_bytes >= scratch && w->cfg.input_bytes >= in_need && w->cfg.output_bytes >= out_need)
+  if (w && w->cfg.scratch_bytes >= scratch && w->cfg.input_bytes >= in_need &&
+      w->cfg.output_bytes >= out_need)
     return ncclSuccess;
   struct shunt_world_config cfg = {round_up_pow2(scratch), round_up_pow2(in_need), round_up_pow2(out_need)};
   if (w) {
@@ -71,12 +73,13 @@ ncclResult_t shunt_launch(struct shunt_comm* c, const struct shunt_call* call) {
   ncclResult_t rc = ensure_world(c, plan, &s);
   if (rc != ncclSuccess) return rc;
   struct shunt_host_run_opts opts = {0, call->scalar_ptr ? call->scalar_ptr : call->scalar};
-  int r = shunt_host_run_call(c->world, c->programs, plan, (uint32_t)c->rank, &shape, call->send, call->recv, &opts,
-                              &c->tail, msg, sizeof(msg));
+  int r = shunt_host_run_call(c->world, c->programs, plan, (uint32_t)c->rank, &shape, &s, call->send,
+                              call->recv, &opts, &c->tail, msg, sizeof(msg));
   if (r == SHUNT_EXEC_OK) return ncclSuccess;
   SHUNT_WARN("rank %d: plan %s failed: %s", c->rank, plan->name, msg);
-  ncclResult_t err = r == SHUNT_EXEC_TIMEOUT ? ncclSystemError : r == SHUNT_EXEC_NOMEM ? ncclSystemError
-                                                                                        : ncclInternalError;
+  ncclResult_t err = r == SHUNT_EXEC_TIMEOUT ? ncclSystemError
+                     : r == SHUNT_EXEC_NOMEM ? ncclSystemError
+                                             : ncclInternalError;
   atomic_store(&c->async_error, (int)err);
   return err;
 }

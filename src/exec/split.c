@@ -5,14 +5,15 @@
 
 #include "exec/lower_internal.h"
 
-#define REFUSE(...)                                         \
-  do {                                                      \
-    if (reason && len) snprintf(reason, len, __VA_ARGS__);  \
-    return false;                                           \
+#define REFUSE(...)                                        \
+  do {                                                     \
+    if (reason && len) snprintf(reason, len, __VA_ARGS__); \
+    return false;                                          \
   } while (0)
 
 /* The flat (unstrided) shape of a run of `in` bytes per rank. */
-static struct shunt_call_shape flat(const struct shunt_plan* p, const struct shunt_call_shape* call, uint64_t in) {
+static struct shunt_call_shape flat(const struct shunt_plan* p, const struct shunt_call_shape* call,
+                                    uint64_t in) {
   struct shunt_call_shape s = *call;
   s.part = false;
   s.in_bytes = in;
@@ -29,8 +30,8 @@ static bool rule_takes(const struct shunt_plan* p, const struct shunt_call_shape
   return shunt_lower_check_shape(p, &t, why, sizeof(why));
 }
 
-bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_shape* call, struct shunt_split* s,
-                      char* reason, size_t len) {
+bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_shape* call,
+                      struct shunt_split* s, char* reason, size_t len) {
   if (!plan || !plan->ngpus) REFUSE("plan has no GPUs");
   const struct shunt_plan_gpu* g = &plan->gpus[0];
   uint64_t a = plan->buffer_alignment ? plan->buffer_alignment : 16;
@@ -44,7 +45,7 @@ bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_sha
     REFUSE("output of %" PRIu64 " bytes does not fit an input of %" PRIu64, call->out_bytes, in);
   /* The smallest per-rank size the rule takes: a multiple of alignment x input chunks (or of
    * the output's share when the plan names no input chunks), tried up to a bound. */
-  uint64_t base = g->input_chunks                            ? a * g->input_chunks
+  uint64_t base = g->input_chunks                           ? a * g->input_chunks
                   : plan->coll == SHUNT_COLL_ALLGATHER && n ? a * ((g->output_chunks + n - 1) / n)
                                                             : a * g->output_chunks;
   s->quantum = 0;
@@ -71,19 +72,45 @@ bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_sha
   return true;
 }
 
-bool shunt_split_check(const struct shunt_plan* plan, const struct shunt_call_shape* call, char* reason, size_t len) {
+bool shunt_split_check(const struct shunt_plan* plan, const struct shunt_call_shape* call, char* reason,
+                       size_t len) {
   struct shunt_split s;
   if (!shunt_split_call(plan, call, &s, reason, len)) return false;
   uint64_t real = plan->coll == SHUNT_COLL_ALLGATHER ? call->out_bytes : call->in_bytes;
   if (real < plan->min_message_size || real > plan->max_message_size)
-    REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", real, plan->min_message_size,
-           plan->max_message_size);
+    REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", real,
+           plan->min_message_size, plan->max_message_size);
   if (s.head && !shunt_lower_check_call(plan, -1, &s.head_shape, reason, len)) return false;
   if (s.rest && !shunt_lower_check_call(plan, -1, &s.tail_shape, reason, len)) return false;
   return true;
 }
 
+uint32_t shunt_split_slices(const struct shunt_plan* plan) {
+  return plan->coll == SHUNT_COLL_ALLGATHER ? plan->ngpus : 1;
+}
+
 uint64_t shunt_split_tail_bytes(const struct shunt_plan* plan, const struct shunt_split* s) {
   if (!s->rest) return 0;
-  return s->quantum + (plan->coll == SHUNT_COLL_ALLGATHER ? s->quantum * plan->ngpus : s->quantum);
+  return s->quantum * shunt_split_slices(plan) + s->quantum;
+}
+
+uint64_t shunt_split_tail_in(const struct shunt_plan* plan, const struct shunt_split* s, uint32_t rank,
+                             bool inplace) {
+  if (!inplace) return s->quantum * shunt_split_slices(plan);
+  return plan->coll == SHUNT_COLL_ALLGATHER ? (uint64_t)rank * s->quantum : 0;
+}
+
+void shunt_split_needs(const struct shunt_plan* plan, const struct shunt_split* s, uint64_t* scratch,
+                       uint64_t* in, uint64_t* out) {
+  const struct shunt_call_shape* h = &s->head_shape;
+  const struct shunt_call_shape* t = &s->tail_shape;
+  /* A strided head addresses ranks x in_bytes of its output: that is what its scratch follows. */
+  uint64_t sh =
+      s->head ? shunt_lower_scratch_need(plan, h->in_bytes, h->in_bytes * shunt_split_slices(plan)) : 0;
+  uint64_t st = s->rest ? shunt_lower_scratch_need(plan, t->in_bytes, t->out_bytes) : 0;
+  *scratch = sh > st ? sh : st;
+  *in = s->head ? h->in_bytes : 0;
+  *out = s->head ? h->out_bytes : 0;
+  if (s->rest && t->in_bytes > *in) *in = t->in_bytes;
+  if (s->rest && t->out_bytes > *out) *out = t->out_bytes;
 }

@@ -30,13 +30,25 @@ struct shunt_split {
 
 /* Splits a call of `call` (its real sizes) for `plan`. Returns false, with a reason, when no
  * size suits the plan's chunk counts (the plan can serve no call then). */
-bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_shape* call, struct shunt_split* s,
-                      char* reason, size_t len);
+bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_shape* call,
+                      struct shunt_split* s, char* reason, size_t len);
 
 /* Whether every rank can run both parts (a full lowering of each, as shunt_lower_check). */
-bool shunt_split_check(const struct shunt_plan* plan, const struct shunt_call_shape* call, char* reason, size_t len);
+bool shunt_split_check(const struct shunt_plan* plan, const struct shunt_call_shape* call, char* reason,
+                       size_t len);
 
-/* Staging bytes the tail run needs (0 without one). */
+/* What a world must hold to run both parts: scratch bytes (both halves) and staging sizes. */
+void shunt_split_needs(const struct shunt_plan* plan, const struct shunt_split* s, uint64_t* scratch,
+                       uint64_t* in, uint64_t* out);
+
+/* The tail's staging, one buffer of shunt_split_tail_bytes for both backends: the padded output
+ * (ranks x quantum for allgather, else quantum) at offset 0, the padded input at
+ * shunt_split_tail_in: after the output, or, in place, at this rank's view inside it. Slice k of
+ * the tail's output (k < shunt_split_slices) goes back to byte k x in_bytes + head of the user's
+ * output; shunt_split_tail_in of the user's input is where the tail's input comes from. */
 uint64_t shunt_split_tail_bytes(const struct shunt_plan* plan, const struct shunt_split* s);
+uint64_t shunt_split_tail_in(const struct shunt_plan* plan, const struct shunt_split* s, uint32_t rank,
+                             bool inplace);
+uint32_t shunt_split_slices(const struct shunt_plan* plan);
 
 #endif

@@ -99,7 +99,6 @@ struct shape {
   uint64_t total, in, out;
   int dt, op;
   bool graph;
-  bool split; /* a size the chunk rule does not take: a head and a padded tail (exec/split.h) */
 };
 
 struct job {
@@ -272,16 +271,14 @@ static int launch_split(struct shunt_gpu_world* w, const struct shunt_split* sp,
                         const struct shunt_plan* plan, uint32_t rank, struct shunt_gpu_prog* head,
                         struct shunt_gpu_prog* tail, const char* user_in, char* d_out, char* d_tail,
                         const char* scalar, cudaStream_t st, char* err, size_t len) {
-  bool gather = plan->coll == SHUNT_COLL_ALLGATHER;
-  uint64_t n = plan->ngpus, R = sp->head + sp->rest, q = sp->quantum;
+  uint64_t R = sp->head + sp->rest, q = sp->quantum;
   if (sp->head) {
     struct shunt_gpu_run r = {w, head, user_in, d_out, scalar};
     if (shunt_gpu_launch(&r, st, err, len) != 0) return -1;
   }
   if (!sp->rest) return 0;
-  uint64_t tout_bytes = gather ? q * n : q;
   char* tout = d_tail;
-  char* tin = plan->inplace ? (gather ? tout + rank * q : tout) : tout + tout_bytes;
+  char* tin = d_tail + shunt_split_tail_in(plan, sp, rank, plan->inplace);
   if (cudaMemsetAsync(d_tail, 0, shunt_split_tail_bytes(plan, sp), st) != cudaSuccess ||
       cudaMemcpyAsync(tin, user_in + sp->head, sp->rest, cudaMemcpyDeviceToDevice, st) != cudaSuccess) {
     snprintf(err, len, "tail staging failed");
@@ -289,7 +286,7 @@ static int launch_split(struct shunt_gpu_world* w, const struct shunt_split* sp,
   }
   struct shunt_gpu_run r = {w, tail, tin, tout, scalar};
   if (shunt_gpu_launch(&r, st, err, len) != 0) return -1;
-  for (uint64_t k = 0; k < (gather ? n : 1); k++)
+  for (uint64_t k = 0; k < shunt_split_slices(plan); k++)
     if (cudaMemcpyAsync(d_out + k * R + sp->head, tout + k * q, sp->rest, cudaMemcpyDeviceToDevice, st) !=
         cudaSuccess) {
       snprintf(err, len, "tail copy-out failed");
@@ -341,84 +338,30 @@ static void* rank_main(void* arg) {
     const struct shape* s = &J->shapes[k];
     struct shunt_call_shape cs = {
         s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op, SHUNT_PKT_LL16, 0, false};
-    if (s->split) {
-      struct shunt_split sp;
-      struct shunt_program *ph = NULL, *pt = NULL;
-      struct shunt_gpu_prog *gh = NULL, *gt = NULL;
-      bool run = ok && shunt_split_call(plan, &cs, &sp, err, sizeof(err));
-      if (run && sp.head) ph = shunt_lower(plan, rank, &sp.head_shape, err, sizeof(err));
-      if (run && sp.rest) pt = shunt_lower(plan, rank, &sp.tail_shape, err, sizeof(err));
-      if (run && ((sp.head && !ph) || (sp.rest && !pt))) {
-        fail(J, "%s: rank %u: cannot lower the parts of %" PRIu64 " bytes: %s", plan->name, rank, s->total,
-             err);
-        run = false;
-      }
-      if (run && ph && shunt_gpu_prog_create(w, ph, J->threads, &gh, err, sizeof(err)) != 0) run = false;
-      if (run && pt && shunt_gpu_prog_create(w, pt, J->threads, &gt, err, sizeof(err)) != 0) run = false;
-      if (ok && !run && !atomic_load(&J->failures))
-        fail(J, "%s: rank %u: split upload: %s", plan->name, rank, err);
-      run = team_agree(run && ok);
-      char scalar[8];
-      premul_scalar(s->dt, scalar);
-      char* user_in = plan->inplace ? (reduce ? d_out : d_out + (uint64_t)rank * s->in) : d_in;
-      for (unsigned it = 0; it < EAGER_ITERS; it++) {
-        unsigned seed = k * 131 + it;
-        if (run) {
-          fill_input(h_in, 0, s->in, rank, seed, s->dt, s->op, reduce);
-          CK(cudaMemsetAsync(d_out, 0xa5, s->out, st));
-          CK(cudaMemcpyAsync(user_in, h_in, s->in, cudaMemcpyHostToDevice, st));
-          if (launch_split(w, &sp, plan, rank, gh, gt, user_in, d_out, d_tail, scalar, st, err,
-                           sizeof(err)) != 0) {
-            fail(J, "%s: rank %u: split launch: %s", plan->name, rank, err);
-            run = false;
-          }
-          expected_slice(J, s, rank, seed, h_in, tmp);
-          CK(cudaStreamSynchronize(st));
-          check_world(J, w, ph ? ph : pt, rank, s, "eager, head and tail", &run);
-          if (rank == 0) J->runs++;
-        }
-        team_barrier(rc);
-        if (run) {
-          CK(cudaMemcpyAsync(h_out, d_out, s->out, cudaMemcpyDeviceToHost, st));
-          CK(cudaStreamSynchronize(st));
-          if (memcmp(h_out, J->exp, s->out) != 0) {
-            uint64_t b = 0;
-            while (h_out[b] == J->exp[b]) b++;
-            fail(J,
-                 "%s: mismatch: %" PRIu64 " bytes (head %" PRIu64 " + tail %" PRIu64
-                 " per rank), %s %s: rank %u "
-                 "byte offset %" PRIu64 ": expected 0x%02x, got 0x%02x",
-                 plan->name, s->total, sp.head, sp.rest, dt_names[s->dt], reduce ? op_names[s->op] : "-",
-                 rank, b, (unsigned)(unsigned char)J->exp[b], (unsigned)(unsigned char)h_out[b]);
-            run = false;
-          }
-        }
-        run = team_agree(run && ok);
-      }
-      team_barrier(rc);
-      shunt_gpu_prog_destroy(gh);
-      shunt_gpu_prog_destroy(gt);
-      shunt_program_free(ph);
-      shunt_program_free(pt);
-      team_barrier(rc);
-      if (atomic_load(&J->failures)) ok = false;
-      continue;
-    }
-    struct shunt_program* prog = ok ? shunt_lower(plan, rank, &cs, err, sizeof(err)) : NULL;
-    if (ok && !prog)
+    /* Every shape runs as the library runs a call (exec/split.h): a size the chunk rule takes
+     * is one head run; another is a head on the user's buffers and a padded tail. */
+    struct shunt_split sp;
+    struct shunt_program *ph = NULL, *pt = NULL;
+    struct shunt_gpu_prog *gh = NULL, *gt = NULL;
+    bool run = ok;
+    if (run && !shunt_split_call(plan, &cs, &sp, err, sizeof(err))) run = false;
+    if (run && sp.head) ph = shunt_lower(plan, rank, &sp.head_shape, err, sizeof(err));
+    if (run && sp.rest) pt = shunt_lower(plan, rank, &sp.tail_shape, err, sizeof(err));
+    if (run && ((sp.head && !ph) || (sp.rest && !pt))) run = false;
+    if (ok && !run)
       fail(J, "%s: rank %u: cannot lower %" PRIu64 " bytes: %s", plan->name, rank, s->total, err);
-    struct shunt_gpu_prog* gp = NULL;
-    if (prog && shunt_gpu_prog_create(w, prog, J->threads, &gp, err, sizeof(err)) != 0)
-      fail(J, "%s: rank %u: upload: %s", plan->name, rank, err);
-    bool run = ok && gp;
+    bool lowered = run;
+    if (run && ph && shunt_gpu_prog_create(w, ph, J->threads, &gh, err, sizeof(err)) != 0) run = false;
+    if (run && pt && shunt_gpu_prog_create(w, pt, J->threads, &gt, err, sizeof(err)) != 0) run = false;
+    if (lowered && !run) fail(J, "%s: rank %u: upload: %s", plan->name, rank, err);
     /* Allocation and freeing may synchronize the whole device: nobody launches before every
-     * rank has uploaded its program, and nobody frees while a peer's kernel may wait for it. */
+     * rank has uploaded its programs, and nobody frees while a peer's kernel may wait for them. */
     run = team_agree(run && ok);
+    const struct shunt_program* prog = ph ? ph : pt; /* names ops in failure reports */
     char scalar[8];
     premul_scalar(s->dt, scalar);
-    struct shunt_gpu_run r = {w, gp, NULL, d_out, scalar};
     char* user_in = plan->inplace ? (reduce ? d_out : d_out + (uint64_t)rank * s->in) : d_in;
-    r.in = user_in;
+    struct shunt_gpu_run r = {w, gh, user_in, d_out, scalar}; /* the head alone, for graphs */
 
     for (unsigned it = 0; it < EAGER_ITERS; it++) {
       unsigned seed = k * 131 + it;
@@ -426,7 +369,8 @@ static void* rank_main(void* arg) {
         fill_input(h_in, 0, s->in, rank, seed, s->dt, s->op, reduce);
         CK(cudaMemsetAsync(d_out, 0xa5, s->out, st));
         CK(cudaMemcpyAsync(user_in, h_in, s->in, cudaMemcpyHostToDevice, st));
-        if (shunt_gpu_launch(&r, st, err, sizeof(err)) != 0) {
+        if (launch_split(w, &sp, plan, rank, gh, gt, user_in, d_out, d_tail, scalar, st, err, sizeof(err)) !=
+            0) {
           fail(J, "%s: rank %u: launch: %s", plan->name, rank, err);
           run = false;
         }
@@ -444,17 +388,18 @@ static void* rank_main(void* arg) {
           uint64_t b = 0;
           while (h_out[b] == J->exp[b]) b++;
           fail(J,
-               "%s: mismatch: %" PRIu64 " bytes, %s %s, iteration %u: rank %u byte offset %" PRIu64
-               ": expected 0x%02x, got 0x%02x",
-               plan->name, s->total, dt_names[s->dt], reduce ? op_names[s->op] : "-", it, rank, b,
-               (unsigned)(unsigned char)J->exp[b], (unsigned)(unsigned char)h_out[b]);
+               "%s: mismatch: %" PRIu64 " bytes (head %" PRIu64 " + tail %" PRIu64
+               " per rank), %s %s, iteration "
+               "%u: rank %u byte offset %" PRIu64 ": expected 0x%02x, got 0x%02x",
+               plan->name, s->total, sp.head, sp.rest, dt_names[s->dt], reduce ? op_names[s->op] : "-", it,
+               rank, b, (unsigned)(unsigned char)J->exp[b], (unsigned)(unsigned char)h_out[b]);
           run = false;
         }
       }
       run = team_agree(run && ok);
     }
 
-    if (s->graph) {
+    if (s->graph && !sp.rest) { /* graph shapes are sizes the chunk rule takes: one head run */
       /* Two graphs, A and B, with different inputs (and so different expected outputs),
        * replayed alternately: a replay that read packets, counters or scratch of the replay
        * before it (a flag or half baked into the graph, D5) produces the other graph's
@@ -518,8 +463,10 @@ static void* rank_main(void* arg) {
     }
     /* Every rank's kernels of this shape are done before its program goes. */
     team_barrier(rc);
-    shunt_gpu_prog_destroy(gp);
-    shunt_program_free(prog);
+    shunt_gpu_prog_destroy(gh);
+    shunt_gpu_prog_destroy(gt);
+    shunt_program_free(ph);
+    shunt_program_free(pt);
     team_barrier(rc);
     if (atomic_load(&J->failures)) ok = false; /* a broken world refuses later launches anyway */
   }
@@ -586,7 +533,6 @@ static void add_split_shape(struct job* J, uint64_t total, int dt, int op) {
       !shunt_split_check(J->plan, &cs, why, sizeof(why)))
     return;
   add_shape(J, total, dt, op, false);
-  J->shapes[J->nshapes - 1].split = true;
 }
 
 static void make_shapes(struct job* J, struct shunt_plan* plan) {
@@ -668,24 +614,21 @@ static int run_plan(const char* path) {
   make_shapes(J, plan);
   for (unsigned k = 0; k < J->nshapes; k++) {
     const struct shape* s = &J->shapes[k];
-    uint64_t need = shunt_lower_scratch_need(plan, s->in, s->out);
-    uint64_t in_need = s->in, out_need = s->out;
-    if (s->split) {
-      /* Both parts run on the world: the head (of the real output) and the padded tail. */
-      struct shunt_call_shape cs = {
-          s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op, SHUNT_PKT_LL16, 0, false};
-      struct shunt_split sp;
-      char why[256];
-      if (shunt_split_call(plan, &cs, &sp, why, sizeof(why))) {
-        uint64_t ts = shunt_lower_scratch_need(plan, sp.tail_shape.in_bytes, sp.tail_shape.out_bytes);
-        need = sp.head ? shunt_lower_scratch_need(plan, sp.head, sp.head * (s->out / s->in)) : 0;
-        if (ts > need) need = ts;
-        if (sp.tail_shape.in_bytes > in_need) in_need = sp.tail_shape.in_bytes;
-        if (sp.tail_shape.out_bytes > out_need) out_need = sp.tail_shape.out_bytes;
-        uint64_t tb = shunt_split_tail_bytes(plan, &sp);
-        if (tb > J->tail_bytes) J->tail_bytes = tb;
-      }
+    /* The world holds both parts of every shape (exec/split.h); the user's buffers the shape. */
+    struct shunt_call_shape cs = {
+        s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op, SHUNT_PKT_LL16, 0, false};
+    struct shunt_split sp;
+    char why[256];
+    uint64_t need = shunt_lower_scratch_need(plan, s->in, s->out), in_need = s->in, out_need = s->out;
+    uint64_t n_scratch = 0, n_in = 0, n_out = 0;
+    if (shunt_split_call(plan, &cs, &sp, why, sizeof(why))) {
+      shunt_split_needs(plan, &sp, &n_scratch, &n_in, &n_out);
+      if (shunt_split_tail_bytes(plan, &sp) > J->tail_bytes)
+        J->tail_bytes = shunt_split_tail_bytes(plan, &sp);
     }
+    if (n_scratch > need) need = n_scratch;
+    if (n_in > in_need) in_need = n_in;
+    if (n_out > out_need) out_need = n_out;
     if (need > J->scratch) J->scratch = need;
     if (in_need > J->max_in) J->max_in = in_need;
     if (out_need > J->max_out) J->max_out = out_need;

@@ -245,7 +245,7 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
     char why[256];
     if (!shunt_split_call(plan, &cs, &sp, why, sizeof(why))) continue;
     uint64_t need, in_need, out_need;
-    shunt_host_call_needs(plan, &sp, &need, &in_need, &out_need);
+    shunt_split_needs(plan, &sp, &need, &in_need, &out_need);
     if (need > cfg.scratch_bytes) cfg.scratch_bytes = need;
     if (in_need > cfg.input_bytes) cfg.input_bytes = in_need;
     if (out_need > cfg.output_bytes) cfg.output_bytes = out_need;
@@ -275,6 +275,11 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
     struct shunt_call_shape cs = {
         s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op, (enum shunt_pkt_type)o->pkt,
         0,     false};
+    struct shunt_split sp;
+    if (!shunt_split_call(plan, &cs, &sp, msg, MSG_BYTES)) {
+      status = 3;
+      break;
+    }
     char scalar[8];
     premul_scalar((enum shunt_dtype)s->dt, scalar);
     struct shunt_host_run_opts ro = {o->timeout_ms, scalar};
@@ -291,7 +296,8 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
       else
         memcpy(exp + (uint64_t)rank * s->in, user_in, s->in);
       char err[MSG_BYTES];
-      int rc = shunt_host_run_call(w, cache, plan, rank, &cs, user_in, out, &ro, &tail, err, sizeof(err));
+      int rc =
+          shunt_host_run_call(w, cache, plan, rank, &cs, &sp, user_in, out, &ro, &tail, err, sizeof(err));
       sh->res[rank].runs++;
       if (rc) {
         status = rc == SHUNT_EXEC_TIMEOUT ? 2 : 3;

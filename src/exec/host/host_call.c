@@ -4,24 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t max3(uint64_t a, uint64_t b, uint64_t c) {
-  uint64_t m = a > b ? a : b;
-  return m > c ? m : c;
-}
-
-void shunt_host_call_needs(const struct shunt_plan* plan, const struct shunt_split* s, uint64_t* scratch,
-                           uint64_t* in, uint64_t* out) {
-  const struct shunt_call_shape* h = &s->head_shape;
-  const struct shunt_call_shape* t = &s->tail_shape;
-  uint64_t sh = s->head ? shunt_lower_scratch_need(plan, h->in_bytes, h->out_stride ? h->in_bytes * plan->ngpus
-                                                                                    : h->out_bytes)
-                        : 0;
-  uint64_t st = s->rest ? shunt_lower_scratch_need(plan, t->in_bytes, t->out_bytes) : 0;
-  *scratch = sh > st ? sh : st;
-  *in = max3(s->head ? h->in_bytes : 0, s->rest ? t->in_bytes : 0, 0);
-  *out = max3(s->head ? h->out_bytes : 0, s->rest ? t->out_bytes : 0, 0);
-}
-
 static int run_part(struct shunt_world* w, struct shunt_lower_cache* cache, const struct shunt_plan* plan,
                     uint32_t rank, const struct shunt_call_shape* shape, const void* in, void* out,
                     const struct shunt_host_run_opts* opts, char* err, size_t len) {
@@ -33,27 +15,24 @@ static int run_part(struct shunt_world* w, struct shunt_lower_cache* cache, cons
 }
 
 int shunt_host_run_call(struct shunt_world* w, struct shunt_lower_cache* cache, const struct shunt_plan* plan,
-                        uint32_t rank, const struct shunt_call_shape* call, const void* in, void* out,
-                        const struct shunt_host_run_opts* opts, struct shunt_host_tail* tail, char* err,
-                        size_t len) {
-  struct shunt_split s;
-  if (!shunt_split_call(plan, call, &s, err, len)) return SHUNT_EXEC_INVALID;
-  bool gather = plan->coll == SHUNT_COLL_ALLGATHER;
-  uint32_t n = plan->ngpus;
+                        uint32_t rank, const struct shunt_call_shape* call, const struct shunt_split* s,
+                        const void* in, void* out, const struct shunt_host_run_opts* opts,
+                        struct shunt_host_tail* tail, char* err, size_t len) {
   uint64_t R = call->in_bytes; /* per-rank input bytes, the output's rank stride for allgather */
   /* In place as NCCL defines it (the input inside the output): the tail runs in place too, so
    * an in-place plan sees the layout it was written for. */
   bool inplace = (const char*)in >= (const char*)out && (const char*)in < (const char*)out + call->out_bytes;
-  if (s.head) {
-    int r = run_part(w, cache, plan, rank, &s.head_shape, in, out, opts, err, len);
+  if (s->head) {
+    int r = run_part(w, cache, plan, rank, &s->head_shape, in, out, opts, err, len);
     if (r != SHUNT_EXEC_OK) return r;
   }
-  if (!s.rest) return SHUNT_EXEC_OK;
-  uint64_t q = s.quantum, need = shunt_split_tail_bytes(plan, &s);
+  if (!s->rest) return SHUNT_EXEC_OK;
+  uint64_t q = s->quantum, need = shunt_split_tail_bytes(plan, s);
   if (tail->cap < need) {
     char* b = realloc(tail->buf, need);
     if (!b) {
-      if (err && len) snprintf(err, len, "out of memory for a %llu-byte tail buffer", (unsigned long long)need);
+      if (err && len)
+        snprintf(err, len, "out of memory for a %llu-byte tail buffer", (unsigned long long)need);
       return SHUNT_EXEC_NOMEM;
     }
     tail->buf = b;
@@ -61,19 +40,13 @@ int shunt_host_run_call(struct shunt_world* w, struct shunt_lower_cache* cache, 
   }
   /* Padding is zeros: it only ever meets padding (split.h), and zeros are valid in every dtype. */
   memset(tail->buf, 0, need);
-  uint64_t tout_bytes = gather ? q * n : q;
   char* tout = tail->buf;
-  char* tin = tail->buf + tout_bytes;
-  const char* src = (const char*)in + s.head;
-  if (inplace) tin = gather ? tout + (uint64_t)rank * q : tout;
-  memcpy(tin, src, s.rest);
-  int r = run_part(w, cache, plan, rank, &s.tail_shape, tin, tout, opts, err, len);
+  char* tin = tail->buf + shunt_split_tail_in(plan, s, rank, inplace);
+  memcpy(tin, (const char*)in + s->head, s->rest);
+  int r = run_part(w, cache, plan, rank, &s->tail_shape, tin, tout, opts, err, len);
   if (r != SHUNT_EXEC_OK) return r;
-  if (gather) {
-    for (uint32_t k = 0; k < n; k++) memcpy((char*)out + (uint64_t)k * R + s.head, tout + (uint64_t)k * q, s.rest);
-  } else {
-    memcpy((char*)out + s.head, tout, s.rest);
-  }
+  for (uint32_t k = 0; k < shunt_split_slices(plan); k++)
+    memcpy((char*)out + (uint64_t)k * R + s->head, tout + (uint64_t)k * q, s->rest);
   return SHUNT_EXEC_OK;
 }
 

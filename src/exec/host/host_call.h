@@ -4,7 +4,7 @@
  * same order (each a collective host run, exec/host/host_run.h); the head runs on the user's
  * buffers, the tail through `tail`, a buffer the caller owns (grown here as needed, freed by
  * shunt_host_tail_free), so the remainder never costs a copy of the whole buffer. The world
- * must already hold both parts (shunt_host_call_needs). */
+ * must already hold both parts (shunt_split_needs). */
 #ifndef SHUNT_EXEC_HOST_CALL_H
 #define SHUNT_EXEC_HOST_CALL_H
 
@@ -20,16 +20,13 @@ struct shunt_host_tail {
   uint64_t cap;
 };
 
-/* What the world must hold for the call: scratch bytes (both halves) and staging sizes. */
-void shunt_host_call_needs(const struct shunt_plan* plan, const struct shunt_split* s, uint64_t* scratch,
-                           uint64_t* in, uint64_t* out);
-
-/* Runs `call` (its real sizes) of `plan` on rank `rank`: programs come from `cache`. Returns
- * SHUNT_EXEC_* with a message in err. */
+/* Runs `call` (its real sizes) of `plan` on rank `rank`, split as shunt_split_call split it
+ * (`s`, the split the world was sized for): programs come from `cache`. Returns SHUNT_EXEC_*
+ * with a message in err. */
 int shunt_host_run_call(struct shunt_world* w, struct shunt_lower_cache* cache, const struct shunt_plan* plan,
-                        uint32_t rank, const struct shunt_call_shape* call, const void* in, void* out,
-                        const struct shunt_host_run_opts* opts, struct shunt_host_tail* tail, char* err,
-                        size_t len);
+                        uint32_t rank, const struct shunt_call_shape* call, const struct shunt_split* s,
+                        const void* in, void* out, const struct shunt_host_run_opts* opts,
+                        struct shunt_host_tail* tail, char* err, size_t len);
 
 void shunt_host_tail_free(struct shunt_host_tail* t);
 
