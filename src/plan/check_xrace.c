@@ -49,14 +49,14 @@ static bool waits(const struct shunt_plan_op* o) {
   return o->type == SHUNT_OP_WAIT || o->type == SHUNT_OP_RLXWAIT;
 }
 
-/* How many times block `tb` (of rank `r`) waits on its global channel `ch` of type `t` in its
- * ops [0, upto). */
-static uint32_t waits_on(const struct shunt_plan_threadblock* tb, enum shunt_chan_type t, int32_t ch,
-                         uint32_t upto) {
+/* How many times the ops [0, upto) of block `tb` that match `kind` (waits, or publishing ops)
+ * name its global channel `ch` of type `t`. */
+static uint32_t uses_of(const struct shunt_plan_threadblock* tb, bool (*kind)(const struct shunt_plan_op*),
+                        enum shunt_chan_type t, int32_t ch, uint32_t upto) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < upto && i < tb->nops; i++) {
     const struct shunt_plan_op* o = &tb->ops[i];
-    if (!waits(o) || o->channel_type != t) continue;
+    if (!kind(o) || o->channel_type != t) continue;
     for (uint32_t k = 0; k < o->nchannel_ids; k++) n += o->channel_global[k] == ch;
   }
   return n;
@@ -92,15 +92,10 @@ static bool waited_for(const struct shunt_plan* pl, uint32_t r, const struct shu
       const struct shunt_plan_channel* pc = &P->channels[o->channel_type][g];
       if (pc->peer != (int32_t)r) continue;
       *published = true;
-      /* Signals on this channel by w up to and including this op. */
-      uint32_t nsig = 0;
-      for (uint32_t j = 0; j <= i; j++) {
-        const struct shunt_plan_op* q = &w->ops[j];
-        if (!publishes(q) || q->channel_type != o->channel_type) continue;
-        for (uint32_t m = 0; m < q->nchannel_ids; m++) nsig += q->channel_global[m] == g;
-      }
+      /* This block must have waited as often as w signalled on the pair, this op included. */
+      uint32_t nsig = uses_of(w, publishes, o->channel_type, g, i + 1);
       int32_t rc = paired(R, p, o->channel_type, pc);
-      if (rc >= 0 && waits_on(rb, o->channel_type, rc, upto) >= nsig) return true;
+      if (rc >= 0 && uses_of(rb, waits, o->channel_type, rc, upto) >= nsig) return true;
     }
     /* The first publishing op to r is the one that orders the write. */
     if (*published) return false;

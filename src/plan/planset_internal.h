@@ -8,13 +8,12 @@
 /* What the lookup needs of one usable plan, packed for a linear scan. */
 struct sel_entry {
   uint64_t min, max; /* effective range */
-  /* Every size condition is folded into the call's byte count (total output bytes for
-   * allgather) at load, so a lookup does at most one division:
-   * bytes % quantum == 0 (alignment x chunk counts, x ranks for allgather's send side;
-   * a mask when quantum is a power of two) and bytes <= max_enc (32-bit device offsets,
-   * 16-bit pipeline counters). quantum 0: no size fits. */
+  /* The size conditions, folded at load into the call's byte count (total output bytes for
+   * allgather): quantum is the size the chunk rule takes a multiple of (alignment x chunk
+   * counts, x ranks for allgather's send side); any size runs (exec/split.h) unless it is 0,
+   * when no size splits into the chunk counts. bytes <= max_enc: 32-bit device offsets, 16-bit
+   * pipeline counters. */
   uint64_t quantum;
-  uint64_t qmask; /* quantum - 1 when quantum is a power of two, else 0 */
   uint64_t max_enc;
   uint32_t rpn;   /* 0: any */
   uint32_t entry; /* index into entries */

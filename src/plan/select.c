@@ -69,7 +69,6 @@ static void fill_sel(const struct shunt_plan_entry* e, uint32_t idx, struct sel_
   uint64_t div = p->coll == SHUNT_COLL_ALLGATHER ? p->ngpus : 1;
   uint64_t q_send = mul_or_0(mul_or_0(a, in ? in : 1), div), q_recv = mul_or_0(a, out ? out : 1);
   s->quantum = lcm_or_0(q_send, q_recv);
-  s->qmask = (s->quantum && !(s->quantum & (s->quantum - 1))) ? s->quantum - 1 : 0;
   /* Device offsets are 32-bit: the largest buffer, in chunks, times the chunk must fit. */
   uint64_t units = 1;
   for (uint32_t r = 0; r < p->ngpus; r++) {
