@@ -81,7 +81,8 @@ class SwitchBlock(gp.Block):
         return j
 
 
-def make_plan(name, collective, inplace, n, chunks):
+def make_plan(family, collective, inplace, n, chunks):
+    name = "%s_%dr_%s" % (family, n, "inplace" if inplace else "outofplace")
     plan = gp.Plan(name, collective, "Simple", inplace, n, chunks)
     plan.gpus = []
     for r in range(n):
@@ -106,17 +107,21 @@ def rounds(b, ps, j, relaxed=False):
     b.nop()
 
 
+def reduce_chunk(b, x, dst, r, ps, j, tbg=None):
+    """dst = chunk r of buffer x, here and on every peer, summed (rre over memory channels)."""
+    b.data("rre", [gp.local(x, r)] + [b.remote("memory", p, x, r) for p in ps], [gp.local(dst, r)],
+           "memory", ps, j, tbg=tbg)
+
+
 def zc_mem_allreduce(n, inplace):
-    plan = make_plan("zc_mem_allreduce_%dr_%s" % (n, "inplace" if inplace else "outofplace"),
-                     "allreduce", inplace, n, (n, n, 0))
+    plan = make_plan("zc_mem_allreduce", "allreduce", inplace, n, (n, n, 0))
     for g in plan.gpus:
         r, ps = g.rank, gp.peers(g.rank, n)
         for j in range(BLOCKS):
             b = g.block()
             rounds(b, ps, j, relaxed=True)
             # The sum of chunk r, kept in this rank's own input (as MSCCL++'s DSL writes it).
-            b.data("rre", [gp.local("i", r)] + [b.remote("memory", p, "i", r) for p in ps],
-                   [gp.local("i", r)], "memory", ps, j, tbg=(j, BLOCKS))
+            reduce_chunk(b, "i", "i", r, ps, j, tbg=(j, BLOCKS))
             b.nop()
             b.data("put", [gp.local("i", r) for _ in ps], [b.remote("memory", p, "i", r) for p in ps],
                    "memory", ps, j, tbg=(j, BLOCKS))
@@ -132,15 +137,13 @@ def zc_mem_allreduce(n, inplace):
 
 
 def zc_port_allreduce(n, inplace):
-    plan = make_plan("zc_port_allreduce_%dr_%s" % (n, "inplace" if inplace else "outofplace"),
-                     "allreduce", inplace, n, (n, n, 0))
+    plan = make_plan("zc_port_allreduce", "allreduce", inplace, n, (n, n, 0))
     for g in plan.gpus:
         r, ps = g.rank, gp.peers(g.rank, n)
         for j in range(BLOCKS):
             b = g.block()
             rounds(b, ps, j)
-            b.data("rre", [gp.local("i", r)] + [b.remote("memory", p, "i", r) for p in ps],
-                   [gp.local("i", r)], "memory", ps, j, tbg=(j, BLOCKS))
+            reduce_chunk(b, "i", "i", r, ps, j, tbg=(j, BLOCKS))
             b.nop()
             # Every peer has read our chunk r before we overwrite theirs: a memory round.
             rounds(b, ps, j)
@@ -156,8 +159,7 @@ def zc_port_allreduce(n, inplace):
 
 
 def zc_nvls_allreduce(n, inplace):
-    plan = make_plan("zc_nvls_allreduce_%dr_%s" % (n, "inplace" if inplace else "outofplace"),
-                     "allreduce", inplace, n, (n, n, 0))
+    plan = make_plan("zc_nvls_allreduce", "allreduce", inplace, n, (n, n, 0))
     for g in plan.gpus:
         r, ps = g.rank, gp.peers(g.rank, n)
         for j in range(BLOCKS):
@@ -176,8 +178,7 @@ def zc_nvls_allreduce(n, inplace):
 
 
 def zc_mem_allgather(n, inplace):
-    plan = make_plan("zc_mem_allgather_%dr_%s" % (n, "inplace" if inplace else "outofplace"),
-                     "allgather", inplace, n, (1, n, 0))
+    plan = make_plan("zc_mem_allgather", "allgather", inplace, n, (1, n, 0))
     for g in plan.gpus:
         r, ps = g.rank, gp.peers(g.rank, n)
         for j in range(BLOCKS):
@@ -194,8 +195,7 @@ def zc_mem_allgather(n, inplace):
 
 
 def zc_nvls_allgather(n, inplace):
-    plan = make_plan("zc_nvls_allgather_%dr_%s" % (n, "inplace" if inplace else "outofplace"),
-                     "allgather", inplace, n, (1, n, 0))
+    plan = make_plan("zc_nvls_allgather", "allgather", inplace, n, (1, n, 0))
     for g in plan.gpus:
         r, ps = g.rank, gp.peers(g.rank, n)
         for j in range(BLOCKS):
@@ -211,16 +211,14 @@ def zc_nvls_allgather(n, inplace):
 
 
 def bar_allreduce(n, inplace):
-    plan = make_plan("bar_allreduce_%dr_%s" % (n, "inplace" if inplace else "outofplace"),
-                     "allreduce", inplace, n, (n, n, 0))
+    plan = make_plan("bar_allreduce", "allreduce", inplace, n, (n, n, 0))
     x = gp.user_buf(inplace)
     for g in plan.gpus:
         r, ps = g.rank, gp.peers(g.rank, n)
         for j in range(BLOCKS):
             b = g.block()
             rounds(b, ps, j)
-            b.data("rre", [gp.local(x, r)] + [b.remote("memory", p, x, r) for p in ps], [gp.local("o", r)],
-                   "memory", ps, j, tbg=(j, BLOCKS))
+            reduce_chunk(b, x, "o", r, ps, j, tbg=(j, BLOCKS))
             # Every block's slice of o[r] is complete past the barrier: send another block's.
             b.ops.append({"name": "barrier", "barrier_id": 0, "num_threadblocks": BLOCKS})
             k = (j + 1) % BLOCKS
@@ -235,8 +233,7 @@ PIPE_UNIT = 4096  # bytes per pipeline window
 
 
 def pipe_allreduce(n, inplace):
-    plan = make_plan("pipe_allreduce_%dr_%s" % (n, "inplace" if inplace else "outofplace"),
-                     "allreduce", inplace, n, (n, n, 2 * (n - 1)))
+    plan = make_plan("pipe_allreduce", "allreduce", inplace, n, (n, n, 2 * (n - 1)))
     plan.reuse_resources = True
     x = gp.user_buf(inplace)
     res = n - 1  # scratch slots [0, n-1): contributions; [n-1, 2n-2): results
@@ -265,8 +262,7 @@ def pipe_allreduce(n, inplace):
 
 
 def sem_allreduce(n, inplace):
-    plan = make_plan("sem_allreduce_%dr_%s" % (n, "inplace" if inplace else "outofplace"),
-                     "allreduce", inplace, n, (n, n, 0))
+    plan = make_plan("sem_allreduce", "allreduce", inplace, n, (n, n, 0))
     x = gp.user_buf(inplace)
     senders = BLOCKS - 1
     for g in plan.gpus:
@@ -274,8 +270,7 @@ def sem_allreduce(n, inplace):
         g.semaphores = [{"init_value": 0} for _ in range(senders)]
         b = g.block()
         rounds(b, ps, 0)
-        b.data("rre", [gp.local(x, r)] + [b.remote("memory", p, x, r) for p in ps], [gp.local("o", r)],
-               "memory", ps, 0)
+        reduce_chunk(b, x, "o", r, ps, 0)
         b.nop()
         b.ops.append({"name": "sem_release", "semaphore_ids": list(range(senders))})
         b.nop()
