@@ -28,34 +28,11 @@
 #include "plan/parse.h"
 #include "transport/backoff.h"
 #include "transport/world.h"
+#include "verify.h"
+#include "verify_ref.h"
 
-#define MAX_SIZES 16
 #define MSG_BYTES 8192
 #define BS_SLOT 4096
-
-static const char* const dt_names[SHUNT_DT_COUNT] = {"int8",    "uint8",    "int32",   "uint32",
-                                                     "int64",   "uint64",   "float16", "float32",
-                                                     "float64", "bfloat16", "fp8e4m3", "fp8e5m2"};
-static const char* const op_names[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
-#define NOPS 6
-
-struct vopts {
-  const char* file;
-  uint32_t nranks;
-  uint64_t sizes[MAX_SIZES];
-  unsigned nsizes;
-  int dtypes[SHUNT_DT_COUNT];
-  unsigned ndtypes;
-  int ops[NOPS];
-  unsigned nops;
-  unsigned iters;
-  int inplace; /* -1: as the plan says */
-  uint64_t timeout_ms;
-  uint64_t max_bytes; /* default size list cap */
-  int any_size;       /* run sizes outside the plan's range */
-  int skip_checks;    /* run even when the static checks fail */
-  int pkt;            /* packet type of LL plans: SHUNT_PKT_LL16 (default) or SHUNT_PKT_LL8 */
-};
 
 /* Shared between the rank processes: bootstrap and results. */
 struct shared {
@@ -102,120 +79,7 @@ static int bs_allgather(void* ctx, void* buf, size_t bytes) {
   return bs_barrier(ctx);
 }
 
-/* ---- values ---- */
-
-static int64_t small_value(uint32_t rank, uint32_t nranks, uint64_t i, unsigned seed, int op,
-                           bool is_unsigned) {
-  uint64_t h = (i * 2654435761u) ^ ((uint64_t)rank * 40503u) ^ ((uint64_t)seed * 977u);
-  h ^= h >> 13;
-  /* Sums: at most 8 ranks contribute a non-zero value to an element, so every partial sum,
-   * in any order, stays within [-8, 8], which fp8e5m2 (the narrowest) holds exactly. */
-  uint32_t every = (nranks + 7) / 8;
-  bool sum = op != SHUNT_REDOP_PROD && op != SHUNT_REDOP_MIN && op != SHUNT_REDOP_MAX;
-  if (sum && every > 1 && (i + rank + seed) % every != 0) return 0;
-  if (op == SHUNT_REDOP_PROD) return (rank < 3 && h % 5 == 0) ? 2 : ((h % 3 == 0 && !is_unsigned) ? -1 : 1);
-  if (op == SHUNT_REDOP_MIN || op == SHUNT_REDOP_MAX) return (int64_t)(h % 7) - (is_unsigned ? 0 : 3);
-  return is_unsigned ? (int64_t)(h % 2) : (int64_t)(h % 3) - 1;
-}
-
-static void put_value(enum shunt_dtype dt, void* at, int64_t v) {
-  switch (dt) {
-    case SHUNT_DT_INT8:
-    case SHUNT_DT_UINT8: {
-      uint8_t x = (uint8_t)v;
-      memcpy(at, &x, 1);
-      break;
-    }
-    case SHUNT_DT_INT32:
-    case SHUNT_DT_UINT32: {
-      uint32_t x = (uint32_t)v;
-      memcpy(at, &x, 4);
-      break;
-    }
-    case SHUNT_DT_INT64:
-    case SHUNT_DT_UINT64: {
-      uint64_t x = (uint64_t)v;
-      memcpy(at, &x, 8);
-      break;
-    }
-    case SHUNT_DT_FLOAT32: {
-      float x = (float)v;
-      memcpy(at, &x, 4);
-      break;
-    }
-    case SHUNT_DT_FLOAT64: {
-      double x = (double)v;
-      memcpy(at, &x, 8);
-      break;
-    }
-    case SHUNT_DT_FLOAT16: {
-      uint16_t x = (uint16_t)shunt_f32_to_f16((float)v);
-      memcpy(at, &x, 2);
-      break;
-    }
-    case SHUNT_DT_BFLOAT16: {
-      uint16_t x = (uint16_t)shunt_f32_to_bf16((float)v);
-      memcpy(at, &x, 2);
-      break;
-    }
-    case SHUNT_DT_FP8E4M3: {
-      uint8_t x = (uint8_t)shunt_f32_to_fp8((float)v, 0);
-      memcpy(at, &x, 1);
-      break;
-    }
-    case SHUNT_DT_FP8E5M2: {
-      uint8_t x = (uint8_t)shunt_f32_to_fp8((float)v, 1);
-      memcpy(at, &x, 1);
-      break;
-    }
-    default:
-      break;
-  }
-}
-
-/* bytes of rank's input from byte `at` on (allreduce: at is a multiple of the element size). */
-static void fill_input(char* buf, uint64_t at, uint64_t bytes, uint32_t rank, uint32_t nranks, unsigned seed,
-                       enum shunt_dtype dt, int op, bool reduce) {
-  if (!reduce) {
-    for (uint64_t k = 0, i = at; k < bytes; k++, i++)
-      buf[k] = (char)((i * 131 + rank * 29 + seed * 7 + (i >> 8)) & 0xff);
-    return;
-  }
-  uint32_t es = shunt_dtype_size(dt);
-  bool uns = dt == SHUNT_DT_UINT8 || dt == SHUNT_DT_UINT32 || dt == SHUNT_DT_UINT64;
-  for (uint64_t k = 0; k < bytes / es; k++)
-    put_value(dt, buf + k * es, small_value(rank, nranks, at / es + k, seed, op, uns));
-}
-
-static void premul_scalar(enum shunt_dtype dt, void* out) {
-  put_value(dt, out, 2);
-}
-
-/* The reference allreduce: each contribution scaled once (avg on floats, PreMulSum), summed
- * in rank order; integer avg divides the sum. Inputs are small integers, so the order of a
- * plan's own reduction does not change any result. */
-static void expected_allreduce(char* exp, char* tmp, uint64_t at, uint64_t bytes, uint32_t nranks,
-                               unsigned seed, enum shunt_dtype dt, int op) {
-  uint32_t es = shunt_dtype_size(dt);
-  enum shunt_elem_scaling sc = shunt_elem_scaling(dt, (enum shunt_redop)op);
-  char scalar[8];
-  premul_scalar(dt, scalar);
-  for (uint32_t r = 0; r < nranks; r++) {
-    char* into = r == 0 ? exp : tmp;
-    fill_input(into, at, bytes, r, nranks, seed, dt, op, true);
-    if (sc == SHUNT_SCALE_PRE)
-      shunt_elem_premul(dt, into, into, bytes / es, op == SHUNT_REDOP_PREMULSUM ? scalar : NULL, nranks);
-    if (r) shunt_elem_reduce(dt, shunt_elem_step_op((enum shunt_redop)op), exp, tmp, bytes / es);
-  }
-  if (sc == SHUNT_SCALE_POSTDIV) shunt_elem_postdiv(dt, exp, bytes / es, nranks);
-}
-
 /* ---- one rank ---- */
-
-struct shape {
-  uint64_t total, in, out;
-  int dt, op;
-};
 
 static void in_out_bytes(const struct shunt_plan* p, uint64_t total, uint64_t* in, uint64_t* out) {
   if (p->coll == SHUNT_COLL_ALLGATHER) {
@@ -281,7 +145,7 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
       break;
     }
     char scalar[8];
-    premul_scalar((enum shunt_dtype)s->dt, scalar);
+    verify_premul_scalar((enum shunt_dtype)s->dt, scalar);
     struct shunt_host_run_opts ro = {o->timeout_ms, scalar};
     uint32_t es = shunt_dtype_size((enum shunt_dtype)s->dt);
     /* This rank's slice of the reference output, in whole elements. */
@@ -290,9 +154,10 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
       unsigned seed = k * 131 + it;
       char* user_in = inplace ? (reduce ? out : out + (uint64_t)rank * s->in) : in;
       memset(out, 0xa5, s->out);
-      fill_input(user_in, 0, s->in, rank, o->nranks, seed, (enum shunt_dtype)s->dt, s->op, reduce);
+      verify_fill_input(user_in, 0, s->in, rank, o->nranks, seed, (enum shunt_dtype)s->dt, s->op, reduce);
       if (reduce)
-        expected_allreduce(exp + lo, tmp, lo, hi - lo, o->nranks, seed, (enum shunt_dtype)s->dt, s->op);
+        verify_expected_allreduce(exp + lo, tmp, lo, hi - lo, o->nranks, seed, (enum shunt_dtype)s->dt,
+                                  s->op);
       else
         memcpy(exp + (uint64_t)rank * s->in, user_in, s->in);
       char err[MSG_BYTES];
@@ -314,8 +179,8 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
         snprintf(msg, MSG_BYTES,
                  "mismatch: %s, %" PRIu64 " bytes, %s %s, iteration %u: rank %u byte offset %" PRIu64
                  ": expected 0x%02x, got 0x%02x",
-                 plan->name, s->total, dt_names[s->dt], reduce ? op_names[s->op] : "-", it, rank, b,
-                 (unsigned)(unsigned char)exp[b], (unsigned)(unsigned char)out[b]);
+                 plan->name, s->total, verify_dt_names[s->dt], reduce ? verify_op_names[s->op] : "-", it,
+                 rank, b, (unsigned)(unsigned char)exp[b], (unsigned)(unsigned char)out[b]);
       }
       /* Nobody writes the next reference before every rank has compared this one. */
       if (bs_barrier(&bc)) break;
@@ -365,10 +230,12 @@ static unsigned default_sizes(const struct shunt_plan* p, const struct vopts* o,
   uint64_t cap = o->max_bytes;
   unsigned n = 0;
   v[n++] = lo;
-  if (lo + g <= hi && lo + g <= cap) v[n++] = lo + g;
-  for (uint64_t s = lo * 4 / g * g; s < hi && s <= cap && n < MAX_SIZES - 1; s = s * 4 / g * g)
-    if (s > v[n - 1]) v[n++] = s;
-  if (hi > v[n - 1] && hi <= cap) v[n++] = hi;
+  if (!o->edge_sizes) {
+    if (lo + g <= hi && lo + g <= cap) v[n++] = lo + g;
+    for (uint64_t s = lo * 4 / g * g; s < hi && s <= cap && n < MAX_SIZES - 1; s = s * 4 / g * g)
+      if (s > v[n - 1]) v[n++] = s;
+    if (hi > v[n - 1] && hi <= cap) v[n++] = hi;
+  }
   /* Sizes the chunk rule does not take (a head and a padded tail, exec/split.h): one element
    * above the first size, and one element of the dtype per rank, when the range holds them. */
   uint64_t es = shunt_dtype_size((enum shunt_dtype)dt), per = p->coll == SHUNT_COLL_ALLGATHER ? p->ngpus : 1;
@@ -417,9 +284,10 @@ static uint64_t parse_bytes(const char* s, int* bad) {
 
 static int usage(void) {
   fprintf(stderr,
-          "usage: shunt-plan verify FILE [--ranks N] [--sizes S,S,..] [--dtype T,..|all] [--op O,..|all]\n"
+          "usage: shunt-plan verify FILE... [--ranks N] [--sizes S,S,..] [--dtype T,..|all] [--op O,..|all]\n"
           "                         [--iters K] [--inplace|--outofplace] [--timeout MS] [--max-bytes S]\n"
-          "                         [--any-size] [--skip-checks] [--packet ll16|ll8]\n");
+          "                         [--any-size] [--edge-sizes] [--skip-checks] [--packet ll16|ll8]\n"
+          "                         [--backend host|kernel-cpu] [--threads T,T,..] [--skew US]\n");
   return 2;
 }
 
@@ -427,17 +295,38 @@ static double now_s(void) {
   return (double)shunt_now_ns() / 1e9;
 }
 
+/* Thread counts per block: "1,3,32". */
+static int parse_threads(const char* s, struct vopts* o) {
+  char buf[128];
+  snprintf(buf, sizeof(buf), "%s", s);
+  o->nthreads = 0;
+  char* save = NULL;
+  for (char* t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    int bad = 0;
+    uint64_t v = parse_bytes(t, &bad);
+    if (bad || v == 0 || v > 1024 || o->nthreads == sizeof(o->threads) / sizeof(o->threads[0])) return -1;
+    o->threads[o->nthreads++] = (unsigned)v;
+  }
+  return o->nthreads ? 0 : -1;
+}
+
+static int verify_file(struct vopts o, const char* dts, const char* ops, const char* sizes);
+
 int cmd_verify(int argc, char** argv) {
   struct vopts o = {.iters = 3,
                     .pkt = SHUNT_PKT_LL16,
                     .inplace = -1,
                     .timeout_ms = 0,
-                    .max_bytes = 2u << 20}; /* timeout 0: SHUNT_HOST_TIMEOUT_MS */
+                    .max_bytes = 2u << 20,
+                    .threads = {1, 3, 32},
+                    .nthreads = 3}; /* timeout 0: SHUNT_HOST_TIMEOUT_MS */
   const char* dts = NULL;
   const char* ops = "sum";
   const char* sizes = NULL;
-  int bad = 0;
-  for (int i = 0; i < argc; i++) {
+  const char** files = calloc((size_t)argc + 1, sizeof(*files));
+  unsigned nfiles = 0;
+  int bad = !files;
+  for (int i = 0; i < argc && !bad; i++) {
     const char* a = argv[i];
     const char* val = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--inplace"))
@@ -449,10 +338,14 @@ int cmd_verify(int argc, char** argv) {
     else if (!strcmp(a, "--packet") && i + 1 < argc &&
              (!strcmp(argv[i + 1], "ll8") || !strcmp(argv[i + 1], "ll16")))
       o.pkt = !strcmp(argv[++i], "ll8") ? SHUNT_PKT_LL8 : SHUNT_PKT_LL16;
+    else if (!strcmp(a, "--backend") && val && (!strcmp(val, "host") || !strcmp(val, "kernel-cpu")))
+      o.backend = !strcmp(argv[++i], "kernel-cpu") ? VERIFY_BACKEND_KCPU : VERIFY_BACKEND_HOST;
     else if (!strcmp(a, "--skip-checks"))
       o.skip_checks = 1;
+    else if (!strcmp(a, "--edge-sizes"))
+      o.edge_sizes = 1;
     else if (a[0] == '-' && a[1] == '-' && !val)
-      return usage();
+      bad = 1;
     else if (!strcmp(a, "--ranks"))
       o.nranks = (uint32_t)parse_bytes(val, &bad), i++;
     else if (!strcmp(a, "--sizes"))
@@ -467,15 +360,36 @@ int cmd_verify(int argc, char** argv) {
       o.timeout_ms = parse_bytes(val, &bad), i++;
     else if (!strcmp(a, "--max-bytes"))
       o.max_bytes = parse_bytes(val, &bad), i++;
+    else if (!strcmp(a, "--threads"))
+      bad |= parse_threads(val, &o) != 0, i++;
+    else if (!strcmp(a, "--skew"))
+      o.skew_us = (unsigned)parse_bytes(val, &bad), i++;
     else if (a[0] == '-')
-      return usage();
-    else if (!o.file)
-      o.file = a;
+      bad = 1;
     else
-      return usage();
+      files[nfiles++] = a;
   }
-  if (bad || !o.file || !o.iters) return usage();
+  if (bad || !nfiles || !o.iters) {
+    free(files);
+    return usage();
+  }
+  /* Every file is verified; the worst result is the exit status (usage errors stop at once). */
+  int worst = 0;
+  for (unsigned f = 0; f < nfiles; f++) {
+    o.file = files[f];
+    int rc = verify_file(o, dts, ops, sizes);
+    if (rc == 2) {
+      worst = 2;
+      break;
+    }
+    if (rc > worst) worst = rc;
+  }
+  free(files);
+  return worst;
+}
 
+static int verify_file(struct vopts o, const char* dts, const char* ops, const char* sizes) {
+  int bad = 0;
   struct shunt_plan_errors errs = {0};
   struct shunt_plan* plan = shunt_plan_load_file(o.file, &errs);
   if (plan) {
@@ -517,16 +431,22 @@ int cmd_verify(int argc, char** argv) {
     fprintf(stderr, "%s: the plan is %s\n", o.file, plan->inplace ? "in-place" : "out-of-place");
     goto out;
   }
-  if (parse_list(dts ? dts : (reduce ? "float32" : "int8"), dt_names, SHUNT_DT_COUNT, o.dtypes, &o.ndtypes) ||
-      parse_list(reduce ? ops : "sum", op_names, NOPS, o.ops, &o.nops))
-    return usage();
+  if (parse_list(dts ? dts : (reduce ? "float32" : "int8"), verify_dt_names, SHUNT_DT_COUNT, o.dtypes,
+                 &o.ndtypes) ||
+      parse_list(reduce ? ops : "sum", verify_op_names, VERIFY_NOPS, o.ops, &o.nops)) {
+    rc = usage();
+    goto out;
+  }
   if (sizes) {
     char buf[512];
     snprintf(buf, sizeof(buf), "%s", sizes);
     char* save = NULL;
     for (char* t = strtok_r(buf, ",", &save); t && o.nsizes < MAX_SIZES; t = strtok_r(NULL, ",", &save))
       o.sizes[o.nsizes++] = parse_bytes(t, &bad);
-    if (bad || !o.nsizes) return usage();
+    if (bad || !o.nsizes) {
+      rc = usage();
+      goto out;
+    }
   } else {
     o.nsizes = default_sizes(plan, &o, o.sizes);
   }
@@ -543,8 +463,8 @@ int cmd_verify(int argc, char** argv) {
       for (unsigned k = 0; k < o.nsizes; k++) {
         char why[512];
         if (!servable(plan, o.sizes[k], o.dtypes[d], o.ops[q], why, sizeof(why))) {
-          printf("%s: %" PRIu64 " bytes %s %s: not served: %s\n", o.file, o.sizes[k], dt_names[o.dtypes[d]],
-                 reduce ? op_names[o.ops[q]] : "", why);
+          printf("%s: %" PRIu64 " bytes %s %s: not served: %s\n", o.file, o.sizes[k],
+                 verify_dt_names[o.dtypes[d]], reduce ? verify_op_names[o.ops[q]] : "", why);
           continue;
         }
         struct shape* s = &shapes[nshapes++];
@@ -561,6 +481,23 @@ int cmd_verify(int argc, char** argv) {
     goto out;
   }
 
+  if (o.backend == VERIFY_BACKEND_KCPU) {
+    char msg[MSG_BYTES];
+    double t0k = now_s();
+    int st = verify_kcpu_plan(&o, plan, shapes, nshapes, msg, sizeof(msg));
+    if (st == VERIFY_PASS) {
+      printf(
+          "%s: PASS kernel-cpu (%u ranks, %u shape(s) x %u iterations x %u thread count(s), %s, %.2f s%s)\n",
+          o.file, o.nranks, nshapes, o.iters, o.nthreads, plan->inplace ? "in-place" : "out-of-place",
+          now_s() - t0k, skipped ? ", unsupported dtype/op pairs skipped" : "");
+      rc = 0;
+    } else {
+      printf("%s: FAIL kernel-cpu: %s%s\n", o.file, st == VERIFY_TIMEOUT ? "hang: " : "", msg);
+      rc = 1;
+    }
+    free(shapes);
+    goto out;
+  }
   size_t shbytes = sizeof(struct shared) + (size_t)o.nranks * BS_SLOT;
   struct shared* sh = mmap(NULL, shbytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (sh == MAP_FAILED) {

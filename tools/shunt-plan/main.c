@@ -2,7 +2,8 @@
  *   shunt-plan list DIR         the plan table a communicator would load
  *   shunt-plan show FILE        one plan, per rank
  *   shunt-plan check FILE...    static checks and race checks; exit 1 when any fails
- *   shunt-plan verify FILE      run it on the host backend and check the results */
+ *   shunt-plan verify FILE...   run it on the host backend (or the GPU kernel built for the CPU) and check
+ *                               the results */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +23,12 @@ static const struct command commands[] = {
     {"show", "FILE", "print one plan per rank: buffers, channels, threadblocks and ops", cmd_show},
     {"check", "[--max-threadblocks N] FILE...", "run the static and race checks; exit 1 when any plan fails",
      cmd_check},
-    {"verify", "FILE [--ranks N] [--sizes S,..] [--dtype T,..|all] [--op O,..|all] [--iters K] [--inplace|--outofplace]",
-     "run the plan on the host backend and compare every output byte with the reference collective", cmd_verify},
+    {"verify",
+     "FILE... [--ranks N] [--sizes S,..] [--dtype T,..|all] [--op O,..|all] [--iters K] "
+     "[--inplace|--outofplace] [--backend host|kernel-cpu] [--threads T,..]",
+     "run the plan on the host backend (or the GPU kernel compiled for the CPU) and compare every output "
+     "byte with the reference collective",
+     cmd_verify},
 };
 
 static int usage(FILE* f) {

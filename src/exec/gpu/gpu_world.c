@@ -13,7 +13,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "exec/gpu/gpu_region.h"
+#include "exec/gpu/gpu_report.h"
 #include "exec/gpu/gpu_run.h"
+#include "exec/gpu/gpu_steps.h"
 #include "plan/plan.h"
 #include "transport/backoff.h"
 #include "transport/world.h"
@@ -65,36 +68,6 @@ static void setf(char* err, size_t len, const char* fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(err, len, fmt, ap);
   va_end(ap);
-}
-
-static uint64_t align_up(uint64_t x) {
-  return (x + SHUNT_GPU_ALIGN - 1) / SHUNT_GPU_ALIGN * SHUNT_GPU_ALIGN;
-}
-
-static void make_layout(struct shunt_gpu_layout* L, uint32_t nranks,
-                        const struct shunt_gpu_world_config* cfg) {
-  uint64_t counters = (uint64_t)2 * nranks * SHUNT_GPU_ORDINALS * sizeof(uint64_t);
-  uint64_t at = 0;
-  L->ctrl = at;
-  at += align_up(sizeof(struct shunt_gpu_ctrl));
-  L->inbound = at;
-  at += align_up(counters);
-  L->expected = at;
-  at += align_up(counters);
-  L->peers = at;
-  at += align_up((uint64_t)nranks * sizeof(uint64_t));
-  /* Both halves of a double scratch start 16-aligned (LL16 packets) when the total is a
-   * multiple of 32: round it to the section alignment. */
-  L->scratch = at;
-  L->scratch_bytes = align_up(cfg->scratch_bytes);
-  at += L->scratch_bytes;
-  L->input = at;
-  at += align_up(cfg->input_bytes);
-  L->output = at;
-  at += align_up(cfg->output_bytes);
-  L->total = at;
-  L->input_bytes = cfg->input_bytes;
-  L->output_bytes = cfg->output_bytes;
 }
 
 /* ---- Proxy ------------------------------------------------------------------------------------- */
@@ -279,7 +252,7 @@ static int world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_w
                      ? cfg->timeout_ms
                      : (uint64_t)shunt_env_int("SHUNT_GPU_TIMEOUT_MS", 5000, 1, INT64_MAX / 1000000);
   w->timeout_ns = tmo * 1000000ull;
-  make_layout(&w->lay, nranks, cfg);
+  shunt_gpu_region_layout(&w->lay, nranks, cfg->scratch_bytes, cfg->input_bytes, cfg->output_bytes);
   w->peer = calloc(nranks, sizeof(*w->peer));
   w->peer_ipc = calloc(nranks, sizeof(*w->peer_ipc));
   w->sent = calloc((size_t)nranks * SHUNT_GPU_ORDINALS, sizeof(*w->sent));
@@ -435,25 +408,6 @@ int shunt_gpu_world_device(const struct shunt_gpu_world* w) {
   return w->device;
 }
 
-static const char* wait_name(uint32_t what) {
-  switch (what) {
-    case SHUNT_GPU_WAIT_PACKET:
-      return "packet flag at scratch byte";
-    case SHUNT_GPU_WAIT_SIGNAL:
-      return "signal";
-    case SHUNT_GPU_WAIT_BARRIER:
-      return "barrier";
-    case SHUNT_GPU_WAIT_SEMAPHORE:
-      return "semaphore";
-    case SHUNT_GPU_WAIT_FIFO:
-      return "room in the trigger FIFO at position";
-    case SHUNT_GPU_WAIT_FLUSH:
-      return "proxy completion of FIFO position";
-    default:
-      return "nothing (the world was already broken when the run started)";
-  }
-}
-
 int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program* p, char* err, size_t len) {
   if (err && len) err[0] = 0;
   if (!w) return SHUNT_GPU_INVALID;
@@ -462,71 +416,12 @@ int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program*
     return SHUNT_GPU_CUDA;
   }
   struct shunt_gpu_error e;
-  const volatile struct shunt_gpu_error* src = &w->fifo->error;
-  e.code = src->code;
-  if (e.code == 0) return SHUNT_GPU_OK;
-  __atomic_thread_fence(__ATOMIC_ACQUIRE);
-  e.what = src->what;
-  e.block = src->block;
-  e.thread = src->thread;
-  e.op = src->op;
-  e.chan_type = src->chan_type;
-  e.peer = src->peer;
-  e.ordinal = src->ordinal;
-  e.awaited = src->awaited;
-  e.seen = src->seen;
-  e.where = src->where;
-  char pos[96] = "";
-  if (p && p->magic == SHUNT_PROG_MAGIC && e.block < p->nblocks) {
-    const struct shunt_prog_block* b = &shunt_prog_blocks(p)[e.block];
-    if (e.op < b->nops) {
-      const struct shunt_prog_op* o = &shunt_prog_ops(p)[b->first_op + e.op];
-      if (o->json_inner >= 0)
-        snprintf(pos, sizeof(pos), " ops[%u].ops[%d] (%s)", o->json_op, o->json_inner,
-                 shunt_op_name((enum shunt_op_type)o->type));
-      else
-        snprintf(pos, sizeof(pos), " ops[%u] (%s)", o->json_op, shunt_op_name((enum shunt_op_type)o->type));
-    } else {
-      snprintf(pos, sizeof(pos), " (end of run: draining the proxy)");
-    }
-  } else {
-    snprintf(pos, sizeof(pos), " op %u", e.op);
-  }
-  char detail[128] = "";
-  switch (e.what) {
-    case SHUNT_GPU_WAIT_SIGNAL:
-      snprintf(detail, sizeof(detail), " on %s channel #%u to rank %u",
-               e.chan_type == SHUNT_CHAN_PORT ? "port" : "memory", e.ordinal, e.peer);
-      break;
-    case SHUNT_GPU_WAIT_BARRIER:
-    case SHUNT_GPU_WAIT_SEMAPHORE:
-      snprintf(detail, sizeof(detail), " %u", e.ordinal);
-      break;
-    case SHUNT_GPU_WAIT_PACKET:
-    case SHUNT_GPU_WAIT_FIFO:
-    case SHUNT_GPU_WAIT_FLUSH:
-      snprintf(detail, sizeof(detail), " %" PRIu64, e.where);
-      break;
-    default:
-      break;
-  }
-  setf(err, len, "%s: rank %u block %u thread %u%s: waits on %s%s: awaited %" PRIu64 ", seen %" PRIu64,
-       e.code == SHUNT_GPU_ERR_TIMEOUT ? "timeout" : "aborted", w->rank, e.block, e.thread, pos,
-       wait_name(e.what), detail, e.awaited, e.seen);
+  if (shunt_gpu_error_read(&w->fifo->error, &e) == 0) return SHUNT_GPU_OK;
+  shunt_gpu_error_format(&e, w->rank, p, err, len);
   return SHUNT_GPU_TIMEOUT;
 }
 
 /* ---- Programs ------------------------------------------------------------------------------------ */
-
-static bool uses_port(const struct shunt_program* p) {
-  const struct shunt_prog_op* ops = shunt_prog_ops(p);
-  for (uint32_t i = 0; i < p->nops; i++)
-    if (ops[i].chan_type == SHUNT_CHAN_PORT) return true;
-  const struct shunt_prog_chan* ch = shunt_prog_chans(p);
-  for (uint32_t i = 0; i < p->nchans; i++)
-    if (ch[i].type == SHUNT_CHAN_PORT) return true;
-  return false;
-}
 
 static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p, uint32_t max_threads,
                        struct shunt_gpu_prog** out, char* err, size_t len);
@@ -596,7 +491,7 @@ static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p,
   gp->dev = (struct shunt_program*)d;
   gp->sems = (long long*)(d + prog_bytes);
   gp->threads = threads;
-  gp->port_used = uses_port(p);
+  gp->port_used = shunt_gpu_uses_port(p);
   *out = gp;
   return SHUNT_GPU_OK;
 }

@@ -8,15 +8,14 @@
  * - LL packets use the device hooks of exec/ops/packet.h: one volatile 16-byte (LL16) or 8-byte
  *   (LL8) store or load per packet, the flag of this execution in every packet.
  * - Signals are system-scope release reductions on the peer's 64-bit counter, waits
- *   system-scope acquire loads (relaxed for rlxsignal/rlxwait). Sm_70 and later use the
- *   PTX memory-model instructions; older architectures a volatile access with a system fence.
+ *   system-scope acquire loads (relaxed for rlxsignal/rlxwait).
  * - Every wait is bounded: it gives up after the world's timeout, or at once when the world's
  *   abort word is set, records (first failure per rank) which block, thread, op and what it
  *   waited for, sets the abort word so every other waiter in the world gives up too, and
  *   returns -1. Nothing spins forever.
  * - Port channel ops push a trigger with absolute addresses into the rank's FIFO in mapped
  *   host memory; flush-type triggers wait for the proxy's completion counter.
- * Only for inclusion by gpu_kernel.cu. */
+ * Only for inclusion by gpu_kernel.cuh (CUDA and its CPU build). */
 #ifndef SHUNT_EXEC_GPU_XCTX_CUH
 #define SHUNT_EXEC_GPU_XCTX_CUH
 
@@ -31,8 +30,15 @@
 #include "plan/plan.h"
 #include "plan/planset.h"
 
-#define SHUNT_XFN static __device__ __forceinline__
-#define XG_FN static __device__ __forceinline__
+/* The primitives below are written once: nvcc gets them from gpu_device.cuh, a host C++
+ * compiler (the kernel's CPU build, exec/kcpu) from its shim, which must come first. */
+#if defined(__CUDACC__)
+#include "exec/gpu/gpu_device.cuh"
+#elif !defined(SHUNT_KCPU_SHIM_H)
+#error "gpu_xctx.cuh outside nvcc needs exec/kcpu/kcpu_shim.h included first"
+#endif
+
+#define SHUNT_XFN XG_FN
 #define SHUNT_GPU_BATCH 16u
 
 struct shunt_xctx {
@@ -48,65 +54,6 @@ struct shunt_xctx {
   struct shunt_red red; /* the dtype and the op applied at reduce steps */
   int4 tmp[2];          /* xb_tmp: one batch each */
 };
-
-/* ---- Memory-model helpers ---------------------------------------------------------------------- */
-
-XG_FN uint64_t xg_ld_acquire_sys(const uint64_t* p) {
-  uint64_t v;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-  asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-#else
-  v = *(const volatile uint64_t*)p;
-  __threadfence_system();
-#endif
-  return v;
-}
-
-XG_FN uint64_t xg_ld_relaxed_sys(const uint64_t* p) {
-  uint64_t v;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-  asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-#else
-  v = *(const volatile uint64_t*)p;
-#endif
-  return v;
-}
-
-XG_FN void xg_st_release_sys(uint64_t* p, uint64_t v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-  asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-#else
-  __threadfence_system();
-  *(volatile uint64_t*)p = v;
-#endif
-}
-
-XG_FN void xg_add_release_sys(uint64_t* p, uint64_t v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-  asm volatile("red.release.sys.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-#else
-  __threadfence_system();
-  atomicAdd((unsigned long long*)p, (unsigned long long)v);
-#endif
-}
-
-XG_FN void xg_add_relaxed_sys(uint64_t* p, uint64_t v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-  asm volatile("red.relaxed.sys.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-#else
-  atomicAdd((unsigned long long*)p, (unsigned long long)v);
-#endif
-}
-
-XG_FN uint32_t xg_ld_volatile_u32(const uint32_t* p) {
-  return *(const volatile uint32_t*)p;
-}
-
-XG_FN uint64_t xg_now_ns(void) {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 /* ---- Addresses ----------------------------------------------------------------------------------- */
 
@@ -233,8 +180,9 @@ struct xg_spin {
 /* One more poll? False once the timeout has passed or the world's abort word is set; both are
  * looked at every 256 polls so that a poll costs one memory access. */
 XG_FN bool xg_spin_more(const struct shunt_xctx* X, struct xg_spin* s) {
+  xg_relax();
   if ((++s->n & 255u) != 0) return true;
-  if (xg_ld_volatile_u32(X->k->abort)) {
+  if (xg_ld_vol_u32(X->k->abort)) {
     s->aborted = 1;
     return false;
   }
@@ -252,6 +200,7 @@ XG_FN int xg_blocked(struct shunt_xctx* X, const struct xg_spin* s, unsigned wha
                      uint32_t peer, uint32_t ordinal, uint64_t awaited, uint64_t seen, uint64_t where) {
   struct shunt_gpu_ctrl* c = xg_ctrl(X);
   if (atomicCAS(&c->err_claim, 0u, 1u) == 0u) {
+    /* Plain fields, then the code published after them: the host reads the code first. */
     volatile struct shunt_gpu_error* e = &X->k->fifo->error;
     e->what = what;
     e->rank = X->k->rank;
@@ -264,10 +213,9 @@ XG_FN int xg_blocked(struct shunt_xctx* X, const struct xg_spin* s, unsigned wha
     e->awaited = awaited;
     e->seen = seen;
     e->where = where;
-    __threadfence_system();
-    e->code = s->aborted ? SHUNT_GPU_ERR_ABORTED : SHUNT_GPU_ERR_TIMEOUT;
+    xg_publish_u32(&X->k->fifo->error.code, s->aborted ? SHUNT_GPU_ERR_ABORTED : SHUNT_GPU_ERR_TIMEOUT);
   }
-  *(volatile uint32_t*)X->k->abort = 1u;
+  xg_st_vol_u32(X->k->abort, 1u);
   __threadfence_system();
   return -1;
 }
@@ -429,7 +377,7 @@ SHUNT_XFN int xb_barrier(struct shunt_xctx* X, uint32_t id, uint32_t nblocks) {
     uint64_t target = (k / nblocks + 1) * nblocks;
     struct xg_spin s = {0, 0, 0};
     uint64_t v;
-    while ((v = *(volatile unsigned long long*)b) < target)
+    while ((v = xg_ld_vol_u64((const uint64_t*)b)) < target)
       if (!xg_spin_more(X, &s)) {
         bad = xg_blocked(X, &s, SHUNT_GPU_WAIT_BARRIER, 0, 0, id, target, v, nblocks);
         break;
@@ -446,7 +394,7 @@ SHUNT_XFN int xb_sem_acquire(struct shunt_xctx* X, uint32_t id) {
   if (old > 0) return 0;
   struct xg_spin sp = {0, 0, 0};
   long long v;
-  while ((v = *(volatile long long*)s) < old)
+  while ((v = xg_ld_vol_i64(s)) < old)
     if (!xg_spin_more(X, &sp))
       return xg_blocked(X, &sp, SHUNT_GPU_WAIT_SEMAPHORE, 0, 0, id, (uint64_t)old, (uint64_t)v, 0);
   __threadfence();

@@ -1,0 +1,124 @@
+/* The executor kernel and the avg/PreMulSum scaling kernels, written once: gpu_kernel.cu
+ * compiles them with nvcc, exec/kcpu/kcpu_kernel.cpp with a host C++ compiler (each device
+ * thread a host thread), so the code that runs on the GPU is the code CI runs on the CPU.
+ *
+ * Promises:
+ * - shunt_gpu_exec_kernel runs the program's blocks (one CUDA block per plan threadblock, any
+ *   number of threads per block); the block that finishes last resets the per-execution state
+ *   (barriers, semaphores) and advances the rank's epoch, so a replayed launch needs nothing
+ *   from the host. A failed execution never advances the epoch.
+ * - shunt_gpu_pre_kernel / shunt_gpu_post_kernel scale one contribution (PreMulSum, floating
+ *   avg) or divide a sum (integer avg) element by element, grid-stride.
+ * Only for inclusion by gpu_kernel.cu and kcpu_kernel.cpp, after the primitives
+ * (gpu_xctx.cuh pulls in gpu_device.cuh under nvcc; the CPU build includes its shim first). */
+#ifndef SHUNT_EXEC_GPU_KERNEL_CUH
+#define SHUNT_EXEC_GPU_KERNEL_CUH
+
+#include <string.h>
+
+#include "exec/gpu/gpu_xctx.cuh"
+
+/* The op applied at reduce steps: avg and PreMulSum are sums of scaled contributions. */
+XG_FN int shunt_gpu_step_kind(unsigned redop) {
+  return (redop == SHUNT_REDOP_AVG || redop == SHUNT_REDOP_PREMULSUM) ? SHUNT_RED_SUM : (int)redop;
+}
+
+/* Work of the block that finishes last: every block has read the epoch and finished its ops,
+ * so the per-execution state can be reset for the next execution and the epoch advanced. */
+static __device__ void shunt_gpu_finish(struct shunt_xctx* X, struct shunt_gpu_ctrl* ctrl, uint64_t epoch) {
+  const struct shunt_gpu_kargs* k = X->k;
+  if (k->port_used) {
+    /* Every trigger of this execution must be complete before the stream moves on (staging
+     * copies, the next call reusing the source buffers): one SYNC trigger drains the FIFO. */
+    struct shunt_trigger t;
+    memset(&t, 0, sizeof(t));
+    t.type = SHUNT_TRIG_SYNC;
+    t.peer = (uint16_t)k->rank;
+    X->op = shunt_prog_blocks(X->prog)[X->block].nops;
+    if (xb_port(X, 0, &t, true)) return;
+  }
+  for (unsigned i = 0; i < SHUNT_GPU_BARRIERS; i++) ctrl->bars[i] = 0;
+  /* Plans leave their semaphores as they found them (checked at load); restoring the initial
+   * values keeps the next execution right even after a plan that did not. */
+  const int64_t* init = shunt_prog_sem_init(X->prog);
+  for (uint32_t i = 0; i < X->prog->nsems; i++) k->sems[i] = (long long)init[i];
+  xg_st_vol_u32(&ctrl->done_blocks, 0);
+  __threadfence();
+  xg_st_vol_u64(&ctrl->epoch, epoch + 1);
+  __threadfence_system();
+}
+
+SHUNT_GPU_ENTRY __launch_bounds__(SHUNT_GPU_MAX_THREADS, 1)
+    shunt_gpu_exec_kernel(const __grid_constant__ struct shunt_gpu_kargs k) {
+  const struct shunt_program* P = k.prog;
+  struct shunt_gpu_ctrl* ctrl = (struct shunt_gpu_ctrl*)(k.region + k.lay.ctrl);
+  struct shunt_xctx X;
+  X.prog = P;
+  X.block = blockIdx.x;
+  X.tid = threadIdx.x;
+  X.nthreads = blockDim.x;
+  X.op = 0;
+  X.k = &k;
+  if (xg_ld_vol_u32(k.abort)) {
+    /* A broken world: do nothing, but say so, so that the host does not take the output. */
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      struct xg_spin s = {0, 0, 1};
+      xg_blocked(&X, &s, SHUNT_GPU_WAIT_NONE, 0, 0, 0, 0, 1, 0);
+    }
+    return;
+  }
+  /* No block advances the epoch before every block has read it (the completion count below). */
+  uint64_t epoch = xg_ld_vol_u64(&ctrl->epoch);
+  if (P->nblocks == 0) {
+    /* A rank with nothing to do still counts the execution, so its flags stay in step with
+     * its peers' (launched with one block). */
+    if (threadIdx.x == 0) xg_st_vol_u64(&ctrl->epoch, epoch + 1);
+    return;
+  }
+  X.flag = shunt_pkt_flag_for_epoch(epoch);
+  X.half = shunt_pkt_half(X.flag, k.lay.scratch_bytes, P->double_scratch);
+  X.scratch0 = k.region + k.lay.scratch;
+  X.base[0] = k.in;
+  X.base[1] = k.out;
+  X.base[2] = X.scratch0 + X.half;
+  X.ll8 = P->pkt == SHUNT_PKT_LL8;
+  X.esize = (uint32_t)shunt_ty_size(P->dtype);
+  if (X.esize == 0) X.esize = 1;
+  X.red.ty = P->dtype;
+  X.red.kind = shunt_gpu_step_kind(P->redop);
+  X.red.arg = 0;
+
+  /* A thread that gave up has recorded why and raised the abort word; it leaves (an exited
+   * thread no longer holds up its block's barriers). The thread that gave up need not be
+   * thread 0, which may well finish its ops and get here: it looks at the abort word (written
+   * and fenced before the failing thread exited, so before the barrier below released), and a
+   * block of a failed execution never counts as done, so a failed execution never advances
+   * the epoch. */
+  if (shunt_x_block(&X)) return;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  if (xg_ld_vol_u32(k.abort)) return;
+  __threadfence();
+  unsigned prev = atomicAdd(&ctrl->done_blocks, 1u);
+  if (prev != gridDim.x - 1) return;
+  __threadfence();
+  shunt_gpu_finish(&X, ctrl, epoch);
+}
+
+/* dst[i] = pre(src[i]): PreMulSum / floating avg scaling of one contribution. */
+SHUNT_GPU_ENTRY shunt_gpu_pre_kernel(char* dst, const char* src, uint64_t n, struct shunt_red red) {
+  uint64_t es = shunt_ty_size(red.ty);
+  for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (uint64_t)gridDim.x * blockDim.x)
+    shunt_ty_store(dst + i * es, red.ty, shunt_pre_elem(&red, shunt_ty_load(src + i * es, red.ty)));
+}
+
+/* buf[i] = post(buf[i]): integer avg's division. */
+SHUNT_GPU_ENTRY shunt_gpu_post_kernel(char* buf, uint64_t n, struct shunt_red red) {
+  uint64_t es = shunt_ty_size(red.ty);
+  for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (uint64_t)gridDim.x * blockDim.x)
+    shunt_ty_store(buf + i * es, red.ty, shunt_post_elem(&red, shunt_ty_load(buf + i * es, red.ty)));
+}
+
+#endif

@@ -1,0 +1,24 @@
+/* Where each section of a rank's region lies (gpu_abi.h), computed once for the CUDA world
+ * (gpu_world.c) and the kernel's CPU build (exec/kcpu): the same offsets on every rank of a
+ * world with the same sizes. Plain C, no CUDA. */
+#ifndef SHUNT_EXEC_GPU_REGION_H
+#define SHUNT_EXEC_GPU_REGION_H
+
+#include <stdint.h>
+
+#include "exec/gpu/gpu_abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every section starts SHUNT_GPU_ALIGN-aligned; scratch_bytes is rounded up to it, so both
+ * halves of a double scratch start 16-aligned (LL16 packets). */
+void shunt_gpu_region_layout(struct shunt_gpu_layout* L, uint32_t nranks, uint64_t scratch_bytes,
+                             uint64_t input_bytes, uint64_t output_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

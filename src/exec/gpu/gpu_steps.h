@@ -1,0 +1,142 @@
+/* What one launch of the GPU backend does around the executor kernel, decided once for the
+ * CUDA launcher (gpu_kernel.cu: stream copies and kernels) and the kernel's CPU build
+ * (exec/kcpu: memcpy and host threads), so both bind buffers and scale the same way.
+ *
+ * Promises: shunt_gpu_steps_plan fills the steps in the order they run, each empty when its
+ * byte or element count is 0:
+ *   1. seed:  copy the user's output into the staging output (an aliased call that is staged);
+ *   2. pre:   scale the input into the plan's input (PreMulSum, floating avg), or
+ *      copy_in: copy it there (a staged input);
+ *   3. the executor kernel on (in, out), with in_view for an aliased call;
+ *   4. post:  divide the result (integer avg);
+ *   5. back:  copy the staging output to the user's output.
+ * It returns NULL, or why the launch cannot be done (nothing is to be run then). The binding
+ * itself is exec/bind.h's. C11 and CUDA host code. */
+#ifndef SHUNT_EXEC_GPU_STEPS_H
+#define SHUNT_EXEC_GPU_STEPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "exec/bind.h"
+#include "exec/ops/dtype.h"
+#include "exec/program.h"
+#include "plan/plan.h"
+#include "plan/planset.h"
+
+struct shunt_gpu_steps {
+  char* seed_dst;
+  const char* seed_src;
+  uint64_t seed_bytes;
+  char* pre_dst;
+  const char* pre_src;
+  uint64_t pre_n; /* elements */
+  struct shunt_red pre_red;
+  char* copy_in_dst;
+  const char* copy_in_src;
+  uint64_t copy_in_bytes;
+  char* in; /* the plan's input and output */
+  char* out;
+  bool in_view;
+  uint64_t post_n; /* elements of out */
+  struct shunt_red post_red;
+  char* back_dst;
+  const char* back_src;
+  uint64_t back_bytes;
+};
+
+/* Whether the program pushes port-channel triggers (the kernel then drains the proxy before
+ * its execution ends). */
+static inline bool shunt_gpu_uses_port(const struct shunt_program* p) {
+  const struct shunt_prog_op* ops = shunt_prog_ops(p);
+  for (uint32_t i = 0; i < p->nops; i++)
+    if (ops[i].chan_type == SHUNT_CHAN_PORT) return true;
+  const struct shunt_prog_chan* ch = shunt_prog_chans(p);
+  for (uint32_t i = 0; i < p->nchans; i++)
+    if (ch[i].type == SHUNT_CHAN_PORT) return true;
+  return false;
+}
+
+static inline const char* shunt_gpu_steps_plan(const struct shunt_program* p, uint32_t nranks,
+                                               const void* user_in_, void* user_out_,
+                                               const void* premul_scalar, char* stage_in, char* stage_out,
+                                               uint64_t in_cap, uint64_t out_cap, struct shunt_gpu_steps* s) {
+  memset(s, 0, sizeof(*s));
+  const char* user_in = (const char*)user_in_;
+  char* user_out = (char*)user_out_;
+  /* How avg and PreMulSum reach NCCL's result with a plan that sums each contribution once
+   * (exec/elem.h): scale before (floating avg, PreMulSum) or divide after (integer avg). */
+  bool pre = false, postdiv = false;
+  if (p->coll == SHUNT_COLL_ALLREDUCE) {
+    if (p->dtype >= SHUNT_DT_COUNT || p->redop > SHUNT_REDOP_PREMULSUM)
+      return "the dtype and op are not computed by the GPU executor";
+    if (p->redop == SHUNT_REDOP_PREMULSUM) pre = true;
+    if (p->redop == SHUNT_REDOP_AVG) {
+      if (shunt_ty_is_float(p->dtype))
+        pre = true;
+      else
+        postdiv = true;
+    }
+    if (p->redop == SHUNT_REDOP_PREMULSUM && !premul_scalar) return "PreMulSum without a scalar";
+  }
+  uint64_t es = shunt_ty_size(p->dtype);
+  if (es == 0) es = 1;
+  struct shunt_bind bd;
+  const char* why = shunt_bind_decide(p, user_in, user_out, pre, stage_in, in_cap, out_cap, &bd);
+  if (why) return why;
+  char* out = bd.stage_out ? stage_out : user_out;
+  if (bd.stage_out && bd.alias && user_out != stage_out) {
+    s->seed_dst = stage_out;
+    s->seed_src = user_out;
+    s->seed_bytes = p->out_bytes;
+  }
+  struct shunt_red red;
+  red.ty = p->dtype;
+  red.kind = SHUNT_RED_PREMULSUM;
+  red.arg = 0;
+  if (pre)
+    red.arg = p->redop == SHUNT_REDOP_PREMULSUM ? shunt_ty_load(premul_scalar, p->dtype)
+                                                : shunt_avg_scalar(p->dtype, (int)nranks);
+  char* in;
+  if (bd.stage_in) {
+    in = stage_in;
+    const char* src = bd.alias && bd.stage_out ? out + (user_in - user_out) : user_in;
+    if (pre) {
+      s->pre_dst = in;
+      s->pre_src = src;
+      s->pre_n = p->in_bytes / es;
+    } else if (in != src) {
+      s->copy_in_dst = in;
+      s->copy_in_src = src;
+      s->copy_in_bytes = p->in_bytes;
+    }
+  } else if (bd.alias) {
+    in = out + (user_in - user_out);
+    if (pre) {
+      s->pre_dst = in;
+      s->pre_src = in;
+      s->pre_n = p->in_bytes / es;
+    }
+  } else {
+    in = (char*)(uintptr_t)user_in; /* read only: no op of a plan writes its input */
+  }
+  s->pre_red = red;
+  s->in = in;
+  s->out = out;
+  s->in_view = bd.alias;
+  if (postdiv) {
+    s->post_n = p->out_bytes / es;
+    s->post_red.ty = p->dtype;
+    s->post_red.kind = SHUNT_RED_SUMPOSTDIV;
+    s->post_red.arg = nranks;
+  }
+  if (out != user_out) {
+    s->back_dst = user_out;
+    s->back_src = out;
+    s->back_bytes = p->out_bytes;
+  }
+  return NULL;
+}
+
+#endif

@@ -1,0 +1,52 @@
+/* The GPU backend's kernels compiled for the CPU (exec/gpu/gpu_kernel.cuh through
+ * kcpu_shim.h): a launch of a grid runs every device thread as a host thread and returns once
+ * all have returned. C interface.
+ *
+ * Promises:
+ * - A device (shunt_kcpu_device) keeps its host threads between launches, as a GPU keeps its
+ *   SMs: a launch of blocks x threads runs on the first blocks x threads of them (more are
+ *   started when a launch needs them), each with its own blockIdx/threadIdx and the block
+ *   barriers of kcpu_shim.h, and returns once every one has returned from the kernel. It
+ *   returns 0, or -1 with a message when the threads could not be started (nothing runs
+ *   then). One launch at a time per device (callers serialize, as a stream does).
+ * - skew_us > 0 perturbs the schedule so that a missing block barrier shows as a wrong result
+ *   rather than by chance: thread t of a block waits t * skew_us before entering the kernel and
+ *   after every barrier, so thread 0 always runs ahead of the others. */
+#ifndef SHUNT_EXEC_KCPU_KERNEL_H
+#define SHUNT_EXEC_KCPU_KERNEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "exec/gpu/gpu_abi.h"
+#include "exec/ops/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct shunt_kcpu_device;
+int shunt_kcpu_device_create(struct shunt_kcpu_device** out, char* err, size_t len);
+/* Every launch on it has returned. */
+void shunt_kcpu_device_destroy(struct shunt_kcpu_device* d);
+
+struct shunt_kcpu_grid {
+  unsigned blocks, threads;
+  unsigned skew_us;
+};
+
+/* The executor kernel on arguments k (every pointer a host address). */
+int shunt_kcpu_exec(struct shunt_kcpu_device* d, const struct shunt_gpu_kargs* k,
+                    const struct shunt_kcpu_grid* g, char* err, size_t len);
+/* dst[i] = pre(src[i]) for n elements (PreMulSum, floating avg). */
+int shunt_kcpu_pre(struct shunt_kcpu_device* d, char* dst, const char* src, uint64_t n, struct shunt_red red,
+                   const struct shunt_kcpu_grid* g, char* err, size_t len);
+/* buf[i] = post(buf[i]) for n elements (integer avg). */
+int shunt_kcpu_post(struct shunt_kcpu_device* d, char* buf, uint64_t n, struct shunt_red red,
+                    const struct shunt_kcpu_grid* g, char* err, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

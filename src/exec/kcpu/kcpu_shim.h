@@ -1,0 +1,130 @@
+/* The CUDA names the executor kernel uses, for a host C++ compiler: the portability layer of
+ * the kernel's CPU build. Each device thread is a host thread (kcpu_kernel.cpp starts them);
+ * its block and thread indices are thread-local.
+ *
+ * Promises, matching what the kernel relies on from CUDA on sm_70 and later:
+ * - __syncthreads() waits for every thread of the block that has not exited; a thread that
+ *   returned from the kernel no longer counts (a barrier waiting only on exited threads
+ *   releases). __syncthreads_or(p) does the same and returns whether any arriving thread's p
+ *   was nonzero.
+ * - atomicAdd / atomicCAS are sequentially consistent GCC atomics; __threadfence and
+ *   __threadfence_system are full fences.
+ * - The gpu_device.cuh primitives (xg_*) exist with the same meaning: acquire, release and
+ *   relaxed accesses as GCC atomics; the "volatile" word accesses as acquire loads and release
+ *   stores (so ThreadSanitizer sees the order the GPU code gets from its fences);
+ *   xg_now_ns reads CLOCK_MONOTONIC; xg_relax yields the CPU, since hundreds of device
+ *   threads share two cores.
+ * What this cannot show about a GPU: PTX scopes, weak memory ordering beyond these atomics,
+ * 16-byte access atomicity, co-residency of blocks, IPC mappings, speed.
+ * Include before exec/gpu/gpu_kernel.cuh, in C++ only. */
+#ifndef SHUNT_KCPU_SHIM_H
+#define SHUNT_KCPU_SHIM_H
+
+#ifndef __cplusplus
+#error "kcpu_shim.h is C++: it stands in for CUDA C++"
+#endif
+
+#include <sched.h>
+#include <stdint.h>
+#include <time.h>
+
+#define __device__
+#define __host__
+#define __global__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __grid_constant__
+
+#define XG_FN static inline
+#define SHUNT_GPU_ENTRY static void
+
+struct int4 {
+  int x, y, z, w;
+} __attribute__((aligned(16)));
+
+struct shunt_kcpu_dim3 {
+  unsigned x, y, z;
+};
+
+/* The calling host thread's place in the grid (set by the grid runner before the entry). */
+static thread_local shunt_kcpu_dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+/* The block barrier, defined by the grid runner. */
+int shunt_kcpu_sync(int pred);
+
+static inline void __syncthreads(void) {
+  (void)shunt_kcpu_sync(0);
+}
+static inline int __syncthreads_or(int pred) {
+  return shunt_kcpu_sync(pred);
+}
+
+static inline void __threadfence(void) {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+static inline void __threadfence_system(void) {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+static inline unsigned atomicAdd(unsigned* p, unsigned v) {
+  return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
+  return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+static inline unsigned atomicCAS(unsigned* p, unsigned expect, unsigned v) {
+  __atomic_compare_exchange_n(p, &expect, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return expect;
+}
+
+XG_FN uint64_t xg_ld_acquire_sys(const uint64_t* p) {
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+XG_FN uint64_t xg_ld_relaxed_sys(const uint64_t* p) {
+  return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+XG_FN void xg_st_release_sys(uint64_t* p, uint64_t v) {
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+XG_FN void xg_add_release_sys(uint64_t* p, uint64_t v) {
+  __atomic_fetch_add(p, v, __ATOMIC_RELEASE);
+}
+XG_FN void xg_add_relaxed_sys(uint64_t* p, uint64_t v) {
+  __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+XG_FN uint32_t xg_ld_vol_u32(const uint32_t* p) {
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+XG_FN void xg_st_vol_u32(uint32_t* p, uint32_t v) {
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+XG_FN uint64_t xg_ld_vol_u64(const uint64_t* p) {
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+XG_FN void xg_st_vol_u64(uint64_t* p, uint64_t v) {
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+XG_FN long long xg_ld_vol_i64(const long long* p) {
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+XG_FN void xg_publish_u32(uint32_t* p, uint32_t v) {
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+XG_FN uint64_t xg_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+XG_FN void xg_relax(void) {
+  /* Thousands of device threads share two cores: yield, and now and then sleep, so that the
+   * thread being waited for gets the CPU. */
+  static thread_local unsigned polls;
+  if ((++polls & 15u) == 0) {
+    struct timespec ts = {0, 50000};
+    nanosleep(&ts, NULL);
+  } else {
+    sched_yield();
+  }
+}
+
+#endif

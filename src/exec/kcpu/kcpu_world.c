@@ -1,0 +1,327 @@
+/* The CPU build's world: regions and FIFO in host memory, the proxy thread, launches. */
+#include "exec/kcpu/kcpu_world.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/gpu/gpu_abi.h"
+#include "exec/gpu/gpu_region.h"
+#include "exec/gpu/gpu_report.h"
+#include "exec/gpu/gpu_steps.h"
+#include "exec/kcpu/kcpu_kernel.h"
+#include "transport/backoff.h"
+
+#define CARD_MAGIC 0x6b637075776f726cull /* "kcpuworl" */
+
+struct card {
+  uint64_t magic;
+  uint32_t ok, nranks;
+  uint64_t region;
+  uint64_t scratch_bytes, input_bytes, output_bytes;
+};
+
+struct shunt_kcpu_world {
+  uint32_t rank, nranks;
+  struct shunt_world_exchange bs;
+  struct shunt_gpu_layout lay;
+  char* region;
+  char** peer;
+  uint32_t* abort_word;
+  struct shunt_gpu_fifo* fifo;
+  uint64_t timeout_ns;
+  uint64_t* sent;                /* [nranks * ORDINALS]: flags the proxy sent per (peer, port ordinal) */
+  struct shunt_kcpu_device* dev; /* this rank's device threads, kept between launches */
+  pthread_t thread;
+  bool thread_started;
+  atomic_bool stop;
+};
+
+static void setf(char* err, size_t len, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+static void setf(char* err, size_t len, const char* fmt, ...) {
+  if (!err || !len) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, len, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- Proxy: the CUDA proxy's protocol (gpu_world.c), with host copies ---- */
+
+/* Packets travel through the proxy too: whole 8-byte words, each read and written at once, as
+ * a copy engine writes whole aligned units. */
+static void copy_words(char* dst, const char* src, uint64_t n) {
+  if ((((uintptr_t)dst | (uintptr_t)src | n) & 7) == 0) {
+    for (uint64_t i = 0; i < n; i += 8)
+      __atomic_store_n((uint64_t*)(dst + i), __atomic_load_n((const uint64_t*)(src + i), __ATOMIC_RELAXED),
+                       __ATOMIC_RELAXED);
+  } else {
+    memcpy(dst, src, n);
+  }
+}
+
+static void handle(struct shunt_kcpu_world* w, const struct shunt_gpu_slot* s, uint64_t pos) {
+  const struct shunt_trigger* t = &s->t;
+  if ((t->type & SHUNT_TRIG_DATA) && t->size)
+    copy_words((char*)(uintptr_t)s->dst_addr, (const char*)(uintptr_t)s->src_addr, t->size);
+  if ((t->type & SHUNT_TRIG_FLAG) && t->peer < w->nranks && t->ordinal < SHUNT_GPU_ORDINALS) {
+    uint64_t v = ++w->sent[(size_t)t->peer * SHUNT_GPU_ORDINALS + t->ordinal];
+    uint64_t* dst = (uint64_t*)(w->peer[t->peer] + w->lay.inbound) +
+                    shunt_gpu_sem_index(w->nranks, SHUNT_CHAN_PORT, w->rank, t->ordinal);
+    __atomic_store_n(dst, v, __ATOMIC_RELEASE);
+  }
+  if (t->type & SHUNT_TRIG_SYNC) __atomic_store_n(&w->fifo->done, pos + 1, __ATOMIC_RELEASE);
+}
+
+static void* proxy_main(void* arg) {
+  struct shunt_kcpu_world* w = arg;
+  uint64_t pos = 0;
+  struct shunt_backoff bo = {0};
+  while (true) {
+    struct shunt_gpu_slot* sl = &w->fifo->slots[pos % SHUNT_GPU_FIFO_SLOTS];
+    if (__atomic_load_n(&sl->seq, __ATOMIC_ACQUIRE) != pos + 1) {
+      if (atomic_load_explicit(&w->stop, memory_order_acquire)) break;
+      shunt_backoff(&bo, 0);
+      continue;
+    }
+    bo = (struct shunt_backoff){0};
+    struct shunt_gpu_slot s;
+    memcpy(&s, sl, sizeof(s));
+    __atomic_store_n(&w->fifo->consumed, pos + 1, __ATOMIC_RELEASE);
+    handle(w, &s, pos);
+    pos++;
+  }
+  return NULL;
+}
+
+/* ---- Creation ---- */
+
+static void release(struct shunt_kcpu_world* w) {
+  if (!w) return;
+  if (w->thread_started) {
+    atomic_store_explicit(&w->stop, true, memory_order_release);
+    pthread_join(w->thread, NULL);
+  }
+  shunt_kcpu_device_destroy(w->dev);
+  free(w->region);
+  free(w->fifo);
+  free(w->peer);
+  free(w->sent);
+  free(w);
+}
+
+int shunt_kcpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_kcpu_world_config* cfg,
+                            const struct shunt_world_exchange* bs, struct shunt_kcpu_world** out, char* err,
+                            size_t len) {
+  if (err && len) err[0] = 0;
+  *out = NULL;
+  if (nranks == 0 || rank >= nranks || nranks > 65535 || !cfg || !bs) {
+    setf(err, len, "rank %u of %u is not valid", rank, nranks);
+    return SHUNT_KCPU_INVALID;
+  }
+  struct shunt_kcpu_world* w = calloc(1, sizeof(*w));
+  struct card* all = calloc(nranks, sizeof(*all));
+  if (!w || !all) {
+    free(w);
+    free(all);
+    setf(err, len, "out of memory");
+    return SHUNT_KCPU_NOMEM;
+  }
+  w->rank = rank;
+  w->nranks = nranks;
+  w->bs = *bs;
+  atomic_init(&w->stop, false);
+  w->timeout_ns = (cfg->timeout_ms ? cfg->timeout_ms : 60000) * 1000000ull;
+  shunt_gpu_region_layout(&w->lay, nranks, cfg->scratch_bytes, cfg->input_bytes, cfg->output_bytes);
+  w->peer = calloc(nranks, sizeof(*w->peer));
+  w->sent = calloc((size_t)nranks * SHUNT_GPU_ORDINALS, sizeof(*w->sent));
+  w->region = aligned_alloc(SHUNT_GPU_ALIGN, w->lay.total);
+  w->fifo = aligned_alloc(64, (sizeof(struct shunt_gpu_fifo) + 63) / 64 * 64);
+  int rc = SHUNT_KCPU_OK;
+  if (shunt_kcpu_device_create(&w->dev, err, len) != 0) {
+    rc = SHUNT_KCPU_NOMEM;
+  } else if (!w->peer || !w->sent || !w->region || !w->fifo) {
+    setf(err, len, "out of memory for a region of %" PRIu64 " bytes", w->lay.total);
+    rc = SHUNT_KCPU_NOMEM;
+  } else {
+    memset(w->region, 0, w->lay.total);
+    memset(w->fifo, 0, sizeof(*w->fifo));
+    all[rank] = (struct card){
+        CARD_MAGIC,       1, nranks, (uint64_t)(uintptr_t)w->region, cfg->scratch_bytes, cfg->input_bytes,
+        cfg->output_bytes};
+  }
+  /* Whatever failed, this rank takes part in both exchanges so that no peer waits for it. */
+  if (bs->allgather(bs->ctx, all, sizeof(*all)) != 0 && rc == 0) {
+    setf(err, len, "bootstrap allgather failed");
+    rc = SHUNT_KCPU_INVALID;
+  }
+  for (uint32_t r = 0; r < nranks && rc == 0; r++) {
+    const struct card* c = &all[r];
+    if (!c->ok || c->magic != CARD_MAGIC) {
+      setf(err, len, "rank %u could not create its region", r);
+      rc = SHUNT_KCPU_INVALID;
+    } else if (c->nranks != nranks || c->scratch_bytes != cfg->scratch_bytes ||
+               c->input_bytes != cfg->input_bytes || c->output_bytes != cfg->output_bytes) {
+      setf(err, len, "rank %u asked for different world sizes than rank %u", r, rank);
+      rc = SHUNT_KCPU_INVALID;
+    } else {
+      w->peer[r] = (char*)(uintptr_t)c->region;
+    }
+  }
+  if (rc == 0) {
+    uint64_t* table = (uint64_t*)(w->region + w->lay.peers);
+    for (uint32_t r = 0; r < nranks; r++) table[r] = (uint64_t)(uintptr_t)w->peer[r];
+    w->abort_word = (uint32_t*)(w->peer[0] + w->lay.ctrl + offsetof(struct shunt_gpu_ctrl, abort));
+    if (pthread_create(&w->thread, NULL, proxy_main, w) != 0) {
+      setf(err, len, "cannot start the proxy thread");
+      rc = SHUNT_KCPU_INVALID;
+    } else {
+      w->thread_started = true;
+    }
+  }
+  memset(all, 0, (size_t)nranks * sizeof(*all));
+  all[rank].ok = rc == 0;
+  if (bs->allgather(bs->ctx, all, sizeof(*all)) != 0 && rc == 0) {
+    setf(err, len, "bootstrap allgather failed");
+    rc = SHUNT_KCPU_INVALID;
+  }
+  for (uint32_t r = 0; r < nranks && rc == 0; r++)
+    if (!all[r].ok) {
+      setf(err, len, "rank %u failed to set up its world", r);
+      rc = SHUNT_KCPU_INVALID;
+    }
+  free(all);
+  if (rc != 0) {
+    release(w);
+    return rc;
+  }
+  *out = w;
+  return SHUNT_KCPU_OK;
+}
+
+void shunt_kcpu_world_destroy(struct shunt_kcpu_world* w) {
+  if (!w) return;
+  /* No peer may still touch this region (its kernels or its proxy) once it is freed. */
+  w->bs.barrier(w->bs.ctx);
+  release(w);
+}
+
+static bool broken(const struct shunt_kcpu_world* w) {
+  return __atomic_load_n(&w->fifo->error.code, __ATOMIC_ACQUIRE) != 0;
+}
+
+int shunt_kcpu_world_check(struct shunt_kcpu_world* w, const struct shunt_program* p, char* err, size_t len) {
+  if (err && len) err[0] = 0;
+  if (!w) return SHUNT_KCPU_INVALID;
+  struct shunt_gpu_error e;
+  if (shunt_gpu_error_read(&w->fifo->error, &e) == 0) return SHUNT_KCPU_OK;
+  shunt_gpu_error_format(&e, w->rank, p, err, len);
+  return SHUNT_KCPU_TIMEOUT;
+}
+
+/* ---- Programs and launches ---- */
+
+int shunt_kcpu_prog_create(struct shunt_kcpu_world* w, const struct shunt_program* p, uint32_t threads,
+                           struct shunt_kcpu_prog** out, char* err, size_t len) {
+  if (err && len) err[0] = 0;
+  *out = NULL;
+  if (!w || !p || p->magic != SHUNT_PROG_MAGIC) {
+    setf(err, len, "no world or no program");
+    return SHUNT_KCPU_INVALID;
+  }
+  if (p->rank != w->rank || p->nranks != w->nranks) {
+    setf(err, len, "program for rank %u of %u, world rank %u of %u", p->rank, p->nranks, w->rank, w->nranks);
+    return SHUNT_KCPU_INVALID;
+  }
+  uint64_t cap = p->double_scratch ? w->lay.scratch_bytes / 2 : w->lay.scratch_bytes;
+  if (p->scratch_bytes > cap) {
+    setf(err, len, "plan needs %" PRIu64 " bytes of scratch per half, the world has %" PRIu64,
+         p->scratch_bytes, cap);
+    return SHUNT_KCPU_INVALID;
+  }
+  uint32_t t = p->nthreads ? p->nthreads : SHUNT_GPU_MAX_THREADS;
+  if (threads && t > threads) t = threads;
+  if (t > SHUNT_GPU_MAX_THREADS) t = SHUNT_GPU_MAX_THREADS;
+  struct shunt_kcpu_prog* kp = calloc(1, sizeof(*kp));
+  long long* sems = calloc(p->nsems ? p->nsems : 1, sizeof(long long));
+  if (!kp || !sems) {
+    free(kp);
+    free(sems);
+    setf(err, len, "out of memory");
+    return SHUNT_KCPU_NOMEM;
+  }
+  const int64_t* init = shunt_prog_sem_init(p);
+  for (uint32_t i = 0; i < p->nsems; i++) sems[i] = (long long)init[i];
+  kp->host = p;
+  kp->sems = sems;
+  kp->threads = t;
+  kp->port_used = shunt_gpu_uses_port(p);
+  *out = kp;
+  return SHUNT_KCPU_OK;
+}
+
+void shunt_kcpu_prog_destroy(struct shunt_kcpu_prog* kp) {
+  if (!kp) return;
+  free(kp->sems);
+  free(kp);
+}
+
+/* The scaling kernels' grid: small and odd, so their grid-stride loops are exercised. */
+static const struct shunt_kcpu_grid elem_grid = {2, 3, 0};
+
+int shunt_kcpu_launch(struct shunt_kcpu_world* w, const struct shunt_kcpu_run* run, char* err, size_t len) {
+  if (err && len) err[0] = 0;
+  if (!w || !run || !run->prog || !run->prog->host) {
+    setf(err, len, "no world or no program");
+    return SHUNT_KCPU_INVALID;
+  }
+  const struct shunt_program* p = run->prog->host;
+  if (p->rank != w->rank || p->nranks != w->nranks) {
+    setf(err, len, "program for rank %u of %u launched on rank %u of %u", p->rank, p->nranks, w->rank,
+         w->nranks);
+    return SHUNT_KCPU_INVALID;
+  }
+  if (broken(w)) {
+    setf(err, len, "an earlier run on this world failed");
+    return SHUNT_KCPU_INVALID;
+  }
+  struct shunt_gpu_steps st;
+  const char* why =
+      shunt_gpu_steps_plan(p, w->nranks, run->in, run->out, run->premul_scalar, w->region + w->lay.input,
+                           w->region + w->lay.output, w->lay.input_bytes, w->lay.output_bytes, &st);
+  if (why) {
+    setf(err, len, "%s", why);
+    return SHUNT_KCPU_INVALID;
+  }
+  if (st.seed_bytes) memcpy(st.seed_dst, st.seed_src, st.seed_bytes);
+  if (st.pre_n && shunt_kcpu_pre(w->dev, st.pre_dst, st.pre_src, st.pre_n, st.pre_red, &elem_grid, err, len))
+    return SHUNT_KCPU_INVALID;
+  if (st.copy_in_bytes) memcpy(st.copy_in_dst, st.copy_in_src, st.copy_in_bytes);
+  struct shunt_gpu_kargs k;
+  memset(&k, 0, sizeof(k));
+  k.prog = p;
+  k.sems = run->prog->sems;
+  k.region = w->region;
+  k.peers = (const uint64_t*)(w->region + w->lay.peers);
+  k.abort = w->abort_word;
+  k.fifo = w->fifo;
+  k.in = st.in;
+  k.out = st.out;
+  k.lay = w->lay;
+  k.timeout_ns = w->timeout_ns;
+  k.rank = w->rank;
+  k.nranks = w->nranks;
+  k.port_used = run->prog->port_used ? 1u : 0u;
+  k.in_view = st.in_view ? 1u : 0u;
+  struct shunt_kcpu_grid g = {p->nblocks ? p->nblocks : 1, run->prog->threads, run->skew_us};
+  if (shunt_kcpu_exec(w->dev, &k, &g, err, len)) return SHUNT_KCPU_INVALID;
+  if (broken(w)) return shunt_kcpu_world_check(w, p, err, len);
+  if (st.post_n && shunt_kcpu_post(w->dev, st.out, st.post_n, st.post_red, &elem_grid, err, len))
+    return SHUNT_KCPU_INVALID;
+  if (st.back_bytes) memcpy(st.back_dst, st.back_src, st.back_bytes);
+  return SHUNT_KCPU_OK;
+}

@@ -1,0 +1,317 @@
+/* shunt-plan verify --backend kernel-cpu: the GPU backend's kernel, compiled for the CPU
+ * (exec/kcpu), runs the plan with every rank a thread of this process (verify.h). */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/kcpu/kcpu_world.h"
+#include "exec/lower.h"
+#include "exec/split.h"
+#include "transport/world.h"
+#include "verify.h"
+#include "verify_ref.h"
+
+#define SLOT 256 /* bytes a rank contributes to one allgather of the world's creation */
+
+/* Ranks as threads: a barrier, an allgather and a vote, all over one mutex. */
+struct team {
+  uint32_t n;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  unsigned arrived, gen;
+  bool any_bad, all_ok;
+  char* slots;
+};
+
+struct job {
+  const struct vopts* o;
+  const struct shunt_plan* plan;
+  const struct shape* shapes;
+  unsigned nshapes, threads;
+  struct team team;
+  struct shunt_kcpu_world_config cfg;
+  uint64_t max_in, max_out, tail_bytes;
+  char** exp; /* [iters]: the reference output of each execution; each rank writes a slice */
+  pthread_mutex_t mu;
+  int status;
+  char* msg;
+  size_t len;
+};
+
+struct rank_ctx {
+  struct job* J;
+  uint32_t rank;
+};
+
+static void team_wait(struct team* t) {
+  unsigned g = t->gen;
+  if (++t->arrived == t->n) {
+    t->arrived = 0;
+    t->gen++;
+    pthread_cond_broadcast(&t->cv);
+  } else {
+    while (g == t->gen) pthread_cond_wait(&t->cv, &t->mu);
+  }
+}
+
+static int team_barrier(void* ctx) {
+  struct team* t = &((struct rank_ctx*)ctx)->J->team;
+  pthread_mutex_lock(&t->mu);
+  team_wait(t);
+  pthread_mutex_unlock(&t->mu);
+  return 0;
+}
+
+static int team_allgather(void* ctx, void* buf, size_t bytes) {
+  struct rank_ctx* c = ctx;
+  struct team* t = &c->J->team;
+  if (bytes > SLOT) return -1;
+  memcpy(t->slots + (size_t)c->rank * SLOT, (char*)buf + (size_t)c->rank * bytes, bytes);
+  team_barrier(ctx);
+  for (uint32_t r = 0; r < t->n; r++)
+    memcpy((char*)buf + (size_t)r * bytes, t->slots + (size_t)r * SLOT, bytes);
+  return team_barrier(ctx);
+}
+
+/* A barrier that tells every rank whether all are fine, so they stop together. */
+static bool team_agree(struct rank_ctx* c, bool ok) {
+  struct team* t = &c->J->team;
+  pthread_mutex_lock(&t->mu);
+  if (!ok) t->any_bad = true;
+  if (t->arrived + 1 == t->n) {
+    t->all_ok = !t->any_bad;
+    t->any_bad = false;
+  }
+  team_wait(t);
+  bool r = t->all_ok;
+  pthread_mutex_unlock(&t->mu);
+  return r;
+}
+
+static void record(struct job* J, int status, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+static void record(struct job* J, int status, const char* fmt, ...) {
+  pthread_mutex_lock(&J->mu);
+  /* The first failure is kept, except that a mismatch or an error outranks the timeouts it
+   * causes on other ranks. */
+  if (J->status == VERIFY_PASS || (J->status == VERIFY_TIMEOUT && status != VERIFY_TIMEOUT)) {
+    J->status = status;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(J->msg, J->len, fmt, ap);
+    va_end(ap);
+  }
+  pthread_mutex_unlock(&J->mu);
+}
+
+/* One call, as the library runs it (exec/split.h): the head on the user's buffers, the tail
+ * padded with zeros through `tail`, its results copied back. */
+static int run_call(struct shunt_kcpu_world* w, const struct shunt_plan* plan, const struct shunt_split* sp,
+                    uint32_t rank, const struct shunt_kcpu_prog* head, const struct shunt_kcpu_prog* tailp,
+                    const char* user_in, char* out, char* tail, const char* scalar, unsigned skew, char* err,
+                    size_t len) {
+  if (sp->head) {
+    struct shunt_kcpu_run r = {head, user_in, out, scalar, skew};
+    int rc = shunt_kcpu_launch(w, &r, err, len);
+    if (rc) return rc;
+  }
+  if (!sp->rest) return 0;
+  uint64_t R = sp->head + sp->rest, q = sp->quantum;
+  memset(tail, 0, shunt_split_tail_bytes(plan, sp));
+  char* tin = tail + shunt_split_tail_in(plan, sp, rank, plan->inplace);
+  memcpy(tin, user_in + sp->head, sp->rest);
+  struct shunt_kcpu_run r = {tailp, tin, tail, scalar, skew};
+  int rc = shunt_kcpu_launch(w, &r, err, len);
+  if (rc) return rc;
+  for (uint32_t k = 0; k < shunt_split_slices(plan); k++)
+    memcpy(out + (uint64_t)k * R + sp->head, tail + k * q, sp->rest);
+  return 0;
+}
+
+static void* rank_main(void* arg) {
+  struct rank_ctx* c = arg;
+  struct job* J = c->J;
+  const struct vopts* o = J->o;
+  const struct shunt_plan* plan = J->plan;
+  uint32_t rank = c->rank, nranks = plan->ngpus;
+  bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE;
+  struct shunt_world_exchange bs = {c, team_allgather, team_barrier};
+  struct shunt_kcpu_world* w = NULL;
+  char err[1024];
+  if (shunt_kcpu_world_create(rank, nranks, &J->cfg, &bs, &w, err, sizeof(err)) != 0) {
+    record(J, VERIFY_ERROR, "rank %u: world: %s", rank, err);
+    return NULL; /* creation is all or nothing: every rank gets here */
+  }
+  char* in = malloc(J->max_in + 16);
+  char* out = malloc(J->max_out + 16);
+  char* tail = malloc(J->tail_bytes + 16);
+  char* tmp = malloc(J->max_out + 16);
+  char** outs = calloc(o->iters, sizeof(*outs));
+  bool ok = in && out && tail && tmp && outs;
+  for (unsigned it = 0; ok && it < o->iters; it++) ok = (outs[it] = malloc(J->max_out + 16)) != NULL;
+  if (!ok) record(J, VERIFY_ERROR, "rank %u: out of memory", rank);
+  for (unsigned k = 0; k < J->nshapes; k++) {
+    const struct shape* s = &J->shapes[k];
+    struct shunt_call_shape cs = {
+        s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op, (enum shunt_pkt_type)o->pkt,
+        0,     false};
+    struct shunt_split sp;
+    struct shunt_program *ph = NULL, *pt = NULL;
+    struct shunt_kcpu_prog *kh = NULL, *kt = NULL;
+    if (ok && !shunt_split_call(plan, &cs, &sp, err, sizeof(err))) ok = false;
+    if (ok && sp.head && !(ph = shunt_lower(plan, rank, &sp.head_shape, err, sizeof(err)))) ok = false;
+    if (ok && sp.rest && !(pt = shunt_lower(plan, rank, &sp.tail_shape, err, sizeof(err)))) ok = false;
+    if (ok && ph && shunt_kcpu_prog_create(w, ph, J->threads, &kh, err, sizeof(err))) ok = false;
+    if (ok && pt && shunt_kcpu_prog_create(w, pt, J->threads, &kt, err, sizeof(err))) ok = false;
+    if (!ok && J->status == VERIFY_PASS)
+      record(J, VERIFY_ERROR, "rank %u: %" PRIu64 " bytes: %s", rank, s->total, err);
+    ok = team_agree(c, ok);
+    char scalar[8];
+    verify_premul_scalar((enum shunt_dtype)s->dt, scalar);
+    /* The executions run back to back, as on a stream: nothing waits for the peers between
+     * them, so flags, scratch halves and the epoch must keep them apart. */
+    for (unsigned it = 0; ok && it < o->iters; it++) {
+      unsigned seed = k * 131 + it;
+      char* user_in = plan->inplace ? (reduce ? out : out + (uint64_t)rank * s->in) : in;
+      memset(out, 0xa5, s->out);
+      verify_fill_input(user_in, 0, s->in, rank, nranks, seed, (enum shunt_dtype)s->dt, s->op, reduce);
+      /* Only rank 0 runs skewed: its peers, unhindered, consume whatever it publishes early. */
+      unsigned skew = rank == 0 ? o->skew_us : 0;
+      int rc = run_call(w, plan, &sp, rank, kh, kt, user_in, out, tail, scalar, skew, err, sizeof(err));
+      if (rc) {
+        record(J, rc == SHUNT_KCPU_TIMEOUT ? VERIFY_TIMEOUT : VERIFY_ERROR,
+               "%" PRIu64 " bytes, %s %s, iteration %u, %u threads per block: rank %u: %s", s->total,
+               verify_dt_names[s->dt], reduce ? verify_op_names[s->op] : "-", it, J->threads, rank, err);
+        ok = false;
+        break;
+      }
+      memcpy(outs[it], out, s->out);
+    }
+    /* This rank's slice of every execution's reference. */
+    if (ok) {
+      uint32_t es = shunt_dtype_size((enum shunt_dtype)s->dt);
+      uint64_t nel = s->out / es, lo = nel * rank / nranks * es, hi = nel * (rank + 1) / nranks * es;
+      for (unsigned it = 0; it < o->iters; it++) {
+        unsigned seed = k * 131 + it;
+        if (reduce) {
+          verify_expected_allreduce(J->exp[it] + lo, tmp, lo, hi - lo, nranks, seed, (enum shunt_dtype)s->dt,
+                                    s->op);
+        } else {
+          verify_fill_input(tmp, 0, s->in, rank, nranks, seed, (enum shunt_dtype)s->dt, s->op, false);
+          memcpy(J->exp[it] + (uint64_t)rank * s->in, tmp, s->in);
+        }
+      }
+    }
+    ok = team_agree(c, ok);
+    for (unsigned it = 0; ok && it < o->iters; it++) {
+      if (memcmp(outs[it], J->exp[it], s->out) == 0) continue;
+      uint64_t b = 0;
+      while (outs[it][b] == J->exp[it][b]) b++;
+      record(J, VERIFY_MISMATCH,
+             "mismatch: %s, %" PRIu64 " bytes (head %" PRIu64 " + tail %" PRIu64
+             " per rank), %s %s, iteration %u, %u threads per block: rank %u byte offset %" PRIu64
+             ": expected 0x%02x, got 0x%02x",
+             plan->name, s->total, sp.head, sp.rest, verify_dt_names[s->dt],
+             reduce ? verify_op_names[s->op] : "-", it, J->threads, rank, b,
+             (unsigned)(unsigned char)J->exp[it][b], (unsigned)(unsigned char)outs[it][b]);
+      break;
+    }
+    /* Nobody overwrites the references before every rank has compared; no program goes while
+     * a peer's kernel may still run it. */
+    ok = team_agree(c, ok);
+    shunt_kcpu_prog_destroy(kh);
+    shunt_kcpu_prog_destroy(kt);
+    shunt_program_free(ph);
+    shunt_program_free(pt);
+    if (!ok) break;
+  }
+  shunt_kcpu_world_destroy(w);
+  for (unsigned it = 0; outs && it < o->iters; it++) free(outs[it]);
+  free(outs);
+  free(in), free(out), free(tail), free(tmp);
+  return NULL;
+}
+
+static int run_threads(struct job* J) {
+  uint32_t n = J->plan->ngpus;
+  pthread_t* th = calloc(n, sizeof(*th));
+  struct rank_ctx* ctx = calloc(n, sizeof(*ctx));
+  if (!th || !ctx) {
+    free(th), free(ctx);
+    snprintf(J->msg, J->len, "out of memory");
+    return VERIFY_ERROR;
+  }
+  uint32_t started = 0;
+  for (; started < n; started++) {
+    ctx[started] = (struct rank_ctx){J, started};
+    if (pthread_create(&th[started], NULL, rank_main, &ctx[started]) != 0) break;
+  }
+  if (started < n) {
+    /* The started ranks wait in the world's creation for the missing ones: nothing to join. */
+    fprintf(stderr, "cannot start rank thread %u of %u\n", started, n);
+    exit(3);
+  }
+  for (uint32_t r = 0; r < n; r++) pthread_join(th[r], NULL);
+  free(th), free(ctx);
+  return J->status;
+}
+
+int verify_kcpu_plan(const struct vopts* o, const struct shunt_plan* plan, const struct shape* shapes,
+                     unsigned nshapes, char* msg, size_t len) {
+  struct job J;
+  memset(&J, 0, sizeof(J));
+  J.o = o;
+  J.plan = plan;
+  J.shapes = shapes;
+  J.nshapes = nshapes;
+  J.msg = msg;
+  J.len = len;
+  msg[0] = 0;
+  for (unsigned k = 0; k < nshapes; k++) {
+    struct shunt_call_shape cs = {shapes[k].in,
+                                  shapes[k].out,
+                                  (enum shunt_dtype)shapes[k].dt,
+                                  (enum shunt_redop)shapes[k].op,
+                                  (enum shunt_pkt_type)o->pkt,
+                                  0,
+                                  false};
+    struct shunt_split sp;
+    char why[256];
+    if (!shunt_split_call(plan, &cs, &sp, why, sizeof(why))) continue;
+    uint64_t need, in_need, out_need;
+    shunt_split_needs(plan, &sp, &need, &in_need, &out_need);
+    if (need > J.cfg.scratch_bytes) J.cfg.scratch_bytes = need;
+    if (in_need > J.cfg.input_bytes) J.cfg.input_bytes = in_need;
+    if (out_need > J.cfg.output_bytes) J.cfg.output_bytes = out_need;
+    if (shapes[k].in > J.max_in) J.max_in = shapes[k].in;
+    if (shapes[k].out > J.max_out) J.max_out = shapes[k].out;
+    uint64_t tb = shunt_split_tail_bytes(plan, &sp);
+    if (tb > J.tail_bytes) J.tail_bytes = tb;
+  }
+  J.cfg.timeout_ms = o->timeout_ms;
+  J.exp = calloc(o->iters, sizeof(*J.exp));
+  J.team.slots = calloc(plan->ngpus, SLOT);
+  int rc = VERIFY_PASS;
+  if (!J.exp || !J.team.slots) rc = VERIFY_ERROR;
+  for (unsigned it = 0; rc == VERIFY_PASS && it < o->iters; it++)
+    if (!(J.exp[it] = malloc(J.max_out + 16))) rc = VERIFY_ERROR;
+  if (rc != VERIFY_PASS) snprintf(msg, len, "out of memory");
+  pthread_mutex_init(&J.mu, NULL);
+  pthread_mutex_init(&J.team.mu, NULL);
+  pthread_cond_init(&J.team.cv, NULL);
+  J.team.n = plan->ngpus;
+  for (unsigned t = 0; rc == VERIFY_PASS && t < o->nthreads; t++) {
+    J.threads = o->threads[t];
+    if (o->nthreads > 1) fprintf(stderr, "%s: kernel-cpu, %u thread(s) per block...\n", o->file, J.threads);
+    rc = run_threads(&J);
+  }
+  pthread_cond_destroy(&J.team.cv);
+  pthread_mutex_destroy(&J.team.mu);
+  pthread_mutex_destroy(&J.mu);
+  for (unsigned it = 0; J.exp && it < o->iters; it++) free(J.exp[it]);
+  free(J.exp);
+  free(J.team.slots);
+  return rc;
+}
