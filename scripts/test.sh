@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing (scripts/setup.sh --tests), builds shunt and runs every test: the
 # normal build, the AddressSanitizer + UBSan build of
-# the host tests, the shipped-plan regeneration check and, when clang is present, a bounded
+# the host tests, the GPU kernel built for the CPU under ThreadSanitizer, the shipped-plan regeneration check and, when clang is present, a bounded
 # fuzzing run. GPU tests skip themselves (exit 77) where there is no GPU.
 #   scripts/test.sh            everything
 #   SHUNT_TEST_QUICK=1 scripts/test.sh   normal build only
@@ -52,6 +52,12 @@ step "tests under sanitizers"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   SHUNT_HOST_TIMEOUT_MS=${SHUNT_HOST_TIMEOUT_MS:-600000} \
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE "gpu|long"
+
+step "the GPU kernel built for the CPU under ThreadSanitizer in build-tsan/"
+# Only what the kernel-cpu tests run (shunt-plan); the other suites run under ASan above.
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHUNT_TSAN=ON -DSHUNT_ENABLE_CUDA=OFF >/dev/null
+cmake --build build-tsan -j"$jobs" --target shunt-plan
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j"$jobs" -L kernel-cpu
 
 if [ -f scripts/gen_plans.py ]; then
   step "shipped plans match their generator"

@@ -12,6 +12,9 @@
  * - xg_publish_u32 makes every earlier write of the thread visible system-wide before the
  *   word itself (a fence, then the store).
  * - xg_now_ns reads %globaltimer; xg_relax is what a spin loop does between two polls.
+ * - xg_launch_acquire(region): after a relaxed wait on the rank owning `region`, what that
+ *   rank's stream wrote before its kernel started is visible (the kernel boundary; nothing to
+ *   do on a GPU, the CPU build tells ThreadSanitizer).
  * Only for inclusion by exec/gpu/gpu_xctx.cuh. */
 #ifndef SHUNT_EXEC_GPU_DEVICE_CUH
 #define SHUNT_EXEC_GPU_DEVICE_CUH
@@ -97,5 +100,11 @@ XG_FN uint64_t xg_now_ns(void) {
 }
 
 XG_FN void xg_relax(void) {}
+
+/* What the host side of a rank's launch wrote before the kernel, made visible to a thread that
+ * observed the kernel running (a relaxed wait): on the GPU the kernel boundary does it. */
+XG_FN void xg_launch_acquire(uint64_t region) {
+  (void)region;
+}
 
 #endif

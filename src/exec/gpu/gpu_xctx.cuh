@@ -318,6 +318,9 @@ SHUNT_XFN int xb_wait(struct shunt_xctx* X, const struct shunt_prog_chan* c, boo
   while ((v = relaxed ? xg_ld_relaxed_sys(in) : xg_ld_acquire_sys(in)) < exp)
     if (!xg_spin_more(X, &s))
       return xg_blocked(X, &s, SHUNT_GPU_WAIT_SIGNAL, c->type, c->peer, c->ordinal, exp, v, 0);
+  /* A relaxed wait orders what the peer's stream wrote before its kernel started (the kernel
+   * boundary), nothing its kernel wrote: plans use it for the handshake before zero-copy reads. */
+  if (relaxed) xg_launch_acquire(k->peers[c->peer]);
   return 0;
 }
 

@@ -115,6 +115,20 @@ XG_FN uint64_t xg_now_ns(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+/* The kernel boundary, for ThreadSanitizer: a launch releases on its region's address before
+ * the kernel starts (shunt_kcpu_launch_release), a relaxed wait on that rank acquires it. Plain
+ * runs need nothing: the launcher's writes precede the kernel threads' start. */
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+XG_FN void xg_launch_acquire(uint64_t region) {
+  __tsan_acquire((void*)(uintptr_t)region);
+}
+#else
+XG_FN void xg_launch_acquire(uint64_t region) {
+  (void)region;
+}
+#endif
+
 XG_FN void xg_relax(void) {
   /* Thousands of device threads share two cores: yield, and now and then sleep, so that the
    * thread being waited for gets the CPU. */

@@ -16,6 +16,10 @@
 #include "exec/kcpu/kcpu_kernel.h"
 #include "transport/backoff.h"
 
+#if defined(__SANITIZE_THREAD__)
+void __tsan_release(void* addr);
+#endif
+
 #define CARD_MAGIC 0x6b637075776f726cull /* "kcpuworl" */
 
 struct card {
@@ -318,6 +322,11 @@ int shunt_kcpu_launch(struct shunt_kcpu_world* w, const struct shunt_kcpu_run* r
   k.port_used = run->prog->port_used ? 1u : 0u;
   k.in_view = st.in_view ? 1u : 0u;
   struct shunt_kcpu_grid g = {p->nblocks ? p->nblocks : 1, run->prog->threads, run->skew_us};
+#if defined(__SANITIZE_THREAD__)
+  /* The kernel boundary (kcpu_shim.h xg_launch_acquire): the staging writes above are visible to
+   * peers that saw this kernel run. */
+  __tsan_release(w->region);
+#endif
   if (shunt_kcpu_exec(w->dev, &k, &g, err, len)) return SHUNT_KCPU_INVALID;
   if (broken(w)) return shunt_kcpu_world_check(w, p, err, len);
   if (st.post_n && shunt_kcpu_post(w->dev, st.out, st.post_n, st.post_red, &elem_grid, err, len))
