@@ -8,6 +8,7 @@
 #include "comm/redop.h"
 #include "comm/bootstrap.h"
 #include "comm/comm_create.h"
+#include "util/host.h"
 #include "util/log.h"
 
 /* What every rank tells the others at creation. */
@@ -17,26 +18,6 @@ struct rank_card {
   int32_t cuda_dev;
   int32_t has_plans;
 };
-
-static uint64_t fnv1a(const void* p, size_t n, uint64_t h) {
-  const unsigned char* b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-  return h;
-}
-
-/* The host name plus the boot id, so two containers that share a name still differ. */
-static uint64_t host_identity(void) {
-  char name[256] = "";
-  gethostname(name, sizeof(name) - 1);
-  uint64_t h = fnv1a(name, strlen(name), 0xcbf29ce484222325ull);
-  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
-  if (f) {
-    char id[64] = "";
-    if (fgets(id, sizeof(id), f)) h = fnv1a(id, strlen(id), h);
-    fclose(f);
-  }
-  return h;
-}
 
 struct shunt_comm* shunt_comm_alloc(int rank, int nranks, ncclComm_t real, int cuda_dev, int blocking) {
   struct shunt_comm* c = calloc(1, sizeof(*c));
@@ -81,7 +62,7 @@ int shunt_comm_setup(struct shunt_comm* c, const struct shunt_planset* plans, ui
     SHUNT_WARN("CommInit: out of memory");
     return -1;
   }
-  cards[rank] = (struct rank_card){host_identity(), plans ? plans_hash : 0, c->cuda_dev, plans != NULL};
+  cards[rank] = (struct rank_card){shunt_host_identity(), plans ? plans_hash : 0, c->cuda_dev, plans != NULL};
   char err[256];
   if (shunt_bootstrap_allgather(boot, cards, sizeof(*cards), err, sizeof(err)) != 0) {
     SHUNT_WARN("CommInit: rank %d of %d: exchanging rank information failed: %s", rank, nranks, err);
@@ -165,9 +146,13 @@ int shunt_comm_start_job(struct shunt_comm* c, void* (*fn)(void*), void* arg) {
   return rc == 0 ? 0 : -1;
 }
 
-void shunt_comm_job_done(struct shunt_comm* c) { atomic_store(&c->job_running, 0); }
+void shunt_comm_job_done(struct shunt_comm* c) {
+  atomic_store(&c->job_running, 0);
+}
 
-int shunt_comm_cancelled(struct shunt_comm* c) { return atomic_load(&c->cancelled); }
+int shunt_comm_cancelled(struct shunt_comm* c) {
+  return atomic_load(&c->cancelled);
+}
 
 void shunt_comm_stop_job(struct shunt_comm* c) {
   pthread_mutex_lock(&c->mu);

@@ -290,7 +290,8 @@ int verify_kcpu_plan(const struct vopts* o, const struct shunt_plan* plan, const
     uint64_t tb = shunt_split_tail_bytes(plan, &sp);
     if (tb > J.tail_bytes) J.tail_bytes = tb;
   }
-  J.cfg.timeout_ms = o->timeout_ms;
+  /* A plan that hangs must fail the verification, not wait forever. */
+  J.cfg.timeout_ms = o->timeout_ms ? o->timeout_ms : 60000;
   J.exp = calloc(o->iters, sizeof(*J.exp));
   J.team.slots = calloc(plan->ngpus, SLOT);
   int rc = VERIFY_PASS;

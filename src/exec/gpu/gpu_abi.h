@@ -46,7 +46,7 @@ struct shunt_gpu_ctrl {
   uint64_t epoch;
   uint64_t fifo_head;   /* next trigger position to reserve (device atomics only) */
   uint32_t done_blocks; /* blocks of the running execution that have finished */
-  uint32_t abort;       /* rank 0's word is the world's: nonzero once any rank gave up */
+  uint32_t abort;       /* nonzero once any rank gave up (or the host aborted): every rank's is raised */
   uint32_t err_claim;   /* 0 until a thread of this rank claims the error record */
   uint32_t pad_;
   uint64_t bars[SHUNT_GPU_BARRIERS]; /* inter-block barrier arrivals of the running execution */
@@ -111,7 +111,7 @@ struct shunt_gpu_kargs {
   long long* sems;                  /* the program's live semaphores (device) */
   char* region;                     /* this rank's region */
   const uint64_t* peers;            /* device table: every rank's region base in this process */
-  uint32_t* abort;                  /* the world's abort word */
+  uint32_t* abort;                  /* this rank's abort word (its ctrl.abort) */
   struct shunt_gpu_fifo* fifo;      /* device view of this rank's FIFO */
   char* in;                         /* bound input of this execution */
   char* out;                        /* bound output */

@@ -47,6 +47,41 @@ extern "C" int shunt_gpu_coresident_blocks(int device, uint32_t threads, uint32_
   return 0;
 }
 
+/* Every step is a stream operation, in gpu_steps.h's order. */
+static int enqueue(struct shunt_gpu_steps st, struct shunt_gpu_kargs k, const struct shunt_gpu_prog* gp,
+                   const struct shunt_program* p, cudaStream_t stream, char* err, size_t len) {
+  cudaError_t e = cudaSuccess;
+#define CU(x)                                                                                \
+  do {                                                                                       \
+    if ((e = (x)) != cudaSuccess) FAIL(SHUNT_GPU_CUDA, "%s: %s", #x, cudaGetErrorString(e)); \
+  } while (0)
+  if (st.seed_bytes) CU(cudaMemcpyAsync(st.seed_dst, st.seed_src, st.seed_bytes, cudaMemcpyDefault, stream));
+  /* cudaLaunchKernel returns this launch's own error: cudaGetLastError after a <<<>>> launch
+   * would also return an error an earlier, unrelated call of the process left behind. */
+  if (st.pre_n) {
+    void* a[] = {&st.pre_dst, &st.pre_src, &st.pre_n, &st.pre_red};
+    CU(cudaLaunchKernel((const void*)shunt_gpu_pre_kernel, elem_grid(st.pre_n), 256, a, 0, stream));
+  }
+  if (st.copy_in_bytes)
+    CU(cudaMemcpyAsync(st.copy_in_dst, st.copy_in_src, st.copy_in_bytes, cudaMemcpyDefault, stream));
+  k.prog = gp->dev;
+  k.sems = gp->sems;
+  k.in = st.in;
+  k.out = st.out;
+  k.port_used = gp->port_used ? 1u : 0u;
+  k.in_view = st.in_view ? 1u : 0u;
+  void* ka[] = {&k};
+  CU(cudaLaunchKernel((const void*)shunt_gpu_exec_kernel, p->nblocks ? p->nblocks : 1, gp->threads, ka, 0,
+                      stream));
+  if (st.post_n) {
+    void* a[] = {&st.out, &st.post_n, &st.post_red};
+    CU(cudaLaunchKernel((const void*)shunt_gpu_post_kernel, elem_grid(st.post_n), 256, a, 0, stream));
+  }
+  if (st.back_bytes) CU(cudaMemcpyAsync(st.back_dst, st.back_src, st.back_bytes, cudaMemcpyDefault, stream));
+#undef CU
+  return SHUNT_GPU_OK;
+}
+
 extern "C" int shunt_gpu_launch(const struct shunt_gpu_run* run, cudaStream_t stream, char* err, size_t len) {
   if (err && len) err[0] = 0;
   if (!run || !run->world || !run->prog || !run->prog->host || !run->prog->dev)
@@ -84,35 +119,10 @@ extern "C" int shunt_gpu_launch(const struct shunt_gpu_run* run, cudaStream_t st
          (unsigned long long)p->in_bytes, (unsigned long long)p->out_bytes,
          (unsigned long long)k.lay.input_bytes, (unsigned long long)k.lay.output_bytes);
 
-  /* Every step is a stream operation, in gpu_steps.h's order. */
-  cudaError_t e = cudaSuccess;
-#define CU(x)                                                                                \
-  do {                                                                                       \
-    if ((e = (x)) != cudaSuccess) FAIL(SHUNT_GPU_CUDA, "%s: %s", #x, cudaGetErrorString(e)); \
-  } while (0)
-  if (st.seed_bytes) CU(cudaMemcpyAsync(st.seed_dst, st.seed_src, st.seed_bytes, cudaMemcpyDefault, stream));
-  /* cudaLaunchKernel returns this launch's own error: cudaGetLastError after a <<<>>> launch
-   * would also return an error an earlier, unrelated call of the process left behind. */
-  if (st.pre_n) {
-    void* a[] = {&st.pre_dst, &st.pre_src, &st.pre_n, &st.pre_red};
-    CU(cudaLaunchKernel((const void*)shunt_gpu_pre_kernel, elem_grid(st.pre_n), 256, a, 0, stream));
-  }
-  if (st.copy_in_bytes)
-    CU(cudaMemcpyAsync(st.copy_in_dst, st.copy_in_src, st.copy_in_bytes, cudaMemcpyDefault, stream));
-  k.prog = gp->dev;
-  k.sems = gp->sems;
-  k.in = st.in;
-  k.out = st.out;
-  k.port_used = gp->port_used ? 1u : 0u;
-  k.in_view = st.in_view ? 1u : 0u;
-  void* ka[] = {&k};
-  CU(cudaLaunchKernel((const void*)shunt_gpu_exec_kernel, p->nblocks ? p->nblocks : 1, gp->threads, ka, 0,
-                      stream));
-  if (st.post_n) {
-    void* a[] = {&st.out, &st.post_n, &st.post_red};
-    CU(cudaLaunchKernel((const void*)shunt_gpu_post_kernel, elem_grid(st.post_n), 256, a, 0, stream));
-  }
-  if (st.back_bytes) CU(cudaMemcpyAsync(st.back_dst, st.back_src, st.back_bytes, cudaMemcpyDefault, stream));
-#undef CU
-  return SHUNT_GPU_OK;
+  /* One launch of a world at a time, after the previous one whatever its stream. */
+  if (shunt_gpu_world_order_begin(w, stream, err, len) != 0) return SHUNT_GPU_CUDA;
+  int rc = enqueue(st, k, gp, p, stream, err, len);
+  if (shunt_gpu_world_order_end(w, stream, rc == SHUNT_GPU_OK, err, len) != 0 && rc == SHUNT_GPU_OK)
+    rc = SHUNT_GPU_CUDA;
+  return rc;
 }

@@ -15,12 +15,14 @@
 
 #include "exec/gpu/gpu_region.h"
 #include "exec/gpu/gpu_report.h"
+#include "exec/gpu/gpu_residency.h"
 #include "exec/gpu/gpu_run.h"
 #include "exec/gpu/gpu_steps.h"
 #include "plan/plan.h"
 #include "transport/backoff.h"
 #include "transport/world.h"
 #include "util/env.h"
+#include "util/host.h"
 #include "util/log.h"
 
 #define CARD_MAGIC 0x73686770756377ull /* "shgpucw" */
@@ -30,8 +32,10 @@ struct card {
   uint64_t magic;
   uint32_t ok; /* the rank's region exists */
   uint32_t nranks;
-  uint64_t pid;
-  char host[64];
+  uint64_t proc;   /* shunt_process_token: same value, same process */
+  uint64_t hostid; /* shunt_host_identity: same value, same machine */
+  char host[64];   /* the host name, for messages */
+  char busid[32];  /* the device's PCI bus id: ordinals differ between processes */
   int32_t device;
   uint32_t has_handle;
   uint64_t region; /* base in the owner's address space */
@@ -48,11 +52,21 @@ struct shunt_gpu_world {
   char* region;                    /* own region (device) */
   char** peer;                     /* [nranks]: every region as this process sees it */
   bool* peer_ipc;                  /* [nranks]: opened with cudaIpcOpenMemHandle */
-  uint32_t* abort_word;            /* device: rank 0's ctrl.abort */
+  uint32_t* abort_word;            /* device: this rank's ctrl.abort */
   struct shunt_gpu_fifo* fifo;     /* host view (mapped pinned memory) */
   struct shunt_gpu_fifo* fifo_dev; /* device view */
   uint64_t timeout_ns;
+  uint32_t sharing;     /* ranks of this world on this rank's GPU, this one included */
   cudaStream_t pstream; /* the proxy's stream */
+  /* Launches of one world are ordered whatever stream they come on (as NCCL orders a
+   * communicator's work): each waits for the event the previous one recorded. */
+  pthread_mutex_t launch_mu;
+  cudaEvent_t last;
+  /* Device memory of destroyed programs: cudaFree synchronizes the device, and a peer's kernel
+   * on the same GPU may be waiting; freed when the world goes (collective, every kernel done). */
+  pthread_mutex_t grave_mu;
+  void** grave;
+  size_t ngrave, grave_cap;
   pthread_t thread;
   bool thread_started;
   atomic_bool stop;
@@ -72,12 +86,25 @@ static void setf(char* err, size_t len, const char* fmt, ...) {
 
 /* ---- Proxy ------------------------------------------------------------------------------------- */
 
+/* Raises every rank's abort word with stream copies on the proxy's stream, which holds copies
+ * only, never a kernel, so the words land while kernels run. The source is static: a pageable
+ * copy is staged before the call returns. */
+static cudaError_t raise_abort(struct shunt_gpu_world* w) {
+  static const uint32_t one = 1;
+  cudaError_t first = cudaSuccess;
+  for (uint32_t r = 0; r < w->nranks; r++) {
+    uint32_t* word = (uint32_t*)(w->peer[r] + w->lay.ctrl + offsetof(struct shunt_gpu_ctrl, abort));
+    cudaError_t e = cudaMemcpyAsync(word, &one, sizeof(one), cudaMemcpyHostToDevice, w->pstream);
+    if (e != cudaSuccess && first == cudaSuccess) first = e;
+  }
+  return first;
+}
+
 static void proxy_fail(struct shunt_gpu_world* w, const char* what, cudaError_t e) {
   if (atomic_exchange(&w->proxy_failed, 1)) return;
   snprintf(w->proxy_msg, sizeof(w->proxy_msg), "rank %u proxy: %s: %s", w->rank, what, cudaGetErrorString(e));
-  /* Kernels waiting on this proxy give up at once rather than at their timeout. */
-  static const uint32_t one = 1;
-  cudaMemcpyAsync(w->abort_word, &one, sizeof(one), cudaMemcpyHostToDevice, w->pstream);
+  /* Kernels waiting on this proxy give up at once rather than never. */
+  raise_abort(w);
 }
 
 static void handle(struct shunt_gpu_world* w, const struct shunt_gpu_slot* s, uint64_t pos) {
@@ -146,8 +173,13 @@ static void release(struct shunt_gpu_world* w) {
     for (uint32_t r = 0; r < w->nranks; r++)
       if (w->peer_ipc && w->peer_ipc[r] && w->peer[r]) cudaIpcCloseMemHandle(w->peer[r]);
   if (w->region) cudaFree(w->region);
+  for (size_t i = 0; i < w->ngrave; i++) cudaFree(w->grave[i]);
+  free(w->grave);
+  if (w->last) cudaEventDestroy(w->last);
   if (w->fifo) cudaFreeHost(w->fifo);
   if (w->pstream) cudaStreamDestroy(w->pstream);
+  pthread_mutex_destroy(&w->launch_mu);
+  pthread_mutex_destroy(&w->grave_mu);
   free(w->peer);
   free(w->peer_ipc);
   free(w->sent);
@@ -156,13 +188,32 @@ static void release(struct shunt_gpu_world* w) {
 
 static int map_peer(struct shunt_gpu_world* w, const struct card* me, const struct card* c, uint32_t r,
                     char* err, size_t len) {
-  if (strncmp(c->host, me->host, sizeof(c->host)) != 0) {
+  if (c->hostid != me->hostid) {
     setf(err, len, "rank %u is on host %.64s, rank %u on %.64s: the GPU backend needs every rank on one host",
          r, c->host, w->rank, me->host);
     return -1;
   }
   cudaError_t e;
-  if (c->pid == me->pid) {
+  /* Signals and semaphores are atomics on the peer's memory: a pair of devices without native
+   * peer atomics (PCIe-only) would lose increments. */
+  if (strcmp(c->busid, me->busid) != 0) {
+    int peer_dev = -1, atomics = 0;
+    if (c->proc == me->proc)
+      peer_dev = c->device;
+    else if (cudaDeviceGetByPCIBusId(&peer_dev, c->busid) != cudaSuccess)
+      cudaGetLastError(), peer_dev = -1; /* not visible here: the IPC mapping decides */
+    if (peer_dev >= 0 &&
+        cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, me->device, peer_dev) ==
+            cudaSuccess &&
+        !atomics) {
+      setf(err, len,
+           "devices %s (rank %u) and %s (rank %u) have no native peer atomics (a PCIe-only pair): the "
+           "GPU backend needs them for its signals",
+           me->busid, w->rank, c->busid, r);
+      return -1;
+    }
+  }
+  if (c->proc == me->proc) {
     /* Same process: the pointer is valid here; another device needs peer access. */
     if (c->device != me->device) {
       int can = 0;
@@ -195,6 +246,14 @@ static int map_peer(struct shunt_gpu_world* w, const struct card* me, const stru
   w->peer[r] = p;
   w->peer_ipc[r] = true;
   return 0;
+}
+
+/* An MPS control daemon serves this machine (its pipe directory, as CUDA looks for it). */
+static bool mps_active(void) {
+  const char* dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
+  char path[512];
+  snprintf(path, sizeof(path), "%s/control", dir && *dir ? dir : "/tmp/nvidia-mps");
+  return access(path, F_OK) == 0;
 }
 
 static int world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_world_config* cfg,
@@ -248,10 +307,12 @@ static int world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_w
   w->bs = *bs;
   atomic_init(&w->stop, false);
   atomic_init(&w->proxy_failed, 0);
+  pthread_mutex_init(&w->launch_mu, NULL);
+  pthread_mutex_init(&w->grave_mu, NULL);
   uint64_t tmo = cfg->timeout_ms
                      ? cfg->timeout_ms
-                     : (uint64_t)shunt_env_int("SHUNT_GPU_TIMEOUT_MS", 5000, 1, INT64_MAX / 1000000);
-  w->timeout_ns = tmo * 1000000ull;
+                     : (uint64_t)shunt_env_int("SHUNT_GPU_TIMEOUT", 0, 0, INT64_MAX / 1000000000) * 1000u;
+  w->timeout_ns = tmo * 1000000ull; /* 0: no bound */
   shunt_gpu_region_layout(&w->lay, nranks, cfg->scratch_bytes, cfg->input_bytes, cfg->output_bytes);
   w->peer = calloc(nranks, sizeof(*w->peer));
   w->peer_ipc = calloc(nranks, sizeof(*w->peer_ipc));
@@ -276,6 +337,8 @@ static int world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_w
   }
   if (rc == 0 && (e = cudaStreamCreateWithFlags(&w->pstream, cudaStreamNonBlocking)) != cudaSuccess)
     rc = SHUNT_GPU_CUDA;
+  if (rc == 0 && (e = cudaEventCreateWithFlags(&w->last, cudaEventDisableTiming)) != cudaSuccess)
+    rc = SHUNT_GPU_CUDA;
   if (rc == 0 && (e = cudaMalloc((void**)&w->region, w->lay.total)) != cudaSuccess) rc = SHUNT_GPU_CUDA;
   if (rc == 0 && (e = cudaMemsetAsync(w->region, 0, w->lay.total, w->pstream)) != cudaSuccess)
     rc = SHUNT_GPU_CUDA;
@@ -292,8 +355,13 @@ static int world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_w
     me->ok = 1;
     me->magic = CARD_MAGIC;
     me->nranks = nranks;
-    me->pid = (uint64_t)getpid();
+    me->proc = shunt_process_token();
+    me->hostid = shunt_host_identity();
     gethostname(me->host, sizeof(me->host) - 1);
+    if (cudaDeviceGetPCIBusId(me->busid, sizeof(me->busid), dev) != cudaSuccess) {
+      cudaGetLastError();
+      snprintf(me->busid, sizeof(me->busid), "device %d", dev);
+    }
     me->device = dev;
     me->region = (uint64_t)(uintptr_t)w->region;
     me->scratch_bytes = cfg->scratch_bytes;
@@ -322,6 +390,22 @@ static int world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_w
       rc = SHUNT_GPU_CUDA;
     }
   }
+  /* Ranks sharing this GPU (gpu_residency.h): their blocks must all be resident together, and
+   * kernels of different processes run together only under MPS. */
+  w->sharing = 0;
+  for (uint32_t r = 0; r < nranks && rc == 0; r++) {
+    const struct card* c = &all[r];
+    if (c->hostid != me->hostid || strcmp(c->busid, me->busid) != 0) continue;
+    w->sharing++;
+    if (c->proc != me->proc && !mps_active()) {
+      setf(err, len,
+           "ranks %u and %u share GPU %s from different processes: without MPS their kernels are "
+           "time-sliced, never concurrent, and would wait for each other forever; run them as threads "
+           "of one process, start MPS, or give each rank its own GPU",
+           rank, r, me->busid);
+      rc = SHUNT_GPU_INVALID;
+    }
+  }
   if (rc == 0) {
     uint64_t* table = malloc((size_t)nranks * sizeof(uint64_t));
     if (!table) {
@@ -338,7 +422,7 @@ static int world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_w
         rc = SHUNT_GPU_CUDA;
       }
     }
-    w->abort_word = (uint32_t*)(w->peer[0] + w->lay.ctrl + offsetof(struct shunt_gpu_ctrl, abort));
+    w->abort_word = (uint32_t*)(w->region + w->lay.ctrl + offsetof(struct shunt_gpu_ctrl, abort));
   }
   if (rc == 0) {
     if (pthread_create(&w->thread, NULL, proxy_main, w) != 0) {
@@ -421,6 +505,38 @@ int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program*
   return SHUNT_GPU_TIMEOUT;
 }
 
+static bool capturing(cudaStream_t stream) {
+  enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(stream, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone;
+}
+
+int shunt_gpu_world_order_begin(struct shunt_gpu_world* w, cudaStream_t stream, char* err, size_t len) {
+  pthread_mutex_lock(&w->launch_mu);
+  if (capturing(stream)) return 0;
+  cudaError_t e = cudaStreamWaitEvent(stream, w->last, 0);
+  if (e == cudaSuccess) return 0;
+  pthread_mutex_unlock(&w->launch_mu);
+  setf(err, len, "ordering after the previous launch: %s", cudaGetErrorString(e));
+  return -1;
+}
+
+int shunt_gpu_world_order_end(struct shunt_gpu_world* w, cudaStream_t stream, bool enqueued, char* err,
+                              size_t len) {
+  cudaError_t e = cudaSuccess;
+  if (enqueued && !capturing(stream)) e = cudaEventRecord(w->last, stream);
+  pthread_mutex_unlock(&w->launch_mu);
+  if (e == cudaSuccess) return 0;
+  setf(err, len, "recording the launch: %s", cudaGetErrorString(e));
+  return -1;
+}
+
+int shunt_gpu_world_abort(struct shunt_gpu_world* w) {
+  if (!w || !w->abort_word) return SHUNT_GPU_INVALID;
+  cudaError_t e = raise_abort(w);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(w->pstream);
+  return e == cudaSuccess ? SHUNT_GPU_OK : SHUNT_GPU_CUDA;
+}
+
 /* ---- Programs ------------------------------------------------------------------------------------ */
 
 static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p, uint32_t max_threads,
@@ -429,9 +545,21 @@ static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p,
 int shunt_gpu_prog_create(struct shunt_gpu_world* w, const struct shunt_program* p, uint32_t max_threads,
                           struct shunt_gpu_prog** out, char* err, size_t len) {
   struct dev_guard g = dev_enter();
+  /* Relaxed capture mode: another thread capturing a graph in global mode must neither make
+   * this allocation fail nor be invalidated by it. */
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
   int rc = prog_create(w, p, max_threads, out, err, len);
+  cudaThreadExchangeStreamCaptureMode(&mode);
   dev_leave(g);
   return rc;
+}
+
+struct capacity_ctx {
+  int device;
+};
+static int capacity(void* ctx, uint32_t threads, uint32_t* blocks) {
+  return shunt_gpu_coresident_blocks(((struct capacity_ctx*)ctx)->device, threads, blocks);
 }
 
 static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p, uint32_t max_threads,
@@ -452,19 +580,17 @@ static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p,
          p->scratch_bytes, cap);
     return SHUNT_GPU_INVALID;
   }
-  uint32_t threads = p->nthreads ? p->nthreads : SHUNT_GPU_MAX_THREADS;
-  if (max_threads && threads > max_threads) threads = max_threads;
-  if (threads > SHUNT_GPU_MAX_THREADS) threads = SHUNT_GPU_MAX_THREADS;
-  if (threads > 32) threads &= ~31u; /* whole warps */
-  uint32_t resident = 0;
-  if (cudaSetDevice(w->device) != cudaSuccess ||
-      shunt_gpu_coresident_blocks(w->device, threads, &resident) != 0) {
-    setf(err, len, "cannot query the device's occupancy");
+  /* Every block of every rank on this GPU resident at once (gpu_residency.h). */
+  struct capacity_ctx cc = {w->device};
+  if (cudaSetDevice(w->device) != cudaSuccess) {
+    setf(err, len, "cannot select device %d", w->device);
     return SHUNT_GPU_CUDA;
   }
-  if (p->nblocks > resident) {
-    setf(err, len, "the plan's %u blocks of %u threads cannot all be resident on device %d (at most %u)",
-         p->nblocks, threads, w->device, resident);
+  char why[256];
+  uint32_t threads = shunt_gpu_pick_threads(p->nblocks, w->sharing, p->nthreads, max_threads, capacity, &cc,
+                                            why, sizeof(why));
+  if (!threads) {
+    setf(err, len, "device %d: %s", w->device, why);
     return SHUNT_GPU_INVALID;
   }
   struct shunt_gpu_prog* gp = calloc(1, sizeof(*gp));
@@ -488,6 +614,7 @@ static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p,
     return e == cudaErrorMemoryAllocation ? SHUNT_GPU_NOMEM : SHUNT_GPU_CUDA;
   }
   gp->host = p;
+  gp->world = w;
   gp->dev = (struct shunt_program*)d;
   gp->sems = (long long*)(d + prog_bytes);
   gp->threads = threads;
@@ -498,6 +625,19 @@ static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p,
 
 void shunt_gpu_prog_destroy(struct shunt_gpu_prog* gp) {
   if (!gp) return;
-  cudaFree(gp->dev);
+  struct shunt_gpu_world* w = gp->world;
+  pthread_mutex_lock(&w->grave_mu);
+  if (w->ngrave == w->grave_cap) {
+    size_t cap = w->grave_cap ? 2 * w->grave_cap : 16;
+    void** g = realloc(w->grave, cap * sizeof(*g));
+    if (g) w->grave = g, w->grave_cap = cap;
+  }
+  if (w->ngrave < w->grave_cap) {
+    w->grave[w->ngrave++] = gp->dev;
+    gp->dev = NULL;
+  }
+  pthread_mutex_unlock(&w->grave_mu);
+  /* Out of memory for the list: freed now, as before (it may wait for running kernels). */
+  if (gp->dev) cudaFree(gp->dev);
   free(gp);
 }

@@ -5,6 +5,9 @@
  * - Creation and destruction are collective over the caller's exchange (allgather, barrier),
  *   like the host world (transport/world.h); sizes and rank counts must agree on every rank
  *   (checked). Everything is created once per world, never per call.
+ * - Ranks sharing one GPU are threads of one process, or processes under MPS (refused
+ *   otherwise: kernels of different processes are time-sliced and would wait on each other
+ *   forever); pairs of devices without native peer atomics are refused.
  * - Each rank owns one device allocation (its region, gpu_abi.h): control words, channel
  *   counters, scratch, staging for input and output. Ranks that are threads of one process
  *   reach each other's regions through plain device pointers (peer access is enabled when
@@ -26,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cuda_runtime_api.h>
+
 #include "exec/gpu/gpu_abi.h"
 #include "exec/program.h"
 
@@ -45,8 +50,11 @@ struct shunt_gpu_world_config {
   uint64_t scratch_bytes; /* per rank, both halves of a double scratch included */
   uint64_t input_bytes;   /* staging capacity for a rank's input */
   uint64_t output_bytes;  /* staging capacity for a rank's output */
-  uint64_t timeout_ms;    /* bound of every wait in the kernel; 0: SHUNT_GPU_TIMEOUT_MS, else 5000 */
-  int device;             /* CUDA device of this rank; -1: the calling thread's current device */
+  /* Bound of every wait in the kernel. 0: SHUNT_GPU_TIMEOUT (seconds) from the environment,
+   * and when it is unset or 0, none: like NCCL, a kernel waits for a late peer as long as it
+   * takes (a checkpoint, data loading), and only shunt_gpu_world_abort ends the wait. */
+  uint64_t timeout_ms;
+  int device; /* CUDA device of this rank; -1: the calling thread's current device */
 };
 
 struct shunt_gpu_world;
@@ -65,7 +73,21 @@ void shunt_gpu_world_destroy(struct shunt_gpu_world* w);
  * program that ran), what it waited on, the value awaited and the value seen. Reads host
  * memory only: safe while kernels run and inside stream capture. */
 int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program* p, char* err, size_t len);
+/* Raises the world's abort word from the host (a stream copy, not ordered after any kernel):
+ * every waiting kernel of every rank gives up and the world is broken. Thread-safe; for
+ * communicator abort. */
+int shunt_gpu_world_abort(struct shunt_gpu_world* w);
 bool shunt_gpu_world_broken(const struct shunt_gpu_world* w);
+
+/* For the launcher: launches of one world are ordered as NCCL orders a communicator's work,
+ * whatever stream they come on and whichever thread makes them. begin takes the world's launch
+ * lock and makes `stream` wait for the previous launch; end records this launch (when
+ * something was enqueued) and releases the lock. A stream being captured is not ordered
+ * against eager launches (a graph's launches follow its own stream; replaying two graphs of
+ * one world at once is not supported). 0, or -1 with a message (the lock is released then). */
+int shunt_gpu_world_order_begin(struct shunt_gpu_world* w, cudaStream_t stream, char* err, size_t len);
+int shunt_gpu_world_order_end(struct shunt_gpu_world* w, cudaStream_t stream, bool enqueued, char* err,
+                              size_t len);
 
 /* For the launcher: the world's part of the kernel arguments, this rank's staging sections
  * (0 input, 1 output), and the layout. */
@@ -79,18 +101,22 @@ int shunt_gpu_world_device(const struct shunt_gpu_world* w);
  * followed by its live semaphores, set to their initial values) and how it is launched. */
 struct shunt_gpu_prog {
   const struct shunt_program* host; /* the caller's program; must outlive this */
-  struct shunt_program* dev;        /* device copy */
-  long long* sems;                  /* device: the program's semaphores */
-  uint32_t threads;                 /* threads per block of the launch */
-  bool port_used;                   /* the program pushes port triggers */
+  struct shunt_gpu_world* world;
+  struct shunt_program* dev; /* device copy */
+  long long* sems;           /* device: the program's semaphores */
+  uint32_t threads;          /* threads per block of the launch */
+  bool port_used;            /* the program pushes port triggers */
 };
 
-/* Uploads p (a synchronous copy; not for the launch path). max_threads (0: the plan's) caps
- * the block size: the ops work with any block size, and fewer threads let the blocks of
- * several ranks sharing one GPU be resident together. Refuses a program whose blocks cannot
- * all be resident at once on the device (plan-format.md D23), or that does not fit the world. */
+/* Uploads p (a synchronous copy on the world's own stream, in relaxed capture mode: not for
+ * the launch path, but harmless while another thread captures). The block size is the plan's,
+ * capped by max_threads (0: no cap), and halved until the blocks of every rank of the world on
+ * this GPU can be resident together (gpu_residency.h); a program that cannot be is refused,
+ * as one that does not fit the world. */
 int shunt_gpu_prog_create(struct shunt_gpu_world* w, const struct shunt_program* p, uint32_t max_threads,
                           struct shunt_gpu_prog** out, char* err, size_t len);
+/* Its device memory is freed with the world, not now: cudaFree waits for the device, where a
+ * peer's kernel may be waiting on this rank. */
 void shunt_gpu_prog_destroy(struct shunt_gpu_prog* gp);
 
 #ifdef __cplusplus

@@ -9,10 +9,10 @@
  *   (LL8) store or load per packet, the flag of this execution in every packet.
  * - Signals are system-scope release reductions on the peer's 64-bit counter, waits
  *   system-scope acquire loads (relaxed for rlxsignal/rlxwait).
- * - Every wait is bounded: it gives up after the world's timeout, or at once when the world's
- *   abort word is set, records (first failure per rank) which block, thread, op and what it
- *   waited for, sets the abort word so every other waiter in the world gives up too, and
- *   returns -1. Nothing spins forever.
+ * - Every wait can be ended: it gives up at once when the world's abort word is set, and after
+ *   the world's timeout when it has one (none by default: a healthy job may be late), records (first failure
+ * per rank) which block, thread, op and what it waited for, sets the abort word so every other waiter in the
+ * world gives up too, and returns -1. Nothing spins forever.
  * - Port channel ops push a trigger with absolute addresses into the rank's FIFO in mapped
  *   host memory; flush-type triggers wait for the proxy's completion counter.
  * Only for inclusion by gpu_kernel.cuh (CUDA and its CPU build). */
@@ -20,6 +20,7 @@
 #define SHUNT_EXEC_GPU_XCTX_CUH
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -177,8 +178,8 @@ struct xg_spin {
   uint32_t aborted;
 };
 
-/* One more poll? False once the timeout has passed or the world's abort word is set; both are
- * looked at every 256 polls so that a poll costs one memory access. */
+/* One more poll? False once the world's abort word is set or its timeout (when it has one) has
+ * passed; both are looked at every 256 polls so that a poll costs one memory access. */
 XG_FN bool xg_spin_more(const struct shunt_xctx* X, struct xg_spin* s) {
   xg_relax();
   if ((++s->n & 255u) != 0) return true;
@@ -186,6 +187,7 @@ XG_FN bool xg_spin_more(const struct shunt_xctx* X, struct xg_spin* s) {
     s->aborted = 1;
     return false;
   }
+  if (X->k->timeout_ns == 0) return true;
   uint64_t now = xg_now_ns();
   if (s->t0 == 0) {
     s->t0 = now;
@@ -215,7 +217,11 @@ XG_FN int xg_blocked(struct shunt_xctx* X, const struct xg_spin* s, unsigned wha
     e->where = where;
     xg_publish_u32(&X->k->fifo->error.code, s->aborted ? SHUNT_GPU_ERR_ABORTED : SHUNT_GPU_ERR_TIMEOUT);
   }
-  xg_st_vol_u32(X->k->abort, 1u);
+  /* Every rank polls its own word (a local read); a failure raises all of them. */
+  const struct shunt_gpu_kargs* k = X->k;
+  for (uint32_t r = 0; r < k->nranks; r++)
+    xg_st_vol_u32((uint32_t*)(uintptr_t)(k->peers[r] + k->lay.ctrl + offsetof(struct shunt_gpu_ctrl, abort)),
+                  1u);
   __threadfence_system();
   return -1;
 }

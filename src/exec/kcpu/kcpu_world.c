@@ -139,7 +139,7 @@ int shunt_kcpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_k
   w->nranks = nranks;
   w->bs = *bs;
   atomic_init(&w->stop, false);
-  w->timeout_ns = (cfg->timeout_ms ? cfg->timeout_ms : 60000) * 1000000ull;
+  w->timeout_ns = cfg->timeout_ms * 1000000ull;
   shunt_gpu_region_layout(&w->lay, nranks, cfg->scratch_bytes, cfg->input_bytes, cfg->output_bytes);
   w->peer = calloc(nranks, sizeof(*w->peer));
   w->sent = calloc((size_t)nranks * SHUNT_GPU_ORDINALS, sizeof(*w->sent));
@@ -179,7 +179,7 @@ int shunt_kcpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_k
   if (rc == 0) {
     uint64_t* table = (uint64_t*)(w->region + w->lay.peers);
     for (uint32_t r = 0; r < nranks; r++) table[r] = (uint64_t)(uintptr_t)w->peer[r];
-    w->abort_word = (uint32_t*)(w->peer[0] + w->lay.ctrl + offsetof(struct shunt_gpu_ctrl, abort));
+    w->abort_word = (uint32_t*)(w->region + w->lay.ctrl + offsetof(struct shunt_gpu_ctrl, abort));
     if (pthread_create(&w->thread, NULL, proxy_main, w) != 0) {
       setf(err, len, "cannot start the proxy thread");
       rc = SHUNT_KCPU_INVALID;
@@ -225,6 +225,13 @@ int shunt_kcpu_world_check(struct shunt_kcpu_world* w, const struct shunt_progra
   if (shunt_gpu_error_read(&w->fifo->error, &e) == 0) return SHUNT_KCPU_OK;
   shunt_gpu_error_format(&e, w->rank, p, err, len);
   return SHUNT_KCPU_TIMEOUT;
+}
+
+void shunt_kcpu_world_abort(struct shunt_kcpu_world* w) {
+  if (!w || !w->abort_word) return;
+  for (uint32_t r = 0; r < w->nranks; r++)
+    __atomic_store_n((uint32_t*)(w->peer[r] + w->lay.ctrl + offsetof(struct shunt_gpu_ctrl, abort)), 1u,
+                     __ATOMIC_RELEASE);
 }
 
 /* ---- Programs and launches ---- */

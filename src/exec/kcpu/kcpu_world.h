@@ -30,7 +30,7 @@ enum { SHUNT_KCPU_OK = 0, SHUNT_KCPU_INVALID = -1, SHUNT_KCPU_TIMEOUT = -2, SHUN
 
 struct shunt_kcpu_world_config {
   uint64_t scratch_bytes, input_bytes, output_bytes;
-  uint64_t timeout_ms; /* bound of every wait in the kernel (0: 60000) */
+  uint64_t timeout_ms; /* bound of every wait in the kernel (0: none, as the GPU's default) */
 };
 
 struct shunt_kcpu_world;
@@ -43,6 +43,9 @@ void shunt_kcpu_world_destroy(struct shunt_kcpu_world* w);
 /* SHUNT_KCPU_OK, or SHUNT_KCPU_TIMEOUT with the first failure of this rank in words (p, when
  * it is the program that ran, names the op). */
 int shunt_kcpu_world_check(struct shunt_kcpu_world* w, const struct shunt_program* p, char* err, size_t len);
+/* Raises the world's abort word, as shunt_gpu_world_abort: every waiting kernel gives up.
+ * Callable from any thread, during a launch. */
+void shunt_kcpu_world_abort(struct shunt_kcpu_world* w);
 
 /* A program prepared for a world: its live semaphores and its launch shape. */
 struct shunt_kcpu_prog {

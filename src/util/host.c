@@ -1,0 +1,52 @@
+/* Host identity and process token (host.h). */
+#include "util/host.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/env.h"
+
+static uint64_t fnv1a(const void* p, size_t n, uint64_t h) {
+  const unsigned char* b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+uint64_t shunt_host_identity(void) {
+  const char* forced = shunt_env_str("SHUNT_HOSTID", NULL);
+  if (forced) return fnv1a(forced, strlen(forced), 0xcbf29ce484222325ull);
+  char name[256] = "";
+  gethostname(name, sizeof(name) - 1);
+  uint64_t h = fnv1a(name, strlen(name), 0xcbf29ce484222325ull);
+  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    char id[64] = "";
+    if (fgets(id, sizeof(id), f)) h = fnv1a(id, strlen(id), h);
+    fclose(f);
+  }
+  return h;
+}
+
+/* Drawn once; written before pthread_once returns to any caller. */
+static uint64_t token;
+static pthread_once_t token_once = PTHREAD_ONCE_INIT;
+
+static void draw_token(void) {
+  uint64_t t = 0;
+  if (getrandom(&t, sizeof(t), 0) != (ssize_t)sizeof(t)) {
+    /* No entropy source: the pid, the time and an address still differ between processes. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    t = fnv1a(&ts, sizeof(ts), (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&t);
+  }
+  token = t ? t : 1;
+}
+
+uint64_t shunt_process_token(void) {
+  pthread_once(&token_once, draw_token);
+  return token;
+}
