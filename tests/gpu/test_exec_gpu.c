@@ -641,7 +641,7 @@ static int run_plan(const char* path) {
   J->threads = 0;
   for (uint32_t t = plan->num_threads_per_block ? plan->num_threads_per_block : 1024; t >= 32; t /= 2) {
     uint32_t cap = 0;
-    if (shunt_gpu_coresident_blocks(0, t, &cap) == 0 &&
+    if (shunt_gpu_coresident_blocks(0, t, SHUNT_GPU_PROG_SMEM_MAX, &cap) == 0 &&
         (uint64_t)J->nranks * nblocks * 4 <= (uint64_t)cap * 3) {
       J->threads = t;
       break;

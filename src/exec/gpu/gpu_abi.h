@@ -120,6 +120,14 @@ struct shunt_gpu_kargs {
   uint32_t rank, nranks;
   uint32_t port_used; /* the program pushes triggers: drain them before the execution ends */
   uint32_t in_view;   /* in place: every rank's input is a view into its output (SHUNT_PROG_IN_VIEW) */
+  /* Bytes of the program each block copies into its dynamic shared memory at its start (a
+   * multiple of 16; 0: ops are read from prog in global memory). */
+  uint32_t prog_smem;
+  uint32_t pad_;
 };
+
+/* The largest program copied into shared memory: the default dynamic shared memory of a block,
+ * needing no opt-in. */
+#define SHUNT_GPU_PROG_SMEM_MAX 49152u
 
 #endif

@@ -22,6 +22,9 @@
 #include <stdint.h>
 
 #define XG_FN static __device__ __forceinline__
+#define XG_NOINLINE static __device__ __noinline__
+/* The block's dynamic shared memory, as an int4 array named `name`. */
+#define XG_DYN_SHARED(name) extern __shared__ int4 name[]
 /* How the kernel's entry points are declared (gpu_kernel.cuh). */
 #define SHUNT_GPU_ENTRY extern "C" __global__ void
 

@@ -33,14 +33,14 @@ extern "C" int shunt_gpu_load_kernels(void) {
   return 0;
 }
 
-extern "C" int shunt_gpu_coresident_blocks(int device, uint32_t threads, uint32_t* out) {
+extern "C" int shunt_gpu_coresident_blocks(int device, uint32_t threads, uint32_t smem, uint32_t* out) {
   int per_sm = 0, sms = 0, cur = 0;
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return -1;
   /* The occupancy query answers for the calling thread's current device: ask on `device`. */
   if (cudaGetDevice(&cur) != cudaSuccess) return -1;
   if (cur != device && cudaSetDevice(device) != cudaSuccess) return -1;
   cudaError_t e =
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, shunt_gpu_exec_kernel, (int)threads, 0);
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, shunt_gpu_exec_kernel, (int)threads, smem);
   if (cur != device) cudaSetDevice(cur);
   if (e != cudaSuccess) return -1;
   *out = (uint32_t)per_sm * (uint32_t)sms;
@@ -70,9 +70,10 @@ static int enqueue(struct shunt_gpu_steps st, struct shunt_gpu_kargs k, const st
   k.out = st.out;
   k.port_used = gp->port_used ? 1u : 0u;
   k.in_view = st.in_view ? 1u : 0u;
+  k.prog_smem = gp->smem;
   void* ka[] = {&k};
-  CU(cudaLaunchKernel((const void*)shunt_gpu_exec_kernel, p->nblocks ? p->nblocks : 1, gp->threads, ka, 0,
-                      stream));
+  CU(cudaLaunchKernel((const void*)shunt_gpu_exec_kernel, p->nblocks ? p->nblocks : 1, gp->threads, ka,
+                      gp->smem, stream));
   if (st.post_n) {
     void* a[] = {&st.out, &st.post_n, &st.post_red};
     CU(cudaLaunchKernel((const void*)shunt_gpu_post_kernel, elem_grid(st.post_n), 256, a, 0, stream));

@@ -51,6 +51,15 @@ static __device__ void shunt_gpu_finish(struct shunt_xctx* X, struct shunt_gpu_c
 SHUNT_GPU_ENTRY __launch_bounds__(SHUNT_GPU_MAX_THREADS, 1)
     shunt_gpu_exec_kernel(const __grid_constant__ struct shunt_gpu_kargs k) {
   const struct shunt_program* P = k.prog;
+  if (k.prog_smem) {
+    /* Every op reads its program entry, refs and channels: from shared memory, not global. The
+     * program is position-independent (offsets from its header) and 16-byte padded. */
+    XG_DYN_SHARED(smem);
+    const int4* src = (const int4*)k.prog;
+    for (uint32_t i = threadIdx.x; i < k.prog_smem / 16u; i += blockDim.x) smem[i] = src[i];
+    __syncthreads();
+    P = (const struct shunt_program*)smem;
+  }
   struct shunt_gpu_ctrl* ctrl = (struct shunt_gpu_ctrl*)(k.region + k.lay.ctrl);
   struct shunt_xctx X;
   X.prog = P;

@@ -43,8 +43,9 @@ int shunt_gpu_launch(const struct shunt_gpu_run* run, cudaStream_t stream, char*
  * their first launch, which can wait for running kernels): called before a world's first run. */
 int shunt_gpu_load_kernels(void);
 
-/* How many blocks of `threads` threads of the executor kernel the device can hold at once. */
-int shunt_gpu_coresident_blocks(int device, uint32_t threads, uint32_t* out);
+/* How many blocks of `threads` threads (and `smem` bytes of dynamic shared memory) of the
+ * executor kernel the device can hold at once. */
+int shunt_gpu_coresident_blocks(int device, uint32_t threads, uint32_t smem, uint32_t* out);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "exec/bind.h"
+#include "exec/gpu/gpu_abi.h"
 #include "exec/ops/dtype.h"
 #include "exec/program.h"
 #include "plan/plan.h"
@@ -56,6 +57,13 @@ static inline bool shunt_gpu_uses_port(const struct shunt_program* p) {
   for (uint32_t i = 0; i < p->nchans; i++)
     if (ch[i].type == SHUNT_CHAN_PORT) return true;
   return false;
+}
+
+/* Bytes of shared memory the program is read from (kargs.prog_smem): all of it when it fits the
+ * default dynamic shared memory, else 0 (read from global memory). */
+static inline uint32_t shunt_gpu_prog_smem(const struct shunt_program* p) {
+  uint64_t b = ((uint64_t)p->total_bytes + 15u) / 16u * 16u;
+  return b <= SHUNT_GPU_PROG_SMEM_MAX ? (uint32_t)b : 0u;
 }
 
 static inline const char* shunt_gpu_steps_plan(const struct shunt_program* p, uint32_t nranks,

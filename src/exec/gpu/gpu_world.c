@@ -5,12 +5,14 @@
 #include <cuda_runtime_api.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "exec/gpu/gpu_region.h"
@@ -70,7 +72,9 @@ struct shunt_gpu_world {
   pthread_t thread;
   bool thread_started;
   atomic_bool stop;
-  uint64_t* sent; /* [nranks * ORDINALS]: flags the proxy sent per (peer, port ordinal) */
+  uint64_t* sent;      /* [nranks * ORDINALS]: flags the proxy sent per (peer, port ordinal) */
+  uint64_t* flag_ring; /* pinned: the values of the flag copies in flight (proxy thread only) */
+  uint64_t ring_pos, ring_used;
   atomic_int proxy_failed;
   char proxy_msg[256];
 };
@@ -83,6 +87,10 @@ static void setf(char* err, size_t len, const char* fmt, ...) {
   vsnprintf(err, len, fmt, ap);
   va_end(ap);
 }
+
+#define PROXY_SPIN_NS 200000ull
+#define FLAG_RING 4096u
+#define PROXY_NAP_NS 20000L
 
 /* ---- Proxy ------------------------------------------------------------------------------------- */
 
@@ -118,18 +126,27 @@ static void handle(struct shunt_gpu_world* w, const struct shunt_gpu_slot* s, ui
   }
   if ((t->type & SHUNT_TRIG_FLAG) && t->peer < w->nranks && t->ordinal < SHUNT_GPU_ORDINALS) {
     /* Only this proxy writes the peer's counter for (port, this rank, ordinal): it knows the
-     * next value, and a copy ordered after the data on the same stream publishes it. The
-     * source is pageable host memory, which the runtime stages before returning, so a local
-     * variable may serve. */
-    uint64_t v = ++w->sent[(size_t)t->peer * SHUNT_GPU_ORDINALS + t->ordinal];
+     * next value, and a copy ordered after the data on the same stream publishes it. The value
+     * sits in a pinned ring, so the copy is truly asynchronous (a pageable source is staged
+     * synchronously); an entry is reused only after the stream has drained past its copy: at
+     * a SYNC, or here when the ring would wrap first. */
+    if (w->ring_used == FLAG_RING) {
+      e = cudaStreamSynchronize(w->pstream);
+      if (e != cudaSuccess) proxy_fail(w, "stream synchronize", e);
+      w->ring_used = 0;
+    }
+    uint64_t* v = &w->flag_ring[w->ring_pos++ % FLAG_RING];
+    w->ring_used++;
+    *v = ++w->sent[(size_t)t->peer * SHUNT_GPU_ORDINALS + t->ordinal];
     uint64_t* dst = (uint64_t*)(w->peer[t->peer] + w->lay.inbound) +
                     shunt_gpu_sem_index(w->nranks, SHUNT_CHAN_PORT, w->rank, t->ordinal);
-    e = cudaMemcpyAsync(dst, &v, sizeof(v), cudaMemcpyHostToDevice, w->pstream);
+    e = cudaMemcpyAsync(dst, v, sizeof(*v), cudaMemcpyHostToDevice, w->pstream);
     if (e != cudaSuccess) proxy_fail(w, "flag write", e);
   }
   if (t->type & SHUNT_TRIG_SYNC) {
     e = cudaStreamSynchronize(w->pstream);
     if (e != cudaSuccess) proxy_fail(w, "stream synchronize", e);
+    w->ring_used = 0;
     __atomic_store_n(&w->fifo->done, pos + 1, __ATOMIC_RELEASE);
   }
 }
@@ -141,15 +158,25 @@ static void* proxy_main(void* arg) {
   enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   cudaThreadExchangeStreamCaptureMode(&mode);
   uint64_t pos = 0;
-  struct shunt_backoff bo = {0, 0};
+  /* A kernel waits for its triggers: the proxy polls without sleeping for PROXY_SPIN_NS after
+   * its last trigger (a plan's triggers come in bursts), then sleeps at most PROXY_NAP_NS at a
+   * time, so the first trigger after a pause waits microseconds, not a growing backoff. */
+  uint64_t idle_since = 0;
   while (true) {
     struct shunt_gpu_slot* sl = &w->fifo->slots[pos % SHUNT_GPU_FIFO_SLOTS];
     if (__atomic_load_n(&sl->seq, __ATOMIC_ACQUIRE) != pos + 1) {
       if (atomic_load_explicit(&w->stop, memory_order_acquire)) break;
-      shunt_backoff(&bo, 0);
+      uint64_t now = shunt_now_ns();
+      if (!idle_since) idle_since = now;
+      if (now - idle_since < PROXY_SPIN_NS) {
+        sched_yield();
+      } else {
+        struct timespec ts = {0, PROXY_NAP_NS};
+        nanosleep(&ts, NULL);
+      }
       continue;
     }
-    bo = (struct shunt_backoff){0, 0};
+    idle_since = 0;
     struct shunt_gpu_slot s;
     memcpy(&s, sl, sizeof(s));
     /* The slot is free once read: the kernel may reuse it while the copy runs. */
@@ -177,6 +204,7 @@ static void release(struct shunt_gpu_world* w) {
   free(w->grave);
   if (w->last) cudaEventDestroy(w->last);
   if (w->fifo) cudaFreeHost(w->fifo);
+  if (w->flag_ring) cudaFreeHost(w->flag_ring);
   if (w->pstream) cudaStreamDestroy(w->pstream);
   pthread_mutex_destroy(&w->launch_mu);
   pthread_mutex_destroy(&w->grave_mu);
@@ -345,6 +373,9 @@ static int world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_w
   if (rc == 0 && (e = cudaStreamSynchronize(w->pstream)) != cudaSuccess) rc = SHUNT_GPU_CUDA;
   if (rc == 0 && (e = cudaHostAlloc((void**)&w->fifo, sizeof(*w->fifo),
                                     cudaHostAllocMapped | cudaHostAllocPortable)) != cudaSuccess)
+    rc = SHUNT_GPU_CUDA;
+  if (rc == 0 && (e = cudaHostAlloc((void**)&w->flag_ring, FLAG_RING * sizeof(uint64_t),
+                                    cudaHostAllocPortable)) != cudaSuccess)
     rc = SHUNT_GPU_CUDA;
   if (rc == 0) {
     memset(w->fifo, 0, sizeof(*w->fifo));
@@ -557,9 +588,11 @@ int shunt_gpu_prog_create(struct shunt_gpu_world* w, const struct shunt_program*
 
 struct capacity_ctx {
   int device;
+  uint32_t smem;
 };
 static int capacity(void* ctx, uint32_t threads, uint32_t* blocks) {
-  return shunt_gpu_coresident_blocks(((struct capacity_ctx*)ctx)->device, threads, blocks);
+  const struct capacity_ctx* c = ctx;
+  return shunt_gpu_coresident_blocks(c->device, threads, c->smem, blocks);
 }
 
 static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p, uint32_t max_threads,
@@ -581,7 +614,7 @@ static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p,
     return SHUNT_GPU_INVALID;
   }
   /* Every block of every rank on this GPU resident at once (gpu_residency.h). */
-  struct capacity_ctx cc = {w->device};
+  struct capacity_ctx cc = {w->device, shunt_gpu_prog_smem(p)};
   if (cudaSetDevice(w->device) != cudaSuccess) {
     setf(err, len, "cannot select device %d", w->device);
     return SHUNT_GPU_CUDA;
@@ -618,6 +651,7 @@ static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p,
   gp->dev = (struct shunt_program*)d;
   gp->sems = (long long*)(d + prog_bytes);
   gp->threads = threads;
+  gp->smem = cc.smem;
   gp->port_used = shunt_gpu_uses_port(p);
   *out = gp;
   return SHUNT_GPU_OK;

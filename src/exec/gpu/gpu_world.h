@@ -105,6 +105,7 @@ struct shunt_gpu_prog {
   struct shunt_program* dev; /* device copy */
   long long* sems;           /* device: the program's semaphores */
   uint32_t threads;          /* threads per block of the launch */
+  uint32_t smem;             /* dynamic shared memory: the program's copy (gpu_steps.h) */
   bool port_used;            /* the program pushes port triggers */
 };
 

@@ -155,14 +155,71 @@ SHUNT_XFN void xb_copy(struct shunt_xctx* X, char* dst, const char* src, uint64_
   }
 }
 
-/* dst = dst (+) src element by element; n is a whole number of elements (the plan's sizes are
- * multiples of 16 bytes and of the element size). */
-SHUNT_XFN void xb_reduce(struct shunt_xctx* X, char* dst, const char* src, uint64_t n) {
-  int ty = X->red.ty;
-  for (uint64_t i = 0; i + X->esize <= n; i += X->esize) {
-    uint64_t a = shunt_ty_load(dst + i, ty), b = shunt_ty_load(src + i, ty);
-    shunt_ty_store(dst + i, ty, shunt_reduce_elem(&X->red, a, b));
+/* One dtype and op, the element math's switches folded at compile time (exec/ops/reduce.h:
+ * the same functions, so the same bits as the host backend). */
+template <int TY, int KIND>
+XG_FN void xg_reduce_typed(char* dst, const char* src, uint64_t n) {
+  const struct shunt_red r = {TY, KIND, 0};
+  const uint64_t es = shunt_ty_size(TY);
+  for (uint64_t i = 0; i + es <= n; i += es)
+    shunt_ty_store(dst + i, TY,
+                   shunt_reduce_elem(&r, shunt_ty_load(dst + i, TY), shunt_ty_load(src + i, TY)));
+}
+
+template <int TY>
+XG_FN void xg_reduce_kind(int kind, char* dst, const char* src, uint64_t n) {
+  switch (kind) {
+    case SHUNT_RED_PROD:
+      xg_reduce_typed<TY, SHUNT_RED_PROD>(dst, src, n);
+      return;
+    case SHUNT_RED_MAX:
+      xg_reduce_typed<TY, SHUNT_RED_MAX>(dst, src, n);
+      return;
+    case SHUNT_RED_MIN:
+      xg_reduce_typed<TY, SHUNT_RED_MIN>(dst, src, n);
+      return;
+    default: /* sum: also the reduce step of avg and PreMulSum */
+      xg_reduce_typed<TY, SHUNT_RED_SUM>(dst, src, n);
+      return;
   }
+}
+
+/* dst = dst (+) src element by element; n is a whole number of elements. The dtype and op are
+ * dispatched once per call, not per element. Not inlined: one copy of the 48 loops serves every
+ * reducing op. */
+XG_NOINLINE void xg_reduce(int ty, int kind, char* dst, const char* src, uint64_t n) {
+  switch (ty) {
+    case SHUNT_TY_INT8:
+      return xg_reduce_kind<SHUNT_TY_INT8>(kind, dst, src, n);
+    case SHUNT_TY_UINT8:
+      return xg_reduce_kind<SHUNT_TY_UINT8>(kind, dst, src, n);
+    case SHUNT_TY_INT32:
+      return xg_reduce_kind<SHUNT_TY_INT32>(kind, dst, src, n);
+    case SHUNT_TY_UINT32:
+      return xg_reduce_kind<SHUNT_TY_UINT32>(kind, dst, src, n);
+    case SHUNT_TY_INT64:
+      return xg_reduce_kind<SHUNT_TY_INT64>(kind, dst, src, n);
+    case SHUNT_TY_UINT64:
+      return xg_reduce_kind<SHUNT_TY_UINT64>(kind, dst, src, n);
+    case SHUNT_TY_FLOAT16:
+      return xg_reduce_kind<SHUNT_TY_FLOAT16>(kind, dst, src, n);
+    case SHUNT_TY_FLOAT32:
+      return xg_reduce_kind<SHUNT_TY_FLOAT32>(kind, dst, src, n);
+    case SHUNT_TY_FLOAT64:
+      return xg_reduce_kind<SHUNT_TY_FLOAT64>(kind, dst, src, n);
+    case SHUNT_TY_BFLOAT16:
+      return xg_reduce_kind<SHUNT_TY_BFLOAT16>(kind, dst, src, n);
+    case SHUNT_TY_FP8E4M3:
+      return xg_reduce_kind<SHUNT_TY_FP8E4M3>(kind, dst, src, n);
+    case SHUNT_TY_FP8E5M2:
+      return xg_reduce_kind<SHUNT_TY_FP8E5M2>(kind, dst, src, n);
+    default:
+      return;
+  }
+}
+
+SHUNT_XFN void xb_reduce(struct shunt_xctx* X, char* dst, const char* src, uint64_t n) {
+  xg_reduce(X->red.ty, X->red.kind, dst, src, n);
 }
 
 SHUNT_XFN void xb_block_sync(struct shunt_xctx* X) {

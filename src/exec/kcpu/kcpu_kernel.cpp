@@ -32,8 +32,9 @@ struct launch {
   const char* src;
   uint64_t n;
   struct shunt_red red;
-  unsigned blocks, threads, skew_us;
+  unsigned blocks, threads, skew_us, smem;
   block_state* bs;
+  char* smem_base; /* blocks x smem bytes, 16-aligned */
 };
 
 thread_local block_state* tl_block;
@@ -61,6 +62,7 @@ void run_one(const launch* L, unsigned index) {
   gridDim = {L->blocks, 1, 1};
   tl_block = b;
   tl_skew_us = L->skew_us;
+  shunt_kcpu_smem = L->smem ? (int4*)(L->smem_base + (size_t)bx * L->smem) : NULL;
   skew_wait();
   switch (L->kind) {
     case KERNEL_EXEC:
@@ -178,6 +180,13 @@ int run_grid(shunt_kcpu_device* d, launch* L, char* err, size_t len) {
     bs[b].live = L->threads;
   }
   L->bs = bs;
+  L->smem = (L->smem + 15u) / 16u * 16u;
+  L->smem_base = NULL;
+  if (L->smem && !(L->smem_base = (char*)aligned_alloc(16, (size_t)L->blocks * L->smem))) {
+    if (err && len) snprintf(err, len, "out of memory for %u blocks' shared memory", L->blocks);
+    free(bs);
+    return -1;
+  }
   pthread_mutex_lock(&d->mu);
   int rc = grow(d, n, err, len);
   if (rc == 0) {
@@ -194,6 +203,7 @@ int run_grid(shunt_kcpu_device* d, launch* L, char* err, size_t len) {
     pthread_cond_destroy(&bs[b].cv);
   }
   free(bs);
+  free(L->smem_base);
   return rc;
 }
 
@@ -250,6 +260,7 @@ extern "C" int shunt_kcpu_exec(struct shunt_kcpu_device* d, const struct shunt_g
   L.blocks = g->blocks;
   L.threads = g->threads;
   L.skew_us = g->skew_us;
+  L.smem = g->smem_bytes;
   return run_grid(d, &L, err, len);
 }
 

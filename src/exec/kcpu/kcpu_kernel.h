@@ -33,6 +33,7 @@ void shunt_kcpu_device_destroy(struct shunt_kcpu_device* d);
 struct shunt_kcpu_grid {
   unsigned blocks, threads;
   unsigned skew_us;
+  unsigned smem_bytes; /* dynamic shared memory per block */
 };
 
 /* The executor kernel on arguments k (every pointer a host address). */

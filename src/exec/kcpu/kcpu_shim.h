@@ -36,6 +36,7 @@
 #define __grid_constant__
 
 #define XG_FN static inline
+#define XG_NOINLINE static __attribute__((noinline))
 #define SHUNT_GPU_ENTRY static void
 
 struct int4 {
@@ -48,6 +49,10 @@ struct shunt_kcpu_dim3 {
 
 /* The calling host thread's place in the grid (set by the grid runner before the entry). */
 static thread_local shunt_kcpu_dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+/* The block's dynamic shared memory (set by the grid runner: one buffer per block). */
+static thread_local int4* shunt_kcpu_smem;
+#define XG_DYN_SHARED(name) int4* name = shunt_kcpu_smem
 
 /* The block barrier, defined by the grid runner. */
 int shunt_kcpu_sync(int pred);

@@ -271,6 +271,7 @@ int shunt_kcpu_prog_create(struct shunt_kcpu_world* w, const struct shunt_progra
   kp->sems = sems;
   kp->threads = t;
   kp->port_used = shunt_gpu_uses_port(p);
+  kp->smem = shunt_gpu_prog_smem(p);
   *out = kp;
   return SHUNT_KCPU_OK;
 }
@@ -282,7 +283,7 @@ void shunt_kcpu_prog_destroy(struct shunt_kcpu_prog* kp) {
 }
 
 /* The scaling kernels' grid: small and odd, so their grid-stride loops are exercised. */
-static const struct shunt_kcpu_grid elem_grid = {2, 3, 0};
+static const struct shunt_kcpu_grid elem_grid = {2, 3, 0, 0};
 
 int shunt_kcpu_launch(struct shunt_kcpu_world* w, const struct shunt_kcpu_run* run, char* err, size_t len) {
   if (err && len) err[0] = 0;
@@ -328,7 +329,8 @@ int shunt_kcpu_launch(struct shunt_kcpu_world* w, const struct shunt_kcpu_run* r
   k.nranks = w->nranks;
   k.port_used = run->prog->port_used ? 1u : 0u;
   k.in_view = st.in_view ? 1u : 0u;
-  struct shunt_kcpu_grid g = {p->nblocks ? p->nblocks : 1, run->prog->threads, run->skew_us};
+  k.prog_smem = run->prog->smem;
+  struct shunt_kcpu_grid g = {p->nblocks ? p->nblocks : 1, run->prog->threads, run->skew_us, run->prog->smem};
 #if defined(__SANITIZE_THREAD__)
   /* The kernel boundary (kcpu_shim.h xg_launch_acquire): the staging writes above are visible to
    * peers that saw this kernel run. */

@@ -52,6 +52,7 @@ struct shunt_kcpu_prog {
   const struct shunt_program* host; /* the caller's; must outlive this */
   long long* sems;
   uint32_t threads; /* threads per block */
+  uint32_t smem;    /* bytes of the program read from shared memory (gpu_steps.h) */
   bool port_used;
 };
 /* threads: threads per block (capped by the plan's). */
