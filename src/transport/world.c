@@ -46,7 +46,8 @@ static void release(struct shunt_world* w) {
 }
 
 int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_config* cfg,
-                       const struct shunt_world_exchange* bs, struct shunt_world** out, char* err, size_t len) {
+                       const struct shunt_world_exchange* bs, struct shunt_world** out, char* err,
+                       size_t len) {
   *out = NULL;
   if (nranks == 0 || rank >= nranks || nranks > 65535) {
     snprintf(err, len, "rank %u of %u is not valid", rank, nranks);
@@ -129,4 +130,21 @@ void shunt_world_destroy(struct shunt_world* w) {
   /* No peer may still touch our region when it goes away. */
   w->bs.barrier(w->bs.ctx);
   release(w);
+}
+
+int shunt_world_agree(const struct shunt_world_exchange* bs, uint32_t rank, uint32_t nranks, bool local_ok,
+                      uint8_t* ok, char* err, size_t len) {
+  memset(ok, 0, nranks);
+  ok[rank] = local_ok ? 1 : 0;
+  int rc = local_ok ? 0 : -1;
+  if (bs->allgather(bs->ctx, ok, 1) != 0) {
+    if (rc == 0 && err && len) snprintf(err, len, "bootstrap allgather failed");
+    rc = -1;
+  }
+  for (uint32_t r = 0; r < nranks && rc == 0; r++)
+    if (!ok[r]) {
+      if (err && len) snprintf(err, len, "rank %u failed to set up its world", r);
+      rc = -1;
+    }
+  return rc;
 }

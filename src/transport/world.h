@@ -30,6 +30,14 @@ struct shunt_world_exchange {
   int (*barrier)(void* ctx);
 };
 
+/* Collective vote closing a world's creation: every rank says whether its side succeeded
+ * (local_ok) and learns whether all did, so either every rank keeps its world or none does.
+ * Returns 0 when all succeeded; else -1, with a message naming the first rank that failed
+ * (unless this rank failed itself: its own message is kept). scratch: nranks bytes of the
+ * caller's (allocated before anything could fail, so that the vote itself cannot). */
+int shunt_world_agree(const struct shunt_world_exchange* bs, uint32_t rank, uint32_t nranks, bool local_ok,
+                      uint8_t* scratch, char* err, size_t len);
+
 struct shunt_world_config {
   uint64_t scratch_bytes; /* per rank, both halves of a double scratch included */
   uint64_t input_bytes;   /* staging capacity for a rank's input */
@@ -62,7 +70,8 @@ struct shunt_world {
 };
 
 int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_config* cfg,
-                       const struct shunt_world_exchange* bs, struct shunt_world** out, char* err, size_t len);
+                       const struct shunt_world_exchange* bs, struct shunt_world** out, char* err,
+                       size_t len);
 /* Collective: waits for every rank before unmapping. */
 void shunt_world_destroy(struct shunt_world* w);
 /* Not collective: stops this rank's proxy and unmaps its view. Safe while peers still run:

@@ -90,14 +90,10 @@ static void in_out_bytes(const struct shunt_plan* p, uint64_t total, uint64_t* i
   }
 }
 
-static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struct shared* sh, uint32_t rank,
-                     const struct shape* shapes, unsigned nshapes, bool inplace) {
-  struct bsctx bc = {sh, rank};
-  struct shunt_world_exchange bs = {&bc, bs_allgather, bs_barrier};
-  struct shunt_world_config cfg = {0, 0, 0};
-  uint64_t user_in_max = 0, user_out_max = 0;
+void verify_world_needs(const struct vopts* o, const struct shunt_plan* plan, const struct shape* shapes,
+                        unsigned nshapes, struct verify_needs* n) {
+  memset(n, 0, sizeof(*n));
   for (unsigned k = 0; k < nshapes; k++) {
-    /* The world holds both parts of every call (exec/split.h). */
     struct shunt_call_shape cs = {shapes[k].in,
                                   shapes[k].out,
                                   (enum shunt_dtype)shapes[k].dt,
@@ -110,12 +106,27 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
     if (!shunt_split_call(plan, &cs, &sp, why, sizeof(why))) continue;
     uint64_t need, in_need, out_need;
     shunt_split_needs(plan, &sp, &need, &in_need, &out_need);
-    if (need > cfg.scratch_bytes) cfg.scratch_bytes = need;
-    if (in_need > cfg.input_bytes) cfg.input_bytes = in_need;
-    if (out_need > cfg.output_bytes) cfg.output_bytes = out_need;
-    if (shapes[k].in > user_in_max) user_in_max = shapes[k].in;
-    if (shapes[k].out > user_out_max) user_out_max = shapes[k].out;
+    if (need > n->scratch) n->scratch = need;
+    if (in_need > n->stage_in) n->stage_in = in_need;
+    if (out_need > n->stage_out) n->stage_out = out_need;
+    if (shapes[k].in > n->max_in) n->max_in = shapes[k].in;
+    if (shapes[k].out > n->max_out) n->max_out = shapes[k].out;
+    uint64_t tb = shunt_split_tail_bytes(plan, &sp);
+    if (tb > n->tail) n->tail = tb;
   }
+}
+
+static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struct shared* sh, uint32_t rank,
+                     const struct shape* shapes, unsigned nshapes, bool inplace) {
+  struct bsctx bc = {sh, rank};
+  struct shunt_world_exchange bs = {&bc, bs_allgather, bs_barrier};
+  struct shunt_world_config cfg = {0, 0, 0};
+  struct verify_needs nd;
+  verify_world_needs(o, plan, shapes, nshapes, &nd);
+  cfg.scratch_bytes = nd.scratch;
+  cfg.input_bytes = nd.stage_in;
+  cfg.output_bytes = nd.stage_out;
+  uint64_t user_in_max = nd.max_in, user_out_max = nd.max_out;
   char* msg = sh->res[rank].msg;
   struct shunt_world* w = NULL;
   if (shunt_world_create(rank, o->nranks, &cfg, &bs, &w, msg, MSG_BYTES) != 0) {

@@ -44,6 +44,15 @@ struct shape {
   int dt, op;
 };
 
+/* What a world must hold to run every shape (both parts of each, exec/split.h), the largest
+ * user buffers, and the largest tail staging. */
+struct verify_needs {
+  uint64_t scratch, stage_in, stage_out;
+  uint64_t max_in, max_out, tail;
+};
+void verify_world_needs(const struct vopts* o, const struct shunt_plan* plan, const struct shape* shapes,
+                        unsigned nshapes, struct verify_needs* n);
+
 /* Results, as the host runner's: 0 pass, 1 mismatch, 2 timeout, 3 error. */
 enum { VERIFY_PASS = 0, VERIFY_MISMATCH = 1, VERIFY_TIMEOUT = 2, VERIFY_ERROR = 3 };
 

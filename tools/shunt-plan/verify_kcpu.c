@@ -269,28 +269,14 @@ int verify_kcpu_plan(const struct vopts* o, const struct shunt_plan* plan, const
   J.msg = msg;
   J.len = len;
   msg[0] = 0;
-  for (unsigned k = 0; k < nshapes; k++) {
-    struct shunt_call_shape cs = {shapes[k].in,
-                                  shapes[k].out,
-                                  (enum shunt_dtype)shapes[k].dt,
-                                  (enum shunt_redop)shapes[k].op,
-                                  (enum shunt_pkt_type)o->pkt,
-                                  0,
-                                  false};
-    struct shunt_split sp;
-    char why[256];
-    if (!shunt_split_call(plan, &cs, &sp, why, sizeof(why))) continue;
-    uint64_t need, in_need, out_need;
-    shunt_split_needs(plan, &sp, &need, &in_need, &out_need);
-    if (need > J.cfg.scratch_bytes) J.cfg.scratch_bytes = need;
-    if (in_need > J.cfg.input_bytes) J.cfg.input_bytes = in_need;
-    if (out_need > J.cfg.output_bytes) J.cfg.output_bytes = out_need;
-    if (shapes[k].in > J.max_in) J.max_in = shapes[k].in;
-    if (shapes[k].out > J.max_out) J.max_out = shapes[k].out;
-    uint64_t tb = shunt_split_tail_bytes(plan, &sp);
-    if (tb > J.tail_bytes) J.tail_bytes = tb;
-  }
-  /* A plan that hangs must fail the verification, not wait forever. */
+  struct verify_needs nd;
+  verify_world_needs(o, plan, shapes, nshapes, &nd);
+  J.cfg.scratch_bytes = nd.scratch;
+  J.cfg.input_bytes = nd.stage_in;
+  J.cfg.output_bytes = nd.stage_out;
+  J.max_in = nd.max_in;
+  J.max_out = nd.max_out;
+  J.tail_bytes = nd.tail;
   J.cfg.timeout_ms = o->timeout_ms ? o->timeout_ms : 60000;
   J.exp = calloc(o->iters, sizeof(*J.exp));
   J.team.slots = calloc(plan->ngpus, SLOT);

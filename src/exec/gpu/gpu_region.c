@@ -1,6 +1,8 @@
 /* The region layout of the GPU backend (gpu_region.h). */
 #include "exec/gpu/gpu_region.h"
 
+#include <stddef.h>
+
 static uint64_t align_up(uint64_t x) {
   return (x + SHUNT_GPU_ALIGN - 1) / SHUNT_GPU_ALIGN * SHUNT_GPU_ALIGN;
 }
@@ -27,4 +29,16 @@ void shunt_gpu_region_layout(struct shunt_gpu_layout* L, uint32_t nranks, uint64
   L->total = at;
   L->input_bytes = input_bytes;
   L->output_bytes = output_bytes;
+}
+
+void shunt_gpu_kargs_world(struct shunt_gpu_kargs* k, char* region, const struct shunt_gpu_layout* lay,
+                           struct shunt_gpu_fifo* fifo, uint64_t timeout_ns, uint32_t rank, uint32_t nranks) {
+  k->region = region;
+  k->peers = (const uint64_t*)(region + lay->peers);
+  k->abort = (uint32_t*)(region + lay->ctrl + offsetof(struct shunt_gpu_ctrl, abort));
+  k->fifo = fifo;
+  k->lay = *lay;
+  k->timeout_ns = timeout_ns;
+  k->rank = rank;
+  k->nranks = nranks;
 }

@@ -17,6 +17,11 @@ extern "C" {
 void shunt_gpu_region_layout(struct shunt_gpu_layout* L, uint32_t nranks, uint64_t scratch_bytes,
                              uint64_t input_bytes, uint64_t output_bytes);
 
+/* The world's part of the kernel arguments: region, peer table, abort word and layout are all
+ * found from the rank's region (as the kernel sees it) and the layout. */
+void shunt_gpu_kargs_world(struct shunt_gpu_kargs* k, char* region, const struct shunt_gpu_layout* lay,
+                           struct shunt_gpu_fifo* fifo, uint64_t timeout_ns, uint32_t rank, uint32_t nranks);
+
 #ifdef __cplusplus
 }
 #endif

@@ -463,19 +463,9 @@ static int world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_w
       w->thread_started = true;
     }
   }
-  /* Second exchange: every rank learns whether all others succeeded, so either all have a
-   * world or none keeps one. */
-  memset(all, 0, (size_t)nranks * sizeof(*all));
-  all[rank].ok = rc == 0;
-  if (bs->allgather(bs->ctx, all, sizeof(*all)) != 0 && rc == 0) {
-    setf(err, len, "bootstrap allgather failed");
+  /* Every rank learns whether all others succeeded, so either all have a world or none keeps one. */
+  if (shunt_world_agree(bs, rank, nranks, rc == 0, (uint8_t*)all, err, len) != 0 && rc == 0)
     rc = SHUNT_GPU_INVALID;
-  }
-  for (uint32_t r = 0; r < nranks && rc == 0; r++)
-    if (!all[r].ok) {
-      setf(err, len, "rank %u failed to set up its GPU world", r);
-      rc = SHUNT_GPU_INVALID;
-    }
   free(all);
   if (rc != 0) {
     release(w);
@@ -500,14 +490,7 @@ bool shunt_gpu_world_broken(const struct shunt_gpu_world* w) {
 }
 
 void shunt_gpu_world_kargs(const struct shunt_gpu_world* w, struct shunt_gpu_kargs* k) {
-  k->region = w->region;
-  k->peers = (const uint64_t*)(w->region + w->lay.peers);
-  k->abort = w->abort_word;
-  k->fifo = w->fifo_dev;
-  k->lay = w->lay;
-  k->timeout_ns = w->timeout_ns;
-  k->rank = w->rank;
-  k->nranks = w->nranks;
+  shunt_gpu_kargs_world(k, w->region, &w->lay, w->fifo_dev, w->timeout_ns, w->rank, w->nranks);
 }
 
 char* shunt_gpu_world_stage(const struct shunt_gpu_world* w, unsigned buf) {

@@ -187,17 +187,8 @@ int shunt_kcpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_k
       w->thread_started = true;
     }
   }
-  memset(all, 0, (size_t)nranks * sizeof(*all));
-  all[rank].ok = rc == 0;
-  if (bs->allgather(bs->ctx, all, sizeof(*all)) != 0 && rc == 0) {
-    setf(err, len, "bootstrap allgather failed");
+  if (shunt_world_agree(bs, rank, nranks, rc == 0, (uint8_t*)all, err, len) != 0 && rc == 0)
     rc = SHUNT_KCPU_INVALID;
-  }
-  for (uint32_t r = 0; r < nranks && rc == 0; r++)
-    if (!all[r].ok) {
-      setf(err, len, "rank %u failed to set up its world", r);
-      rc = SHUNT_KCPU_INVALID;
-    }
   free(all);
   if (rc != 0) {
     release(w);
@@ -315,18 +306,11 @@ int shunt_kcpu_launch(struct shunt_kcpu_world* w, const struct shunt_kcpu_run* r
   if (st.copy_in_bytes) memcpy(st.copy_in_dst, st.copy_in_src, st.copy_in_bytes);
   struct shunt_gpu_kargs k;
   memset(&k, 0, sizeof(k));
+  shunt_gpu_kargs_world(&k, w->region, &w->lay, w->fifo, w->timeout_ns, w->rank, w->nranks);
   k.prog = p;
   k.sems = run->prog->sems;
-  k.region = w->region;
-  k.peers = (const uint64_t*)(w->region + w->lay.peers);
-  k.abort = w->abort_word;
-  k.fifo = w->fifo;
   k.in = st.in;
   k.out = st.out;
-  k.lay = w->lay;
-  k.timeout_ns = w->timeout_ns;
-  k.rank = w->rank;
-  k.nranks = w->nranks;
   k.port_used = run->prog->port_used ? 1u : 0u;
   k.in_view = st.in_view ? 1u : 0u;
   k.prog_smem = run->prog->smem;
