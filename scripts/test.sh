@@ -54,9 +54,9 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE "gpu|long"
 
 step "the GPU kernel built for the CPU under ThreadSanitizer in build-tsan/"
-# Only what the kernel-cpu tests run (shunt-plan); the other suites run under ASan above.
+# Only what the kernel-cpu tests run (shunt-plan, kcpu_wait); the other suites run under ASan above.
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHUNT_TSAN=ON -DSHUNT_ENABLE_CUDA=OFF >/dev/null
-cmake --build build-tsan -j"$jobs" --target shunt-plan
+cmake --build build-tsan -j"$jobs" --target shunt-plan kcpu_wait
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j"$jobs" -L kernel-cpu
 
 if [ -f scripts/gen_plans.py ]; then
