@@ -7,6 +7,7 @@
  *     thread 0 ops[7] (wait)".
  * Usage: test_kcpu_wait PLANS_DIR BROKEN_DIR */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,8 @@ struct job {
   char err[2][512];
   int bad[2];        /* output elements that are not 2 */
   unsigned ranks_in; /* ranks whose world exists */
+  bool aborting;     /* the main thread aborts the world: nobody destroys it before */
+  bool abort_done;
 };
 
 struct rank_arg {
@@ -108,6 +111,10 @@ static void* rank_main(void* arg) {
   free(in);
   free(out);
   barrier2(&a->rank); /* neither kernel runs any more */
+  /* The abort call reads the world: it must have returned before the world goes. */
+  pthread_mutex_lock(&mu);
+  while (J->aborting && !J->abort_done) pthread_cond_wait(&cv, &mu);
+  pthread_mutex_unlock(&mu);
   shunt_kcpu_prog_destroy(kp);
   shunt_program_free(p);
   shunt_kcpu_world_destroy(J->w[rank]);
@@ -130,6 +137,7 @@ static struct shunt_plan* load(const char* dir, const char* name) {
 }
 
 static void run(struct job* J, bool abort_it) {
+  J->aborting = abort_it;
   pthread_t th[2];
   struct rank_arg a[2] = {{J, 0}, {J, 1}};
   for (unsigned r = 0; r < 2; r++) pthread_create(&th[r], NULL, rank_main, &a[r]);
@@ -145,6 +153,10 @@ static void run(struct job* J, bool abort_it) {
       exit(1);
     }
     shunt_kcpu_world_abort(J->w[0]);
+    pthread_mutex_lock(&mu);
+    J->abort_done = true;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
   }
   for (unsigned r = 0; r < 2; r++) pthread_join(th[r], NULL);
 }
@@ -155,8 +167,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   int failed = 0;
-  struct job late = {
-      load(argv[1], "allreduce_2r_simple_outofplace.json"), 1000, {NULL, NULL}, {0, 0}, {"", ""}, {0, 0}, 0};
+  struct job late = {load(argv[1], "allreduce_2r_simple_outofplace.json"),
+                     1000,
+                     {NULL, NULL},
+                     {0, 0},
+                     {"", ""},
+                     {0, 0},
+                     0,
+                     false,
+                     false};
   run(&late, false);
   for (unsigned r = 0; r < 2; r++)
     if (late.rc[r] != SHUNT_KCPU_OK || late.bad[r]) {
@@ -167,8 +186,15 @@ int main(int argc, char** argv) {
   if (!failed) printf("ok: a peer 1 s late, no timeout: both results exact\n");
   shunt_plan_free(late.plan);
 
-  struct job stuck = {
-      load(argv[2], "broken_missing_signal.json"), 0, {NULL, NULL}, {0, 0}, {"", ""}, {0, 0}, 0};
+  struct job stuck = {load(argv[2], "broken_missing_signal.json"),
+                      0,
+                      {NULL, NULL},
+                      {0, 0},
+                      {"", ""},
+                      {0, 0},
+                      0,
+                      false,
+                      false};
   run(&stuck, true);
   const char* want =
       "aborted: rank 1 block 0 thread 0 ops[7] (wait): waits on signal on memory channel #0 to rank 0";

@@ -75,7 +75,7 @@ void shunt_gpu_world_destroy(struct shunt_gpu_world* w);
 int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program* p, char* err, size_t len);
 /* Raises the world's abort word from the host (a stream copy, not ordered after any kernel):
  * every waiting kernel of every rank gives up and the world is broken. Thread-safe; for
- * communicator abort. */
+ * communicator abort; the world must outlive the call. */
 int shunt_gpu_world_abort(struct shunt_gpu_world* w);
 bool shunt_gpu_world_broken(const struct shunt_gpu_world* w);
 

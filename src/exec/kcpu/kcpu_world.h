@@ -44,7 +44,7 @@ void shunt_kcpu_world_destroy(struct shunt_kcpu_world* w);
  * it is the program that ran, names the op). */
 int shunt_kcpu_world_check(struct shunt_kcpu_world* w, const struct shunt_program* p, char* err, size_t len);
 /* Raises the world's abort word, as shunt_gpu_world_abort: every waiting kernel gives up.
- * Callable from any thread, during a launch. */
+ * Callable from any thread, during a launch; the world must outlive the call. */
 void shunt_kcpu_world_abort(struct shunt_kcpu_world* w);
 
 /* A program prepared for a world: its live semaphores and its launch shape. */
