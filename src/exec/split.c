@@ -2,6 +2,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "exec/lower_internal.h"
 
@@ -113,4 +114,28 @@ void shunt_split_needs(const struct shunt_plan* plan, const struct shunt_split* 
   *out = s->head ? h->out_bytes : 0;
   if (s->rest && t->in_bytes > *in) *in = t->in_bytes;
   if (s->rest && t->out_bytes > *out) *out = t->out_bytes;
+}
+
+int shunt_split_run_host(const struct shunt_plan* plan, const struct shunt_call_shape* call,
+                         const struct shunt_split* s, uint32_t rank, const void* in, void* out, char* tail,
+                         shunt_split_part_fn run, void* ctx) {
+  uint64_t R = call->in_bytes; /* per-rank input bytes, the output's rank stride for allgather */
+  /* In place as NCCL defines it (the input inside the output): the tail runs in place too, so
+   * an in-place plan sees the layout it was written for. */
+  bool inplace = (const char*)in >= (const char*)out && (const char*)in < (const char*)out + call->out_bytes;
+  if (s->head) {
+    int r = run(ctx, &s->head_shape, false, in, out);
+    if (r) return r;
+  }
+  if (!s->rest) return 0;
+  uint64_t q = s->quantum;
+  /* Padding is zeros: it only ever meets padding (split.h), and zeros are valid in every dtype. */
+  memset(tail, 0, shunt_split_tail_bytes(plan, s));
+  char* tin = tail + shunt_split_tail_in(plan, s, rank, inplace);
+  memcpy(tin, (const char*)in + s->head, s->rest);
+  int r = run(ctx, &s->tail_shape, true, tin, tail);
+  if (r) return r;
+  for (uint32_t k = 0; k < shunt_split_slices(plan); k++)
+    memcpy((char*)out + (uint64_t)k * R + s->head, tail + (uint64_t)k * q, s->rest);
+  return 0;
 }

@@ -51,4 +51,17 @@ uint64_t shunt_split_tail_in(const struct shunt_plan* plan, const struct shunt_s
                              bool inplace);
 uint32_t shunt_split_slices(const struct shunt_plan* plan);
 
+/* One part run by a backend: the head (tail = false) on the user's buffers, or the tail on the
+ * staging; 0 or the backend's error code, which stops the call. */
+typedef int (*shunt_split_part_fn)(void* ctx, const struct shunt_call_shape* part, bool tail, const void* in,
+                                   void* out);
+
+/* Runs both parts of `call` (its real sizes, split as `s`) in host memory, for the backends
+ * whose buffers are host memory: the head on the user's buffers, then the tail padded with zeros
+ * in `tail` (shunt_split_tail_bytes of it), in place when the call is (the input inside the
+ * output, NCCL's rule), its results copied back. Returns the first nonzero part result. */
+int shunt_split_run_host(const struct shunt_plan* plan, const struct shunt_call_shape* call,
+                         const struct shunt_split* s, uint32_t rank, const void* in, void* out, char* tail,
+                         shunt_split_part_fn run, void* ctx);
+
 #endif

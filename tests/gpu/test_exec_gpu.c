@@ -28,6 +28,7 @@
 #include "exec/split.h"
 #include "exec/ops/dtype.h"
 #include "gpu/test_exec_gpu.h"
+#include "verify_ref.h"
 #include "plan/parse.h"
 #include "transport/world.h"
 
@@ -149,95 +150,16 @@ static void fail(struct job* J, const char* fmt, ...) {
 
 /* ---- Values and the reference ---- */
 
-static const char* const dt_names[SHUNT_DT_COUNT] = {"int8",    "uint8",    "int32",   "uint32",
-                                                     "int64",   "uint64",   "float16", "float32",
-                                                     "float64", "bfloat16", "fp8e4m3", "fp8e5m2"};
-static const char* const op_names[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
-
-/* Small integers: sums of eight stay exact in every type, fp8 included; products stay below 9. */
-static int64_t value(uint32_t rank, uint64_t i, unsigned seed, int op, bool uns) {
-  uint64_t h = (i + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(rank + 1) * 0xbf58476d1ce4e5b9ull ^
-               (uint64_t)(seed + 1) * 0x94d049bb133111ebull;
-  h ^= h >> 29;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 32;
-  if (op == SHUNT_REDOP_PROD) return (rank < 3 && h % 5 == 0) ? 2 : (!uns && h % 3 == 0) ? -1 : 1;
-  if (op == SHUNT_REDOP_MIN || op == SHUNT_REDOP_MAX) return (int64_t)(h % 7) - (uns ? 0 : 3);
-  return uns ? (int64_t)(h % 2) : (int64_t)(h % 3) - 1;
-}
-
-static void put_value(int dt, void* at, int64_t v) {
-  switch (dt) {
-    case SHUNT_DT_FLOAT32: {
-      float x = (float)v;
-      memcpy(at, &x, 4);
-      return;
-    }
-    case SHUNT_DT_FLOAT64: {
-      double x = (double)v;
-      memcpy(at, &x, 8);
-      return;
-    }
-    case SHUNT_DT_FLOAT16:
-      shunt_ty_store(at, dt, shunt_f32_to_f16((float)v));
-      return;
-    case SHUNT_DT_BFLOAT16:
-      shunt_ty_store(at, dt, shunt_f32_to_bf16((float)v));
-      return;
-    case SHUNT_DT_FP8E4M3:
-      shunt_ty_store(at, dt, shunt_f32_to_fp8((float)v, 0));
-      return;
-    case SHUNT_DT_FP8E5M2:
-      shunt_ty_store(at, dt, shunt_f32_to_fp8((float)v, 1));
-      return;
-    default:
-      shunt_ty_store(at, dt, (uint64_t)v); /* integers: two's complement, truncated */
-      return;
-  }
-}
-
-/* `bytes` of rank's input from byte `at` on. */
-static void fill_input(char* buf, uint64_t at, uint64_t bytes, uint32_t rank, unsigned seed, int dt, int op,
-                       bool reduce) {
-  if (!reduce) {
-    for (uint64_t k = 0, i = at; k < bytes; k++, i++)
-      buf[k] = (char)((i * 131 + rank * 29 + seed * 7 + (i >> 8)) & 0xff);
-    return;
-  }
-  uint32_t es = shunt_dtype_size((enum shunt_dtype)dt);
-  bool uns = dt == SHUNT_DT_UINT8 || dt == SHUNT_DT_UINT32 || dt == SHUNT_DT_UINT64;
-  for (uint64_t k = 0; k < bytes / es; k++)
-    put_value(dt, buf + k * es, value(rank, at / es + k, seed, op, uns));
-}
-
-static void premul_scalar(int dt, void* out) {
-  put_value(dt, out, 2);
-}
-
-static void expected_allreduce(char* exp, char* tmp, uint64_t at, uint64_t bytes, uint32_t nranks,
-                               unsigned seed, int dt, int op) {
-  enum shunt_dtype d = (enum shunt_dtype)dt;
-  uint32_t es = shunt_dtype_size(d);
-  enum shunt_elem_scaling sc = shunt_elem_scaling(d, (enum shunt_redop)op);
-  char scalar[8];
-  premul_scalar(dt, scalar);
-  for (uint32_t r = 0; r < nranks; r++) {
-    char* into = r == 0 ? exp : tmp;
-    fill_input(into, at, bytes, r, seed, dt, op, true);
-    if (sc == SHUNT_SCALE_PRE)
-      shunt_elem_premul(d, into, into, bytes / es, op == SHUNT_REDOP_PREMULSUM ? scalar : NULL, nranks);
-    if (r) shunt_elem_reduce(d, shunt_elem_step_op((enum shunt_redop)op), exp, tmp, bytes / es);
-  }
-  if (sc == SHUNT_SCALE_POSTDIV) shunt_elem_postdiv(d, exp, bytes / es, nranks);
-}
-
+/* Inputs and the reference are shunt-plan verify's (tools/shunt-plan/verify_ref.h): small
+ * integers, so every summation order is exact, each contribution scaled once for avg and
+ * PreMulSum, integer avg divided at the end. */
 /* This rank's share of the reference for one execution. */
 static void expected_slice(struct job* J, const struct shape* s, uint32_t rank, unsigned seed,
                            const char* my_in, char* tmp) {
   if (J->plan->coll == SHUNT_COLL_ALLREDUCE) {
     uint32_t es = shunt_dtype_size((enum shunt_dtype)s->dt);
     uint64_t nel = s->out / es, lo = nel * rank / J->nranks * es, hi = nel * (rank + 1) / J->nranks * es;
-    expected_allreduce(J->exp + lo, tmp, lo, hi - lo, J->nranks, seed, s->dt, s->op);
+    verify_expected_allreduce(J->exp + lo, tmp, lo, hi - lo, J->nranks, seed, (enum shunt_dtype)s->dt, s->op);
   } else {
     memcpy(J->exp + (uint64_t)rank * s->in, my_in, s->in);
   }
@@ -258,8 +180,8 @@ static void check_world(struct job* J, struct shunt_gpu_world* w, const struct s
                         uint32_t rank, const struct shape* s, const char* when, bool* ok) {
   char err[1024];
   if (shunt_gpu_world_check(w, p, err, sizeof(err)) != SHUNT_GPU_OK) {
-    fail(J, "%s, %" PRIu64 " bytes, %s %s, %s: rank %u: %s", J->plan->name, s->total, dt_names[s->dt],
-         op_names[s->op], when, rank, err);
+    fail(J, "%s, %" PRIu64 " bytes, %s %s, %s: rank %u: %s", J->plan->name, s->total, verify_dt_names[s->dt],
+         verify_op_names[s->op], when, rank, err);
     *ok = false;
   }
 }
@@ -359,14 +281,14 @@ static void* rank_main(void* arg) {
     run = team_agree(run && ok);
     const struct shunt_program* prog = ph ? ph : pt; /* names ops in failure reports */
     char scalar[8];
-    premul_scalar(s->dt, scalar);
+    verify_premul_scalar((enum shunt_dtype)s->dt, scalar);
     char* user_in = plan->inplace ? (reduce ? d_out : d_out + (uint64_t)rank * s->in) : d_in;
     struct shunt_gpu_run r = {w, gh, user_in, d_out, scalar}; /* the head alone, for graphs */
 
     for (unsigned it = 0; it < EAGER_ITERS; it++) {
       unsigned seed = k * 131 + it;
       if (run) {
-        fill_input(h_in, 0, s->in, rank, seed, s->dt, s->op, reduce);
+        verify_fill_input(h_in, 0, s->in, rank, J->nranks, seed, (enum shunt_dtype)s->dt, s->op, reduce);
         CK(cudaMemsetAsync(d_out, 0xa5, s->out, st));
         CK(cudaMemcpyAsync(user_in, h_in, s->in, cudaMemcpyHostToDevice, st));
         if (launch_split(w, &sp, plan, rank, gh, gt, user_in, d_out, d_tail, scalar, st, err, sizeof(err)) !=
@@ -391,8 +313,9 @@ static void* rank_main(void* arg) {
                "%s: mismatch: %" PRIu64 " bytes (head %" PRIu64 " + tail %" PRIu64
                " per rank), %s %s, iteration "
                "%u: rank %u byte offset %" PRIu64 ": expected 0x%02x, got 0x%02x",
-               plan->name, s->total, sp.head, sp.rest, dt_names[s->dt], reduce ? op_names[s->op] : "-", it,
-               rank, b, (unsigned)(unsigned char)J->exp[b], (unsigned)(unsigned char)h_out[b]);
+               plan->name, s->total, sp.head, sp.rest, verify_dt_names[s->dt],
+               reduce ? verify_op_names[s->op] : "-", it, rank, b, (unsigned)(unsigned char)J->exp[b],
+               (unsigned)(unsigned char)h_out[b]);
           run = false;
         }
       }
@@ -410,7 +333,7 @@ static void* rank_main(void* arg) {
       for (unsigned v = 0; v < 2; v++) {
         unsigned seed = 7777 + 2 * k + v;
         if (run) {
-          fill_input(h_in, 0, s->in, rank, seed, s->dt, s->op, reduce);
+          verify_fill_input(h_in, 0, s->in, rank, J->nranks, seed, (enum shunt_dtype)s->dt, s->op, reduce);
           /* On the rank's stream, then synchronized: nothing below races with these copies. */
           CK(cudaMemcpyAsync(d_pristine + v * in_cap, h_in, s->in, cudaMemcpyHostToDevice, st));
           CK(cudaStreamSynchronize(st));
@@ -451,7 +374,7 @@ static void* rank_main(void* arg) {
         CK(cudaStreamSynchronize(st));
         if (bad)
           fail(J, "%s: graph replays, %" PRIu64 " bytes, %s %s: rank %u: %llu bytes differ over %u replays",
-               plan->name, s->total, dt_names[s->dt], reduce ? op_names[s->op] : "-", rank, bad,
+               plan->name, s->total, verify_dt_names[s->dt], reduce ? verify_op_names[s->op] : "-", rank, bad,
                replays_per_graph);
         if (rank == 0) J->replays += replays_per_graph;
       }
@@ -550,8 +473,8 @@ static void make_shapes(struct job* J, struct shunt_plan* plan) {
                        (dt == SHUNT_DT_FLOAT16 && op == SHUNT_REDOP_PREMULSUM))))
         continue;
       if (!servable(plan, MATRIX_BYTES, dt, op)) {
-        printf("  %s: %u bytes %s %s: not served\n", plan->name, MATRIX_BYTES, dt_names[dt],
-               reduce ? op_names[op] : "");
+        printf("  %s: %u bytes %s %s: not served\n", plan->name, MATRIX_BYTES, verify_dt_names[dt],
+               reduce ? verify_op_names[op] : "");
         continue;
       }
       add_shape(J, MATRIX_BYTES, dt, op, dt == base_dt && op == SHUNT_REDOP_SUM);

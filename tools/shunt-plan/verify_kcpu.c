@@ -33,8 +33,8 @@ struct job {
   unsigned nshapes, threads;
   struct team team;
   struct shunt_kcpu_world_config cfg;
-  uint64_t max_in, max_out, tail_bytes;
-  char** exp; /* [iters]: the reference output of each execution; each rank writes a slice */
+  struct verify_needs need; /* the world config and the buffers below follow from it */
+  char** exp;               /* [iters]: the reference output of each execution; each rank writes a slice */
   pthread_mutex_t mu;
   int status;
   char* msg;
@@ -106,28 +106,21 @@ static void record(struct job* J, int status, const char* fmt, ...) {
   pthread_mutex_unlock(&J->mu);
 }
 
-/* One call, as the library runs it (exec/split.h): the head on the user's buffers, the tail
- * padded with zeros through `tail`, its results copied back. */
-static int run_call(struct shunt_kcpu_world* w, const struct shunt_plan* plan, const struct shunt_split* sp,
-                    uint32_t rank, const struct shunt_kcpu_prog* head, const struct shunt_kcpu_prog* tailp,
-                    const char* user_in, char* out, char* tail, const char* scalar, unsigned skew, char* err,
-                    size_t len) {
-  if (sp->head) {
-    struct shunt_kcpu_run r = {head, user_in, out, scalar, skew};
-    int rc = shunt_kcpu_launch(w, &r, err, len);
-    if (rc) return rc;
-  }
-  if (!sp->rest) return 0;
-  uint64_t R = sp->head + sp->rest, q = sp->quantum;
-  memset(tail, 0, shunt_split_tail_bytes(plan, sp));
-  char* tin = tail + shunt_split_tail_in(plan, sp, rank, plan->inplace);
-  memcpy(tin, user_in + sp->head, sp->rest);
-  struct shunt_kcpu_run r = {tailp, tin, tail, scalar, skew};
-  int rc = shunt_kcpu_launch(w, &r, err, len);
-  if (rc) return rc;
-  for (uint32_t k = 0; k < shunt_split_slices(plan); k++)
-    memcpy(out + (uint64_t)k * R + sp->head, tail + k * q, sp->rest);
-  return 0;
+/* One part of a call (exec/split.h) on the kernel's CPU build. */
+struct part_ctx {
+  struct shunt_kcpu_world* w;
+  const struct shunt_kcpu_prog *head, *tail;
+  const char* scalar;
+  unsigned skew;
+  char* err;
+  size_t len;
+};
+
+static int run_part(void* arg, const struct shunt_call_shape* shape, bool tail, const void* in, void* out) {
+  (void)shape; /* the programs were lowered for both parts beforehand */
+  struct part_ctx* c = arg;
+  struct shunt_kcpu_run r = {tail ? c->tail : c->head, in, out, c->scalar, c->skew};
+  return shunt_kcpu_launch(c->w, &r, c->err, c->len);
 }
 
 static void* rank_main(void* arg) {
@@ -144,13 +137,13 @@ static void* rank_main(void* arg) {
     record(J, VERIFY_ERROR, "rank %u: world: %s", rank, err);
     return NULL; /* creation is all or nothing: every rank gets here */
   }
-  char* in = malloc(J->max_in + 16);
-  char* out = malloc(J->max_out + 16);
-  char* tail = malloc(J->tail_bytes + 16);
-  char* tmp = malloc(J->max_out + 16);
+  char* in = malloc(J->need.max_in + 16);
+  char* out = malloc(J->need.max_out + 16);
+  char* tail = malloc(J->need.tail + 16);
+  char* tmp = malloc(J->need.max_out + 16);
   char** outs = calloc(o->iters, sizeof(*outs));
   bool ok = in && out && tail && tmp && outs;
-  for (unsigned it = 0; ok && it < o->iters; it++) ok = (outs[it] = malloc(J->max_out + 16)) != NULL;
+  for (unsigned it = 0; ok && it < o->iters; it++) ok = (outs[it] = malloc(J->need.max_out + 16)) != NULL;
   if (!ok) record(J, VERIFY_ERROR, "rank %u: out of memory", rank);
   for (unsigned k = 0; k < J->nshapes; k++) {
     const struct shape* s = &J->shapes[k];
@@ -179,7 +172,8 @@ static void* rank_main(void* arg) {
       verify_fill_input(user_in, 0, s->in, rank, nranks, seed, (enum shunt_dtype)s->dt, s->op, reduce);
       /* Only rank 0 runs skewed: its peers, unhindered, consume whatever it publishes early. */
       unsigned skew = rank == 0 ? o->skew_us : 0;
-      int rc = run_call(w, plan, &sp, rank, kh, kt, user_in, out, tail, scalar, skew, err, sizeof(err));
+      struct part_ctx pc = {w, kh, kt, scalar, skew, err, sizeof(err)};
+      int rc = shunt_split_run_host(plan, &cs, &sp, rank, user_in, out, tail, run_part, &pc);
       if (rc) {
         record(J, rc == SHUNT_KCPU_TIMEOUT ? VERIFY_TIMEOUT : VERIFY_ERROR,
                "%" PRIu64 " bytes, %s %s, iteration %u, %u threads per block: rank %u: %s", s->total,
@@ -269,21 +263,17 @@ int verify_kcpu_plan(const struct vopts* o, const struct shunt_plan* plan, const
   J.msg = msg;
   J.len = len;
   msg[0] = 0;
-  struct verify_needs nd;
-  verify_world_needs(o, plan, shapes, nshapes, &nd);
-  J.cfg.scratch_bytes = nd.scratch;
-  J.cfg.input_bytes = nd.stage_in;
-  J.cfg.output_bytes = nd.stage_out;
-  J.max_in = nd.max_in;
-  J.max_out = nd.max_out;
-  J.tail_bytes = nd.tail;
+  verify_world_needs(o, plan, shapes, nshapes, &J.need);
+  J.cfg.scratch_bytes = J.need.scratch;
+  J.cfg.input_bytes = J.need.stage_in;
+  J.cfg.output_bytes = J.need.stage_out;
   J.cfg.timeout_ms = o->timeout_ms ? o->timeout_ms : 60000;
   J.exp = calloc(o->iters, sizeof(*J.exp));
   J.team.slots = calloc(plan->ngpus, SLOT);
   int rc = VERIFY_PASS;
   if (!J.exp || !J.team.slots) rc = VERIFY_ERROR;
   for (unsigned it = 0; rc == VERIFY_PASS && it < o->iters; it++)
-    if (!(J.exp[it] = malloc(J.max_out + 16))) rc = VERIFY_ERROR;
+    if (!(J.exp[it] = malloc(J.need.max_out + 16))) rc = VERIFY_ERROR;
   if (rc != VERIFY_PASS) snprintf(msg, len, "out of memory");
   pthread_mutex_init(&J.mu, NULL);
   pthread_mutex_init(&J.team.mu, NULL);

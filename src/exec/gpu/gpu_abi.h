@@ -17,6 +17,7 @@
 #ifndef SHUNT_EXEC_GPU_ABI_H
 #define SHUNT_EXEC_GPU_ABI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "exec/program.h"
@@ -104,6 +105,11 @@ struct shunt_gpu_layout {
   uint64_t scratch_bytes; /* both halves of a double scratch */
   uint64_t input_bytes, output_bytes;
 };
+
+/* Where a rank's abort word (its ctrl.abort) lies in its region. */
+SHUNT_GPU_HD uint64_t shunt_gpu_abort_offset(const struct shunt_gpu_layout* L) {
+  return L->ctrl + offsetof(struct shunt_gpu_ctrl, abort);
+}
 
 /* The kernel's arguments (passed as a __grid_constant__ parameter). */
 struct shunt_gpu_kargs {

@@ -64,13 +64,7 @@ static int enqueue(struct shunt_gpu_steps st, struct shunt_gpu_kargs k, const st
   }
   if (st.copy_in_bytes)
     CU(cudaMemcpyAsync(st.copy_in_dst, st.copy_in_src, st.copy_in_bytes, cudaMemcpyDefault, stream));
-  k.prog = gp->dev;
-  k.sems = gp->sems;
-  k.in = st.in;
-  k.out = st.out;
-  k.port_used = gp->port_used ? 1u : 0u;
-  k.in_view = st.in_view ? 1u : 0u;
-  k.prog_smem = gp->smem;
+  shunt_gpu_kargs_run(&k, gp->dev, gp->sems, &st, gp->port_used, gp->smem);
   void* ka[] = {&k};
   CU(cudaLaunchKernel((const void*)shunt_gpu_exec_kernel, p->nblocks ? p->nblocks : 1, gp->threads, ka,
                       gp->smem, stream));
@@ -90,11 +84,10 @@ extern "C" int shunt_gpu_launch(const struct shunt_gpu_run* run, cudaStream_t st
   struct shunt_gpu_world* w = run->world;
   const struct shunt_gpu_prog* gp = run->prog;
   const struct shunt_program* p = gp->host;
-  if (p->magic != SHUNT_PROG_MAGIC) FAIL(SHUNT_GPU_INVALID, "not a program");
-  uint32_t rank = shunt_gpu_world_rank(w), nranks = shunt_gpu_world_nranks(w);
-  if (p->rank != rank || p->nranks != nranks)
-    FAIL(SHUNT_GPU_INVALID, "program for rank %u of %u launched on rank %u of %u", p->rank, p->nranks, rank,
-         nranks);
+  struct shunt_gpu_kargs k;
+  memset(&k, 0, sizeof(k));
+  shunt_gpu_world_kargs(w, &k);
+  if (!shunt_gpu_prog_fits(p, k.rank, k.nranks, &k.lay, err, len)) return SHUNT_GPU_INVALID;
   if (shunt_gpu_world_broken(w)) FAIL(SHUNT_GPU_INVALID, "an earlier run on this world failed");
   /* The kernel and the staging copies go to the calling thread's current device, and every
    * address in them (region, peers, FIFO) belongs to the world's. */
@@ -103,17 +96,9 @@ extern "C" int shunt_gpu_launch(const struct shunt_gpu_run* run, cudaStream_t st
     FAIL(SHUNT_GPU_INVALID, "the current device is %d, the world's is %d", cur_dev,
          shunt_gpu_world_device(w));
 
-  struct shunt_gpu_kargs k;
-  memset(&k, 0, sizeof(k));
-  shunt_gpu_world_kargs(w, &k);
-  uint64_t cap = p->double_scratch ? k.lay.scratch_bytes / 2 : k.lay.scratch_bytes;
-  if (p->scratch_bytes > cap)
-    FAIL(SHUNT_GPU_INVALID, "plan needs %llu bytes of scratch per half, the world has %llu",
-         (unsigned long long)p->scratch_bytes, (unsigned long long)cap);
-
   struct shunt_gpu_steps st;
   const char* why =
-      shunt_gpu_steps_plan(p, nranks, run->in, run->out, run->premul_scalar, shunt_gpu_world_stage(w, 0),
+      shunt_gpu_steps_plan(p, k.nranks, run->in, run->out, run->premul_scalar, shunt_gpu_world_stage(w, 0),
                            shunt_gpu_world_stage(w, 1), k.lay.input_bytes, k.lay.output_bytes, &st);
   if (why)
     FAIL(SHUNT_GPU_INVALID, "%s (buffers of %llu/%llu bytes, staging %llu/%llu)", why,

@@ -91,8 +91,6 @@ SHUNT_GPU_ENTRY __launch_bounds__(SHUNT_GPU_MAX_THREADS, 1)
   X.base[1] = k.out;
   X.base[2] = X.scratch0 + X.half;
   X.ll8 = P->pkt == SHUNT_PKT_LL8;
-  X.esize = (uint32_t)shunt_ty_size(P->dtype);
-  if (X.esize == 0) X.esize = 1;
   X.red.ty = P->dtype;
   X.red.kind = shunt_gpu_step_kind(P->redop);
   X.red.arg = 0;

@@ -2,6 +2,7 @@
 #include "exec/gpu/gpu_region.h"
 
 #include <stddef.h>
+#include <string.h>
 
 static uint64_t align_up(uint64_t x) {
   return (x + SHUNT_GPU_ALIGN - 1) / SHUNT_GPU_ALIGN * SHUNT_GPU_ALIGN;
@@ -35,10 +36,18 @@ void shunt_gpu_kargs_world(struct shunt_gpu_kargs* k, char* region, const struct
                            struct shunt_gpu_fifo* fifo, uint64_t timeout_ns, uint32_t rank, uint32_t nranks) {
   k->region = region;
   k->peers = (const uint64_t*)(region + lay->peers);
-  k->abort = (uint32_t*)(region + lay->ctrl + offsetof(struct shunt_gpu_ctrl, abort));
+  k->abort = (uint32_t*)(region + shunt_gpu_abort_offset(lay));
   k->fifo = fifo;
   k->lay = *lay;
   k->timeout_ns = timeout_ns;
   k->rank = rank;
   k->nranks = nranks;
+}
+
+bool shunt_gpu_fifo_take(struct shunt_gpu_fifo* f, uint64_t pos, struct shunt_gpu_slot* out) {
+  struct shunt_gpu_slot* sl = &f->slots[pos % SHUNT_GPU_FIFO_SLOTS];
+  if (__atomic_load_n(&sl->seq, __ATOMIC_ACQUIRE) != pos + 1) return false;
+  memcpy(out, sl, sizeof(*out));
+  __atomic_store_n(&f->consumed, pos + 1, __ATOMIC_RELEASE);
+  return true;
 }

@@ -1,9 +1,11 @@
-/* Where each section of a rank's region lies (gpu_abi.h), computed once for the CUDA world
- * (gpu_world.c) and the kernel's CPU build (exec/kcpu): the same offsets on every rank of a
- * world with the same sizes. Plain C, no CUDA. */
+/* The host side of a rank's region and trigger FIFO (gpu_abi.h), written once for the CUDA world
+ * (gpu_world.c) and the kernel's CPU build (exec/kcpu): where each section lies (the same
+ * offsets on every rank of a world with the same sizes), the world's part of the kernel
+ * arguments, and the proxy's side of the FIFO. Plain C, no CUDA. */
 #ifndef SHUNT_EXEC_GPU_REGION_H
 #define SHUNT_EXEC_GPU_REGION_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "exec/gpu/gpu_abi.h"
@@ -21,6 +23,11 @@ void shunt_gpu_region_layout(struct shunt_gpu_layout* L, uint32_t nranks, uint64
  * found from the rank's region (as the kernel sees it) and the layout. */
 void shunt_gpu_kargs_world(struct shunt_gpu_kargs* k, char* region, const struct shunt_gpu_layout* lay,
                            struct shunt_gpu_fifo* fifo, uint64_t timeout_ns, uint32_t rank, uint32_t nranks);
+
+/* The proxy takes the trigger at FIFO position pos: false while the kernel has not published it
+ * (its seq, acquire); else the slot is copied to *out and freed (consumed = pos + 1, release),
+ * so the kernel may reuse it while the proxy serves the copy. */
+bool shunt_gpu_fifo_take(struct shunt_gpu_fifo* f, uint64_t pos, struct shunt_gpu_slot* out);
 
 #ifdef __cplusplus
 }

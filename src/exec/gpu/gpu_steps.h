@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "exec/bind.h"
@@ -46,6 +47,29 @@ struct shunt_gpu_steps {
   const char* back_src;
   uint64_t back_bytes;
 };
+
+/* Whether program p can run on rank `rank` of `nranks` of a world laid out as `lay`: a program,
+ * lowered for that rank, whose scratch (per half of a double scratch) fits. False with why. */
+static inline bool shunt_gpu_prog_fits(const struct shunt_program* p, uint32_t rank, uint32_t nranks,
+                                       const struct shunt_gpu_layout* lay, char* why, size_t len) {
+  if (!p || p->magic != SHUNT_PROG_MAGIC) {
+    if (why && len) snprintf(why, len, "not a program");
+    return false;
+  }
+  if (p->rank != rank || p->nranks != nranks) {
+    if (why && len)
+      snprintf(why, len, "program for rank %u of %u, world rank %u of %u", p->rank, p->nranks, rank, nranks);
+    return false;
+  }
+  uint64_t cap = p->double_scratch ? lay->scratch_bytes / 2 : lay->scratch_bytes;
+  if (p->scratch_bytes > cap) {
+    if (why && len)
+      snprintf(why, len, "plan needs %llu bytes of scratch per half, the world has %llu",
+               (unsigned long long)p->scratch_bytes, (unsigned long long)cap);
+    return false;
+  }
+  return true;
+}
 
 /* Whether the program pushes port-channel triggers (the kernel then drains the proxy before
  * its execution ends). */
@@ -145,6 +169,20 @@ static inline const char* shunt_gpu_steps_plan(const struct shunt_program* p, ui
     s->back_bytes = p->out_bytes;
   }
   return NULL;
+}
+
+/* The launch's part of the kernel arguments: the program as the kernel reads it, its live
+ * semaphores, the buffers the steps bound, and how the kernel ends and reads its program. */
+static inline void shunt_gpu_kargs_run(struct shunt_gpu_kargs* k, const struct shunt_program* prog,
+                                       long long* sems, const struct shunt_gpu_steps* st, bool port_used,
+                                       uint32_t prog_smem) {
+  k->prog = prog;
+  k->sems = sems;
+  k->in = st->in;
+  k->out = st->out;
+  k->port_used = port_used ? 1u : 0u;
+  k->in_view = st->in_view ? 1u : 0u;
+  k->prog_smem = prog_smem;
 }
 
 #endif

@@ -54,7 +54,6 @@ struct shunt_gpu_world {
   char* region;                    /* own region (device) */
   char** peer;                     /* [nranks]: every region as this process sees it */
   bool* peer_ipc;                  /* [nranks]: opened with cudaIpcOpenMemHandle */
-  uint32_t* abort_word;            /* device: this rank's ctrl.abort */
   struct shunt_gpu_fifo* fifo;     /* host view (mapped pinned memory) */
   struct shunt_gpu_fifo* fifo_dev; /* device view */
   uint64_t timeout_ns;
@@ -101,7 +100,7 @@ static cudaError_t raise_abort(struct shunt_gpu_world* w) {
   static const uint32_t one = 1;
   cudaError_t first = cudaSuccess;
   for (uint32_t r = 0; r < w->nranks; r++) {
-    uint32_t* word = (uint32_t*)(w->peer[r] + w->lay.ctrl + offsetof(struct shunt_gpu_ctrl, abort));
+    uint32_t* word = (uint32_t*)(w->peer[r] + shunt_gpu_abort_offset(&w->lay));
     cudaError_t e = cudaMemcpyAsync(word, &one, sizeof(one), cudaMemcpyHostToDevice, w->pstream);
     if (e != cudaSuccess && first == cudaSuccess) first = e;
   }
@@ -162,9 +161,9 @@ static void* proxy_main(void* arg) {
    * its last trigger (a plan's triggers come in bursts), then sleeps at most PROXY_NAP_NS at a
    * time, so the first trigger after a pause waits microseconds, not a growing backoff. */
   uint64_t idle_since = 0;
+  struct shunt_gpu_slot s;
   while (true) {
-    struct shunt_gpu_slot* sl = &w->fifo->slots[pos % SHUNT_GPU_FIFO_SLOTS];
-    if (__atomic_load_n(&sl->seq, __ATOMIC_ACQUIRE) != pos + 1) {
+    if (!shunt_gpu_fifo_take(w->fifo, pos, &s)) {
       if (atomic_load_explicit(&w->stop, memory_order_acquire)) break;
       uint64_t now = shunt_now_ns();
       if (!idle_since) idle_since = now;
@@ -177,10 +176,6 @@ static void* proxy_main(void* arg) {
       continue;
     }
     idle_since = 0;
-    struct shunt_gpu_slot s;
-    memcpy(&s, sl, sizeof(s));
-    /* The slot is free once read: the kernel may reuse it while the copy runs. */
-    __atomic_store_n(&w->fifo->consumed, pos + 1, __ATOMIC_RELEASE);
     handle(w, &s, pos);
     pos++;
   }
@@ -453,7 +448,6 @@ static int world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_w
         rc = SHUNT_GPU_CUDA;
       }
     }
-    w->abort_word = (uint32_t*)(w->region + w->lay.ctrl + offsetof(struct shunt_gpu_ctrl, abort));
   }
   if (rc == 0) {
     if (pthread_create(&w->thread, NULL, proxy_main, w) != 0) {
@@ -495,12 +489,6 @@ void shunt_gpu_world_kargs(const struct shunt_gpu_world* w, struct shunt_gpu_kar
 
 char* shunt_gpu_world_stage(const struct shunt_gpu_world* w, unsigned buf) {
   return w->region + (buf == 0 ? w->lay.input : w->lay.output);
-}
-uint32_t shunt_gpu_world_rank(const struct shunt_gpu_world* w) {
-  return w->rank;
-}
-uint32_t shunt_gpu_world_nranks(const struct shunt_gpu_world* w) {
-  return w->nranks;
 }
 int shunt_gpu_world_device(const struct shunt_gpu_world* w) {
   return w->device;
@@ -545,7 +533,7 @@ int shunt_gpu_world_order_end(struct shunt_gpu_world* w, cudaStream_t stream, bo
 }
 
 int shunt_gpu_world_abort(struct shunt_gpu_world* w) {
-  if (!w || !w->abort_word) return SHUNT_GPU_INVALID;
+  if (!w) return SHUNT_GPU_INVALID;
   cudaError_t e = raise_abort(w);
   if (e == cudaSuccess) e = cudaStreamSynchronize(w->pstream);
   return e == cudaSuccess ? SHUNT_GPU_OK : SHUNT_GPU_CUDA;
@@ -582,20 +570,11 @@ static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p,
                        struct shunt_gpu_prog** out, char* err, size_t len) {
   if (err && len) err[0] = 0;
   *out = NULL;
-  if (!w || !p || p->magic != SHUNT_PROG_MAGIC) {
-    setf(err, len, "no world or no program");
+  if (!w) {
+    setf(err, len, "no world");
     return SHUNT_GPU_INVALID;
   }
-  if (p->rank != w->rank || p->nranks != w->nranks) {
-    setf(err, len, "program for rank %u of %u, world rank %u of %u", p->rank, p->nranks, w->rank, w->nranks);
-    return SHUNT_GPU_INVALID;
-  }
-  uint64_t cap = p->double_scratch ? w->lay.scratch_bytes / 2 : w->lay.scratch_bytes;
-  if (p->scratch_bytes > cap) {
-    setf(err, len, "plan needs %" PRIu64 " bytes of scratch per half, the world has %" PRIu64,
-         p->scratch_bytes, cap);
-    return SHUNT_GPU_INVALID;
-  }
+  if (!shunt_gpu_prog_fits(p, w->rank, w->nranks, &w->lay, err, len)) return SHUNT_GPU_INVALID;
   /* Every block of every rank on this GPU resident at once (gpu_residency.h). */
   struct capacity_ctx cc = {w->device, shunt_gpu_prog_smem(p)};
   if (cudaSetDevice(w->device) != cudaSuccess) {

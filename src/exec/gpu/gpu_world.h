@@ -93,8 +93,6 @@ int shunt_gpu_world_order_end(struct shunt_gpu_world* w, cudaStream_t stream, bo
  * (0 input, 1 output), and the layout. */
 void shunt_gpu_world_kargs(const struct shunt_gpu_world* w, struct shunt_gpu_kargs* k);
 char* shunt_gpu_world_stage(const struct shunt_gpu_world* w, unsigned buf);
-uint32_t shunt_gpu_world_rank(const struct shunt_gpu_world* w);
-uint32_t shunt_gpu_world_nranks(const struct shunt_gpu_world* w);
 int shunt_gpu_world_device(const struct shunt_gpu_world* w);
 
 /* A program uploaded for one world: the device copy (the Program's bytes as they are,

@@ -9,10 +9,10 @@
  *   (LL8) store or load per packet, the flag of this execution in every packet.
  * - Signals are system-scope release reductions on the peer's 64-bit counter, waits
  *   system-scope acquire loads (relaxed for rlxsignal/rlxwait).
- * - Every wait can be ended: it gives up at once when the world's abort word is set, and after
- *   the world's timeout when it has one (none by default: a healthy job may be late), records (first failure
- * per rank) which block, thread, op and what it waited for, sets the abort word so every other waiter in the
- * world gives up too, and returns -1. Nothing spins forever.
+ * - Every wait can be ended: it gives up at once when its rank's abort word is set, and after
+ *   the world's timeout when it has one (none by default: a healthy job may be late), records
+ *   (first failure per rank) which block, thread, op and what it waited for, raises every rank's
+ *   abort word so every other waiter in the world gives up too, and returns -1.
  * - Port channel ops push a trigger with absolute addresses into the rank's FIFO in mapped
  *   host memory; flush-type triggers wait for the proxy's completion counter.
  * Only for inclusion by gpu_kernel.cuh (CUDA and its CPU build). */
@@ -50,8 +50,7 @@ struct shunt_xctx {
   char* scratch0; /* own scratch without the half */
   uint64_t half;
   uint32_t flag;
-  uint32_t ll8; /* packets are LL8 */
-  uint32_t esize;
+  uint32_t ll8;         /* packets are LL8 */
   struct shunt_red red; /* the dtype and the op applied at reduce steps */
   int4 tmp[2];          /* xb_tmp: one batch each */
 };
@@ -277,8 +276,7 @@ XG_FN int xg_blocked(struct shunt_xctx* X, const struct xg_spin* s, unsigned wha
   /* Every rank polls its own word (a local read); a failure raises all of them. */
   const struct shunt_gpu_kargs* k = X->k;
   for (uint32_t r = 0; r < k->nranks; r++)
-    xg_st_vol_u32((uint32_t*)(uintptr_t)(k->peers[r] + k->lay.ctrl + offsetof(struct shunt_gpu_ctrl, abort)),
-                  1u);
+    xg_st_vol_u32((uint32_t*)(uintptr_t)(k->peers[r] + shunt_gpu_abort_offset(&k->lay)), 1u);
   __threadfence_system();
   return -1;
 }

@@ -162,8 +162,13 @@ int grow(shunt_kcpu_device* d, unsigned n, char* err, size_t len) {
   return rc;
 }
 
-int run_grid(shunt_kcpu_device* d, launch* L, char* err, size_t len) {
+/* Runs L (its kernel and arguments set) on the grid g. */
+int run_grid(shunt_kcpu_device* d, launch* L, const struct shunt_kcpu_grid* g, char* err, size_t len) {
   if (err && len) err[0] = 0;
+  L->blocks = g->blocks;
+  L->threads = g->threads;
+  L->skew_us = g->skew_us;
+  L->smem = g->smem_bytes;
   if (!d || L->blocks == 0 || L->threads == 0 || L->threads > SHUNT_GPU_MAX_THREADS || L->blocks > 65535) {
     if (err && len) snprintf(err, len, "grid of %u blocks of %u threads", L->blocks, L->threads);
     return -1;
@@ -257,11 +262,7 @@ extern "C" int shunt_kcpu_exec(struct shunt_kcpu_device* d, const struct shunt_g
   launch L{};
   L.kind = KERNEL_EXEC;
   L.k = k;
-  L.blocks = g->blocks;
-  L.threads = g->threads;
-  L.skew_us = g->skew_us;
-  L.smem = g->smem_bytes;
-  return run_grid(d, &L, err, len);
+  return run_grid(d, &L, g, err, len);
 }
 
 extern "C" int shunt_kcpu_pre(struct shunt_kcpu_device* d, char* dst, const char* src, uint64_t n,
@@ -272,9 +273,7 @@ extern "C" int shunt_kcpu_pre(struct shunt_kcpu_device* d, char* dst, const char
   L.src = src;
   L.n = n;
   L.red = red;
-  L.blocks = g->blocks;
-  L.threads = g->threads;
-  return run_grid(d, &L, err, len);
+  return run_grid(d, &L, g, err, len);
 }
 
 extern "C" int shunt_kcpu_post(struct shunt_kcpu_device* d, char* buf, uint64_t n, struct shunt_red red,
@@ -284,7 +283,5 @@ extern "C" int shunt_kcpu_post(struct shunt_kcpu_device* d, char* buf, uint64_t 
   L.dst = buf;
   L.n = n;
   L.red = red;
-  L.blocks = g->blocks;
-  L.threads = g->threads;
-  return run_grid(d, &L, err, len);
+  return run_grid(d, &L, g, err, len);
 }

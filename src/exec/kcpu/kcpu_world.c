@@ -35,7 +35,6 @@ struct shunt_kcpu_world {
   struct shunt_gpu_layout lay;
   char* region;
   char** peer;
-  uint32_t* abort_word;
   struct shunt_gpu_fifo* fifo;
   uint64_t timeout_ns;
   uint64_t* sent;                /* [nranks * ORDINALS]: flags the proxy sent per (peer, port ordinal) */
@@ -85,17 +84,14 @@ static void* proxy_main(void* arg) {
   struct shunt_kcpu_world* w = arg;
   uint64_t pos = 0;
   struct shunt_backoff bo = {0};
+  struct shunt_gpu_slot s;
   while (true) {
-    struct shunt_gpu_slot* sl = &w->fifo->slots[pos % SHUNT_GPU_FIFO_SLOTS];
-    if (__atomic_load_n(&sl->seq, __ATOMIC_ACQUIRE) != pos + 1) {
+    if (!shunt_gpu_fifo_take(w->fifo, pos, &s)) {
       if (atomic_load_explicit(&w->stop, memory_order_acquire)) break;
       shunt_backoff(&bo, 0);
       continue;
     }
     bo = (struct shunt_backoff){0};
-    struct shunt_gpu_slot s;
-    memcpy(&s, sl, sizeof(s));
-    __atomic_store_n(&w->fifo->consumed, pos + 1, __ATOMIC_RELEASE);
     handle(w, &s, pos);
     pos++;
   }
@@ -179,7 +175,6 @@ int shunt_kcpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_k
   if (rc == 0) {
     uint64_t* table = (uint64_t*)(w->region + w->lay.peers);
     for (uint32_t r = 0; r < nranks; r++) table[r] = (uint64_t)(uintptr_t)w->peer[r];
-    w->abort_word = (uint32_t*)(w->region + w->lay.ctrl + offsetof(struct shunt_gpu_ctrl, abort));
     if (pthread_create(&w->thread, NULL, proxy_main, w) != 0) {
       setf(err, len, "cannot start the proxy thread");
       rc = SHUNT_KCPU_INVALID;
@@ -219,10 +214,9 @@ int shunt_kcpu_world_check(struct shunt_kcpu_world* w, const struct shunt_progra
 }
 
 void shunt_kcpu_world_abort(struct shunt_kcpu_world* w) {
-  if (!w || !w->abort_word) return;
+  if (!w) return;
   for (uint32_t r = 0; r < w->nranks; r++)
-    __atomic_store_n((uint32_t*)(w->peer[r] + w->lay.ctrl + offsetof(struct shunt_gpu_ctrl, abort)), 1u,
-                     __ATOMIC_RELEASE);
+    __atomic_store_n((uint32_t*)(w->peer[r] + shunt_gpu_abort_offset(&w->lay)), 1u, __ATOMIC_RELEASE);
 }
 
 /* ---- Programs and launches ---- */
@@ -231,20 +225,11 @@ int shunt_kcpu_prog_create(struct shunt_kcpu_world* w, const struct shunt_progra
                            struct shunt_kcpu_prog** out, char* err, size_t len) {
   if (err && len) err[0] = 0;
   *out = NULL;
-  if (!w || !p || p->magic != SHUNT_PROG_MAGIC) {
-    setf(err, len, "no world or no program");
+  if (!w) {
+    setf(err, len, "no world");
     return SHUNT_KCPU_INVALID;
   }
-  if (p->rank != w->rank || p->nranks != w->nranks) {
-    setf(err, len, "program for rank %u of %u, world rank %u of %u", p->rank, p->nranks, w->rank, w->nranks);
-    return SHUNT_KCPU_INVALID;
-  }
-  uint64_t cap = p->double_scratch ? w->lay.scratch_bytes / 2 : w->lay.scratch_bytes;
-  if (p->scratch_bytes > cap) {
-    setf(err, len, "plan needs %" PRIu64 " bytes of scratch per half, the world has %" PRIu64,
-         p->scratch_bytes, cap);
-    return SHUNT_KCPU_INVALID;
-  }
+  if (!shunt_gpu_prog_fits(p, w->rank, w->nranks, &w->lay, err, len)) return SHUNT_KCPU_INVALID;
   uint32_t t = p->nthreads ? p->nthreads : SHUNT_GPU_MAX_THREADS;
   if (threads && t > threads) t = threads;
   if (t > SHUNT_GPU_MAX_THREADS) t = SHUNT_GPU_MAX_THREADS;
@@ -283,11 +268,7 @@ int shunt_kcpu_launch(struct shunt_kcpu_world* w, const struct shunt_kcpu_run* r
     return SHUNT_KCPU_INVALID;
   }
   const struct shunt_program* p = run->prog->host;
-  if (p->rank != w->rank || p->nranks != w->nranks) {
-    setf(err, len, "program for rank %u of %u launched on rank %u of %u", p->rank, p->nranks, w->rank,
-         w->nranks);
-    return SHUNT_KCPU_INVALID;
-  }
+  if (!shunt_gpu_prog_fits(p, w->rank, w->nranks, &w->lay, err, len)) return SHUNT_KCPU_INVALID;
   if (broken(w)) {
     setf(err, len, "an earlier run on this world failed");
     return SHUNT_KCPU_INVALID;
@@ -307,13 +288,7 @@ int shunt_kcpu_launch(struct shunt_kcpu_world* w, const struct shunt_kcpu_run* r
   struct shunt_gpu_kargs k;
   memset(&k, 0, sizeof(k));
   shunt_gpu_kargs_world(&k, w->region, &w->lay, w->fifo, w->timeout_ns, w->rank, w->nranks);
-  k.prog = p;
-  k.sems = run->prog->sems;
-  k.in = st.in;
-  k.out = st.out;
-  k.port_used = run->prog->port_used ? 1u : 0u;
-  k.in_view = st.in_view ? 1u : 0u;
-  k.prog_smem = run->prog->smem;
+  shunt_gpu_kargs_run(&k, p, run->prog->sems, &st, run->prog->port_used, run->prog->smem);
   struct shunt_kcpu_grid g = {p->nblocks ? p->nblocks : 1, run->prog->threads, run->skew_us, run->prog->smem};
 #if defined(__SANITIZE_THREAD__)
   /* The kernel boundary (kcpu_shim.h xg_launch_acquire): the staging writes above are visible to
