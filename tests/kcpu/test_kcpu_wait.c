@@ -61,6 +61,7 @@ struct job {
   unsigned ranks_in; /* ranks whose world exists */
   bool aborting;     /* the main thread aborts the world: nobody destroys it before */
   bool abort_done;
+  bool returned0; /* rank 0's launch has returned */
 };
 
 struct rank_arg {
@@ -107,6 +108,12 @@ static void* rank_main(void* arg) {
   }
   struct shunt_kcpu_run r = {kp, in, out, NULL, 0};
   J->rc[rank] = shunt_kcpu_launch(J->w[rank], &r, J->err[rank], sizeof(J->err[rank]));
+  if (rank == 0) {
+    pthread_mutex_lock(&mu);
+    J->returned0 = true;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+  }
   for (unsigned i = 0; i < BYTES / 4; i++) J->bad[rank] += out[i] != 2.0f;
   free(in);
   free(out);
@@ -142,14 +149,19 @@ static void run(struct job* J, bool abort_it) {
   struct rank_arg a[2] = {{J, 0}, {J, 1}};
   for (unsigned r = 0; r < 2; r++) pthread_create(&th[r], NULL, rank_main, &a[r]);
   if (abort_it) {
-    /* Both worlds exist and rank 1 is stuck; then abort, as ncclCommAbort would. */
-    struct timespec ts = {0, 300000000L};
-    nanosleep(&ts, NULL);
+    /* Abort once rank 1 is stuck, as ncclCommAbort would. Rank 0's last wait takes rank 1's
+     * ops[6] signal, so when rank 0's launch returns rank 1 is past it and can only be at (or
+     * entering) the wait at ops[7]: no sleep decides where the abort lands. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 120;
     pthread_mutex_lock(&mu);
-    unsigned in = J->ranks_in;
+    int rc = 0;
+    while (!J->returned0 && rc == 0) rc = pthread_cond_timedwait(&cv, &mu, &until);
+    bool ready = J->returned0 && J->ranks_in == 2;
     pthread_mutex_unlock(&mu);
-    if (in != 2) {
-      fprintf(stderr, "FAIL: the worlds were not made\n");
+    if (!ready) {
+      fprintf(stderr, "FAIL: rank 0's launch did not return within 120 s\n");
       exit(1);
     }
     shunt_kcpu_world_abort(J->w[0]);
@@ -175,6 +187,7 @@ int main(int argc, char** argv) {
                      {0, 0},
                      0,
                      false,
+                     false,
                      false};
   run(&late, false);
   for (unsigned r = 0; r < 2; r++)
@@ -193,6 +206,7 @@ int main(int argc, char** argv) {
                       {"", ""},
                       {0, 0},
                       0,
+                      false,
                       false,
                       false};
   run(&stuck, true);
