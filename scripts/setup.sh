@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what building shunt needs, and with --tests what its tests need, on a Debian or
-# Ubuntu machine. Run by scripts/run.sh, scripts/test.sh and .ci/run; safe to run again
+# Installs what building shunt needs, with --tests what its tests need and with --bench what
+# the benchmarks against other libraries need (Open MPI), on a Debian or Ubuntu machine. Run by scripts/run.sh, scripts/test.sh and .ci/run; safe to run again
 # (it installs only what is missing and says what it did).
 #   Debian packages: with apt-get as root; otherwise it stops before anything is built and
 #                    prints the one command that installs them.
@@ -10,8 +10,17 @@
 #                    runtime headers of the nvidia-cuda-runtime wheel) stand in for the toolkit's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tests=0
-[ "${1:-}" = "--tests" ] && tests=1
+tests=0 bench=0
+for a in "$@"; do
+  case $a in
+  --tests) tests=1 ;;
+  --bench) bench=1 ;;
+  *)
+    echo "usage: scripts/setup.sh [--tests] [--bench]" >&2
+    exit 2
+    ;;
+  esac
+done
 
 NCCL_WHEEL_VERSION=2.32.3
 # The CUDA 13.0 headers nccl.h includes (cuda_runtime.h and what it pulls in), for machines
@@ -22,6 +31,7 @@ say() { printf 'setup: %s\n' "$*"; }
 # ---- Debian packages ----
 pkgs=(cmake make gcc libcjson-dev libibverbs-dev python3 binutils)
 [ $tests = 1 ] && pkgs+=(clang libclang-rt-14-dev)
+[ $bench = 1 ] && pkgs+=(openmpi-bin libopenmpi-dev) # bench/host_vs_mpi.sh's reference
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

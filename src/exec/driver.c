@@ -1,6 +1,7 @@
 #include "exec/driver.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -8,12 +9,28 @@
 /* The handle once found; lookups before that are retried, since an application may start
  * using CUDA after its first collective. */
 static _Atomic(void*) handle;
+/* The loader's count of objects ever loaded when a lookup last failed (0: none failed yet).
+ * A failed dlopen searches the library path on disk (tens of microseconds, every collective
+ * of a process without CUDA); while that count stands still the driver cannot have come. */
+static _Atomic unsigned long long failed_at_adds;
+
+static int first_adds(struct dl_phdr_info* info, size_t size, void* data) {
+  *(unsigned long long*)data =
+      size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof(info->dlpi_adds) ? info->dlpi_adds : 0;
+  return 1; /* one object is enough: the count is the same in each */
+}
 
 void* shunt_driver_sym(const char* name) {
   void* h = atomic_load_explicit(&handle, memory_order_acquire);
   if (!h) {
+    unsigned long long adds = 0;
+    dl_iterate_phdr(first_adds, &adds);
+    if (adds && adds == atomic_load_explicit(&failed_at_adds, memory_order_relaxed)) return NULL;
     h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_LOCAL);
-    if (!h) return NULL;
+    if (!h) {
+      atomic_store_explicit(&failed_at_adds, adds, memory_order_relaxed);
+      return NULL;
+    }
     void* expected = NULL;
     /* A second thread may have found it too: keep one reference, drop the other. */
     if (!atomic_compare_exchange_strong(&handle, &expected, h)) {

@@ -1,7 +1,8 @@
 /* The CUDA driver, when the process has loaded it.
  *
  * Promises: shunt never loads the driver itself (it is looked up with RTLD_NOLOAD), so a
- * process without CUDA pays one failed lookup and gets "not there" answers. Once found, the
+ * process without CUDA gets "not there" answers; it is looked up again only after the process
+ * loaded another library, so asking is cheap. Once found, the
  * driver stays (it is never unloaded while the process runs). Safe from any thread. */
 #ifndef SHUNT_EXEC_DRIVER_H
 #define SHUNT_EXEC_DRIVER_H

@@ -1,5 +1,6 @@
 /* Whether a plan serves a call shape (plan-format.md §4.1, §9, D12-D16), with the reason. */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 
 #include "exec/lower_internal.h"
@@ -44,10 +45,11 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
      * the output is checked as if it were ranks x in_bytes, which the plan addresses. */
     if (plan->coll != SHUNT_COLL_ALLGATHER) REFUSE("an output stride is for allgather only");
     if (s->out_stride <= in || out != s->out_stride * plan->ngpus)
-      REFUSE("output stride %" PRIu64 " does not fit %u slices of %" PRIu64 " bytes in %" PRIu64, s->out_stride,
-             plan->ngpus, in, out);
+      REFUSE("output stride %" PRIu64 " does not fit %u slices of %" PRIu64 " bytes in %" PRIu64,
+             s->out_stride, plan->ngpus, in, out);
     if (!ic || oc != ic * plan->ngpus)
-      REFUSE("a strided output needs output_chunks = ranks x input_chunks (%u vs %u x %u)", oc, plan->ngpus, ic);
+      REFUSE("a strided output needs output_chunks = ranks x input_chunks (%u vs %u x %u)", oc, plan->ngpus,
+             ic);
     uint64_t sz = out; /* the call's real size is what the range holds */
     if (!s->part && (sz < plan->min_message_size || sz > plan->max_message_size))
       REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", sz,
@@ -94,18 +96,62 @@ bool shunt_lower_check(const struct shunt_plan* plan, int rank, uint64_t in_byte
   return shunt_lower_check_call(plan, rank, &s, reason, len);
 }
 
-bool shunt_lower_check_call(const struct shunt_plan* plan, int rank, const struct shunt_call_shape* sp, char* reason,
-                            size_t len) {
+/* Shapes for which every rank's program lowered, per plan text. Every collective asks; a full
+ * lowering of every rank costs microseconds per op, while the answer depends only on the plan's
+ * text (its hash) and the shape. Process-wide behind a lock: communicators share plans. Plans
+ * made in memory (hash 0) are not remembered. */
+#define MEMO_SLOTS 64
+struct memo {
+  const struct shunt_plan* plan;
+  uint64_t hash, used;
+  struct shunt_call_shape s;
+};
+static pthread_mutex_t memo_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct memo memo[MEMO_SLOTS];
+static uint64_t memo_clock;
+
+static bool same_shape(const struct shunt_call_shape* a, const struct shunt_call_shape* b) {
+  return a->in_bytes == b->in_bytes && a->out_bytes == b->out_bytes && a->dtype == b->dtype &&
+         a->op == b->op && a->pkt == b->pkt && a->out_stride == b->out_stride && a->part == b->part;
+}
+
+static bool memo_has(const struct shunt_plan* plan, const struct shunt_call_shape* s) {
+  bool hit = false;
+  pthread_mutex_lock(&memo_mu);
+  for (uint32_t i = 0; i < MEMO_SLOTS && !hit; i++)
+    if (memo[i].used && memo[i].plan == plan && memo[i].hash == plan->content_hash &&
+        same_shape(&memo[i].s, s)) {
+      memo[i].used = ++memo_clock;
+      hit = true;
+    }
+  pthread_mutex_unlock(&memo_mu);
+  return hit;
+}
+
+static void memo_add(const struct shunt_plan* plan, const struct shunt_call_shape* s) {
+  pthread_mutex_lock(&memo_mu);
+  uint32_t slot = 0;
+  for (uint32_t i = 1; i < MEMO_SLOTS; i++)
+    if (memo[i].used < memo[slot].used) slot = i;
+  memo[slot] = (struct memo){plan, plan->content_hash, ++memo_clock, *s};
+  pthread_mutex_unlock(&memo_mu);
+}
+
+bool shunt_lower_check_call(const struct shunt_plan* plan, int rank, const struct shunt_call_shape* sp,
+                            char* reason, size_t len) {
   struct shunt_call_shape s = *sp;
   if (!shunt_lower_check_shape(plan, &s, reason, len)) return false;
   uint32_t lo = rank < 0 ? 0 : (uint32_t)rank, hi = rank < 0 ? plan->ngpus : (uint32_t)rank + 1;
   if (hi > plan->ngpus) REFUSE("rank %d is outside the plan's %u ranks", rank, plan->ngpus);
+  bool remember = rank < 0 && plan->content_hash;
+  if (remember && memo_has(plan, &s)) return true;
   /* The device encoding limits depend on every op: a full lowering is the check. */
   for (uint32_t r = lo; r < hi; r++) {
     struct shunt_program* p = shunt_lower(plan, r, &s, reason, len);
     if (!p) return false;
     shunt_program_free(p);
   }
+  if (remember) memo_add(plan, &s);
   return true;
 }
 

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport/pool.h"
 #include "transport/proxy.h"
 #include "util/log.h"
 
@@ -36,7 +35,7 @@ static void layout(struct shunt_world* w, uint32_t r) {
 
 static void release(struct shunt_world* w) {
   if (w->proxy) shunt_proxy_stop(w->proxy);
-  shunt_pool_free(w->pool);
+  if (w->backend && w->backend_free) w->backend_free(w->backend);
   if (w->regions)
     for (uint32_t r = 0; r < w->nranks; r++) shunt_shm_close(&w->regions[r]);
   free(w->regions);

@@ -66,7 +66,10 @@ struct shunt_world {
   atomic_bool broken;  /* a run timed out: the shared state is no longer consistent */
   atomic_bool aborted; /* the communicator is going away: waits give up at once */
   struct shunt_proxy* proxy;
-  struct shunt_pool* pool; /* the host backend's threadblock workers, made at the first run */
+  /* What the host backend keeps between runs (its fibers and per-run arrays): made at the
+   * first run, freed with the world through backend_free. */
+  void* backend;
+  void (*backend_free)(void* backend);
 };
 
 int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_config* cfg,

@@ -1,33 +1,132 @@
-/* Host backend: staging, the threadblocks on the world's workers, the hang report. */
+/* Host backend: staging, the threadblocks as fibers on the calling thread, the hang report. */
 #include "exec/host/host_run.h"
 
 #include <inttypes.h>
-#include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "exec/bind.h"
 #include "exec/host/host_xctx.h"
 #include "exec/ops/packet.h"
+#include "transport/backoff.h"
 #include "util/env.h"
-#include "transport/pool.h"
 #include "util/log.h"
 
 struct block_job {
   struct shunt_xctx X;
   int rc;
+  bool done;
 };
 
-static void* block_main(void* arg) {
-  struct block_job* j = arg;
-  j->rc = shunt_x_block(&j->X);
-  return NULL;
+/* Kept by the world between runs: nothing is allocated per run once the largest program ran. */
+struct host_keep {
+  struct shunt_fibers* fibers;
+  struct shunt_host_shared sh;
+  struct block_job* jobs;
+  char* tmp; /* two batches per block */
+  uint32_t nblocks_cap;
+  _Atomic int64_t* sems;
+  uint32_t nsems_cap;
+};
+
+static void keep_free(void* arg) {
+  struct host_keep* k = arg;
+  if (!k) return;
+  shunt_fibers_free(k->fibers);
+  free(k->jobs), free(k->tmp), free(k->sems), free(k);
 }
 
-static void pool_job(void* arg, uint32_t i) {
-  block_main(&((struct block_job*)arg)[i]);
+static struct host_keep* keep_get(struct shunt_world* w, uint32_t nblocks, uint32_t nsems) {
+  struct host_keep* k = w->backend;
+  if (!k) {
+    if (!(k = calloc(1, sizeof(*k)))) return NULL;
+    if (!(k->fibers = shunt_fibers_create())) {
+      free(k);
+      return NULL;
+    }
+    w->backend = k;
+    w->backend_free = keep_free;
+  }
+  if (nblocks > k->nblocks_cap) {
+    struct block_job* j = calloc(nblocks, sizeof(*j));
+    char* t = malloc((size_t)nblocks * 2 * SHUNT_HOST_BATCH);
+    if (!j || !t) {
+      free(j), free(t);
+      return NULL;
+    }
+    free(k->jobs), free(k->tmp);
+    k->jobs = j, k->tmp = t, k->nblocks_cap = nblocks;
+  }
+  if (nsems > k->nsems_cap) {
+    _Atomic int64_t* s = calloc(nsems, sizeof(*s));
+    if (!s) return NULL;
+    free(k->sems);
+    k->sems = s, k->nsems_cap = nsems;
+  }
+  return k;
+}
+
+static void block_main(void* arg, uint32_t i) {
+  struct block_job* j = &((struct block_job*)arg)[i];
+  j->rc = shunt_x_block(&j->X);
+}
+
+/* Every block waits on something not there yet. Spin a little (a peer on another core may be
+ * a few hundred nanoseconds away), then give the core away while the wait is young (ranks
+ * often share cores with each other), then sleep, longer and longer: a peer that is this late
+ * is busy elsewhere. False once `deadline` passed. */
+struct idle {
+  uint32_t n, sleep_ns;
+  uint64_t since;
+};
+#define IDLE_SPINS 64
+#define IDLE_YIELD_NS 2000000ull
+
+static bool idle_pause(struct idle* st, uint64_t deadline) {
+  if (++st->n < IDLE_SPINS) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    return true;
+  }
+  uint64_t now = shunt_now_ns();
+  if (!st->since) st->since = now;
+  if (now > deadline) return false;
+  if (now - st->since < IDLE_YIELD_NS) {
+    sched_yield();
+    return true;
+  }
+  if (st->sleep_ns < 20000) st->sleep_ns = 20000;
+  struct timespec ts = {0, (long)st->sleep_ns};
+  nanosleep(&ts, NULL);
+  if (st->sleep_ns < 1000000) st->sleep_ns += st->sleep_ns / 2;
+  return true;
+}
+
+/* Runs every block to its end: a block runs until it waits, and is resumed once what it waits
+ * for holds (or the run expired, when every wait gives up and reports). */
+static void schedule(struct shunt_host_shared* sh, struct block_job* jobs, uint32_t n) {
+  uint32_t live = n;
+  struct idle st = {0};
+  while (live) {
+    bool moved = false;
+    for (uint32_t b = 0; b < n; b++) {
+      struct block_job* j = &jobs[b];
+      if (j->done || (!sh->expired && !shunt_host_cond_ready(&j->X.cond))) continue;
+      moved = true;
+      if (shunt_fibers_resume(sh->fibers, b)) j->done = true, live--;
+    }
+    if (moved) {
+      st = (struct idle){0};
+      continue;
+    }
+    if (!idle_pause(&st, sh->deadline) || atomic_load_explicit(&sh->w->aborted, memory_order_relaxed))
+      sh->expired = true;
+  }
 }
 
 static uint64_t timeout_ms(const struct shunt_host_run_opts* o) {
@@ -106,15 +205,15 @@ int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const v
   const void* scalar =
       p->redop == SHUNT_REDOP_PREMULSUM && opts ? opts->premul_scalar : NULL; /* avg: 1/nranks */
 
-  struct shunt_host_shared* sh = calloc(1, sizeof(*sh));
-  struct block_job* jobs = calloc(p->nblocks ? p->nblocks : 1, sizeof(*jobs));
-  pthread_t* th = calloc(p->nblocks ? p->nblocks : 1, sizeof(*th));
-  _Atomic int64_t* sems = calloc(p->nsems ? p->nsems : 1, sizeof(*sems));
-  char* tmp = malloc((size_t)(p->nblocks ? p->nblocks : 1) * 2 * SHUNT_HOST_BATCH);
-  if (!sh || !jobs || !th || !sems || !tmp) {
-    free(sh), free(jobs), free(th), free(sems), free(tmp);
-    FAIL(SHUNT_EXEC_NOMEM, "out of memory");
-  }
+  struct host_keep* keep = keep_get(w, p->nblocks ? p->nblocks : 1, p->nsems ? p->nsems : 1);
+  if (!keep) FAIL(SHUNT_EXEC_NOMEM, "out of memory");
+  struct shunt_host_shared* sh = &keep->sh;
+  struct block_job* jobs = keep->jobs;
+  _Atomic int64_t* sems = keep->sems;
+  char* tmp = keep->tmp;
+  if (shunt_fibers_start(keep->fibers, p->nblocks, block_main, jobs) != 0)
+    FAIL(SHUNT_EXEC_NOMEM, "no memory for the stacks of %u threadblocks", p->nblocks);
+  *sh = (struct shunt_host_shared){0};
 
   /* Bind the buffers. */
   char* out = stage_o ? stage_out : (char*)user_out;
@@ -155,36 +254,15 @@ int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const v
   for (unsigned i = 0; i < 16; i++) atomic_init(&sh->bars[i], 0);
   shunt_proxy_bind(w->proxy, in, out);
 
+  sh->fibers = keep->fibers;
   int rc = SHUNT_EXEC_OK;
   for (uint32_t b = 0; b < p->nblocks; b++) {
     struct block_job* j = &jobs[b];
-    j->X = (struct shunt_xctx){.prog = p, .block = b, .tid = 0, .nthreads = 1, .sh = sh};
+    *j = (struct block_job){.X = {.prog = p, .block = b, .tid = 0, .nthreads = 1, .sh = sh}};
     j->X.tmp[0] = tmp + (size_t)b * 2 * SHUNT_HOST_BATCH;
     j->X.tmp[1] = j->X.tmp[0] + SHUNT_HOST_BATCH;
   }
-  /* The world's workers run the blocks (no thread is started per run); should the pool fail
-   * to grow, one thread per block is started for this run, as before. */
-  if (!w->pool) w->pool = shunt_pool_create();
-  bool pooled = w->pool && shunt_pool_run(w->pool, p->nblocks, pool_job, jobs) == 0;
-  uint32_t started = 0;
-  for (uint32_t b = 0; b < p->nblocks && !pooled; b++) {
-    struct block_job* j = &jobs[b];
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
-    int e = pthread_create(&th[b], &attr, block_main, j);
-    pthread_attr_destroy(&attr);
-    if (e != 0) {
-      /* Run the block on this thread rather than failing half way through a collective. */
-      block_main(j);
-      th[b] = 0;
-      continue;
-    }
-    started++;
-  }
-  for (uint32_t b = 0; b < p->nblocks && !pooled; b++)
-    if (th[b]) pthread_join(th[b], NULL);
-  (void)started;
+  schedule(sh, jobs, p->nblocks);
   shunt_proxy_drain(w->proxy);
   for (uint32_t b = 0; b < p->nblocks; b++)
     if (jobs[b].rc) rc = SHUNT_EXEC_TIMEOUT;
@@ -197,6 +275,5 @@ int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const v
       shunt_elem_postdiv((enum shunt_dtype)p->dtype, out, p->out_bytes / es, p->nranks);
     if (out != (char*)user_out) memcpy(user_out, out, p->out_bytes);
   }
-  free(sh), free(jobs), free(th), free(sems), free(tmp);
   return rc;
 }

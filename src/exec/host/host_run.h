@@ -1,5 +1,6 @@
-/* The host backend: runs a Program on host memory over a world (transport/world.h), each plan
- * threadblock on a thread of its own: the world's workers (transport/pool.h), kept between runs.
+/* The host backend: runs a Program on host memory over a world (transport/world.h), every plan
+ * threadblock a fiber on the calling thread (transport/fiber.h); the stacks and per-run arrays
+ * are kept by the world between runs.
  *
  * Promises:
  * - shunt_host_run returns when every threadblock has finished and every port-channel

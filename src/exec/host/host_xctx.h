@@ -1,5 +1,7 @@
-/* The host backend's primitives for exec/exec_ops.h: one thread per threadblock, C11
- * atomics on shared memory for semaphores and packets, the proxy for port channels.
+/* The host backend's primitives for exec/exec_ops.h: every threadblock a fiber on the
+ * calling thread (transport/fiber.h), C11 atomics on shared memory for semaphores and
+ * packets, the proxy for port channels. A block that must wait hands the thread back to the
+ * run's scheduler with what it waits for, which the scheduler checks without switching.
  * Packets are stored as 8-byte words {4 data bytes, 4 flag bytes}, each written and read
  * with one atomic access; an LL16 packet is two such words (both flags must match), an LL8
  * packet one, which is exactly the layout of plan-format.md §7.1. */
@@ -17,6 +19,7 @@
 #include "exec/program.h"
 #include "plan/plan.h"
 #include "transport/backoff.h"
+#include "transport/fiber.h"
 #include "transport/proxy.h"
 #include "transport/world.h"
 
@@ -37,7 +40,39 @@ struct shunt_host_shared {
   _Atomic int64_t* sems;
   _Atomic uint64_t bars[16];
   bool alias; /* in place: every rank's input is a view into its output */
+  struct shunt_fibers* fibers;
+  bool expired; /* the deadline passed or the world was aborted: every wait gives up */
 };
+
+/* What a waiting block waits for. */
+enum shunt_host_cond_kind {
+  SHUNT_HC_NONE,   /* not waiting (not started yet) */
+  SHUNT_HC_GE_U64, /* the uint64 at p reaches v */
+  SHUNT_HC_GE_I64, /* the int64 at p reaches (int64_t)v */
+  SHUNT_HC_FLAG,   /* the packet word at p carries flag v */
+  SHUNT_HC_PROXY,  /* the proxy p has done v triggers */
+};
+struct shunt_host_cond {
+  enum shunt_host_cond_kind kind;
+  const void* p;
+  uint64_t v;
+};
+
+static inline bool shunt_host_cond_ready(const struct shunt_host_cond* c) {
+  switch (c->kind) {
+    case SHUNT_HC_GE_U64:
+      return atomic_load_explicit((_Atomic uint64_t*)c->p, memory_order_relaxed) >= c->v;
+    case SHUNT_HC_GE_I64:
+      return atomic_load_explicit((_Atomic int64_t*)c->p, memory_order_relaxed) >= (int64_t)c->v;
+    case SHUNT_HC_FLAG:
+      return (uint32_t)(atomic_load_explicit((_Atomic uint64_t*)c->p, memory_order_relaxed) >> 32) ==
+             (uint32_t)c->v;
+    case SHUNT_HC_PROXY:
+      return shunt_proxy_done((struct shunt_proxy*)(uintptr_t)c->p) >= c->v;
+    default:
+      return true;
+  }
+}
 
 /* Why a thread gave up: filled by the primitive that timed out. */
 struct shunt_host_blocked {
@@ -52,6 +87,7 @@ struct shunt_xctx {
   struct shunt_host_shared* sh;
   char* tmp[2];
   struct shunt_host_blocked why;
+  struct shunt_host_cond cond; /* what it waits for, while it waits */
 };
 
 static inline char* xh_base(struct shunt_xctx* X, unsigned kind, unsigned slot, unsigned buf,
@@ -136,18 +172,20 @@ SHUNT_XFN void xb_pkt_put(struct shunt_xctx* X, char* pkt, const char* data, uin
   }
 }
 
-/* One pause of a wait; false once the run's deadline passed or the world was aborted (its
- * communicator is being torn down while this thread waits on peers). */
-static inline bool xh_pause(struct shunt_xctx* X, struct shunt_backoff* bo) {
-  return shunt_backoff(bo, X->sh->deadline) &&
-         !atomic_load_explicit(&X->sh->w->aborted, memory_order_relaxed);
+/* One pause of a wait on `kind, p, v`: the thread goes to the other blocks until that holds.
+ * False once the run expired (its deadline passed, or the world was aborted: its communicator
+ * is being torn down while this block waits on peers). */
+static inline bool xh_pause(struct shunt_xctx* X, enum shunt_host_cond_kind kind, const void* p, uint64_t v) {
+  X->cond = (struct shunt_host_cond){kind, p, v};
+  shunt_fibers_yield(X->sh->fibers);
+  X->cond.kind = SHUNT_HC_NONE;
+  return !X->sh->expired;
 }
 
 static inline int xh_pkt_wait(struct shunt_xctx* X, _Atomic uint64_t* w, uint64_t* out) {
   uint64_t v = atomic_load_explicit(w, memory_order_acquire);
-  struct shunt_backoff bo = {0};
   while ((uint32_t)(v >> 32) != X->sh->flag) {
-    if (!xh_pause(X, &bo)) {
+    if (!xh_pause(X, SHUNT_HC_FLAG, w, X->sh->flag)) {
       char* s = xh_base(X, SHUNT_PREF_LOCAL, 0, SHUNT_BUF_SCRATCH, 0);
       return xh_blocked(X, X->sh->flag, v >> 32, "packet flag at scratch byte %lld",
                         (long long)((char*)w - s));
@@ -197,10 +235,9 @@ SHUNT_XFN int xb_wait(struct shunt_xctx* X, const struct shunt_prog_chan* c, boo
   uint64_t exp = atomic_fetch_add_explicit(&w->expected[i], 1, memory_order_relaxed) + 1;
   _Atomic uint64_t* s = &w->peers[w->rank].inbound[i];
   memory_order mo = relaxed ? memory_order_relaxed : memory_order_acquire;
-  struct shunt_backoff bo = {0};
   uint64_t v;
   while ((v = atomic_load_explicit(s, mo)) < exp)
-    if (!xh_pause(X, &bo))
+    if (!xh_pause(X, SHUNT_HC_GE_U64, s, exp))
       return xh_blocked(X, exp, v, "signal on %s channel #%u to rank %u", xh_chan_name(c->type), c->ordinal,
                         c->peer);
   return 0;
@@ -211,10 +248,9 @@ SHUNT_XFN int xb_port(struct shunt_xctx* X, const struct shunt_prog_chan* c, con
   struct shunt_proxy* px = X->sh->w->proxy;
   uint64_t pos = shunt_proxy_push(px, t);
   if (!wait_done) return 0;
-  struct shunt_backoff bo = {0};
   uint64_t d;
   while ((d = shunt_proxy_done(px)) <= pos)
-    if (!xh_pause(X, &bo))
+    if (!xh_pause(X, SHUNT_HC_PROXY, px, pos + 1))
       return xh_blocked(X, pos + 1, d, "proxy flush on port channel #%u to rank %u", c ? c->ordinal : 0,
                         c ? c->peer : 0);
   return 0;
@@ -224,10 +260,10 @@ SHUNT_XFN int xb_barrier(struct shunt_xctx* X, uint32_t id, uint32_t nblocks) {
   _Atomic uint64_t* b = &X->sh->bars[id & 15];
   uint64_t k = atomic_fetch_add_explicit(b, 1, memory_order_acq_rel);
   uint64_t target = (k / nblocks + 1) * nblocks;
-  struct shunt_backoff bo = {0};
   uint64_t v;
   while ((v = atomic_load_explicit(b, memory_order_acquire)) < target)
-    if (!xh_pause(X, &bo)) return xh_blocked(X, target, v, "barrier %u of %u blocks (arrivals)", id, nblocks);
+    if (!xh_pause(X, SHUNT_HC_GE_U64, b, target))
+      return xh_blocked(X, target, v, "barrier %u of %u blocks (arrivals)", id, nblocks);
   return 0;
 }
 
@@ -235,10 +271,10 @@ SHUNT_XFN int xb_sem_acquire(struct shunt_xctx* X, uint32_t id) {
   _Atomic int64_t* s = &X->sh->sems[id];
   int64_t old = atomic_fetch_sub_explicit(s, 1, memory_order_acquire);
   if (old > 0) return 0;
-  struct shunt_backoff bo = {0};
   int64_t v;
   while ((v = atomic_load_explicit(s, memory_order_acquire)) < old)
-    if (!xh_pause(X, &bo)) return xh_blocked(X, (uint64_t)old, (uint64_t)v, "semaphore %u", id);
+    if (!xh_pause(X, SHUNT_HC_GE_I64, s, (uint64_t)old))
+      return xh_blocked(X, (uint64_t)old, (uint64_t)v, "semaphore %u", id);
   return 0;
 }
 
