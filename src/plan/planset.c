@@ -165,8 +165,9 @@ static void apply_tuning(struct shunt_planset* ps, const char* path, struct shun
       e->reason = fmt_str(ps->strings, "disabled by %s:%u", path, r->line);
       SHUNT_INFO(SHUNT_PLAN, "%s: %s", e->path, e->reason);
     } else {
-      e->min_bytes = r->min;
-      e->max_bytes = r->max;
+      /* The plan's own range too: the checks behind selection (and verify) read the plan. */
+      e->min_bytes = e->plan->min_message_size = r->min;
+      e->max_bytes = e->plan->max_message_size = r->max;
     }
   }
   for (uint32_t k = 0; k < t.n; k++)
