@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "exec/bind.h"
 #include "exec/host/host_xctx.h"
@@ -76,18 +77,31 @@ static void block_main(void* arg, uint32_t i) {
 }
 
 /* Every block waits on something not there yet. Spin a little (a peer on another core may be
- * a few hundred nanoseconds away), then give the core away while the wait is young (ranks
- * often share cores with each other), then sleep, longer and longer: a peer that is this late
- * is busy elsewhere. False once `deadline` passed. */
+ * a few hundred nanoseconds away), then give the core away while the wait is young, then
+ * sleep, longer and longer: a peer that is this late is busy elsewhere. When the world has
+ * more ranks than the machine has cores, the peer being waited for may need this very core:
+ * the core is given away at once. False once `deadline` passed. */
 struct idle {
-  uint32_t n, sleep_ns;
+  uint32_t n, sleep_ns, spins;
   uint64_t since;
 };
 #define IDLE_SPINS 64
+#define IDLE_SPINS_CROWDED 2
 #define IDLE_YIELD_NS 2000000ull
 
+static uint32_t idle_spins(const struct shunt_world* w) {
+  static _Atomic long cpus; /* online CPUs, read once: a reason for a global */
+  long n = atomic_load_explicit(&cpus, memory_order_relaxed);
+  if (!n) {
+    n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    atomic_store_explicit(&cpus, n, memory_order_relaxed);
+  }
+  return (long)w->nranks > n ? IDLE_SPINS_CROWDED : IDLE_SPINS;
+}
+
 static bool idle_pause(struct idle* st, uint64_t deadline) {
-  if (++st->n < IDLE_SPINS) {
+  if (++st->n < st->spins) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
@@ -111,7 +125,8 @@ static bool idle_pause(struct idle* st, uint64_t deadline) {
  * for holds (or the run expired, when every wait gives up and reports). */
 static void schedule(struct shunt_host_shared* sh, struct block_job* jobs, uint32_t n) {
   uint32_t live = n;
-  struct idle st = {0};
+  const uint32_t spins = idle_spins(sh->w);
+  struct idle st = {.spins = spins};
   while (live) {
     bool moved = false;
     for (uint32_t b = 0; b < n; b++) {
@@ -121,7 +136,7 @@ static void schedule(struct shunt_host_shared* sh, struct block_job* jobs, uint3
       if (shunt_fibers_resume(sh->fibers, b)) j->done = true, live--;
     }
     if (moved) {
-      st = (struct idle){0};
+      st = (struct idle){.spins = spins};
       continue;
     }
     if (!idle_pause(&st, sh->deadline) || atomic_load_explicit(&sh->w->aborted, memory_order_relaxed))
