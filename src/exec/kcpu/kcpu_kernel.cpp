@@ -6,21 +6,29 @@
 #include "exec/kcpu/kcpu_kernel.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace {
 
+/* A block's barrier without a lock: thousands of device threads share two cores, and a
+ * mutex behind a condition variable made every release a convoy through the kernel. Arrivals
+ * and exits change one word (live threads, arrived threads); the thread that completes the
+ * barrier publishes the __syncthreads_or result and bumps gen, on which the others wait
+ * (briefly yielding, then in the kernel). */
 struct block_state {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  unsigned live;    /* threads of the block that have not returned */
-  unsigned arrived; /* at the current barrier */
-  unsigned gen;
-  int acc, result; /* __syncthreads_or */
+  uint32_t counts; /* live << 16 | arrived; blocks have at most 1024 threads */
+  uint32_t gen;    /* releases so far: the futex word */
+  int acc;         /* __syncthreads_or of the current barrier */
+  int result;      /* of the last release: read by its threads before any can start the next */
 };
 
 enum kernel_kind { KERNEL_EXEC, KERNEL_PRE, KERNEL_POST };
@@ -44,13 +52,32 @@ void skew_wait(void) {
   if (tl_skew_us && threadIdx.x) usleep((useconds_t)tl_skew_us * threadIdx.x);
 }
 
-/* Releases the barrier: every live thread has arrived. Called with the lock held. */
+long futex(uint32_t* w, int op, uint32_t v) {
+  return syscall(SYS_futex, w, op, v, NULL, NULL, 0);
+}
+
+/* Releases the barrier: every live thread has arrived, and the caller has reset the count. */
 void release(block_state* b) {
-  b->result = b->acc;
-  b->acc = 0;
-  b->arrived = 0;
-  b->gen++;
-  pthread_cond_broadcast(&b->cv);
+  b->result = __atomic_exchange_n(&b->acc, 0, __ATOMIC_ACQ_REL);
+  __atomic_fetch_add(&b->gen, 1, __ATOMIC_RELEASE);
+  futex(&b->gen, FUTEX_WAKE_PRIVATE, INT_MAX);
+}
+
+/* Changes the counts by f(live, arrived); releases the barrier when every live thread has
+ * arrived (and some has). */
+template <typename F>
+void count(block_state* b, F f) {
+  uint32_t c = __atomic_load_n(&b->counts, __ATOMIC_RELAXED);
+  for (;;) {
+    uint32_t live = c >> 16, arrived = c & 0xffffu;
+    f(live, arrived);
+    bool done = arrived && arrived == live;
+    uint32_t nc = live << 16 | (done ? 0 : arrived);
+    if (__atomic_compare_exchange_n(&b->counts, &c, nc, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+      if (done) release(b);
+      return;
+    }
+  }
 }
 
 void run_one(const launch* L, unsigned index) {
@@ -76,22 +103,30 @@ void run_one(const launch* L, unsigned index) {
       break;
   }
   /* An exited thread no longer holds up its block's barriers. */
-  pthread_mutex_lock(&b->mu);
-  b->live--;
-  if (b->arrived && b->arrived == b->live) release(b);
-  pthread_mutex_unlock(&b->mu);
+  count(b, [](uint32_t& live, uint32_t&) { live--; });
 }
 
 }  // namespace
 
+/* Launches are serialised by mu (held through a launch, and while threads are added); the
+ * device threads take no lock. They sleep on seq (a futex word) and, woken, each claims one
+ * index of the launch from `claim`, which names the launch it belongs to: a thread late from
+ * an earlier launch can then neither claim an index of a launch it did not see published nor
+ * read a launch record that is gone, and no thread runs two indices of one launch (a launch's
+ * threads must all run at once). */
+#define CLAIM_SEQ(v) ((uint32_t)((v) >> 40))
+#define CLAIM_N(v) ((uint32_t)((v) >> 20) & 0xfffffu)
+#define CLAIM_NEXT(v) ((uint32_t)(v)&0xfffffu)
+#define CLAIM_MAX_THREADS 0xfffffu
+
 struct shunt_kcpu_device {
   pthread_mutex_t mu;
-  pthread_cond_t work, done;
   pthread_t* th;
   unsigned nth, cap;
-  uint64_t seq; /* launches published */
-  const launch* cur;
-  unsigned remaining; /* threads of the current launch still running */
+  uint32_t seq;       /* launches published (low 24 bits count), and one more at stop */
+  uint64_t claim;     /* seq of the launch (24 bits) | threads (20) | indices claimed (20) */
+  const launch* cur;  /* the launch being run; read only by a thread holding one of its indices */
+  uint32_t remaining; /* threads of the current launch still running: the launcher's futex word */
   bool stop;
 };
 
@@ -99,30 +134,35 @@ namespace {
 
 struct worker_arg {
   shunt_kcpu_device* d;
-  unsigned index;
-  uint64_t seen;
+  uint32_t seen;
 };
+
+/* One index of launch s, or -1 when none is left or claim already belongs to a later launch. */
+long claim_one(shunt_kcpu_device* d, uint32_t s) {
+  uint64_t v = __atomic_load_n(&d->claim, __ATOMIC_ACQUIRE);
+  while (CLAIM_SEQ(v) == (s & 0xffffffu) && CLAIM_NEXT(v) < CLAIM_N(v))
+    if (__atomic_compare_exchange_n(&d->claim, &v, v + 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      return (long)CLAIM_NEXT(v);
+  return -1;
+}
 
 void* worker_main(void* arg) {
   worker_arg* a = (worker_arg*)arg;
   shunt_kcpu_device* d = a->d;
-  unsigned me = a->index;
-  uint64_t seen = a->seen;
+  uint32_t seen = a->seen;
   free(a);
-  pthread_mutex_lock(&d->mu);
   while (true) {
-    while (!d->stop && d->seq == seen) pthread_cond_wait(&d->work, &d->mu);
-    if (d->stop) break;
-    seen = d->seq;
-    /* A thread the launch does not use may wake after it has ended (cur is NULL then). */
-    const launch* L = d->cur;
-    if (!L || me >= L->blocks * L->threads) continue;
-    pthread_mutex_unlock(&d->mu);
-    run_one(L, me);
-    pthread_mutex_lock(&d->mu);
-    if (--d->remaining == 0) pthread_cond_signal(&d->done);
+    uint32_t s;
+    while ((s = __atomic_load_n(&d->seq, __ATOMIC_ACQUIRE)) == seen) futex(&d->seq, FUTEX_WAIT_PRIVATE, seen);
+    seen = s;
+    if (__atomic_load_n(&d->stop, __ATOMIC_ACQUIRE)) break;
+    long index = claim_one(d, s);
+    if (index < 0) continue;
+    /* The launch cannot end before this index has run: its record is alive. */
+    run_one(__atomic_load_n(&d->cur, __ATOMIC_ACQUIRE), (unsigned)index);
+    if (__atomic_sub_fetch(&d->remaining, 1, __ATOMIC_ACQ_REL) == 0)
+      futex(&d->remaining, FUTEX_WAKE_PRIVATE, 1);
   }
-  pthread_mutex_unlock(&d->mu);
   return NULL;
 }
 
@@ -147,7 +187,7 @@ int grow(shunt_kcpu_device* d, unsigned n, char* err, size_t len) {
     worker_arg* a = (worker_arg*)malloc(sizeof(worker_arg));
     int e = a ? 0 : ENOMEM;
     if (a) {
-      *a = {d, d->nth, d->seq};
+      *a = {d, __atomic_load_n(&d->seq, __ATOMIC_RELAXED)};
       e = pthread_create(&d->th[d->nth], &attr, worker_main, a);
       if (e) free(a);
     }
@@ -169,7 +209,8 @@ int run_grid(shunt_kcpu_device* d, launch* L, const struct shunt_kcpu_grid* g, c
   L->threads = g->threads;
   L->skew_us = g->skew_us;
   L->smem = g->smem_bytes;
-  if (!d || L->blocks == 0 || L->threads == 0 || L->threads > SHUNT_GPU_MAX_THREADS || L->blocks > 65535) {
+  if (!d || L->blocks == 0 || L->threads == 0 || L->threads > SHUNT_GPU_MAX_THREADS || L->blocks > 65535 ||
+      (uint64_t)L->blocks * L->threads > CLAIM_MAX_THREADS) {
     if (err && len) snprintf(err, len, "grid of %u blocks of %u threads", L->blocks, L->threads);
     return -1;
   }
@@ -180,9 +221,7 @@ int run_grid(shunt_kcpu_device* d, launch* L, const struct shunt_kcpu_grid* g, c
     return -1;
   }
   for (unsigned b = 0; b < L->blocks; b++) {
-    pthread_mutex_init(&bs[b].mu, NULL);
-    pthread_cond_init(&bs[b].cv, NULL);
-    bs[b].live = L->threads;
+    bs[b].counts = L->threads << 16;
   }
   L->bs = bs;
   L->smem = (L->smem + 15u) / 16u * 16u;
@@ -195,18 +234,17 @@ int run_grid(shunt_kcpu_device* d, launch* L, const struct shunt_kcpu_grid* g, c
   pthread_mutex_lock(&d->mu);
   int rc = grow(d, n, err, len);
   if (rc == 0) {
-    d->cur = L;
-    d->remaining = n;
-    d->seq++;
-    pthread_cond_broadcast(&d->work);
-    while (d->remaining) pthread_cond_wait(&d->done, &d->mu);
-    d->cur = NULL;
+    uint32_t next = __atomic_load_n(&d->seq, __ATOMIC_RELAXED) + 1;
+    __atomic_store_n(&d->remaining, n, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->cur, L, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->claim, (uint64_t)(next & 0xffffffu) << 40 | (uint64_t)n << 20, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->seq, next, __ATOMIC_RELEASE);
+    futex(&d->seq, FUTEX_WAKE_PRIVATE, INT_MAX);
+    uint32_t r;
+    while ((r = __atomic_load_n(&d->remaining, __ATOMIC_ACQUIRE)) != 0)
+      futex(&d->remaining, FUTEX_WAIT_PRIVATE, r);
   }
   pthread_mutex_unlock(&d->mu);
-  for (unsigned b = 0; b < L->blocks; b++) {
-    pthread_mutex_destroy(&bs[b].mu);
-    pthread_cond_destroy(&bs[b].cv);
-  }
   free(bs);
   free(L->smem_base);
   return rc;
@@ -216,16 +254,17 @@ int run_grid(shunt_kcpu_device* d, launch* L, const struct shunt_kcpu_grid* g, c
 
 int shunt_kcpu_sync(int pred) {
   block_state* b = tl_block;
-  pthread_mutex_lock(&b->mu);
-  if (pred) b->acc = 1;
-  unsigned g = b->gen;
-  if (++b->arrived == b->live) {
-    release(b);
-  } else {
-    while (g == b->gen) pthread_cond_wait(&b->cv, &b->mu);
+  if (pred) __atomic_store_n(&b->acc, 1, __ATOMIC_RELEASE);
+  /* Read before arriving: the release this thread waits for cannot come before it arrives. */
+  uint32_t g = __atomic_load_n(&b->gen, __ATOMIC_ACQUIRE);
+  count(b, [](uint32_t&, uint32_t& arrived) { arrived++; });
+  for (unsigned n = 0; __atomic_load_n(&b->gen, __ATOMIC_ACQUIRE) == g; n++) {
+    if (n < 4)
+      sched_yield();
+    else
+      futex(&b->gen, FUTEX_WAIT_PRIVATE, g);
   }
   int r = b->result;
-  pthread_mutex_unlock(&b->mu);
   skew_wait();
   return r;
 }
@@ -237,8 +276,6 @@ extern "C" int shunt_kcpu_device_create(struct shunt_kcpu_device** out, char* er
     return -1;
   }
   pthread_mutex_init(&d->mu, NULL);
-  pthread_cond_init(&d->work, NULL);
-  pthread_cond_init(&d->done, NULL);
   *out = d;
   return 0;
 }
@@ -246,12 +283,11 @@ extern "C" int shunt_kcpu_device_create(struct shunt_kcpu_device** out, char* er
 extern "C" void shunt_kcpu_device_destroy(struct shunt_kcpu_device* d) {
   if (!d) return;
   pthread_mutex_lock(&d->mu);
-  d->stop = true;
-  pthread_cond_broadcast(&d->work);
+  __atomic_store_n(&d->stop, true, __ATOMIC_RELEASE);
+  __atomic_fetch_add(&d->seq, 1, __ATOMIC_RELEASE);
+  futex(&d->seq, FUTEX_WAKE_PRIVATE, INT_MAX);
   pthread_mutex_unlock(&d->mu);
   for (unsigned i = 0; i < d->nth; i++) pthread_join(d->th[i], NULL);
-  pthread_cond_destroy(&d->done);
-  pthread_cond_destroy(&d->work);
   pthread_mutex_destroy(&d->mu);
   free(d->th);
   free(d);
