@@ -39,14 +39,17 @@ struct shunt_call_shape {
   bool part;
 };
 
+/* Whether two shapes are the same call shape, field by field (pkt 0 and LL16 taken as one). */
+bool shunt_call_shape_same(const struct shunt_call_shape* a, const struct shunt_call_shape* b);
+
 /* rank < 0: check every rank. Returns true when the plan serves the shape; else false with
  * the reason in reason[0..len). */
 bool shunt_lower_check(const struct shunt_plan* plan, int rank, uint64_t in_bytes, uint64_t out_bytes,
                        enum shunt_dtype dtype, enum shunt_redop op, char* reason, size_t len);
 
 /* As shunt_lower_check, for a whole shape (out_stride included). */
-bool shunt_lower_check_call(const struct shunt_plan* plan, int rank, const struct shunt_call_shape* s, char* reason,
-                            size_t len);
+bool shunt_lower_check_call(const struct shunt_plan* plan, int rank, const struct shunt_call_shape* s,
+                            char* reason, size_t len);
 
 /* Lowers one rank. NULL with a reason when shunt_lower_check would refuse (or memory ran out). */
 struct shunt_program* shunt_lower(const struct shunt_plan* plan, uint32_t rank,

@@ -88,9 +88,8 @@ void shunt_lower_cache_destroy(struct shunt_lower_cache* c) {
 }
 
 static bool same(const struct key* a, const struct key* b) {
-  return a->plan == b->plan && a->hash == b->hash && a->rank == b->rank && a->s.in_bytes == b->s.in_bytes &&
-         a->s.out_bytes == b->s.out_bytes && a->s.dtype == b->s.dtype && a->s.op == b->s.op &&
-         a->s.pkt == b->s.pkt && a->s.out_stride == b->s.out_stride && a->s.part == b->s.part;
+  return a->plan == b->plan && a->hash == b->hash && a->rank == b->rank &&
+         shunt_call_shape_same(&a->s, &b->s);
 }
 
 const struct shunt_program* shunt_lower_cache_get(struct shunt_lower_cache* c, const struct shunt_plan* plan,

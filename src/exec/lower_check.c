@@ -110,9 +110,10 @@ static pthread_mutex_t memo_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct memo memo[MEMO_SLOTS];
 static uint64_t memo_clock;
 
-static bool same_shape(const struct shunt_call_shape* a, const struct shunt_call_shape* b) {
+bool shunt_call_shape_same(const struct shunt_call_shape* a, const struct shunt_call_shape* b) {
+  enum shunt_pkt_type pa = a->pkt ? a->pkt : SHUNT_PKT_LL16, pb = b->pkt ? b->pkt : SHUNT_PKT_LL16;
   return a->in_bytes == b->in_bytes && a->out_bytes == b->out_bytes && a->dtype == b->dtype &&
-         a->op == b->op && a->pkt == b->pkt && a->out_stride == b->out_stride && a->part == b->part;
+         a->op == b->op && pa == pb && a->out_stride == b->out_stride && a->part == b->part;
 }
 
 static bool memo_has(const struct shunt_plan* plan, const struct shunt_call_shape* s) {
@@ -120,7 +121,7 @@ static bool memo_has(const struct shunt_plan* plan, const struct shunt_call_shap
   pthread_mutex_lock(&memo_mu);
   for (uint32_t i = 0; i < MEMO_SLOTS && !hit; i++)
     if (memo[i].used && memo[i].plan == plan && memo[i].hash == plan->content_hash &&
-        same_shape(&memo[i].s, s)) {
+        shunt_call_shape_same(&memo[i].s, s)) {
       memo[i].used = ++memo_clock;
       hit = true;
     }

@@ -2,6 +2,7 @@
 #include "plan/tuning.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,25 @@ bool shunt_tuning_parse_size(const char* s, uint64_t* out) {
   if (shift && v > (UINT64_MAX >> shift)) return false;
   *out = v << shift;
   return true;
+}
+
+const char* shunt_tuning_format_size(uint64_t v, char* buf, size_t len) {
+  static const char units[] = "KMGT";
+  if (v == UINT64_MAX) {
+    snprintf(buf, len, "max");
+    return buf;
+  }
+  int u = -1;
+  uint64_t x = v;
+  while (x && x % 1024 == 0 && u < 3) {
+    x /= 1024;
+    u++;
+  }
+  if (u >= 0)
+    snprintf(buf, len, "%" PRIu64 "%c", x, units[u]);
+  else
+    snprintf(buf, len, "%" PRIu64, v);
+  return buf;
 }
 
 /* Splits a line (modified in place) into at most 8 whitespace-separated words. */

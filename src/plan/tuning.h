@@ -42,5 +42,7 @@ const struct shunt_tuning_rule* shunt_tuning_find(const struct shunt_tuning* t, 
 /* Parses a size: decimal digits with an optional K, M, G or T suffix (powers of 1024), or
  * "max" (2^64-1). False on anything else or overflow. */
 bool shunt_tuning_parse_size(const char* s, uint64_t* out);
+/* The inverse: "0", "64K", "1M", "12345", "max" (the largest suffix that divides exactly). */
+const char* shunt_tuning_format_size(uint64_t v, char* buf, size_t len);
 
 #endif

@@ -72,7 +72,7 @@ struct fiber {
 };
 
 struct shunt_fibers {
-  uint32_t n, cap;
+  uint32_t cap;
   struct fiber** f; /* each its own allocation: a running fiber's record never moves */
   void (*fn)(void*, uint32_t);
   void* arg;
@@ -153,7 +153,7 @@ static void go(struct ctx* from, struct ctx* to, bool dying, const void** from_b
 #endif
 }
 
-static void fiber_run(struct fiber* f) {
+__attribute__((noreturn)) static void fiber_run(struct fiber* f) {
   struct shunt_fibers* s = f->set;
 #ifdef FIB_ASAN
   /* First entry: learn the resuming thread's stack, to switch back to it. */
@@ -168,7 +168,6 @@ static void fiber_run(struct fiber* f) {
 #if FIB_ASM
 void shunt_fiber_entry(struct fiber* f) {
   fiber_run(f);
-  abort();
 }
 #else
 static void uc_entry(unsigned hi, unsigned lo) {
@@ -246,7 +245,6 @@ static int grow(struct shunt_fibers* s, uint32_t n) {
 
 int shunt_fibers_start(struct shunt_fibers* s, uint32_t n, void (*fn)(void* arg, uint32_t i), void* arg) {
   if (!s || grow(s, n) != 0) return -1;
-  s->n = n;
   s->fn = fn;
   s->arg = arg;
 #if FIB_ASM
@@ -256,8 +254,8 @@ int shunt_fibers_start(struct shunt_fibers* s, uint32_t n, void (*fn)(void* arg,
   for (uint32_t i = 0; i < n; i++) {
     struct fiber* f = s->f[i];
     f->done = false;
-    char* top = (char*)f->c.bottom + f->c.size;
 #if FIB_ASM
+    char* top = (char*)f->c.bottom + f->c.size;
     /* The state shunt_fiber_swap pops: control words, r15, r14, r13, r12 (the fiber), rbx,
      * rbp, then the return address. After the return the stack pointer is 16-byte aligned,
      * as the ABI wants it before a call. */
@@ -270,7 +268,6 @@ int shunt_fibers_start(struct shunt_fibers* s, uint32_t n, void (*fn)(void* arg,
     f->c.sp = sp;
 #else
     if (uc_make(f) != 0) return -1;
-    (void)top;
 #endif
 #ifdef FIB_TSAN
     f->c.tsan = __tsan_create_fiber(0);

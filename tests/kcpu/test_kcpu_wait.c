@@ -179,16 +179,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   int failed = 0;
-  struct job late = {load(argv[1], "allreduce_2r_simple_outofplace.json"),
-                     1000,
-                     {NULL, NULL},
-                     {0, 0},
-                     {"", ""},
-                     {0, 0},
-                     0,
-                     false,
-                     false,
-                     false};
+  struct job late = {.plan = load(argv[1], "allreduce_2r_simple_outofplace.json"), .late_ms = 1000};
   run(&late, false);
   for (unsigned r = 0; r < 2; r++)
     if (late.rc[r] != SHUNT_KCPU_OK || late.bad[r]) {
@@ -199,16 +190,7 @@ int main(int argc, char** argv) {
   if (!failed) printf("ok: a peer 1 s late, no timeout: both results exact\n");
   shunt_plan_free(late.plan);
 
-  struct job stuck = {load(argv[2], "broken_missing_signal.json"),
-                      0,
-                      {NULL, NULL},
-                      {0, 0},
-                      {"", ""},
-                      {0, 0},
-                      0,
-                      false,
-                      false,
-                      false};
+  struct job stuck = {.plan = load(argv[2], "broken_missing_signal.json")};
   run(&stuck, true);
   const char* want =
       "aborted: rank 1 block 0 thread 0 ops[7] (wait): waits on signal on memory channel #0 to rank 0";

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/check.h"
+#include "plan/tuning.h"
 #include "tune.h"
 
 static struct tune_group g;
@@ -95,8 +96,8 @@ int main(void) {
   CHECK(g.med[0][0] == 5.5 && moved > 0.09 && moved < 0.11);
 
   char buf[32];
-  CHECK(!strcmp(tune_size_str(65536, buf, sizeof(buf)), "64K"));
-  CHECK(!strcmp(tune_size_str(65537, buf, sizeof(buf)), "65537"));
-  CHECK(!strcmp(tune_size_str(UINT64_MAX, buf, sizeof(buf)), "max"));
+  CHECK(!strcmp(shunt_tuning_format_size(65536, buf, sizeof(buf)), "64K"));
+  CHECK(!strcmp(shunt_tuning_format_size(65537, buf, sizeof(buf)), "65537"));
+  CHECK(!strcmp(shunt_tuning_format_size(UINT64_MAX, buf, sizeof(buf)), "max"));
   CHECK_DONE();
 }

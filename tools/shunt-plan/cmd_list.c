@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "fmt.h"
+#include "plan/tuning.h"
 #include "plan/planset.h"
 
 static void channel_types(const struct shunt_plan* p, char* buf) {
@@ -58,8 +59,8 @@ int cmd_list(int argc, char** argv) {
         if (p->gpus[r].nthreadblocks > tbs) tbs = p->gpus[r].nthreadblocks;
       channel_types(p, chans);
     }
-    snprintf(range, sizeof(range), "%s..%s", fmt_size(e->min_bytes, lo, sizeof(lo)),
-             fmt_size(e->max_bytes, hi, sizeof(hi)));
+    snprintf(range, sizeof(range), "%s..%s", shunt_tuning_format_size(e->min_bytes, lo, sizeof(lo)),
+             shunt_tuning_format_size(e->max_bytes, hi, sizeof(hi)));
     const char* status = e->status == SHUNT_PLAN_OK         ? "ok"
                          : e->status == SHUNT_PLAN_DISABLED ? "disabled"
                                                             : "rejected";

@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "fmt.h"
+#include "plan/tuning.h"
 #include "plan/parse.h"
 
 static void show_table(const char* label, const struct shunt_plan_table* t) {
@@ -41,7 +42,8 @@ static void show_op(const struct shunt_plan_op* o, const char* indent, uint32_t 
   }
   if (o->reduce_op) printf(" reduce=%s", shunt_plan_redop_name(o->reduce_op));
   if (o->type == SHUNT_OP_PIPELINE)
-    printf(" unit_size=%s num_chunks=%u", fmt_size(o->unit_size, buf, sizeof(buf)), o->num_chunks);
+    printf(" unit_size=%s num_chunks=%u", shunt_tuning_format_size(o->unit_size, buf, sizeof(buf)),
+           o->num_chunks);
   printf("\n");
   for (uint32_t i = 0; i < o->nops; i++) show_op(&o->ops[i], "          ", i);
 }
@@ -53,8 +55,8 @@ static void show(const struct shunt_plan* p) {
          p->buffer_alignment, p->num_threads_per_block,
          p->use_double_scratch_buffer ? ", double scratch" : "",
          p->reuse_resources ? ", reuse resources" : "");
-  printf("  sizes %s..%s bytes%s%s\n", fmt_size(p->min_message_size, lo, sizeof(lo)),
-         fmt_size(p->max_message_size, hi, sizeof(hi)),
+  printf("  sizes %s..%s bytes%s%s\n", shunt_tuning_format_size(p->min_message_size, lo, sizeof(lo)),
+         shunt_tuning_format_size(p->max_message_size, hi, sizeof(hi)),
          p->reduce_op > SHUNT_PLAN_REDOP_SUM ? ", reduce " : "",
          p->reduce_op > SHUNT_PLAN_REDOP_SUM ? shunt_plan_redop_name(p->reduce_op) : "");
   for (uint32_t r = 0; r < p->ngpus; r++) {

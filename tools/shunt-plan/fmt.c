@@ -3,25 +3,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-const char* fmt_size(uint64_t v, char* buf, size_t len) {
-  static const char units[] = "KMGT";
-  if (v == UINT64_MAX) {
-    snprintf(buf, len, "max");
-    return buf;
-  }
-  int u = -1;
-  uint64_t x = v;
-  while (x && x % 1024 == 0 && u < 3) {
-    x /= 1024;
-    u++;
-  }
-  if (u >= 0)
-    snprintf(buf, len, "%" PRIu64 "%c", x, units[u]);
-  else
-    snprintf(buf, len, "%" PRIu64, v);
-  return buf;
-}
-
 const char* fmt_ref(const struct shunt_plan_ref* r, char* buf, size_t len) {
   switch (r->kind) {
     case SHUNT_REF_LOCAL:

@@ -7,8 +7,6 @@
 
 #include "plan/plan.h"
 
-/* "0", "64K", "1M", "12345", "max" (the tuning-file spelling). */
-const char* fmt_size(uint64_t v, char* buf, size_t len);
 /* "o[2+1]", "rb3(r1:s)[0+2]", "sw0(o)[1+1]", with tbg slicing as "/tb1of2". */
 const char* fmt_ref(const struct shunt_plan_ref* r, char* buf, size_t len);
 

@@ -1,7 +1,5 @@
 /* Medians and winners. */
-#include <inttypes.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,18 +99,4 @@ void tune_decide(struct tune_group* g, double margin) {
     prev = c;
   }
   if (prev >= 0) g->hi[prev] = UINT64_MAX;
-}
-
-const char* tune_size_str(uint64_t v, char* buf, size_t len) {
-  if (v == UINT64_MAX)
-    snprintf(buf, len, "max");
-  else if (v && v % (1ull << 30) == 0)
-    snprintf(buf, len, "%" PRIu64 "G", v >> 30);
-  else if (v && v % (1ull << 20) == 0)
-    snprintf(buf, len, "%" PRIu64 "M", v >> 20);
-  else if (v && v % (1ull << 10) == 0)
-    snprintf(buf, len, "%" PRIu64 "K", v >> 10);
-  else
-    snprintf(buf, len, "%" PRIu64, v);
-  return buf;
 }

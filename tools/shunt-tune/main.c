@@ -14,6 +14,7 @@
 
 #include "measure.h"
 #include "plan/planset.h"
+#include "plan/tuning.h"
 #include "tune.h"
 
 struct opts {
@@ -82,7 +83,8 @@ static int parse(int argc, char** argv, struct opts* o) {
   }
     OPT("-np", np)
     OPT("--np", np)
-    OPT("-t", nthreads) OPT("--nthreads", nthreads) OPT("-b", minb) OPT("--minbytes", minb) OPT("-e", maxb)
+    OPT("-t", nthreads)
+    OPT("--nthreads", nthreads) OPT("-b", minb) OPT("--minbytes", minb) OPT("-e", maxb)
         OPT("--maxbytes", maxb) OPT("-f", factor) OPT("--stepfactor", factor) OPT("-n", iters)
             OPT("--iters", iters) OPT("-w", warmup) OPT("--warmup_iters", warmup) OPT("--coll", coll)
                 OPT("-o", out) OPT("--plot", plot) OPT("--perf", perf)
@@ -119,19 +121,22 @@ static int parse(int argc, char** argv, struct opts* o) {
   return 0;
 }
 
+/* A size as shunt-perf takes it and the tuning file writes it; 0 and "max" are no sizes here. */
 static int size_arg(const char* s, uint64_t* out) {
-  char* end;
-  unsigned long long v = strtoull(s, &end, 10);
-  uint64_t m = 1;
-  if (*end == 'K' || *end == 'k')
-    m = 1ull << 10, end++;
-  else if (*end == 'M' || *end == 'm')
-    m = 1ull << 20, end++;
-  else if (*end == 'G' || *end == 'g')
-    m = 1ull << 30, end++;
-  if (*end || end == s || v == 0) return -1;
-  *out = v * m;
-  return 0;
+  return shunt_tuning_parse_size(s, out) && *out && *out != UINT64_MAX ? 0 : -1;
+}
+
+/* shunt-perf's launch options, then sizes from -b to max by -f, iters and warm-up calls, then
+ * "--coll" and an empty slot for the collective, whose index is returned; NULL-terminated. */
+static unsigned perf_args(const struct opts* o, char** args, const char* max, const char* iters,
+                          const char* warmup) {
+  unsigned n = 0;
+  if (o->np) args[n++] = "-np", args[n++] = (char*)o->np;
+  if (o->nthreads) args[n++] = "-t", args[n++] = (char*)o->nthreads;
+  args[n++] = "-b", args[n++] = (char*)o->minb, args[n++] = "-e", args[n++] = (char*)max;
+  args[n++] = "-f", args[n++] = (char*)o->factor, args[n++] = "-n", args[n++] = (char*)iters;
+  args[n++] = "-w", args[n++] = (char*)warmup, args[n++] = "--coll", args[n] = NULL, args[n + 1] = NULL;
+  return n;
 }
 
 static const char* find_perf(const char* given, char* buf, size_t len) {
@@ -219,7 +224,7 @@ static void print_table(const struct tune_group* g) {
   for (unsigned c = 0; c < g->ncand; c++) printf("  [%u]%*s", c, 9, "");
   printf("  %-8s %s\n", "next/win", "winner");
   for (unsigned s = 0; s < g->nsizes; s++) {
-    printf("%10s", tune_size_str(g->size[s], a, sizeof(a)));
+    printf("%10s", shunt_tuning_format_size(g->size[s], a, sizeof(a)));
     int w = g->winner[s];
     double next = -1;
     for (unsigned c = 0; c < g->ncand; c++) {
@@ -264,13 +269,15 @@ static int write_tuning(const char* path, struct tune_group* groups, unsigned n,
       char lo[32], hi[32];
       if (!strcmp(g->cand[c], TUNE_NCCL)) {
         if (g->has_range[c])
-          fprintf(f, "# NCCL serves %s..%s (no plan covers it)\n", tune_size_str(g->lo[c], lo, sizeof(lo)),
-                  tune_size_str(g->hi[c], hi, sizeof(hi)));
+          fprintf(f, "# NCCL serves %s..%s (no plan covers it)\n",
+                  shunt_tuning_format_size(g->lo[c], lo, sizeof(lo)),
+                  shunt_tuning_format_size(g->hi[c], hi, sizeof(hi)));
         continue;
       }
       if (g->has_range[c])
-        fprintf(f, "%-40s %u %s %s\n", g->cand[c], g->nranks, tune_size_str(g->lo[c], lo, sizeof(lo)),
-                tune_size_str(g->hi[c], hi, sizeof(hi)));
+        fprintf(f, "%-40s %u %s %s\n", g->cand[c], g->nranks,
+                shunt_tuning_format_size(g->lo[c], lo, sizeof(lo)),
+                shunt_tuning_format_size(g->hi[c], hi, sizeof(hi)));
       else
         fprintf(f, "%-40s %u disable\n", g->cand[c], g->nranks);
     }
@@ -295,8 +302,10 @@ int main(int argc, char** argv) {
     fprintf(stderr, "shunt-tune: set SHUNT_PLAN_DIR to the folder of plans to tune\n");
     return 2;
   }
-  uint64_t lo, hi, f = 2;
-  if (size_arg(o.minb, &lo) || size_arg(o.maxb, &hi) || lo > hi || size_arg(o.factor, &f) || f < 2) {
+  uint64_t lo, hi;
+  char* fend = NULL;
+  unsigned long f = strtoul(o.factor, &fend, 10);
+  if (size_arg(o.minb, &lo) || size_arg(o.maxb, &hi) || lo > hi || *fend || fend == o.factor || f < 2) {
     fprintf(stderr, "shunt-tune: sizes -b %s -e %s -f %s: want 0 < MIN <= MAX and a factor of 2 or more\n",
             o.minb, o.maxb, o.factor);
     return 2;
@@ -373,27 +382,14 @@ int main(int argc, char** argv) {
 
   /* The launch and size arguments every run shares. */
   char* args[24];
-  unsigned na = 0;
-  if (o.np) args[na++] = "-np", args[na++] = (char*)o.np;
-  if (o.nthreads) args[na++] = "-t", args[na++] = (char*)o.nthreads;
-  args[na++] = "-b", args[na++] = (char*)o.minb, args[na++] = "-e", args[na++] = (char*)o.maxb;
-  args[na++] = "-f", args[na++] = (char*)o.factor, args[na++] = "-n", args[na++] = (char*)o.iters;
-  args[na++] = "-w", args[na++] = (char*)o.warmup;
-  unsigned coll_arg = na;
-  args[na++] = "--coll", args[na++] = NULL, args[na] = NULL;
+  unsigned coll_arg = perf_args(&o, args, o.maxb, o.iters, o.warmup);
   struct tune_perf tp = {perf, args};
   static struct tune_row rows[TUNE_MAX_SIZES * 2];
   char err[512], head[4096];
 
   /* NCCL is a candidate when shunt-perf reports one behind shunt: one call of the smallest size. */
-  char* probe_args[16];
-  unsigned pa = 0;
-  if (o.np) probe_args[pa++] = "-np", probe_args[pa++] = (char*)o.np;
-  if (o.nthreads) probe_args[pa++] = "-t", probe_args[pa++] = (char*)o.nthreads;
-  probe_args[pa++] = "-b", probe_args[pa++] = (char*)o.minb, probe_args[pa++] = "-e",
-  probe_args[pa++] = (char*)o.minb;
-  probe_args[pa++] = "-n", probe_args[pa++] = "1", probe_args[pa++] = "-w", probe_args[pa++] = "0";
-  probe_args[pa++] = "--coll", probe_args[pa++] = ng ? groups[0].coll : "allreduce", probe_args[pa] = NULL;
+  char* probe_args[24];
+  probe_args[perf_args(&o, probe_args, o.minb, "1", "0")] = ng ? groups[0].coll : "allreduce";
   struct tune_perf probe = {perf, probe_args};
   if (tune_measure(&probe, NULL, NULL, rows, TUNE_MAX_SIZES * 2, head, sizeof(head), err, sizeof(err)) < 0) {
     fprintf(stderr, "shunt-tune: a first run of %s failed: %s\n", perf, err);
@@ -420,7 +416,7 @@ int main(int argc, char** argv) {
       struct tune_group *oop = &groups[k], *ip = &groups[k + 1];
       unsigned plans_o = oop->ncand - nccl, plans_i = ip->ncand - nccl;
       unsigned passes = (plans_o > plans_i ? plans_o : plans_i) + nccl;
-      args[coll_arg + 1] = oop->coll;
+      args[coll_arg] = oop->coll;
       for (unsigned p = 0; p < passes && !interrupted; p++) {
         bool is_nccl = nccl && p == passes - 1;
         const char* co = is_nccl || !plans_o ? NULL : oop->cand[p % plans_o];

@@ -8,6 +8,7 @@
 
 #include "font.h"
 #include "png.h"
+#include "plan/tuning.h"
 #include "tune.h"
 
 #define PW 640 /* panel */
@@ -98,7 +99,7 @@ static void panel(struct canvas* cv, int ox, int oy, const struct tune_group* g)
     if ((v & (v - 1)) || (__builtin_ctzll(v) % 2)) continue;
     int x = XP(v);
     line(cv, x, T, x, B, grid, 1, 0);
-    tune_size_str(v, a, sizeof(a));
+    shunt_tuning_format_size(v, a, sizeof(a));
     text(cv, x - text_w(a) / 2, B + 6, a, black);
   }
   text(cv, (L + R) / 2 - text_w("message size (bytes)") / 2, B + 22, "message size (bytes)", black);
@@ -112,7 +113,7 @@ static void panel(struct canvas* cv, int ox, int oy, const struct tune_group* g)
     if (g->winner[s] == g->winner[s - 1] || g->winner[s] < 0 || g->winner[s - 1] < 0) continue;
     int x = (XP(g->size[s - 1]) + XP(g->size[s])) / 2;
     line(cv, x, T, x, B, gray, 1, 4);
-    tune_size_str(g->size[s - 1], a, sizeof(a));
+    shunt_tuning_format_size(g->size[s - 1], a, sizeof(a));
     text(cv, x + 3, B - 12, a, gray);
   }
   for (unsigned c = 0; c < g->ncand; c++) {

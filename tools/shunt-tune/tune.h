@@ -43,9 +43,6 @@ double tune_update_medians(struct tune_group* g);
  * to "max". */
 void tune_decide(struct tune_group* g, double margin);
 
-/* "1K", "64M", "3000", "max". */
-const char* tune_size_str(uint64_t v, char* buf, size_t len);
-
 /* The plot of every group (time against size per candidate, the boundaries marked) as a PNG. */
 int tune_plot(const char* path, const struct tune_group* groups, unsigned ngroups, char* err, size_t len);
 

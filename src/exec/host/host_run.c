@@ -228,7 +228,7 @@ int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const v
   char* tmp = keep->tmp;
   if (shunt_fibers_start(keep->fibers, p->nblocks, block_main, jobs) != 0)
     FAIL(SHUNT_EXEC_NOMEM, "no memory for the stacks of %u threadblocks", p->nblocks);
-  *sh = (struct shunt_host_shared){0};
+  *sh = (struct shunt_host_shared){0}; /* the barrier counters at 0, not expired */
 
   /* Bind the buffers. */
   char* out = stage_o ? stage_out : (char*)user_out;
@@ -266,7 +266,6 @@ int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const v
   sh->esize = es ? es : 1;
   sh->sems = sems;
   for (uint32_t i = 0; i < p->nsems; i++) atomic_init(&sems[i], shunt_prog_sem_init(p)[i]);
-  for (unsigned i = 0; i < 16; i++) atomic_init(&sh->bars[i], 0);
   shunt_proxy_bind(w->proxy, in, out);
 
   sh->fibers = keep->fibers;
