@@ -22,8 +22,12 @@ soname=$(readelf -d "$libdir/libshunt.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p'
 [ "$soname" = libnccl.so.2 ] || { echo "soname is '$soname', not libnccl.so.2"; fail=1; }
 # The installed tool must find the installed library through its RPATH.
 out=$("$prefix/bin/shunt-info")
-ldd "$prefix/bin/shunt-info" | grep -qE "libnccl.so.2 => $prefix/(bin/\.\./)?lib[^ ]*/shunt/" ||
-  { echo "installed shunt-info does not load the installed library:"; ldd "$prefix/bin/shunt-info"; fail=1; }
-echo "$out" | grep -q "^shunt:" || { echo "installed shunt-info did not run: $out"; fail=1; }
+# ldd's output is taken whole first, and grep reads it without a pipe: with pipefail, grep -q
+# leaving at the first match could make ldd die of SIGPIPE and fail the check although the line
+# was there.
+deps=$(ldd "$prefix/bin/shunt-info")
+grep -qE "libnccl.so.2 => $prefix/(bin/\.\./)?lib[^ ]*/shunt/" <<<"$deps" ||
+  { echo "installed shunt-info does not load the installed library:"; echo "$deps"; fail=1; }
+grep -q "^shunt:" <<<"$out" || { echo "installed shunt-info did not run: $out"; fail=1; }
 grep -q "Libs: .*-lshunt" "$libdir/pkgconfig/shunt.pc" || { echo "pkg-config file lacks -lshunt"; fail=1; }
 exit $fail
