@@ -22,6 +22,8 @@
 #include <time.h>
 
 #include "exec/elem.h"
+#include "exec/gpu/cu.h"
+#include "exec/gpu/gpu_kernels.h"
 #include "exec/gpu/gpu_run.h"
 #include "exec/gpu/gpu_world.h"
 #include "exec/lower.h"
@@ -511,6 +513,17 @@ static double now_s(void) {
 
 static unsigned plans_passed; /* plans that ran and passed: 0 at the end is a failure */
 
+
+/* Blocks of the executor kernel device 0 holds at once at `t` threads (the current context is
+ * device 0's primary one, as the runtime made it). */
+static int coresident(uint32_t t, uint32_t smem, uint32_t* cap) {
+  char e[256];
+  const struct shunt_cu* cu = shunt_cu(e, sizeof(e));
+  struct shunt_gpu_kernels k;
+  if (!cu || shunt_gpu_kernels_get(cu, 0, &k, e, sizeof(e)) != 0) return -1;
+  return shunt_gpu_coresident_blocks(cu, &k, 0, t, smem, cap);
+}
+
 static int run_plan(const char* path) {
   struct shunt_plan_errors errs = {0};
   struct shunt_plan* plan = shunt_plan_load_file(path, &errs);
@@ -564,7 +577,7 @@ static int run_plan(const char* path) {
   J->threads = 0;
   for (uint32_t t = plan->num_threads_per_block ? plan->num_threads_per_block : 1024; t >= 32; t /= 2) {
     uint32_t cap = 0;
-    if (shunt_gpu_coresident_blocks(0, t, SHUNT_GPU_PROG_SMEM_MAX, &cap) == 0 &&
+    if (coresident(t, SHUNT_GPU_PROG_SMEM_MAX, &cap) == 0 &&
         (uint64_t)J->nranks * nblocks * 4 <= (uint64_t)cap * 3) {
       J->threads = t;
       break;

@@ -12,12 +12,12 @@
  *   broken); a failure enqueues nothing and returns SHUNT_GPU_INVALID with a reason.
  * - The run's own failures (a wait that timed out) are reported later by
  *   shunt_gpu_world_check; the kernel never hangs.
- * - User buffers are device memory of the world's device (or memory it can address), and
- *   the calling thread's current device is the world's (checked). */
+ * - User buffers are device memory of the world's device (or memory it can address). The
+ *   launch is made in the world's context whatever the calling thread's current one, which
+ *   is put back; `stream` belongs to the world's device. */
 #ifndef SHUNT_EXEC_GPU_RUN_H
 #define SHUNT_EXEC_GPU_RUN_H
 
-#include <cuda_runtime_api.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,15 +37,8 @@ struct shunt_gpu_run {
   const void* premul_scalar;
 };
 
-int shunt_gpu_launch(const struct shunt_gpu_run* run, cudaStream_t stream, char* err, size_t len);
+int shunt_gpu_launch(const struct shunt_gpu_run* run, struct CUstream_st* stream, char* err, size_t len);
 
-/* Loads every kernel of the backend on the current device (they would otherwise load at
- * their first launch, which can wait for running kernels): called before a world's first run. */
-int shunt_gpu_load_kernels(void);
-
-/* How many blocks of `threads` threads (and `smem` bytes of dynamic shared memory) of the
- * executor kernel the device can hold at once. */
-int shunt_gpu_coresident_blocks(int device, uint32_t threads, uint32_t smem, uint32_t* out);
 
 #ifdef __cplusplus
 }

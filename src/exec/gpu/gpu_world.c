@@ -2,7 +2,6 @@
  * upload, failure reports. */
 #include "exec/gpu/gpu_world.h"
 
-#include <cuda_runtime_api.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
@@ -15,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "exec/gpu/cu.h"
+#include "exec/gpu/gpu_kernels.h"
 #include "exec/gpu/gpu_region.h"
 #include "exec/gpu/gpu_report.h"
 #include "exec/gpu/gpu_residency.h"
@@ -42,28 +43,31 @@ struct card {
   uint32_t has_handle;
   uint64_t region; /* base in the owner's address space */
   uint64_t scratch_bytes, input_bytes, output_bytes;
-  cudaIpcMemHandle_t handle;
+  CUipcMemHandle handle;
 };
 
 struct shunt_gpu_world {
   uint32_t rank, nranks;
   int device;
+  const struct shunt_cu* cu;
+  CUcontext ctx; /* the device's primary context (the runtime's, so user streams belong to it) */
+  struct shunt_gpu_kernels fns;
   struct shunt_gpu_world_config cfg;
   struct shunt_world_exchange bs;
   struct shunt_gpu_layout lay;
   char* region;                    /* own region (device) */
   char** peer;                     /* [nranks]: every region as this process sees it */
-  bool* peer_ipc;                  /* [nranks]: opened with cudaIpcOpenMemHandle */
+  bool* peer_ipc;                  /* [nranks]: opened with cuIpcOpenMemHandle */
   struct shunt_gpu_fifo* fifo;     /* host view (mapped pinned memory) */
   struct shunt_gpu_fifo* fifo_dev; /* device view */
   uint64_t timeout_ns;
   uint32_t sharing;     /* ranks of this world on this rank's GPU, this one included */
-  cudaStream_t pstream; /* the proxy's stream */
+  CUstream pstream; /* the proxy's stream */
   /* Launches of one world are ordered whatever stream they come on (as NCCL orders a
    * communicator's work): each waits for the event the previous one recorded. */
   pthread_mutex_t launch_mu;
-  cudaEvent_t last;
-  /* Device memory of destroyed programs: cudaFree synchronizes the device, and a peer's kernel
+  CUevent last;
+  /* Device memory of destroyed programs: cuMemFree synchronizes the device, and a peer's kernel
    * on the same GPU may be waiting; freed when the world goes (collective, every kernel done). */
   pthread_mutex_t grave_mu;
   void** grave;
@@ -93,35 +97,36 @@ static void setf(char* err, size_t len, const char* fmt, ...) {
 
 /* ---- Proxy ------------------------------------------------------------------------------------- */
 
+#define DP(p) ((CUdeviceptr)(uintptr_t)(p))
+
 /* Raises every rank's abort word with stream copies on the proxy's stream, which holds copies
  * only, never a kernel, so the words land while kernels run. The source is static: a pageable
  * copy is staged before the call returns. */
-static cudaError_t raise_abort(struct shunt_gpu_world* w) {
+static CUresult raise_abort(struct shunt_gpu_world* w) {
   static const uint32_t one = 1;
-  cudaError_t first = cudaSuccess;
+  CUresult first = CUDA_SUCCESS;
   for (uint32_t r = 0; r < w->nranks; r++) {
-    uint32_t* word = (uint32_t*)(w->peer[r] + shunt_gpu_abort_offset(&w->lay));
-    cudaError_t e = cudaMemcpyAsync(word, &one, sizeof(one), cudaMemcpyHostToDevice, w->pstream);
-    if (e != cudaSuccess && first == cudaSuccess) first = e;
+    char* word = w->peer[r] + shunt_gpu_abort_offset(&w->lay);
+    CUresult e = w->cu->MemcpyHtoDAsync(DP(word), &one, sizeof(one), w->pstream);
+    if (e != CUDA_SUCCESS && first == CUDA_SUCCESS) first = e;
   }
   return first;
 }
 
-static void proxy_fail(struct shunt_gpu_world* w, const char* what, cudaError_t e) {
+static void proxy_fail(struct shunt_gpu_world* w, const char* what, CUresult e) {
   if (atomic_exchange(&w->proxy_failed, 1)) return;
-  snprintf(w->proxy_msg, sizeof(w->proxy_msg), "rank %u proxy: %s: %s", w->rank, what, cudaGetErrorString(e));
+  snprintf(w->proxy_msg, sizeof(w->proxy_msg), "rank %u proxy: %s: %s", w->rank, what, shunt_cu_error(e));
   /* Kernels waiting on this proxy give up at once rather than never. */
   raise_abort(w);
 }
 
 static void handle(struct shunt_gpu_world* w, const struct shunt_gpu_slot* s, uint64_t pos) {
   const struct shunt_trigger* t = &s->t;
-  cudaError_t e;
+  CUresult e;
   if ((t->type & SHUNT_TRIG_DATA) && t->size) {
     /* Packets too: copy engines write whole aligned 16-byte units, so a packet lands at once. */
-    e = cudaMemcpyAsync((void*)(uintptr_t)s->dst_addr, (const void*)(uintptr_t)s->src_addr, t->size,
-                        cudaMemcpyDefault, w->pstream);
-    if (e != cudaSuccess) proxy_fail(w, "data copy", e);
+    e = w->cu->MemcpyAsync((CUdeviceptr)s->dst_addr, (CUdeviceptr)s->src_addr, t->size, w->pstream);
+    if (e != CUDA_SUCCESS) proxy_fail(w, "data copy", e);
   }
   if ((t->type & SHUNT_TRIG_FLAG) && t->peer < w->nranks && t->ordinal < SHUNT_GPU_ORDINALS) {
     /* Only this proxy writes the peer's counter for (port, this rank, ordinal): it knows the
@@ -130,8 +135,8 @@ static void handle(struct shunt_gpu_world* w, const struct shunt_gpu_slot* s, ui
      * synchronously); an entry is reused only after the stream has drained past its copy: at
      * a SYNC, or here when the ring would wrap first. */
     if (w->ring_used == FLAG_RING) {
-      e = cudaStreamSynchronize(w->pstream);
-      if (e != cudaSuccess) proxy_fail(w, "stream synchronize", e);
+      e = w->cu->StreamSynchronize(w->pstream);
+      if (e != CUDA_SUCCESS) proxy_fail(w, "stream synchronize", e);
       w->ring_used = 0;
     }
     uint64_t* v = &w->flag_ring[w->ring_pos++ % FLAG_RING];
@@ -139,12 +144,12 @@ static void handle(struct shunt_gpu_world* w, const struct shunt_gpu_slot* s, ui
     *v = ++w->sent[(size_t)t->peer * SHUNT_GPU_ORDINALS + t->ordinal];
     uint64_t* dst = (uint64_t*)(w->peer[t->peer] + w->lay.inbound) +
                     shunt_gpu_sem_index(w->nranks, SHUNT_CHAN_PORT, w->rank, t->ordinal);
-    e = cudaMemcpyAsync(dst, v, sizeof(*v), cudaMemcpyHostToDevice, w->pstream);
-    if (e != cudaSuccess) proxy_fail(w, "flag write", e);
+    e = w->cu->MemcpyHtoDAsync(DP(dst), v, sizeof(*v), w->pstream);
+    if (e != CUDA_SUCCESS) proxy_fail(w, "flag write", e);
   }
   if (t->type & SHUNT_TRIG_SYNC) {
-    e = cudaStreamSynchronize(w->pstream);
-    if (e != cudaSuccess) proxy_fail(w, "stream synchronize", e);
+    e = w->cu->StreamSynchronize(w->pstream);
+    if (e != CUDA_SUCCESS) proxy_fail(w, "stream synchronize", e);
     w->ring_used = 0;
     __atomic_store_n(&w->fifo->done, pos + 1, __ATOMIC_RELEASE);
   }
@@ -152,10 +157,10 @@ static void handle(struct shunt_gpu_world* w, const struct shunt_gpu_slot* s, ui
 
 static void* proxy_main(void* arg) {
   struct shunt_gpu_world* w = arg;
-  cudaSetDevice(w->device);
+  w->cu->CtxSetCurrent(w->ctx);
   /* A thread capturing a graph in global mode must not make this thread's stream calls fail. */
-  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  cudaThreadExchangeStreamCaptureMode(&mode);
+  int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  w->cu->ThreadExchangeStreamCaptureMode(&mode);
   uint64_t pos = 0;
   /* A kernel waits for its triggers: the proxy polls without sleeping for PROXY_SPIN_NS after
    * its last trigger (a plan's triggers come in bursts), then sleeps at most PROXY_NAP_NS at a
@@ -184,23 +189,46 @@ static void* proxy_main(void* arg) {
 
 /* ---- Creation ---------------------------------------------------------------------------------- */
 
+/* The caller's current context is its own: whatever these calls select, they put it back. */
+struct ctx_guard {
+  const struct shunt_cu* cu;
+  CUcontext prev;
+  bool known;
+};
+static struct ctx_guard ctx_enter(const struct shunt_cu* cu, CUcontext ctx) {
+  struct ctx_guard g = {cu, NULL, false};
+  if (!cu) return g;
+  g.known = cu->CtxGetCurrent(&g.prev) == CUDA_SUCCESS;
+  if (ctx && (!g.known || g.prev != ctx)) cu->CtxSetCurrent(ctx);
+  return g;
+}
+static void ctx_leave(struct ctx_guard g) {
+  CUcontext cur = NULL;
+  if (g.known && g.cu->CtxGetCurrent(&cur) == CUDA_SUCCESS && cur != g.prev) g.cu->CtxSetCurrent(g.prev);
+}
+
 static void release(struct shunt_gpu_world* w) {
   if (!w) return;
   if (w->thread_started) {
     atomic_store_explicit(&w->stop, true, memory_order_release);
     pthread_join(w->thread, NULL);
   }
-  if (w->pstream) cudaStreamSynchronize(w->pstream);
-  if (w->peer)
-    for (uint32_t r = 0; r < w->nranks; r++)
-      if (w->peer_ipc && w->peer_ipc[r] && w->peer[r]) cudaIpcCloseMemHandle(w->peer[r]);
-  if (w->region) cudaFree(w->region);
-  for (size_t i = 0; i < w->ngrave; i++) cudaFree(w->grave[i]);
+  const struct shunt_cu* cu = w->cu;
+  if (cu && w->ctx) {
+    struct ctx_guard g = ctx_enter(cu, w->ctx);
+    if (w->pstream) cu->StreamSynchronize(w->pstream);
+    if (w->peer)
+      for (uint32_t r = 0; r < w->nranks; r++)
+        if (w->peer_ipc && w->peer_ipc[r] && w->peer[r]) cu->IpcCloseMemHandle(DP(w->peer[r]));
+    if (w->region) cu->MemFree(DP(w->region));
+    for (size_t i = 0; i < w->ngrave; i++) cu->MemFree(DP(w->grave[i]));
+    if (w->last) cu->EventDestroy(w->last);
+    if (w->fifo) cu->MemFreeHost(w->fifo);
+    if (w->flag_ring) cu->MemFreeHost(w->flag_ring);
+    if (w->pstream) cu->StreamDestroy(w->pstream);
+    ctx_leave(g);
+  }
   free(w->grave);
-  if (w->last) cudaEventDestroy(w->last);
-  if (w->fifo) cudaFreeHost(w->fifo);
-  if (w->flag_ring) cudaFreeHost(w->flag_ring);
-  if (w->pstream) cudaStreamDestroy(w->pstream);
   pthread_mutex_destroy(&w->launch_mu);
   pthread_mutex_destroy(&w->grave_mu);
   free(w->peer);
@@ -211,23 +239,25 @@ static void release(struct shunt_gpu_world* w) {
 
 static int map_peer(struct shunt_gpu_world* w, const struct card* me, const struct card* c, uint32_t r,
                     char* err, size_t len) {
+  const struct shunt_cu* cu = w->cu;
   if (c->hostid != me->hostid) {
     setf(err, len, "rank %u is on host %.64s, rank %u on %.64s: the GPU backend needs every rank on one host",
          r, c->host, w->rank, me->host);
     return -1;
   }
-  cudaError_t e;
+  CUresult e;
   /* Signals and semaphores are atomics on the peer's memory: a pair of devices without native
    * peer atomics (PCIe-only) would lose increments. */
   if (strcmp(c->busid, me->busid) != 0) {
-    int peer_dev = -1, atomics = 0;
+    CUdevice peer_dev = -1;
+    int atomics = 0;
     if (c->proc == me->proc)
       peer_dev = c->device;
-    else if (cudaDeviceGetByPCIBusId(&peer_dev, c->busid) != cudaSuccess)
-      cudaGetLastError(), peer_dev = -1; /* not visible here: the IPC mapping decides */
+    else if (cu->DeviceGetByPCIBusId(&peer_dev, c->busid) != CUDA_SUCCESS)
+      peer_dev = -1; /* not visible here: the IPC mapping decides */
     if (peer_dev >= 0 &&
-        cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, me->device, peer_dev) ==
-            cudaSuccess &&
+        cu->DeviceGetP2PAttribute(&atomics, CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, me->device,
+                                  peer_dev) == CUDA_SUCCESS &&
         !atomics) {
       setf(err, len,
            "devices %s (rank %u) and %s (rank %u) have no native peer atomics (a PCIe-only pair): the "
@@ -240,16 +270,16 @@ static int map_peer(struct shunt_gpu_world* w, const struct card* me, const stru
     /* Same process: the pointer is valid here; another device needs peer access. */
     if (c->device != me->device) {
       int can = 0;
-      if (cudaDeviceCanAccessPeer(&can, me->device, c->device) != cudaSuccess || !can) {
+      CUcontext pctx = NULL;
+      if (cu->DeviceCanAccessPeer(&can, me->device, c->device) != CUDA_SUCCESS || !can) {
         setf(err, len, "device %d (rank %u) cannot access device %d (rank %u)", me->device, w->rank,
              c->device, r);
         return -1;
       }
-      e = cudaDeviceEnablePeerAccess(c->device, 0);
-      if (e == cudaErrorPeerAccessAlreadyEnabled) {
-        cudaGetLastError(); /* clear the sticky-free error state */
-      } else if (e != cudaSuccess) {
-        setf(err, len, "peer access to device %d: %s", c->device, cudaGetErrorString(e));
+      e = cu->DevicePrimaryCtxRetain(&pctx, c->device);
+      if (e == CUDA_SUCCESS) e = cu->CtxEnablePeerAccess(pctx, 0);
+      if (e != CUDA_SUCCESS && e != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
+        setf(err, len, "peer access to device %d: %s", c->device, shunt_cu_error(e));
         return -1;
       }
     }
@@ -260,13 +290,13 @@ static int map_peer(struct shunt_gpu_world* w, const struct card* me, const stru
     setf(err, len, "rank %u (another process) could not export its memory through CUDA IPC", r);
     return -1;
   }
-  void* p = NULL;
-  e = cudaIpcOpenMemHandle(&p, c->handle, cudaIpcMemLazyEnablePeerAccess);
-  if (e != cudaSuccess) {
-    setf(err, len, "cudaIpcOpenMemHandle for rank %u: %s", r, cudaGetErrorString(e));
+  CUdeviceptr p = 0;
+  e = cu->IpcOpenMemHandle(&p, c->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+  if (e != CUDA_SUCCESS) {
+    setf(err, len, "cuIpcOpenMemHandle for rank %u: %s", r, shunt_cu_error(e));
     return -1;
   }
-  w->peer[r] = p;
+  w->peer[r] = (char*)(uintptr_t)p;
   w->peer_ipc[r] = true;
   return 0;
 }
@@ -279,37 +309,42 @@ static bool mps_active(void) {
   return access(path, F_OK) == 0;
 }
 
-static int world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_world_config* cfg,
-                        const struct shunt_world_exchange* bs, struct shunt_gpu_world** out, char* err,
-                        size_t len);
+static int world_create(struct shunt_gpu_world* w, struct card* all, const struct shunt_gpu_world_config* cfg,
+                        char* err, size_t len);
 
-/* The caller's current device is its own: whatever these calls select, they put it back. */
-struct dev_guard {
-  int prev;
-  bool known;
-};
-static struct dev_guard dev_enter(void) {
-  struct dev_guard g = {0, false};
-  g.known = cudaGetDevice(&g.prev) == cudaSuccess;
-  return g;
-}
-static void dev_leave(struct dev_guard g) {
-  int cur = -1;
-  if (g.known && cudaGetDevice(&cur) == cudaSuccess && cur != g.prev) cudaSetDevice(g.prev);
+/* The device's part of creation, in its primary context; 0 or an error code (err set). */
+static int local_setup(struct shunt_gpu_world* w, int dev, char* err, size_t len) {
+  const struct shunt_cu* cu = w->cu;
+  CUresult e = CUDA_SUCCESS;
+  const char* what = NULL;
+#define TRY(x)                             \
+  if (!what && (e = (x)) != CUDA_SUCCESS) \
+  what = #x
+  TRY(cu->DevicePrimaryCtxRetain(&w->ctx, dev));
+  if (!what) cu->CtxSetCurrent(w->ctx);
+  if (!what && shunt_gpu_kernels_get(cu, dev, &w->fns, err, len) != 0) return SHUNT_GPU_CUDA;
+  TRY(cu->StreamCreate(&w->pstream, CU_STREAM_NON_BLOCKING));
+  TRY(cu->EventCreate(&w->last, CU_EVENT_DISABLE_TIMING));
+  CUdeviceptr region = 0;
+  TRY(cu->MemAlloc(&region, w->lay.total));
+  w->region = (char*)(uintptr_t)region;
+  TRY(cu->MemsetD8Async(region, 0, w->lay.total, w->pstream));
+  TRY(cu->StreamSynchronize(w->pstream));
+  TRY(cu->MemHostAlloc((void**)&w->fifo, sizeof(*w->fifo), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
+  TRY(cu->MemHostAlloc((void**)&w->flag_ring, FLAG_RING * sizeof(uint64_t), CU_MEMHOSTALLOC_PORTABLE));
+  if (!what) memset(w->fifo, 0, sizeof(*w->fifo));
+  CUdeviceptr fifo_dev = 0;
+  TRY(cu->MemHostGetDevicePointer(&fifo_dev, w->fifo, 0));
+  w->fifo_dev = (struct shunt_gpu_fifo*)(uintptr_t)fifo_dev;
+#undef TRY
+  if (!what) return SHUNT_GPU_OK;
+  setf(err, len, "rank %u: CUDA setup on device %d: %s: %s", w->rank, dev, what, shunt_cu_error(e));
+  return e == CUDA_ERROR_OUT_OF_MEMORY ? SHUNT_GPU_NOMEM : SHUNT_GPU_CUDA;
 }
 
 int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_world_config* cfg,
                            const struct shunt_world_exchange* bs, struct shunt_gpu_world** out, char* err,
                            size_t len) {
-  struct dev_guard g = dev_enter();
-  int rc = world_create(rank, nranks, cfg, bs, out, err, len);
-  dev_leave(g);
-  return rc;
-}
-
-static int world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_world_config* cfg,
-                        const struct shunt_world_exchange* bs, struct shunt_gpu_world** out, char* err,
-                        size_t len) {
   if (err && len) err[0] = 0;
   *out = NULL;
   if (nranks == 0 || rank >= nranks || nranks > 65535 || !cfg || !bs) {
@@ -328,10 +363,28 @@ static int world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_w
   w->nranks = nranks;
   w->cfg = *cfg;
   w->bs = *bs;
+  w->cu = shunt_cu(NULL, 0);
   atomic_init(&w->stop, false);
   atomic_init(&w->proxy_failed, 0);
   pthread_mutex_init(&w->launch_mu, NULL);
   pthread_mutex_init(&w->grave_mu, NULL);
+  struct ctx_guard g = ctx_enter(w->cu, NULL);
+  int rc = world_create(w, all, cfg, err, len);
+  ctx_leave(g);
+  free(all);
+  if (rc != 0) {
+    release(w);
+    return rc;
+  }
+  *out = w;
+  return SHUNT_GPU_OK;
+}
+
+static int world_create(struct shunt_gpu_world* w, struct card* all, const struct shunt_gpu_world_config* cfg,
+                        char* err, size_t len) {
+  uint32_t rank = w->rank, nranks = w->nranks;
+  const struct shunt_world_exchange* bs = &w->bs;
+  const struct shunt_cu* cu = w->cu;
   uint64_t tmo = cfg->timeout_ms
                      ? cfg->timeout_ms
                      : (uint64_t)shunt_env_int("SHUNT_GPU_TIMEOUT", 0, 0, INT64_MAX / 1000000000) * 1000u;
@@ -344,39 +397,21 @@ static int world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_w
   /* Local setup; whatever fails, this rank still takes part in both exchanges so that no
    * peer waits for it. */
   int rc = SHUNT_GPU_OK;
-  cudaError_t e = cudaSuccess;
   struct card* me = &all[rank];
-  if (!w->peer || !w->peer_ipc || !w->sent) {
+  if (!cu) {
+    shunt_cu(err, len);
+    rc = SHUNT_GPU_CUDA;
+  } else if (!w->peer || !w->peer_ipc || !w->sent) {
     setf(err, len, "out of memory");
     rc = SHUNT_GPU_NOMEM;
   }
   int dev = cfg->device;
-  if (rc == 0 && dev < 0 && (e = cudaGetDevice(&dev)) != cudaSuccess) rc = SHUNT_GPU_CUDA;
-  if (rc == 0 && (e = cudaSetDevice(dev)) != cudaSuccess) rc = SHUNT_GPU_CUDA;
+  if (rc == 0 && dev < 0 && cu->CtxGetDevice(&dev) != CUDA_SUCCESS) {
+    setf(err, len, "rank %u: no CUDA device given and no current context to take it from", rank);
+    rc = SHUNT_GPU_CUDA;
+  }
   w->device = dev;
-  if (rc == 0 && shunt_gpu_load_kernels() != 0) {
-    e = cudaGetLastError();
-    rc = SHUNT_GPU_CUDA;
-  }
-  if (rc == 0 && (e = cudaStreamCreateWithFlags(&w->pstream, cudaStreamNonBlocking)) != cudaSuccess)
-    rc = SHUNT_GPU_CUDA;
-  if (rc == 0 && (e = cudaEventCreateWithFlags(&w->last, cudaEventDisableTiming)) != cudaSuccess)
-    rc = SHUNT_GPU_CUDA;
-  if (rc == 0 && (e = cudaMalloc((void**)&w->region, w->lay.total)) != cudaSuccess) rc = SHUNT_GPU_CUDA;
-  if (rc == 0 && (e = cudaMemsetAsync(w->region, 0, w->lay.total, w->pstream)) != cudaSuccess)
-    rc = SHUNT_GPU_CUDA;
-  if (rc == 0 && (e = cudaStreamSynchronize(w->pstream)) != cudaSuccess) rc = SHUNT_GPU_CUDA;
-  if (rc == 0 && (e = cudaHostAlloc((void**)&w->fifo, sizeof(*w->fifo),
-                                    cudaHostAllocMapped | cudaHostAllocPortable)) != cudaSuccess)
-    rc = SHUNT_GPU_CUDA;
-  if (rc == 0 && (e = cudaHostAlloc((void**)&w->flag_ring, FLAG_RING * sizeof(uint64_t),
-                                    cudaHostAllocPortable)) != cudaSuccess)
-    rc = SHUNT_GPU_CUDA;
-  if (rc == 0) {
-    memset(w->fifo, 0, sizeof(*w->fifo));
-    if ((e = cudaHostGetDevicePointer((void**)&w->fifo_dev, w->fifo, 0)) != cudaSuccess) rc = SHUNT_GPU_CUDA;
-  }
-  if (rc == SHUNT_GPU_CUDA) setf(err, len, "rank %u: CUDA setup: %s", rank, cudaGetErrorString(e));
+  if (rc == 0) rc = local_setup(w, dev, err, len);
   if (rc == 0) {
     me->ok = 1;
     me->magic = CARD_MAGIC;
@@ -384,18 +419,15 @@ static int world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_w
     me->proc = shunt_process_token();
     me->hostid = shunt_host_identity();
     gethostname(me->host, sizeof(me->host) - 1);
-    if (cudaDeviceGetPCIBusId(me->busid, sizeof(me->busid), dev) != cudaSuccess) {
-      cudaGetLastError();
+    if (cu->DeviceGetPCIBusId(me->busid, sizeof(me->busid), dev) != CUDA_SUCCESS)
       snprintf(me->busid, sizeof(me->busid), "device %d", dev);
-    }
     me->device = dev;
     me->region = (uint64_t)(uintptr_t)w->region;
     me->scratch_bytes = cfg->scratch_bytes;
     me->input_bytes = cfg->input_bytes;
     me->output_bytes = cfg->output_bytes;
     /* Only peers in other processes need the handle; failing to export is an error only then. */
-    me->has_handle = cudaIpcGetMemHandle(&me->handle, w->region) == cudaSuccess;
-    if (!me->has_handle) cudaGetLastError();
+    me->has_handle = cu->IpcGetMemHandle(&me->handle, DP(w->region)) == CUDA_SUCCESS;
   }
   if (bs->allgather(bs->ctx, all, sizeof(*all)) != 0) {
     if (rc == 0) setf(err, len, "bootstrap allgather failed");
@@ -439,12 +471,12 @@ static int world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_w
       rc = SHUNT_GPU_NOMEM;
     } else {
       for (uint32_t r = 0; r < nranks; r++) table[r] = (uint64_t)(uintptr_t)w->peer[r];
-      e = cudaMemcpyAsync(w->region + w->lay.peers, table, (size_t)nranks * sizeof(uint64_t),
-                          cudaMemcpyHostToDevice, w->pstream);
-      if (e == cudaSuccess) e = cudaStreamSynchronize(w->pstream);
+      CUresult e =
+          cu->MemcpyHtoDAsync(DP(w->region + w->lay.peers), table, (size_t)nranks * sizeof(uint64_t), w->pstream);
+      if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(w->pstream);
       free(table);
-      if (e != cudaSuccess) {
-        setf(err, len, "peer table upload: %s", cudaGetErrorString(e));
+      if (e != CUDA_SUCCESS) {
+        setf(err, len, "peer table upload: %s", shunt_cu_error(e));
         rc = SHUNT_GPU_CUDA;
       }
     }
@@ -460,13 +492,7 @@ static int world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_w
   /* Every rank learns whether all others succeeded, so either all have a world or none keeps one. */
   if (shunt_world_agree(bs, rank, nranks, rc == 0, (uint8_t*)all, err, len) != 0 && rc == 0)
     rc = SHUNT_GPU_INVALID;
-  free(all);
-  if (rc != 0) {
-    release(w);
-    return rc;
-  }
-  *out = w;
-  return SHUNT_GPU_OK;
+  return rc;
 }
 
 void shunt_gpu_world_destroy(struct shunt_gpu_world* w) {
@@ -493,6 +519,15 @@ char* shunt_gpu_world_stage(const struct shunt_gpu_world* w, unsigned buf) {
 int shunt_gpu_world_device(const struct shunt_gpu_world* w) {
   return w->device;
 }
+const struct shunt_cu* shunt_gpu_world_cu(const struct shunt_gpu_world* w) {
+  return w->cu;
+}
+const struct shunt_gpu_kernels* shunt_gpu_world_fns(const struct shunt_gpu_world* w) {
+  return &w->fns;
+}
+struct CUctx_st* shunt_gpu_world_ctx(const struct shunt_gpu_world* w) {
+  return w->ctx;
+}
 
 int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program* p, char* err, size_t len) {
   if (err && len) err[0] = 0;
@@ -507,36 +542,37 @@ int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program*
   return SHUNT_GPU_TIMEOUT;
 }
 
-static bool capturing(cudaStream_t stream) {
-  enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  return cudaStreamIsCapturing(stream, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone;
+static bool capturing(const struct shunt_cu* cu, CUstream stream) {
+  int st = CU_STREAM_CAPTURE_STATUS_NONE;
+  return cu->StreamIsCapturing(stream, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-int shunt_gpu_world_order_begin(struct shunt_gpu_world* w, cudaStream_t stream, char* err, size_t len) {
+int shunt_gpu_world_order_begin(struct shunt_gpu_world* w, CUstream stream, char* err, size_t len) {
   pthread_mutex_lock(&w->launch_mu);
-  if (capturing(stream)) return 0;
-  cudaError_t e = cudaStreamWaitEvent(stream, w->last, 0);
-  if (e == cudaSuccess) return 0;
+  if (capturing(w->cu, stream)) return 0;
+  CUresult e = w->cu->StreamWaitEvent(stream, w->last, 0);
+  if (e == CUDA_SUCCESS) return 0;
   pthread_mutex_unlock(&w->launch_mu);
-  setf(err, len, "ordering after the previous launch: %s", cudaGetErrorString(e));
+  setf(err, len, "ordering after the previous launch: %s", shunt_cu_error(e));
   return -1;
 }
 
-int shunt_gpu_world_order_end(struct shunt_gpu_world* w, cudaStream_t stream, bool enqueued, char* err,
-                              size_t len) {
-  cudaError_t e = cudaSuccess;
-  if (enqueued && !capturing(stream)) e = cudaEventRecord(w->last, stream);
+int shunt_gpu_world_order_end(struct shunt_gpu_world* w, CUstream stream, bool enqueued, char* err, size_t len) {
+  CUresult e = CUDA_SUCCESS;
+  if (enqueued && !capturing(w->cu, stream)) e = w->cu->EventRecord(w->last, stream);
   pthread_mutex_unlock(&w->launch_mu);
-  if (e == cudaSuccess) return 0;
-  setf(err, len, "recording the launch: %s", cudaGetErrorString(e));
+  if (e == CUDA_SUCCESS) return 0;
+  setf(err, len, "recording the launch: %s", shunt_cu_error(e));
   return -1;
 }
 
 int shunt_gpu_world_abort(struct shunt_gpu_world* w) {
   if (!w) return SHUNT_GPU_INVALID;
-  cudaError_t e = raise_abort(w);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(w->pstream);
-  return e == cudaSuccess ? SHUNT_GPU_OK : SHUNT_GPU_CUDA;
+  struct ctx_guard g = ctx_enter(w->cu, w->ctx);
+  CUresult e = raise_abort(w);
+  if (e == CUDA_SUCCESS) e = w->cu->StreamSynchronize(w->pstream);
+  ctx_leave(g);
+  return e == CUDA_SUCCESS ? SHUNT_GPU_OK : SHUNT_GPU_CUDA;
 }
 
 /* ---- Programs ------------------------------------------------------------------------------------ */
@@ -546,41 +582,38 @@ static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p,
 
 int shunt_gpu_prog_create(struct shunt_gpu_world* w, const struct shunt_program* p, uint32_t max_threads,
                           struct shunt_gpu_prog** out, char* err, size_t len) {
-  struct dev_guard g = dev_enter();
-  /* Relaxed capture mode: another thread capturing a graph in global mode must neither make
-   * this allocation fail nor be invalidated by it. */
-  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  cudaThreadExchangeStreamCaptureMode(&mode);
-  int rc = prog_create(w, p, max_threads, out, err, len);
-  cudaThreadExchangeStreamCaptureMode(&mode);
-  dev_leave(g);
-  return rc;
-}
-
-struct capacity_ctx {
-  int device;
-  uint32_t smem;
-};
-static int capacity(void* ctx, uint32_t threads, uint32_t* blocks) {
-  const struct capacity_ctx* c = ctx;
-  return shunt_gpu_coresident_blocks(c->device, threads, c->smem, blocks);
-}
-
-static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p, uint32_t max_threads,
-                       struct shunt_gpu_prog** out, char* err, size_t len) {
   if (err && len) err[0] = 0;
   *out = NULL;
   if (!w) {
     setf(err, len, "no world");
     return SHUNT_GPU_INVALID;
   }
+  struct ctx_guard g = ctx_enter(w->cu, w->ctx);
+  /* Relaxed capture mode: another thread capturing a graph in global mode must neither make
+   * this allocation fail nor be invalidated by it. */
+  int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  w->cu->ThreadExchangeStreamCaptureMode(&mode);
+  int rc = prog_create(w, p, max_threads, out, err, len);
+  w->cu->ThreadExchangeStreamCaptureMode(&mode);
+  ctx_leave(g);
+  return rc;
+}
+
+struct capacity_ctx {
+  const struct shunt_gpu_world* w;
+  uint32_t smem;
+};
+static int capacity(void* ctx, uint32_t threads, uint32_t* blocks) {
+  const struct capacity_ctx* c = ctx;
+  return shunt_gpu_coresident_blocks(c->w->cu, &c->w->fns, c->w->device, threads, c->smem, blocks);
+}
+
+static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p, uint32_t max_threads,
+                       struct shunt_gpu_prog** out, char* err, size_t len) {
+  const struct shunt_cu* cu = w->cu;
   if (!shunt_gpu_prog_fits(p, w->rank, w->nranks, &w->lay, err, len)) return SHUNT_GPU_INVALID;
   /* Every block of every rank on this GPU resident at once (gpu_residency.h). */
-  struct capacity_ctx cc = {w->device, shunt_gpu_prog_smem(p)};
-  if (cudaSetDevice(w->device) != cudaSuccess) {
-    setf(err, len, "cannot select device %d", w->device);
-    return SHUNT_GPU_CUDA;
-  }
+  struct capacity_ctx cc = {w, shunt_gpu_prog_smem(p)};
   char why[256];
   uint32_t threads = shunt_gpu_pick_threads(p->nblocks, w->sharing, p->nthreads, max_threads, capacity, &cc,
                                             why, sizeof(why));
@@ -595,23 +628,23 @@ static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p,
   }
   uint64_t prog_bytes = (p->total_bytes + 15u) / 16u * 16u;
   uint64_t bytes = prog_bytes + (uint64_t)p->nsems * sizeof(long long);
-  char* d = NULL;
-  cudaError_t e = cudaMalloc((void**)&d, bytes);
-  if (e == cudaSuccess) e = cudaMemcpyAsync(d, p, p->total_bytes, cudaMemcpyHostToDevice, w->pstream);
-  if (e == cudaSuccess && p->nsems)
-    e = cudaMemcpyAsync(d + prog_bytes, shunt_prog_sem_init(p), (size_t)p->nsems * sizeof(long long),
-                        cudaMemcpyHostToDevice, w->pstream);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(w->pstream);
-  if (e != cudaSuccess) {
-    if (d) cudaFree(d);
+  CUdeviceptr d = 0;
+  CUresult e = cu->MemAlloc(&d, bytes);
+  if (e == CUDA_SUCCESS) e = cu->MemcpyHtoDAsync(d, p, p->total_bytes, w->pstream);
+  if (e == CUDA_SUCCESS && p->nsems)
+    e = cu->MemcpyHtoDAsync(d + prog_bytes, shunt_prog_sem_init(p), (size_t)p->nsems * sizeof(long long),
+                            w->pstream);
+  if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(w->pstream);
+  if (e != CUDA_SUCCESS) {
+    if (d) cu->MemFree(d);
     free(gp);
-    setf(err, len, "program upload: %s", cudaGetErrorString(e));
-    return e == cudaErrorMemoryAllocation ? SHUNT_GPU_NOMEM : SHUNT_GPU_CUDA;
+    setf(err, len, "program upload: %s", shunt_cu_error(e));
+    return e == CUDA_ERROR_OUT_OF_MEMORY ? SHUNT_GPU_NOMEM : SHUNT_GPU_CUDA;
   }
   gp->host = p;
   gp->world = w;
-  gp->dev = (struct shunt_program*)d;
-  gp->sems = (long long*)(d + prog_bytes);
+  gp->dev = (struct shunt_program*)(uintptr_t)d;
+  gp->sems = (long long*)(uintptr_t)(d + prog_bytes);
   gp->threads = threads;
   gp->smem = cc.smem;
   gp->port_used = shunt_gpu_uses_port(p);
@@ -634,6 +667,10 @@ void shunt_gpu_prog_destroy(struct shunt_gpu_prog* gp) {
   }
   pthread_mutex_unlock(&w->grave_mu);
   /* Out of memory for the list: freed now, as before (it may wait for running kernels). */
-  if (gp->dev) cudaFree(gp->dev);
+  if (gp->dev) {
+    struct ctx_guard g = ctx_enter(w->cu, w->ctx);
+    w->cu->MemFree(DP(gp->dev));
+    ctx_leave(g);
+  }
   free(gp);
 }

@@ -12,9 +12,9 @@
  *   counters, scratch, staging for input and output. Ranks that are threads of one process
  *   reach each other's regions through plain device pointers (peer access is enabled when
  *   they use different devices); ranks in other processes on the same host through CUDA IPC
- *   (cudaIpcGetMemHandle / cudaIpcOpenMemHandle). Ranks on other hosts are refused.
+ *   (cuIpcGetMemHandle / cuIpcOpenMemHandle). Ranks on other hosts are refused.
  * - Each rank runs one proxy thread that serves the kernel's port-channel triggers in FIFO
- *   order on its own stream: data with cudaMemcpyAsync, then the flag (the peer's counter is
+ *   order on its own stream: data with cuMemcpyAsync, then the flag (the peer's counter is
  *   written with the next value by a copy ordered after the data), and a SYNC trigger
  *   publishes completion once the stream has drained. The proxy never blocks on anything but
  *   its own stream, and is immune to other threads' stream capture.
@@ -28,8 +28,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include <cuda_runtime_api.h>
 
 #include "exec/gpu/gpu_abi.h"
 #include "exec/program.h"
@@ -54,10 +52,14 @@ struct shunt_gpu_world_config {
    * and when it is unset or 0, none: like NCCL, a kernel waits for a late peer as long as it
    * takes (a checkpoint, data loading), and only shunt_gpu_world_abort ends the wait. */
   uint64_t timeout_ms;
-  int device; /* CUDA device of this rank; -1: the calling thread's current device */
+  int device; /* CUDA device ordinal of this rank; -1: the calling thread's current context's */
 };
 
 struct shunt_gpu_world;
+struct CUstream_st; /* a CUDA stream: cudaStream_t and CUstream are pointers to it */
+struct CUctx_st;
+struct shunt_cu;
+struct shunt_gpu_kernels;
 /* The caller's collective exchange, as for the host world (transport/world.h; not included
  * here because its C11 atomics do not compile as CUDA C++). */
 struct shunt_world_exchange;
@@ -85,8 +87,8 @@ bool shunt_gpu_world_broken(const struct shunt_gpu_world* w);
  * something was enqueued) and releases the lock. A stream being captured is not ordered
  * against eager launches (a graph's launches follow its own stream; replaying two graphs of
  * one world at once is not supported). 0, or -1 with a message (the lock is released then). */
-int shunt_gpu_world_order_begin(struct shunt_gpu_world* w, cudaStream_t stream, char* err, size_t len);
-int shunt_gpu_world_order_end(struct shunt_gpu_world* w, cudaStream_t stream, bool enqueued, char* err,
+int shunt_gpu_world_order_begin(struct shunt_gpu_world* w, struct CUstream_st* stream, char* err, size_t len);
+int shunt_gpu_world_order_end(struct shunt_gpu_world* w, struct CUstream_st* stream, bool enqueued, char* err,
                               size_t len);
 
 /* For the launcher: the world's part of the kernel arguments, this rank's staging sections
@@ -94,6 +96,11 @@ int shunt_gpu_world_order_end(struct shunt_gpu_world* w, cudaStream_t stream, bo
 void shunt_gpu_world_kargs(const struct shunt_gpu_world* w, struct shunt_gpu_kargs* k);
 char* shunt_gpu_world_stage(const struct shunt_gpu_world* w, unsigned buf);
 int shunt_gpu_world_device(const struct shunt_gpu_world* w);
+/* For the launcher: the driver table, the kernels of the world's device and its context
+ * (gpu/cu.h, gpu_kernels.h; opaque here). */
+const struct shunt_cu* shunt_gpu_world_cu(const struct shunt_gpu_world* w);
+const struct shunt_gpu_kernels* shunt_gpu_world_fns(const struct shunt_gpu_world* w);
+struct CUctx_st* shunt_gpu_world_ctx(const struct shunt_gpu_world* w);
 
 /* A program uploaded for one world: the device copy (the Program's bytes as they are,
  * followed by its live semaphores, set to their initial values) and how it is launched. */
@@ -114,7 +121,7 @@ struct shunt_gpu_prog {
  * as one that does not fit the world. */
 int shunt_gpu_prog_create(struct shunt_gpu_world* w, const struct shunt_program* p, uint32_t max_threads,
                           struct shunt_gpu_prog** out, char* err, size_t len);
-/* Its device memory is freed with the world, not now: cudaFree waits for the device, where a
+/* Its device memory is freed with the world, not now: cuMemFree waits for the device, where a
  * peer's kernel may be waiting on this rank. */
 void shunt_gpu_prog_destroy(struct shunt_gpu_prog* gp);
 

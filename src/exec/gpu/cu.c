@@ -1,0 +1,95 @@
+#include "exec/gpu/cu.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "exec/driver.h"
+
+/* Versioned names where the driver keeps an older ABI under the plain one (a plain cuMemAlloc
+ * takes 32-bit sizes); the legacy default-stream forms, which the caller's streams select
+ * through their own handles as with the runtime. */
+static const struct {
+  const char* name;
+  size_t offset;
+} syms[] = {
+#define S(field, name) {name, offsetof(struct shunt_cu, field)}
+    S(GetErrorString, "cuGetErrorString"),
+    S(DeviceGet, "cuDeviceGet"),
+    S(DeviceGetAttribute, "cuDeviceGetAttribute"),
+    S(DeviceGetPCIBusId, "cuDeviceGetPCIBusId"),
+    S(DeviceGetByPCIBusId, "cuDeviceGetByPCIBusId"),
+    S(DeviceGetP2PAttribute, "cuDeviceGetP2PAttribute"),
+    S(DeviceCanAccessPeer, "cuDeviceCanAccessPeer"),
+    S(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
+    S(CtxGetCurrent, "cuCtxGetCurrent"),
+    S(CtxSetCurrent, "cuCtxSetCurrent"),
+    S(CtxGetDevice, "cuCtxGetDevice"),
+    S(CtxEnablePeerAccess, "cuCtxEnablePeerAccess"),
+    S(PointerGetAttribute, "cuPointerGetAttribute"),
+    S(MemAlloc, "cuMemAlloc_v2"),
+    S(MemFree, "cuMemFree_v2"),
+    S(MemHostAlloc, "cuMemHostAlloc"),
+    S(MemFreeHost, "cuMemFreeHost"),
+    S(MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"),
+    S(MemcpyAsync, "cuMemcpyAsync"),
+    S(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
+    S(MemsetD8Async, "cuMemsetD8Async"),
+    S(IpcGetMemHandle, "cuIpcGetMemHandle"),
+    S(IpcOpenMemHandle, "cuIpcOpenMemHandle_v2"),
+    S(IpcCloseMemHandle, "cuIpcCloseMemHandle"),
+    S(StreamCreate, "cuStreamCreate"),
+    S(StreamDestroy, "cuStreamDestroy_v2"),
+    S(StreamSynchronize, "cuStreamSynchronize"),
+    S(StreamWaitEvent, "cuStreamWaitEvent"),
+    S(StreamIsCapturing, "cuStreamIsCapturing"),
+    S(ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode"),
+    S(EventCreate, "cuEventCreate"),
+    S(EventDestroy, "cuEventDestroy_v2"),
+    S(EventRecord, "cuEventRecord"),
+    S(ModuleLoadData, "cuModuleLoadData"),
+    S(ModuleGetFunction, "cuModuleGetFunction"),
+    S(FuncGetAttribute, "cuFuncGetAttribute"),
+    S(OccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor"),
+    S(LaunchKernel, "cuLaunchKernel"),
+#undef S
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct shunt_cu table;
+/* Set once the table is whole; read without the lock afterwards. */
+static int found;
+
+const struct shunt_cu* shunt_cu(char* err, size_t len) {
+  if (__atomic_load_n(&found, __ATOMIC_ACQUIRE)) return &table;
+  pthread_mutex_lock(&mu);
+  const char* missing = NULL;
+  if (!found) {
+    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]) && !missing; i++) {
+      void* f = shunt_driver_sym(syms[i].name);
+      if (!f)
+        missing = syms[i].name;
+      else
+        memcpy((char*)&table + syms[i].offset, &f, sizeof(f));
+    }
+    if (!missing) __atomic_store_n(&found, 1, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&mu);
+  if (!missing) return &table;
+  if (err && len) {
+    if (!shunt_driver_sym("cuInit"))
+      snprintf(err, len, "the CUDA driver (libcuda.so.1) is not loaded in this process");
+    else
+      snprintf(err, len, "the CUDA driver has no %s (too old a driver)", missing);
+  }
+  return NULL;
+}
+
+const char* shunt_cu_error(CUresult e) {
+  const char* s = NULL;
+  if (__atomic_load_n(&found, __ATOMIC_ACQUIRE) && table.GetErrorString(e, &s) == CUDA_SUCCESS && s) return s;
+  static _Thread_local char buf[32];
+  snprintf(buf, sizeof(buf), "CUDA error %d", e);
+  return buf;
+}

@@ -1,0 +1,99 @@
+/* The CUDA driver calls the GPU backend makes, found at run time in the driver the process has
+ * already loaded (exec/driver.h): libshunt has no link dependency on CUDA, a process without
+ * CUDA loads it and never gets here, and a test double of the driver (tests/fakecuda) serves
+ * the same calls. The driver's types and constants are declared here from its published ABI,
+ * so this builds without the CUDA toolkit. Private to src/exec/gpu.
+ *
+ * Promises: shunt_cu() returns the table with every entry set, or NULL with a message when the
+ * driver is not in the process or lacks one of them; the table never changes once found.
+ * Safe from any thread. */
+#ifndef SHUNT_EXEC_GPU_CU_H
+#define SHUNT_EXEC_GPU_CU_H
+
+#include <stddef.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st* CUcontext;
+typedef struct CUstream_st* CUstream;
+typedef struct CUevent_st* CUevent;
+typedef struct CUmod_st* CUmodule;
+typedef struct CUfunc_st* CUfunction;
+typedef struct {
+  char reserved[64];
+} CUipcMemHandle;
+
+enum {
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_INVALID_VALUE = 1,
+  CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CUDA_ERROR_INVALID_IMAGE = 200,
+  CUDA_ERROR_INVALID_CONTEXT = 201,
+  CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
+  CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+  CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0,
+  CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED = 3,
+  CU_MEMHOSTALLOC_PORTABLE = 1,
+  CU_MEMHOSTALLOC_DEVICEMAP = 2,
+  CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1,
+  CU_STREAM_NON_BLOCKING = 1,
+  CU_EVENT_DISABLE_TIMING = 2,
+  CU_STREAM_CAPTURE_STATUS_NONE = 0,
+  CU_STREAM_CAPTURE_MODE_RELAXED = 2,
+  CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
+  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
+  CU_POINTER_ATTRIBUTE_RANGE_START_ADDR = 11,
+  CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12,
+  CU_MEMORYTYPE_DEVICE = 2
+};
+
+struct shunt_cu {
+  CUresult (*GetErrorString)(CUresult, const char**);
+  CUresult (*DeviceGet)(CUdevice*, int);
+  CUresult (*DeviceGetAttribute)(int*, int, CUdevice);
+  CUresult (*DeviceGetPCIBusId)(char*, int, CUdevice);
+  CUresult (*DeviceGetByPCIBusId)(CUdevice*, const char*);
+  CUresult (*DeviceGetP2PAttribute)(int*, int, CUdevice, CUdevice);
+  CUresult (*DeviceCanAccessPeer)(int*, CUdevice, CUdevice);
+  CUresult (*DevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*CtxGetCurrent)(CUcontext*);
+  CUresult (*CtxSetCurrent)(CUcontext);
+  CUresult (*CtxGetDevice)(CUdevice*);
+  CUresult (*CtxEnablePeerAccess)(CUcontext, unsigned);
+  CUresult (*PointerGetAttribute)(void*, int, CUdeviceptr);
+  CUresult (*MemAlloc)(CUdeviceptr*, size_t);
+  CUresult (*MemFree)(CUdeviceptr);
+  CUresult (*MemHostAlloc)(void**, size_t, unsigned);
+  CUresult (*MemFreeHost)(void*);
+  CUresult (*MemHostGetDevicePointer)(CUdeviceptr*, void*, unsigned);
+  CUresult (*MemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
+  CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  CUresult (*IpcGetMemHandle)(CUipcMemHandle*, CUdeviceptr);
+  CUresult (*IpcOpenMemHandle)(CUdeviceptr*, CUipcMemHandle, unsigned);
+  CUresult (*IpcCloseMemHandle)(CUdeviceptr);
+  CUresult (*StreamCreate)(CUstream*, unsigned);
+  CUresult (*StreamDestroy)(CUstream);
+  CUresult (*StreamSynchronize)(CUstream);
+  CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned);
+  CUresult (*StreamIsCapturing)(CUstream, int*);
+  CUresult (*ThreadExchangeStreamCaptureMode)(int*);
+  CUresult (*EventCreate)(CUevent*, unsigned);
+  CUresult (*EventDestroy)(CUevent);
+  CUresult (*EventRecord)(CUevent, CUstream);
+  CUresult (*ModuleLoadData)(CUmodule*, const void*);
+  CUresult (*ModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  CUresult (*FuncGetAttribute)(int*, int, CUfunction);
+  CUresult (*OccupancyMaxActiveBlocksPerMultiprocessor)(int*, CUfunction, int, size_t);
+  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           CUstream, void**, void**);
+};
+
+const struct shunt_cu* shunt_cu(char* err, size_t len);
+
+/* The driver's name for an error ("CUDA_ERROR_..." text), never NULL. */
+const char* shunt_cu_error(CUresult e);
+
+#endif

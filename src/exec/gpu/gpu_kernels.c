@@ -1,0 +1,63 @@
+#include "exec/gpu/gpu_kernels.h"
+
+#include <pthread.h>
+#include <stdio.h>
+
+#define MAX_DEVICES 64
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+/* Per device ordinal, once loaded; a module is kept for the life of the process, as the
+ * runtime keeps its own. */
+static struct shunt_gpu_kernels loaded[MAX_DEVICES];
+static int have[MAX_DEVICES];
+
+static int load(const struct shunt_cu* cu, struct shunt_gpu_kernels* k, char* err, size_t len) {
+  size_t bytes = 0;
+  int built = 0;
+  const void* image = shunt_gpu_image(&bytes, &built);
+  CUmodule mod = NULL;
+  CUresult e = cu->ModuleLoadData(&mod, image);
+  if (e != CUDA_SUCCESS) {
+    snprintf(err, len, "loading the GPU kernels: %s%s", shunt_cu_error(e),
+             built ? "" : " (libshunt was built without nvcc: it has no GPU kernels)");
+    return -1;
+  }
+  static const char* const names[] = {"shunt_gpu_exec_kernel", "shunt_gpu_pre_kernel", "shunt_gpu_post_kernel"};
+  CUfunction* fns[] = {&k->exec, &k->pre, &k->post};
+  for (int i = 0; i < 3; i++) {
+    int attr = 0;
+    if ((e = cu->ModuleGetFunction(fns[i], mod, names[i])) != CUDA_SUCCESS ||
+        (e = cu->FuncGetAttribute(&attr, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, *fns[i])) != CUDA_SUCCESS) {
+      snprintf(err, len, "GPU kernel %s: %s", names[i], shunt_cu_error(e));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int shunt_gpu_kernels_get(const struct shunt_cu* cu, CUdevice dev, struct shunt_gpu_kernels* out, char* err,
+                          size_t len) {
+  if (dev < 0 || dev >= MAX_DEVICES) {
+    snprintf(err, len, "device %d: at most %d devices are supported", dev, MAX_DEVICES);
+    return -1;
+  }
+  pthread_mutex_lock(&mu);
+  int rc = 0;
+  if (!have[dev]) {
+    rc = load(cu, &loaded[dev], err, len);
+    if (rc == 0) have[dev] = 1;
+  }
+  if (rc == 0) *out = loaded[dev];
+  pthread_mutex_unlock(&mu);
+  return rc;
+}
+
+int shunt_gpu_coresident_blocks(const struct shunt_cu* cu, const struct shunt_gpu_kernels* k, CUdevice dev,
+                                uint32_t threads, uint32_t smem, uint32_t* out) {
+  int per_sm = 0, sms = 0;
+  if (cu->DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) != CUDA_SUCCESS) return -1;
+  if (cu->OccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k->exec, (int)threads, smem) != CUDA_SUCCESS)
+    return -1;
+  *out = (uint32_t)per_sm * (uint32_t)sms;
+  return 0;
+}

@@ -1,0 +1,89 @@
+/* The launcher of the GPU backend (gpu_run.h): stream operations through the driver. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "exec/gpu/cu.h"
+#include "exec/gpu/gpu_kernels.h"
+#include "exec/gpu/gpu_run.h"
+#include "exec/gpu/gpu_steps.h"
+
+#define FAIL(code, ...)                              \
+  do {                                               \
+    if (err && len) snprintf(err, len, __VA_ARGS__); \
+    return (code);                                   \
+  } while (0)
+
+#define DP(p) ((CUdeviceptr)(uintptr_t)(p))
+
+static unsigned elem_grid(uint64_t n) {
+  uint64_t g = (n + 255) / 256;
+  return (unsigned)(g == 0 ? 1 : g > 1024 ? 1024 : g);
+}
+
+/* Every step is a stream operation, in gpu_steps.h's order. cuLaunchKernel returns this
+ * launch's own error (no error state is left behind for later calls to find). */
+static int enqueue(const struct shunt_cu* cu, const struct shunt_gpu_kernels* fn, struct shunt_gpu_steps st,
+                   struct shunt_gpu_kargs k, const struct shunt_gpu_prog* gp, const struct shunt_program* p,
+                   CUstream stream, char* err, size_t len) {
+  CUresult e = CUDA_SUCCESS;
+#define CU(x)                                                                           \
+  do {                                                                                  \
+    if ((e = (x)) != CUDA_SUCCESS) FAIL(SHUNT_GPU_CUDA, "%s: %s", #x, shunt_cu_error(e)); \
+  } while (0)
+  if (st.seed_bytes) CU(cu->MemcpyAsync(DP(st.seed_dst), DP(st.seed_src), st.seed_bytes, stream));
+  if (st.pre_n) {
+    void* a[] = {&st.pre_dst, &st.pre_src, &st.pre_n, &st.pre_red};
+    CU(cu->LaunchKernel(fn->pre, elem_grid(st.pre_n), 1, 1, 256, 1, 1, 0, stream, a, NULL));
+  }
+  if (st.copy_in_bytes) CU(cu->MemcpyAsync(DP(st.copy_in_dst), DP(st.copy_in_src), st.copy_in_bytes, stream));
+  shunt_gpu_kargs_run(&k, gp->dev, gp->sems, &st, gp->port_used, gp->smem);
+  void* ka[] = {&k};
+  CU(cu->LaunchKernel(fn->exec, p->nblocks ? p->nblocks : 1, 1, 1, gp->threads, 1, 1, gp->smem, stream, ka, NULL));
+  if (st.post_n) {
+    void* a[] = {&st.out, &st.post_n, &st.post_red};
+    CU(cu->LaunchKernel(fn->post, elem_grid(st.post_n), 1, 1, 256, 1, 1, 0, stream, a, NULL));
+  }
+  if (st.back_bytes) CU(cu->MemcpyAsync(DP(st.back_dst), DP(st.back_src), st.back_bytes, stream));
+#undef CU
+  return SHUNT_GPU_OK;
+}
+
+int shunt_gpu_launch(const struct shunt_gpu_run* run, struct CUstream_st* stream, char* err, size_t len) {
+  if (err && len) err[0] = 0;
+  if (!run || !run->world || !run->prog || !run->prog->host || !run->prog->dev)
+    FAIL(SHUNT_GPU_INVALID, "no world or no program");
+  struct shunt_gpu_world* w = run->world;
+  const struct shunt_gpu_prog* gp = run->prog;
+  const struct shunt_program* p = gp->host;
+  const struct shunt_cu* cu = shunt_gpu_world_cu(w);
+  struct shunt_gpu_kargs k;
+  memset(&k, 0, sizeof(k));
+  shunt_gpu_world_kargs(w, &k);
+  if (!shunt_gpu_prog_fits(p, k.rank, k.nranks, &k.lay, err, len)) return SHUNT_GPU_INVALID;
+  if (shunt_gpu_world_broken(w)) FAIL(SHUNT_GPU_INVALID, "an earlier run on this world failed");
+
+  struct shunt_gpu_steps st;
+  const char* why =
+      shunt_gpu_steps_plan(p, k.nranks, run->in, run->out, run->premul_scalar, shunt_gpu_world_stage(w, 0),
+                           shunt_gpu_world_stage(w, 1), k.lay.input_bytes, k.lay.output_bytes, &st);
+  if (why)
+    FAIL(SHUNT_GPU_INVALID, "%s (buffers of %llu/%llu bytes, staging %llu/%llu)", why,
+         (unsigned long long)p->in_bytes, (unsigned long long)p->out_bytes,
+         (unsigned long long)k.lay.input_bytes, (unsigned long long)k.lay.output_bytes);
+
+  /* The kernels and copies go to the world's context (a legacy-default-stream launch takes the
+   * current one); the caller's is put back. */
+  CUcontext prev = NULL, ctx = shunt_gpu_world_ctx(w);
+  int have_prev = cu->CtxGetCurrent(&prev) == CUDA_SUCCESS;
+  if (!have_prev || prev != ctx) cu->CtxSetCurrent(ctx);
+  /* One launch of a world at a time, after the previous one whatever its stream. */
+  int rc = SHUNT_GPU_CUDA;
+  if (shunt_gpu_world_order_begin(w, stream, err, len) == 0) {
+    rc = enqueue(cu, shunt_gpu_world_fns(w), st, k, gp, p, stream, err, len);
+    if (shunt_gpu_world_order_end(w, stream, rc == SHUNT_GPU_OK, err, len) != 0 && rc == SHUNT_GPU_OK)
+      rc = SHUNT_GPU_CUDA;
+  }
+  if (have_prev && prev != ctx) cu->CtxSetCurrent(prev);
+  return rc;
+}
