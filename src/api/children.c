@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/gpu_gate.h"
 #include "api/config.h"
 #include "api/export.h"
 #include "api/group.h"
@@ -65,6 +66,7 @@ static ncclResult_t finish(struct child_job* j, struct shunt_bootstrap* boot, nc
     c = shunt_comm_create(boot, real, p->cuda_dev, j->child_blocking, p->plans,
                           p->plans ? shunt_planset_hash(p->plans) : 0,
                           p->plans ? shunt_planset_usable(p->plans) : 0);
+    if (c) shunt_gpu_gate_init(c);
     if (c && shunt_handles_add(c->handle, c, real == NULL) != 0) {
       SHUNT_WARN("%s: out of memory recording the communicator", j->fn);
       shunt_comm_free(c, 1);

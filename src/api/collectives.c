@@ -10,6 +10,7 @@
 
 #include "api/coll_config.h"
 #include "api/export.h"
+#include "api/gpu_gate.h"
 #include "api/group.h"
 #include "api/handles.h"
 #include "api/launch.h"
@@ -19,7 +20,6 @@
 #include "exec/driver.h"
 #include "exec/lower.h"
 #include "exec/split.h"
-#include "exec/memkind.h"
 #include "fallback/real_nccl.h"
 #include "util/log.h"
 
@@ -125,8 +125,9 @@ static ncclResult_t run_plan_job(void* arg) {
     return ncclInvalidUsage;
   }
   ncclResult_t rc = shunt_launch(c, &j->call);
-  /* The host backend has finished the work when shunt_launch returns: the event is recorded
-   * on the call's stream now, as NCCL records it once its kernel is launched. */
+  /* The host backend has finished the work when shunt_launch returns, the GPU backend has
+   * enqueued it: the event is recorded on the call's stream now, as NCCL records it once its
+   * kernel is launched. */
   if (rc == ncclSuccess && j->completion_event) {
     int e = shunt_driver_event_record(j->completion_event, (void*)j->call.stream);
     if (e != 0) {
@@ -187,14 +188,6 @@ static ncclResult_t resolve_op(const char* fn, struct shunt_comm* c, ncclRedOp_t
   return ncclSuccess;
 }
 
-/* The host backend dereferences the buffers in this thread: memory the GPU owns goes to NCCL
- * until the GPU backend serves it. */
-static const char* buffers_unusable(const void* send, const void* recv) {
-  if (shunt_mem_kind(send) == SHUNT_MEM_DEVICE || (recv != send && shunt_mem_kind(recv) == SHUNT_MEM_DEVICE))
-    return "GPU buffers: plans run on the host backend, which takes host memory";
-  return NULL;
-}
-
 static ncclResult_t no_path(const char* fn, const char* why) {
   SHUNT_WARN(
       "%s: no plan serves this call (%s) and the communicator has no NCCL communicator to fall back to", fn,
@@ -234,7 +227,7 @@ static ncclResult_t allreduce(const void* sendbuff, void* recvbuff, size_t count
     why = opts.to_nccl;
   else if (!c->plans_enabled)
     why = "plans disabled for this communicator";
-  else if ((why = buffers_unusable(sendbuff, recvbuff)) != NULL) {
+  else if ((why = shunt_gpu_gate_call(c, &call, bytes, bytes)) != NULL) {
     /* asked once per call: the answer is the reason */
   } else if (sendbuff != recvbuff && (const char*)sendbuff < (const char*)recvbuff + bytes &&
              (const char*)recvbuff < (const char*)sendbuff + bytes)
@@ -327,7 +320,7 @@ static ncclResult_t allgather(const void* sendbuff, void* recvbuff, size_t sendc
     why = opts.to_nccl;
   else if (!c->plans_enabled)
     why = "plans disabled for this communicator";
-  else if ((why = buffers_unusable(sendbuff, recvbuff)) != NULL) {
+  else if ((why = shunt_gpu_gate_call(c, &call, per, total)) != NULL) {
     /* asked once per call: the answer is the reason */
   } else if (!inplace && (const char*)sendbuff < (const char*)recvbuff + total &&
              (const char*)recvbuff < (const char*)sendbuff + per)

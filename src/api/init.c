@@ -16,6 +16,8 @@
 #include "api/unavailable.h"
 #include "comm/bootstrap.h"
 #include "comm/comm_create.h"
+#include "exec/backend.h"
+#include "api/gpu_gate.h"
 #include "fallback/real_nccl.h"
 #include "util/env.h"
 #include "util/log.h"
@@ -116,6 +118,7 @@ static ncclResult_t join_rendezvous(struct init_job* j, struct shunt_comm* c) {
   if (!c->real)
     SHUNT_INFO(SHUNT_INIT, "rank %d of %d: shunt's communicator stands alone (%s); calls no plan serves fail", c->rank,
                c->nranks, j->real_why);
+  shunt_gpu_gate_init(c);
   return ncclSuccess;
 }
 
@@ -249,20 +252,20 @@ SHUNT_EXPORT ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nra
     SHUNT_WARN("CommInitRankScalable: %s", !commIds ? "commIds argument is NULL" : "nId must be at least 1");
     return ncclInvalidArgument;
   }
-  return init_rank_ids(newcomm, nranks, commIds[0], myrank, config, 0, nId, commIds);
+  return init_rank_ids(newcomm, nranks, commIds[0], myrank, config, shunt_gpu_current_device(), nId, commIds);
 }
 SHUNT_ALIAS(ncclCommInitRankScalable, ncclResult_t,
             (ncclComm_t * newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config))
 
 SHUNT_EXPORT ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                                   ncclConfig_t* config) {
-  return init_rank(comm, nranks, commId, rank, config, 0);
+  return init_rank(comm, nranks, commId, rank, config, shunt_gpu_current_device());
 }
 SHUNT_ALIAS(ncclCommInitRankConfig, ncclResult_t,
             (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config))
 
 SHUNT_EXPORT ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
-  return init_rank(comm, nranks, commId, rank, NULL, 0);
+  return init_rank(comm, nranks, commId, rank, NULL, shunt_gpu_current_device());
 }
 SHUNT_ALIAS(ncclCommInitRank, ncclResult_t, (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank))
 

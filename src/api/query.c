@@ -6,6 +6,7 @@
 #include "api/export.h"
 #include "api/group.h"
 #include "api/handles.h"
+#include "api/launch.h"
 #include "comm/redop.h"
 #include "api/unavailable.h"
 #include "comm/comm.h"
@@ -36,7 +37,7 @@ SHUNT_EXPORT ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) 
   SHUNT_COMM_REF c = own(comm);
   if (!c) SHUNT_FORWARD(ncclCommCuDevice, (comm, device));
   if (!device) return null_arg("CommCuDevice", "device");
-  *device = c->cuda_dev;
+  *device = c->cuda_dev < 0 ? 0 : c->cuda_dev;
   return ncclSuccess;
 }
 SHUNT_ALIAS(ncclCommCuDevice, ncclResult_t, (const ncclComm_t comm, int* device))
@@ -53,6 +54,8 @@ SHUNT_ALIAS(ncclCommUserRank, ncclResult_t, (const ncclComm_t comm, int* rank))
 SHUNT_EXPORT ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (!asyncError) return null_arg("CommGetAsyncError", "asyncError");
   SHUNT_COMM_REF c = shunt_handles_get(comm);
+  /* A GPU kernel's failure is found by asking, as NCCL finds a failed kernel's. */
+  if (c) shunt_launch_poll(c);
   ncclResult_t mine = c ? shunt_comm_status(c) : ncclSuccess;
   if (c && !c->real) {
     *asyncError = mine;

@@ -6,7 +6,7 @@
 #include "api/handles.h"
 #include "api/unavailable.h"
 #include "comm/comm.h"
-#include "exec/lower.h"
+#include "exec/backend.h"
 #include "fallback/real_nccl.h"
 #include "util/log.h"
 
@@ -27,10 +27,7 @@ SHUNT_EXPORT ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags) {
   /* Memory: the lowered programs are this rank's alone and are made again on demand. The host
    * backend's shared regions stay: they are made collectively, and a suspension is not. A
    * group may still hold calls that use the programs, so inside one they stay too. */
-  if ((flags & NCCL_SUSPEND_MEM) && c->programs && shunt_group_depth() == 0) {
-    shunt_lower_cache_destroy(c->programs);
-    c->programs = NULL;
-  }
+  if ((flags & NCCL_SUSPEND_MEM) && shunt_group_depth() == 0) shunt_backend_drop_programs(atomic_load(&c->host));
   SHUNT_INFO(SHUNT_COMM,
              "rank %d: communicator suspended (flags 0x%x); plans take no work until ncclCommResume", c->rank,
              (unsigned)flags);

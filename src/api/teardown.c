@@ -36,8 +36,9 @@ static ncclResult_t end_comm(const char* fn, ncclComm_t comm, int abort) {
     /* Nothing below waits on peers: they may be gone, or held by this very thread. A
      * nonblocking init, split or shrink still running is stopped first. */
     shunt_comm_stop_job(c);
-    struct shunt_world* w = __atomic_load_n(&c->world, __ATOMIC_ACQUIRE);
-    if (w) atomic_store(&w->aborted, true);
+    /* Host runs complete within their call: a wait still under way is another thread's, on
+     * peers that may be gone. GPU kernels of a destroyed communicator finish their work. */
+    shunt_launch_abort(c, abort);
     if (abort || atomic_load(&c->users) > 0) shunt_bootstrap_abort(c->boot);
     /* A call in another thread (a watchdog's query, a collective) finishes before the state goes. */
     shunt_handles_unused(c);

@@ -15,7 +15,7 @@
 struct rank_card {
   uint64_t host_hash; /* identity of the machine: ranks with equal hashes share a node */
   uint64_t plan_hash; /* the plan set it loaded (0: none) */
-  int32_t cuda_dev;
+  int32_t cuda_dev; /* -1: no CUDA device in use where this rank was made */
   int32_t has_plans;
 };
 
@@ -72,6 +72,8 @@ int shunt_comm_setup(struct shunt_comm* c, const struct shunt_planset* plans, ui
   c->rank = rank;
   c->nranks = nranks;
   c->plans = plans;
+  c->gpu_everywhere = 1;
+  for (int r = 0; r < nranks; r++) c->gpu_everywhere &= cards[r].cuda_dev >= 0;
 
   /* Nodes numbered by first appearance in rank order: the same numbering on every rank. */
   int nodes = 0;

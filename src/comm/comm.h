@@ -11,15 +11,21 @@
 #include <nccl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
-#include "exec/host/host_call.h"
 #include "plan/planset.h"
 
 struct shunt_bootstrap;
 struct shunt_redop_table;
-struct shunt_world;
-struct shunt_lower_cache;
+struct shunt_backend;
+
+/* Whether a communicator's device calls run on shunt's GPU executor (api/gpu_gate.h). */
+enum shunt_gpu_verdict {
+  SHUNT_GPU_UNDECIDED = 0, /* no device call yet (SHUNT_GPU=auto: the self-check has not run) */
+  SHUNT_GPU_USE = 1,       /* the self-check passed on every rank, or SHUNT_GPU=on */
+  SHUNT_GPU_NCCL = 2       /* SHUNT_GPU=off, or the self-check failed on some rank */
+};
 
 /* Where a communicator's shunt half stands (shunt_comm.state). */
 enum shunt_comm_state {
@@ -31,15 +37,18 @@ enum shunt_comm_state {
 struct shunt_comm {
   ncclComm_t handle; /* what the application holds: `real`, or this struct when alone */
   ncclComm_t real;   /* NCCL's communicator, NULL when shunt stands alone */
-  int rank, nranks, cuda_dev;
+  int rank, nranks, cuda_dev; /* cuda_dev -1: no CUDA device was current where it was made */
+  int gpu_everywhere;           /* every rank has a CUDA device (the GPU self-check may run) */
   int node, nnodes, local_rank, local_size; /* topology from host identities */
   int blocking;
   struct shunt_bootstrap* boot;
   const struct shunt_planset* plans; /* shared, owned by the process-wide plan cache */
   int plans_enabled;
-  struct shunt_world* world;          /* the host backend's shared regions; NULL until a plan runs */
-  struct shunt_lower_cache* programs; /* lowered plans of this communicator */
-  struct shunt_host_tail tail;        /* staging of the host backend's tail runs (exec/split.h) */
+  /* The executor backends (exec/backend.h), each made at its first plan call; read by a
+   * teardown in another thread to abort waits on them. */
+  _Atomic(struct shunt_backend*) host;
+  _Atomic(struct shunt_backend*) gpu;
+  atomic_int gpu_verdict; /* enum shunt_gpu_verdict: whether device calls may run on shunt's GPU executor */
   struct shunt_redop_table* redops;
   atomic_int async_error; /* ncclResult_t of shunt's own asynchronous failures */
   atomic_int state;       /* enum shunt_comm_state */
@@ -84,6 +93,8 @@ struct shunt_call {
   uint64_t in_bytes, out_bytes;
   enum shunt_dtype dtype;
   enum shunt_redop op;
+  bool on_gpu; /* device buffers: the GPU backend runs it on `stream` */
+  int device;  /* on_gpu: the buffers' CUDA device */
   unsigned char scalar[8]; /* PREMULSUM: the scalar in dtype, captured at enqueue time */
   const void* scalar_ptr;  /* PREMULSUM with a device-resident scalar: read when the plan runs */
   cudaStream_t stream;

@@ -10,6 +10,7 @@
 
 /* From the CUDA driver API (cuda.h): the attribute and its values, and success. */
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
+#define CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
 #define CU_MEMORYTYPE_HOST 1
 #define CUDA_SUCCESS 0
 
@@ -35,4 +36,12 @@ enum shunt_mem_kind shunt_mem_kind(const void* p) {
   if (f(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (unsigned long long)(uintptr_t)p) != CUDA_SUCCESS)
     return SHUNT_MEM_HOST;
   return type == CU_MEMORYTYPE_HOST ? SHUNT_MEM_HOST : SHUNT_MEM_DEVICE;
+}
+
+int shunt_mem_device(const void* p) {
+  get_attr_fn f = driver();
+  int dev = -1;
+  if (!f || !p || f(&dev, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (unsigned long long)(uintptr_t)p) != CUDA_SUCCESS)
+    return -1;
+  return dev;
 }

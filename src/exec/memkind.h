@@ -12,4 +12,7 @@ enum shunt_mem_kind { SHUNT_MEM_HOST = 0, SHUNT_MEM_DEVICE = 1 };
 
 enum shunt_mem_kind shunt_mem_kind(const void* p);
 
+/* The CUDA device ordinal of device memory p, or -1 (host memory, or no driver). */
+int shunt_mem_device(const void* p);
+
 #endif

@@ -48,6 +48,8 @@ static const struct {
     S(EventCreate, "cuEventCreate"),
     S(EventDestroy, "cuEventDestroy_v2"),
     S(EventRecord, "cuEventRecord"),
+    S(EventSynchronize, "cuEventSynchronize"),
+    S(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"),
     S(ModuleLoadData, "cuModuleLoadData"),
     S(ModuleGetFunction, "cuModuleGetFunction"),
     S(FuncGetAttribute, "cuFuncGetAttribute"),

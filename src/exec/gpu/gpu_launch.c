@@ -60,6 +60,7 @@ int shunt_gpu_launch(const struct shunt_gpu_run* run, struct CUstream_st* stream
   struct shunt_gpu_kargs k;
   memset(&k, 0, sizeof(k));
   shunt_gpu_world_kargs(w, &k);
+  if (run->timeout_ns) k.timeout_ns = run->timeout_ns;
   if (!shunt_gpu_prog_fits(p, k.rank, k.nranks, &k.lay, err, len)) return SHUNT_GPU_INVALID;
   if (shunt_gpu_world_broken(w)) FAIL(SHUNT_GPU_INVALID, "an earlier run on this world failed");
 
@@ -79,7 +80,9 @@ int shunt_gpu_launch(const struct shunt_gpu_run* run, struct CUstream_st* stream
   if (!have_prev || prev != ctx) cu->CtxSetCurrent(ctx);
   /* One launch of a world at a time, after the previous one whatever its stream. */
   int rc = SHUNT_GPU_CUDA;
-  if (shunt_gpu_world_order_begin(w, stream, err, len) == 0) {
+  if (run->ordered) {
+    rc = enqueue(cu, shunt_gpu_world_fns(w), st, k, gp, p, stream, err, len);
+  } else if (shunt_gpu_world_order_begin(w, stream, err, len) == 0) {
     rc = enqueue(cu, shunt_gpu_world_fns(w), st, k, gp, p, stream, err, len);
     if (shunt_gpu_world_order_end(w, stream, rc == SHUNT_GPU_OK, err, len) != 0 && rc == SHUNT_GPU_OK)
       rc = SHUNT_GPU_CUDA;

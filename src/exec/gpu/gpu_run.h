@@ -18,6 +18,7 @@
 #ifndef SHUNT_EXEC_GPU_RUN_H
 #define SHUNT_EXEC_GPU_RUN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,6 +36,10 @@ struct shunt_gpu_run {
   /* PREMULSUM: one element of the program's dtype in host memory, read during the call (a
    * captured graph keeps the value it had then). */
   const void* premul_scalar;
+  uint64_t timeout_ns; /* bound of this run's waits; 0: the world's */
+  /* The caller holds the world's launch order (shunt_gpu_world_order_begin): it enqueues
+   * more around this launch that must stay in the same ordered section. */
+  bool ordered;
 };
 
 int shunt_gpu_launch(const struct shunt_gpu_run* run, struct CUstream_st* stream, char* err, size_t len);

@@ -497,8 +497,25 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
 
 void shunt_gpu_world_destroy(struct shunt_gpu_world* w) {
   if (!w) return;
-  /* No peer may still touch this region (its kernels or its proxy) once we free it. */
+  /* No peer may still touch this region (its kernels or its proxy) once we free it: this
+   * rank's launches complete (their peers' parts are already enqueued), then every rank's. */
+  shunt_gpu_world_quiesce(w);
   w->bs.barrier(w->bs.ctx);
+  release(w);
+}
+
+void shunt_gpu_world_quiesce(struct shunt_gpu_world* w) {
+  if (!w || !w->cu || !w->last) return;
+  struct ctx_guard g = ctx_enter(w->cu, w->ctx);
+  w->cu->EventSynchronize(w->last);
+  ctx_leave(g);
+}
+
+void shunt_gpu_world_release(struct shunt_gpu_world* w) {
+  if (!w) return;
+  /* This rank's last launch has completed before its memory goes: every wait of it is
+   * satisfied, so no peer still writes here for it. */
+  shunt_gpu_world_quiesce(w);
   release(w);
 }
 

@@ -67,8 +67,14 @@ struct shunt_world_exchange;
 int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_world_config* cfg,
                            const struct shunt_world_exchange* bs, struct shunt_gpu_world** out, char* err,
                            size_t len);
-/* Collective: call once every launch on this world has completed (streams synchronized). */
+/* Collective: waits for this rank's launches (eager ones; a captured graph still replaying is
+ * the caller's to finish), then for every rank, then frees. */
 void shunt_gpu_world_destroy(struct shunt_gpu_world* w);
+/* Waits until this rank's last eager launch has completed. */
+void shunt_gpu_world_quiesce(struct shunt_gpu_world* w);
+/* Not collective (teardown, where one thread may end the ranks one after another): waits for
+ * this rank's last launch to complete, then frees its part. */
+void shunt_gpu_world_release(struct shunt_gpu_world* w);
 
 /* SHUNT_GPU_OK when no run failed; else SHUNT_GPU_TIMEOUT (or SHUNT_GPU_CUDA for a proxy
  * failure) with a message naming rank, block, thread, op (index and name when `p` is the

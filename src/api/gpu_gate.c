@@ -1,0 +1,102 @@
+#include "api/gpu_gate.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "api/launch.h"
+#include "exec/backend.h"
+#include "exec/memkind.h"
+#include "util/env.h"
+#include "util/log.h"
+
+enum { MODE_AUTO = 0, MODE_ON, MODE_OFF };
+
+static pthread_once_t mode_once = PTHREAD_ONCE_INIT;
+static int mode;
+
+static void read_mode(void) {
+  static const char* const choices[] = {"auto", "on", "off"};
+  mode = shunt_env_choice("SHUNT_GPU", NULL, choices, 3, MODE_AUTO);
+}
+
+static int gpu_mode(void) {
+  pthread_once(&mode_once, read_mode);
+  return mode;
+}
+
+/* Bound of every wait of a self-check run: a healthy run takes microseconds. */
+#define CHECK_TIMEOUT_MS 2000
+
+void shunt_gpu_gate_init(struct shunt_comm* c) {
+  int m = gpu_mode();
+  if (m == MODE_OFF) {
+    atomic_store(&c->gpu_verdict, SHUNT_GPU_NCCL);
+    return;
+  }
+  if (m == MODE_ON) {
+    atomic_store(&c->gpu_verdict, SHUNT_GPU_USE);
+    return;
+  }
+  /* Every rank decides from the same gathered facts, so all run the check or none does. */
+  if (!c->plans_enabled || !c->gpu_everywhere) return;
+  uint32_t n = shunt_planset_count(c->plans), k = 0;
+  const struct shunt_plan** plans = calloc(n ? n : 1, sizeof(*plans));
+  if (!plans) {
+    /* Cannot list them: no check on this rank would hang its peers; none is run anywhere only
+     * if all fail alike, so run it with no plans (it still votes). */
+    n = 0;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    const struct shunt_plan_entry* e = shunt_planset_entry(c->plans, i);
+    if (e->status == SHUNT_PLAN_OK && e->plan && e->plan->ngpus == (uint32_t)c->nranks &&
+        (e->plan->coll == SHUNT_COLL_ALLREDUCE || e->plan->coll == SHUNT_COLL_ALLGATHER))
+      plans[k++] = e->plan;
+  }
+  if (k == 0) {
+    free(plans);
+    return; /* no plan could serve a device call: nothing to check (the same on every rank) */
+  }
+  struct shunt_backend* b = shunt_launch_backend(c, true, c->cuda_dev);
+  struct shunt_gpu_verdict_info v;
+  int rc = b ? shunt_gpu_selfcheck(b, plans, k, CHECK_TIMEOUT_MS, &v) : -1;
+  free(plans);
+  if (rc == 0) {
+    atomic_store(&c->gpu_verdict, SHUNT_GPU_USE);
+    SHUNT_INFO(SHUNT_INIT, "rank %d: GPU self-check passed: %u plans, %u runs in %.1f ms; device calls run on plans",
+               c->rank, k, v.runs, v.ms);
+    return;
+  }
+  atomic_store(&c->gpu_verdict, SHUNT_GPU_NCCL);
+  if (!b)
+    SHUNT_WARN("rank %d: GPU self-check not run (out of memory); device calls go to NCCL", c->rank);
+  else
+    SHUNT_WARN("rank %d: GPU self-check failed: plan %s, rank %u, %llu bytes: %s; this communicator's device calls "
+               "go to NCCL",
+               c->rank, v.plan, v.rank, (unsigned long long)v.bytes, v.what);
+}
+
+const char* shunt_gpu_gate_call(struct shunt_comm* c, struct shunt_call* call, uint64_t in_bytes,
+                                uint64_t out_bytes) {
+  (void)in_bytes;
+  (void)out_bytes;
+  enum shunt_mem_kind ks = shunt_mem_kind(call->send);
+  enum shunt_mem_kind kr = call->recv == call->send ? ks : shunt_mem_kind(call->recv);
+  call->on_gpu = false;
+  if (ks == SHUNT_MEM_HOST && kr == SHUNT_MEM_HOST) return NULL;
+  if (ks != kr) return "one buffer in host memory, the other on the GPU";
+  switch (atomic_load(&c->gpu_verdict)) {
+    case SHUNT_GPU_USE:
+      break;
+    case SHUNT_GPU_NCCL:
+      return gpu_mode() == MODE_OFF ? "GPU buffers and SHUNT_GPU=off" : "GPU buffers and the GPU self-check failed";
+    default:
+      return "GPU buffers and no GPU self-check passed for this communicator";
+  }
+  int dev = shunt_mem_device(call->send);
+  if (dev < 0 || (call->recv != call->send && shunt_mem_device(call->recv) != dev))
+    return "GPU buffers of different devices";
+  if (c->cuda_dev >= 0 && dev != c->cuda_dev) return "GPU buffers of another device than the communicator's";
+  call->on_gpu = true;
+  call->device = dev;
+  return NULL;
+}

@@ -1,0 +1,118 @@
+/* The executor backends as the API layer sees them: one small interface, no CUDA type.
+ *
+ * - host: plans run in the calling thread on host memory (exec/host, transport/world.h); a
+ *   call is complete when run returns.
+ * - gpu: plans run as kernels enqueued on the caller's stream on device memory (exec/gpu); a
+ *   call is complete when the stream reaches it; run never waits for the device.
+ *
+ * Promises:
+ * - A backend belongs to one rank of one communicator. prepare makes or grows its world so that
+ *   both parts of a call of `plan` split as `s` fit (exec/split.h); it is collective (every
+ *   rank reaches it at the same call, as every rank selects the same plan) and does nothing
+ *   when the world already fits.
+ * - run runs one call (its head and tail parts); SHUNT_EXEC_OK or another SHUNT_EXEC_* code
+ *   (exec/host/host_run.h) with a message. After a failure the world is broken and later runs
+ *   are refused.
+ * - check reports a failure that happened after run returned (a GPU kernel that gave up
+ *   waiting): SHUNT_EXEC_OK or SHUNT_EXEC_TIMEOUT with a message. Safe at any time.
+ * - abort makes every wait of this rank's runs give up; callable from any thread while a run
+ *   is under way. release frees this rank's part without waiting on peers (teardown);
+ *   destroy does it collectively. */
+#ifndef SHUNT_EXEC_BACKEND_H
+#define SHUNT_EXEC_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "exec/lower.h"
+#include "exec/split.h"
+#include "plan/plan.h"
+#include "transport/world.h"
+
+enum shunt_backend_kind { SHUNT_BACKEND_HOST = 0, SHUNT_BACKEND_GPU = 1 };
+
+struct shunt_backend_call {
+  const struct shunt_plan* plan;
+  struct shunt_call_shape shape; /* the call's real sizes */
+  struct shunt_split split;      /* as prepare was given it */
+  const void* in;
+  void* out;
+  void* stream;             /* gpu: the caller's stream */
+  const void* scalar;       /* PREMULSUM: one element of the dtype in host memory */
+  uint64_t timeout_ms;      /* bound of every wait (0: the backend's default) */
+};
+
+struct shunt_backend;
+
+/* A backend of `kind` for `rank` of `nranks` exchanging over `ex` (kept; must outlive it).
+ * device: the CUDA device ordinal for gpu. NULL only when out of memory. */
+struct shunt_backend* shunt_backend_new(enum shunt_backend_kind kind, uint32_t rank, uint32_t nranks,
+                                        const struct shunt_world_exchange* ex, int device);
+enum shunt_backend_kind shunt_backend_kind(const struct shunt_backend* b);
+
+int shunt_backend_prepare(struct shunt_backend* b, const struct shunt_plan* plan, const struct shunt_split* s,
+                          char* err, size_t len);
+int shunt_backend_run(struct shunt_backend* b, const struct shunt_backend_call* call, char* err, size_t len);
+int shunt_backend_check(struct shunt_backend* b, char* err, size_t len);
+void shunt_backend_abort(struct shunt_backend* b);
+/* Frees the lowered programs (they are made again on demand); the world stays. */
+void shunt_backend_drop_programs(struct shunt_backend* b);
+void shunt_backend_release(struct shunt_backend* b);
+void shunt_backend_destroy(struct shunt_backend* b);
+
+/* ---- GPU only ------------------------------------------------------------------------------ */
+
+/* The calling thread's current CUDA device, or -1 (no driver in the process, no context). */
+int shunt_gpu_current_device(void);
+/* Whether `stream` is being captured into a CUDA graph (false without a driver). */
+bool shunt_gpu_stream_capturing(void* stream);
+
+/* The self-check's verdict for one communicator (the same on every rank). */
+struct shunt_gpu_verdict_info {
+  bool ok;
+  uint32_t runs;     /* plan runs made on this rank */
+  double ms;         /* wall time of the whole check on this rank */
+  uint32_t rank;     /* !ok: the first rank that failed */
+  uint64_t bytes;    /* !ok: the call size that failed (the collective's total bytes) */
+  char plan[96];     /* !ok: the plan */
+  char what[320];    /* !ok: what went wrong (mismatch, timeout, launch error) */
+};
+
+/* Collective over b's exchange (a GPU backend): runs every plan of `plans` on shunt's own
+ * device buffers at the smallest size its chunk rule takes, that size plus one element (the
+ * padded tail) and about 1 MiB, float sum for allreduce, exactly compared, every wait bounded
+ * by timeout_ms; after each run the ranks vote, and the first failure ends the check. On
+ * failure the backend's world is gone. Returns 0 when every rank passed. */
+int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const* plans, uint32_t nplans,
+                        uint64_t timeout_ms, struct shunt_gpu_verdict_info* out);
+
+/* What each backend implements (exec/host/host_backend.c, exec/gpu/gpu_backend.c). */
+struct shunt_backend_ops {
+  const char* name;
+  int (*prepare)(struct shunt_backend* b, const struct shunt_plan* plan, const struct shunt_split* s, char* err,
+                 size_t len);
+  int (*run)(struct shunt_backend* b, const struct shunt_backend_call* call, char* err, size_t len);
+  int (*check)(struct shunt_backend* b, char* err, size_t len);
+  void (*abort)(struct shunt_backend* b);
+  /* Frees the world: collective when `collective`, else without waiting on peers. */
+  void (*free_world)(struct shunt_backend* b, bool collective);
+};
+
+/* The part every backend shares; each embeds it first. */
+struct shunt_backend {
+  const struct shunt_backend_ops* ops;
+  enum shunt_backend_kind kind;
+  uint32_t rank, nranks;
+  struct shunt_world_exchange ex;
+  int device;
+  struct shunt_lower_cache* programs;
+};
+
+extern const struct shunt_backend_ops shunt_host_backend_ops;
+extern const struct shunt_backend_ops shunt_gpu_backend_ops;
+/* Each backend's state beyond the shared part (calloc'd, freed by free_world and the caller). */
+struct shunt_backend* shunt_host_backend_alloc(void);
+struct shunt_backend* shunt_gpu_backend_alloc(void);
+
+#endif

@@ -1,0 +1,297 @@
+/* The GPU backend behind exec/backend.h: a GPU world (gpu_world.h) made or grown when a call
+ * needs it, programs uploaded once per shape and kept with the world, a call's head and tail
+ * (exec/split.h) enqueued on the caller's stream in one ordered section. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/backend.h"
+#include "exec/gpu/cu.h"
+#include "exec/gpu/gpu_backend.h"
+#include "exec/gpu/gpu_run.h"
+#include "exec/gpu/gpu_world.h"
+#include "exec/host/host_run.h"
+
+#define UPLOADS 64
+#define DP(p) ((CUdeviceptr)(uintptr_t)(p))
+
+/* A program uploaded to the world: the backend holds a reference to the lowered program for as
+ * long as its upload exists, so the pointer names one program only. */
+struct upload {
+  const struct shunt_program* prog;
+  struct shunt_gpu_prog* gp;
+  uint64_t used;
+};
+
+struct gpu_backend {
+  struct shunt_backend base;
+  _Atomic(struct shunt_gpu_world*) world; /* read by abort from another thread */
+  struct shunt_gpu_world_config cfg;
+  char* tail; /* device staging of tail runs */
+  uint64_t tail_cap;
+  pthread_mutex_t mu; /* the uploads */
+  struct upload up[UPLOADS];
+  uint64_t clock;
+  _Atomic(const struct shunt_program*) last; /* the program last launched, for check's message */
+};
+
+struct shunt_backend* shunt_gpu_backend_alloc(void) {
+  struct gpu_backend* g = calloc(1, sizeof(*g));
+  if (!g) return NULL;
+  pthread_mutex_init(&g->mu, NULL);
+  return &g->base;
+}
+
+static uint64_t round_up_pow2(uint64_t x) {
+  uint64_t p = 4096;
+  while (p < x) p <<= 1;
+  return p;
+}
+
+static void drop_uploads(struct gpu_backend* g) {
+  pthread_mutex_lock(&g->mu);
+  for (int i = 0; i < UPLOADS; i++)
+    if (g->up[i].gp) {
+      shunt_gpu_prog_destroy(g->up[i].gp);
+      shunt_lower_cache_release(g->base.programs, g->up[i].prog);
+      memset(&g->up[i], 0, sizeof(g->up[i]));
+    }
+  pthread_mutex_unlock(&g->mu);
+}
+
+static void free_tail(struct gpu_backend* g, struct shunt_gpu_world* w) {
+  if (g->tail && w) {
+    const struct shunt_cu* cu = shunt_gpu_world_cu(w);
+    CUcontext prev = NULL;
+    cu->CtxGetCurrent(&prev);
+    cu->CtxSetCurrent(shunt_gpu_world_ctx(w));
+    cu->MemFree(DP(g->tail));
+    cu->CtxSetCurrent(prev);
+  }
+  g->tail = NULL;
+  g->tail_cap = 0;
+}
+
+static void free_world(struct shunt_backend* b, bool collective) {
+  struct gpu_backend* g = (struct gpu_backend*)b;
+  struct shunt_gpu_world* w = atomic_load(&g->world);
+  if (!w) return;
+  /* This rank's launches complete before anything of theirs goes. */
+  shunt_gpu_world_quiesce(w);
+  drop_uploads(g);
+  free_tail(g, w);
+  atomic_store(&g->world, NULL);
+  if (collective)
+    shunt_gpu_world_destroy(w);
+  else
+    shunt_gpu_world_release(w);
+}
+
+static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const struct shunt_split* s, char* err,
+                   size_t len) {
+  struct gpu_backend* g = (struct gpu_backend*)b;
+  uint64_t scratch, in_need, out_need;
+  shunt_split_needs(plan, s, &scratch, &in_need, &out_need);
+  uint64_t tail_need = s->rest ? shunt_split_tail_bytes(plan, s) : 0;
+  struct shunt_gpu_world* w = atomic_load(&g->world);
+  if (w && g->cfg.scratch_bytes >= scratch && g->cfg.input_bytes >= in_need && g->cfg.output_bytes >= out_need &&
+      g->tail_cap >= tail_need)
+    return SHUNT_EXEC_OK;
+  struct shunt_gpu_world_config cfg = {round_up_pow2(scratch), round_up_pow2(in_need), round_up_pow2(out_need), 0,
+                                       b->device};
+  uint64_t tail_cap = tail_need ? round_up_pow2(tail_need) : 0;
+  if (w) {
+    if (g->cfg.scratch_bytes > cfg.scratch_bytes) cfg.scratch_bytes = g->cfg.scratch_bytes;
+    if (g->cfg.input_bytes > cfg.input_bytes) cfg.input_bytes = g->cfg.input_bytes;
+    if (g->cfg.output_bytes > cfg.output_bytes) cfg.output_bytes = g->cfg.output_bytes;
+    if (g->tail_cap > tail_cap) tail_cap = g->tail_cap;
+    /* Collective: every rank grows at the same call. The old world's launches complete first. */
+    free_world(b, true);
+  }
+  struct shunt_gpu_world* made = NULL;
+  char why[512];
+  int rc = shunt_gpu_world_create(b->rank, b->nranks, &cfg, &b->ex, &made, why, sizeof(why));
+  if (rc != SHUNT_GPU_OK) {
+    if (err && len) snprintf(err, len, "the GPU backend could not set up: %s", why);
+    return rc == SHUNT_GPU_NOMEM ? SHUNT_EXEC_NOMEM : SHUNT_EXEC_INVALID;
+  }
+  g->cfg = cfg;
+  if (tail_cap) {
+    const struct shunt_cu* cu = shunt_gpu_world_cu(made);
+    CUcontext prev = NULL;
+    cu->CtxGetCurrent(&prev);
+    cu->CtxSetCurrent(shunt_gpu_world_ctx(made));
+    /* Relaxed: another thread's capture neither fails this nor is invalidated by it. */
+    int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    cu->ThreadExchangeStreamCaptureMode(&mode);
+    CUdeviceptr d = 0;
+    CUresult e = cu->MemAlloc(&d, tail_cap);
+    cu->ThreadExchangeStreamCaptureMode(&mode);
+    cu->CtxSetCurrent(prev);
+    if (e != CUDA_SUCCESS) {
+      /* Every rank tears its new world down with the others. */
+      if (err && len) snprintf(err, len, "device memory for a %llu-byte tail: %s", (unsigned long long)tail_cap,
+                               shunt_cu_error(e));
+      shunt_gpu_world_destroy(made);
+      return SHUNT_EXEC_NOMEM;
+    }
+    g->tail = (char*)(uintptr_t)d;
+    g->tail_cap = tail_cap;
+  }
+  atomic_store(&g->world, made);
+  return SHUNT_EXEC_OK;
+}
+
+/* The upload of the program for `shape`, made on first use. */
+static struct shunt_gpu_prog* upload_for(struct gpu_backend* g, struct shunt_gpu_world* w,
+                                         const struct shunt_plan* plan, const struct shunt_call_shape* shape,
+                                         char* err, size_t len) {
+  const struct shunt_program* p = shunt_lower_cache_get(g->base.programs, plan, g->base.rank, shape, err, len);
+  if (!p) return NULL;
+  pthread_mutex_lock(&g->mu);
+  struct upload* hit = NULL;
+  struct upload* victim = &g->up[0];
+  for (int i = 0; i < UPLOADS && !hit; i++) {
+    if (g->up[i].prog == p) hit = &g->up[i];
+    if (!g->up[i].gp || (victim->gp && g->up[i].used < victim->used)) victim = &g->up[i];
+  }
+  struct shunt_gpu_prog* gp = NULL;
+  if (hit) {
+    hit->used = ++g->clock;
+    gp = hit->gp;
+    shunt_lower_cache_release(g->base.programs, p); /* the upload holds its own reference */
+  } else {
+    if (victim->gp) {
+      /* Its device memory is freed with the world, not now (a kernel may still read it). */
+      shunt_gpu_prog_destroy(victim->gp);
+      shunt_lower_cache_release(g->base.programs, victim->prog);
+      memset(victim, 0, sizeof(*victim));
+    }
+    if (shunt_gpu_prog_create(w, p, 0, &gp, err, len) != SHUNT_GPU_OK) {
+      shunt_lower_cache_release(g->base.programs, p);
+      gp = NULL;
+    } else {
+      victim->prog = p;
+      victim->gp = gp;
+      victim->used = ++g->clock;
+    }
+  }
+  pthread_mutex_unlock(&g->mu);
+  return gp;
+}
+
+static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const struct shunt_backend_call* c,
+                       const struct shunt_call_shape* shape, const void* in, void* out, char* err, size_t len) {
+  struct shunt_gpu_prog* gp = upload_for(g, w, c->plan, shape, err, len);
+  if (!gp) return SHUNT_EXEC_INVALID;
+  struct shunt_gpu_run r = {w, gp, in, out, c->scalar, c->timeout_ms * 1000000ull, true};
+  atomic_store(&g->last, gp->host);
+  int rc = shunt_gpu_launch(&r, (CUstream)c->stream, err, len);
+  return rc == SHUNT_GPU_OK ? SHUNT_EXEC_OK : rc == SHUNT_GPU_NOMEM ? SHUNT_EXEC_NOMEM : SHUNT_EXEC_INVALID;
+}
+
+/* The head on the user's buffers, then the tail padded with zeros in the device staging, all
+ * in one ordered section of the world's launches (the staging is shared by every call). */
+static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const struct shunt_backend_call* c,
+                    char* err, size_t len) {
+  const struct shunt_cu* cu = shunt_gpu_world_cu(w);
+  const struct shunt_split* s = &c->split;
+  CUstream st = (CUstream)c->stream;
+  if (s->head) {
+    int rc = launch_part(g, w, c, &s->head_shape, c->in, c->out, err, len);
+    if (rc != SHUNT_EXEC_OK || !s->rest) return rc;
+  }
+  if (!s->rest) return SHUNT_EXEC_OK;
+  const struct shunt_plan* plan = c->plan;
+  uint64_t R = c->shape.in_bytes, q = s->quantum;
+  bool inplace = (const char*)c->in >= (const char*)c->out &&
+                 (const char*)c->in < (const char*)c->out + c->shape.out_bytes;
+  uint64_t tail_bytes = shunt_split_tail_bytes(plan, s);
+  if (tail_bytes > g->tail_cap) {
+    if (err && len) snprintf(err, len, "the tail staging holds %llu bytes, the call needs %llu",
+                             (unsigned long long)g->tail_cap, (unsigned long long)tail_bytes);
+    return SHUNT_EXEC_INVALID;
+  }
+  char* tin = g->tail + shunt_split_tail_in(plan, s, g->base.rank, inplace);
+  CUresult e = cu->MemsetD8Async(DP(g->tail), 0, tail_bytes, st);
+  if (e == CUDA_SUCCESS) e = cu->MemcpyAsync(DP(tin), DP((const char*)c->in + s->head), s->rest, st);
+  if (e != CUDA_SUCCESS) {
+    if (err && len) snprintf(err, len, "staging the tail: %s", shunt_cu_error(e));
+    return SHUNT_EXEC_INVALID;
+  }
+  int rc = launch_part(g, w, c, &s->tail_shape, tin, g->tail, err, len);
+  if (rc != SHUNT_EXEC_OK) return rc;
+  for (uint32_t k = 0; k < shunt_split_slices(plan) && e == CUDA_SUCCESS; k++)
+    e = cu->MemcpyAsync(DP((char*)c->out + (uint64_t)k * R + s->head), DP(g->tail + (uint64_t)k * q), s->rest, st);
+  if (e != CUDA_SUCCESS) {
+    if (err && len) snprintf(err, len, "copying the tail out: %s", shunt_cu_error(e));
+    return SHUNT_EXEC_INVALID;
+  }
+  return SHUNT_EXEC_OK;
+}
+
+static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char* err, size_t len) {
+  struct gpu_backend* g = (struct gpu_backend*)b;
+  struct shunt_gpu_world* w = atomic_load(&g->world);
+  if (!w) {
+    if (err && len) snprintf(err, len, "no world");
+    return SHUNT_EXEC_INVALID;
+  }
+  if (shunt_gpu_world_broken(w)) {
+    char why[1024];
+    shunt_gpu_world_check(w, atomic_load(&g->last), why, sizeof(why));
+    if (err && len) snprintf(err, len, "an earlier run on this communicator failed: %s", why);
+    return SHUNT_EXEC_TIMEOUT;
+  }
+  const struct shunt_cu* cu = shunt_gpu_world_cu(w);
+  CUcontext prev = NULL, ctx = shunt_gpu_world_ctx(w);
+  cu->CtxGetCurrent(&prev);
+  if (prev != ctx) cu->CtxSetCurrent(ctx);
+  int rc = SHUNT_EXEC_INVALID;
+  if (shunt_gpu_world_order_begin(w, (CUstream)c->stream, err, len) == 0) {
+    rc = run_call(g, w, c, err, len);
+    /* Recorded even after a failure midway: what was enqueued is ordered before the next. */
+    char why[256];
+    if (shunt_gpu_world_order_end(w, (CUstream)c->stream, true, why, sizeof(why)) != 0 && rc == SHUNT_EXEC_OK) {
+      if (err && len) snprintf(err, len, "%s", why);
+      rc = SHUNT_EXEC_INVALID;
+    }
+  }
+  if (prev != ctx) cu->CtxSetCurrent(prev);
+  return rc;
+}
+
+static int check(struct shunt_backend* b, char* err, size_t len) {
+  struct gpu_backend* g = (struct gpu_backend*)b;
+  if (err && len) err[0] = 0;
+  struct shunt_gpu_world* w = atomic_load(&g->world);
+  if (!w) return SHUNT_EXEC_OK;
+  return shunt_gpu_world_check(w, atomic_load(&g->last), err, len) == SHUNT_GPU_OK ? SHUNT_EXEC_OK
+                                                                                   : SHUNT_EXEC_TIMEOUT;
+}
+
+static void abort_(struct shunt_backend* b) {
+  struct shunt_gpu_world* w = atomic_load(&((struct gpu_backend*)b)->world);
+  if (w) shunt_gpu_world_abort(w);
+}
+
+const struct shunt_backend_ops shunt_gpu_backend_ops = {"gpu", prepare, run, check, abort_, free_world};
+
+struct shunt_gpu_world* shunt_gpu_backend_world(struct shunt_backend* b) {
+  return atomic_load(&((struct gpu_backend*)b)->world);
+}
+
+int shunt_gpu_current_device(void) {
+  const struct shunt_cu* cu = shunt_cu(NULL, 0);
+  CUdevice d = -1;
+  if (!cu || cu->CtxGetDevice(&d) != CUDA_SUCCESS) return -1;
+  return d;
+}
+
+bool shunt_gpu_stream_capturing(void* stream) {
+  const struct shunt_cu* cu = shunt_cu(NULL, 0);
+  int st = CU_STREAM_CAPTURE_STATUS_NONE;
+  return cu && cu->StreamIsCapturing((CUstream)stream, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+}

@@ -1,0 +1,245 @@
+/* The GPU backend's self-check (exec/backend.h: shunt_gpu_selfcheck): every candidate plan run
+ * on shunt's own device buffers at three sizes, compared exactly, the ranks voting after each
+ * run so that all stop at the first failure and agree on it. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "exec/backend.h"
+#include "exec/gpu/cu.h"
+#include "exec/gpu/gpu_backend.h"
+#include "exec/host/host_run.h"
+#include "plan/planset.h"
+
+#define DP(p) ((CUdeviceptr)(uintptr_t)(p))
+#define LARGE_BYTES (1u << 20)
+
+/* What a rank says after a run. */
+struct vote {
+  uint32_t ok;
+  uint32_t pad_;
+  char what[304];
+};
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* what = prefix + msg, cut to fit. */
+static void say(char* what, size_t wlen, const char* prefix, const char* msg) {
+  size_t n = 0;
+  for (const char* p = prefix; *p && n + 1 < wlen; p++) what[n++] = *p;
+  for (const char* p = msg; *p && n + 1 < wlen; p++) what[n++] = *p;
+  if (wlen) what[n] = 0;
+}
+
+/* Rank r's element i: small integers, so float sums are exact in any order. */
+static float value(uint32_t r, uint64_t i) {
+  return (float)((r * 131u + i * 7u) % 251u);
+}
+
+struct bufs {
+  const struct shunt_cu* cu;
+  CUstream stream;
+  char* in;  /* device */
+  char* out; /* device */
+  float* host;
+  uint64_t in_cap, out_cap, host_cap;
+};
+
+/* Per-rank input bytes of the three sizes for `plan` (0 where a size cannot be made). */
+static void sizes_for(const struct shunt_plan* plan, uint32_t nranks, uint64_t out[3]) {
+  struct shunt_call_shape one = {4, plan->coll == SHUNT_COLL_ALLGATHER ? 4ull * nranks : 4, SHUNT_DT_FLOAT32,
+                                 SHUNT_REDOP_SUM, 0, 0, false};
+  struct shunt_split s;
+  char why[128];
+  memset(out, 0, 3 * sizeof(uint64_t));
+  if (!shunt_split_call(plan, &one, &s, why, sizeof(why)) || s.quantum < 4) return;
+  uint64_t q = s.quantum;
+  out[0] = q;
+  out[1] = q + 4;
+  uint64_t large = plan->coll == SHUNT_COLL_ALLGATHER ? LARGE_BYTES / nranks : LARGE_BYTES;
+  out[2] = large > q ? large / q * q : 0;
+}
+
+/* One run of `plan` with `per` input bytes per rank; 0, or -1 with `what` filled. */
+static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_plan* plan, uint64_t per,
+                   uint64_t timeout_ms, char* what, size_t wlen) {
+  const struct shunt_cu* cu = B->cu;
+  uint32_t rank = b->rank, n = b->nranks;
+  bool ag = plan->coll == SHUNT_COLL_ALLGATHER;
+  uint64_t out_bytes = ag ? per * n : per;
+  uint64_t cnt = per / 4, ocnt = out_bytes / 4;
+  struct shunt_backend_call c = {.plan = plan,
+                                 .shape = {per, out_bytes, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, 0, 0, false},
+                                 .stream = B->stream,
+                                 .timeout_ms = timeout_ms};
+  if (!shunt_split_call(plan, &c.shape, &c.split, what, wlen)) return -1;
+  char err[1024];
+  if (shunt_backend_prepare(b, plan, &c.split, err, sizeof(err)) != SHUNT_EXEC_OK) {
+    say(what, wlen, "setup: ", err);
+    return -1;
+  }
+  if (B->in_cap < per || B->out_cap < out_bytes || B->host_cap < out_bytes) {
+    snprintf(what, wlen, "internal: buffers too small");
+    return -1;
+  }
+  /* In place as the plan is written: the input inside the output (NCCL's rule). */
+  char* in = plan->inplace ? B->out + (ag ? per * rank : 0) : B->in;
+  for (uint64_t i = 0; i < cnt; i++) B->host[i] = value(rank, i);
+  CUresult e = cu->MemsetD8Async(DP(B->out), 0xff, out_bytes, B->stream);
+  if (e == CUDA_SUCCESS) e = cu->MemcpyHtoDAsync(DP(in), B->host, per, B->stream);
+  if (e != CUDA_SUCCESS) {
+    snprintf(what, wlen, "launch error: filling the input: %s", shunt_cu_error(e));
+    return -1;
+  }
+  c.in = in;
+  c.out = B->out;
+  if (shunt_backend_run(b, &c, err, sizeof(err)) != SHUNT_EXEC_OK) {
+    say(what, wlen, "launch error: ", err);
+    return -1;
+  }
+  e = cu->MemcpyDtoHAsync(B->host, DP(B->out), out_bytes, B->stream);
+  if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(B->stream);
+  if (shunt_backend_check(b, err, sizeof(err)) != SHUNT_EXEC_OK) {
+    say(what, wlen, "timeout: ", err);
+    return -1;
+  }
+  if (e != CUDA_SUCCESS) {
+    snprintf(what, wlen, "launch error: %s", shunt_cu_error(e));
+    return -1;
+  }
+  for (uint64_t i = 0; i < ocnt; i++) {
+    float want = 0;
+    if (ag) {
+      want = value((uint32_t)(i / cnt), i % cnt);
+    } else {
+      for (uint32_t r = 0; r < n; r++) want += value(r, i);
+    }
+    if (memcmp(&B->host[i], &want, sizeof(want)) != 0) {
+      snprintf(what, wlen, "mismatch: element %" PRIu64 " of %" PRIu64 " is %g, expected %g", i, ocnt,
+               (double)B->host[i], (double)want);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int alloc_bufs(struct bufs* B, uint64_t in_cap, uint64_t out_cap, char* what, size_t wlen) {
+  const struct shunt_cu* cu = B->cu;
+  CUdeviceptr a = 0, o = 0;
+  CUresult e = cu->StreamCreate(&B->stream, CU_STREAM_NON_BLOCKING);
+  if (e == CUDA_SUCCESS) e = cu->MemAlloc(&a, in_cap);
+  if (e == CUDA_SUCCESS) e = cu->MemAlloc(&o, out_cap);
+  B->in = (char*)(uintptr_t)a;
+  B->out = (char*)(uintptr_t)o;
+  B->in_cap = a ? in_cap : 0;
+  B->out_cap = o ? out_cap : 0;
+  if (e == CUDA_SUCCESS) e = cu->MemHostAlloc((void**)&B->host, out_cap, CU_MEMHOSTALLOC_PORTABLE);
+  B->host_cap = B->host ? out_cap : 0;
+  if (e == CUDA_SUCCESS) return 0;
+  snprintf(what, wlen, "setup: device memory for the check: %s", shunt_cu_error(e));
+  return -1;
+}
+
+static void free_bufs(struct bufs* B) {
+  const struct shunt_cu* cu = B->cu;
+  if (!cu) return;
+  if (B->stream) cu->StreamSynchronize(B->stream);
+  if (B->in) cu->MemFree(DP(B->in));
+  if (B->out) cu->MemFree(DP(B->out));
+  if (B->host) cu->MemFreeHost(B->host);
+  if (B->stream) cu->StreamDestroy(B->stream);
+}
+
+/* Every rank's vote; 0 when all passed, else the first failing rank's index. */
+static int agree(struct shunt_backend* b, int ok, const char* what, struct vote* all, uint32_t* bad) {
+  memset(&all[b->rank], 0, sizeof(all[0]));
+  all[b->rank].ok = ok == 0;
+  snprintf(all[b->rank].what, sizeof(all[0].what), "%s", what);
+  if (b->ex.allgather(b->ex.ctx, all, sizeof(all[0])) != 0) {
+    *bad = b->rank;
+    snprintf(all[b->rank].what, sizeof(all[0].what), "the ranks could not exchange their results");
+    return -1;
+  }
+  for (uint32_t r = 0; r < b->nranks; r++)
+    if (!all[r].ok) {
+      *bad = r;
+      return -1;
+    }
+  return 0;
+}
+
+int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const* plans, uint32_t nplans,
+                        uint64_t timeout_ms, struct shunt_gpu_verdict_info* out) {
+  double t0 = now_ms();
+  memset(out, 0, sizeof(*out));
+  struct vote* all = calloc(b->nranks, sizeof(*all));
+  if (!all) return -1; /* cannot vote: the caller treats it as a local failure everywhere */
+  char what[304] = "";
+  struct bufs B = {0};
+  char errbuf[256];
+  B.cu = shunt_cu(errbuf, sizeof(errbuf));
+  CUcontext prev = NULL, ctx = NULL;
+  int local = 0;
+  if (!B.cu) {
+    snprintf(what, sizeof(what), "setup: %s", errbuf);
+    local = -1;
+  } else {
+    B.cu->CtxGetCurrent(&prev);
+    if (B.cu->DevicePrimaryCtxRetain(&ctx, b->device) != CUDA_SUCCESS) {
+      snprintf(what, sizeof(what), "setup: no context for device %d", b->device);
+      local = -1;
+    } else {
+      B.cu->CtxSetCurrent(ctx);
+    }
+  }
+  /* The largest buffers any run needs. */
+  uint64_t in_cap = 16, out_cap = 16;
+  for (uint32_t p = 0; p < nplans; p++) {
+    uint64_t sz[3];
+    sizes_for(plans[p], b->nranks, sz);
+    for (int k = 0; k < 3; k++) {
+      uint64_t o = plans[p]->coll == SHUNT_COLL_ALLGATHER ? sz[k] * b->nranks : sz[k];
+      if (sz[k] > in_cap) in_cap = sz[k];
+      if (o > out_cap) out_cap = o;
+    }
+  }
+  if (local == 0) local = alloc_bufs(&B, in_cap, out_cap, what, sizeof(what));
+  uint32_t bad = 0;
+  int failed = agree(b, local, what, all, &bad);
+  if (failed) {
+    snprintf(out->plan, sizeof(out->plan), "(none)");
+  }
+  for (uint32_t p = 0; p < nplans && !failed; p++) {
+    uint64_t sz[3];
+    sizes_for(plans[p], b->nranks, sz);
+    for (int k = 0; k < 3 && !failed; k++) {
+      if (!sz[k]) continue;
+      what[0] = 0;
+      local = run_one(b, &B, plans[p], sz[k], timeout_ms, what, sizeof(what));
+      out->runs++;
+      if (agree(b, local, what, all, &bad) != 0) {
+        failed = 1;
+        snprintf(out->plan, sizeof(out->plan), "%s", plans[p]->name);
+        out->bytes = plans[p]->coll == SHUNT_COLL_ALLGATHER ? sz[k] * b->nranks : sz[k];
+      }
+    }
+  }
+  free_bufs(&B);
+  if (failed) {
+    out->rank = bad;
+    snprintf(out->what, sizeof(out->what), "%s", all[bad].what);
+    /* Every rank reached this vote: the world goes collectively. */
+    b->ops->free_world(b, true);
+  }
+  if (B.cu && ctx) B.cu->CtxSetCurrent(prev);
+  free(all);
+  out->ok = !failed;
+  out->ms = now_ms() - t0;
+  return failed ? -1 : 0;
+}

@@ -1,0 +1,91 @@
+/* The host backend behind exec/backend.h: a world of shared host memory (transport/world.h)
+ * made or grown when a call needs it, calls run in the calling thread (host_call.h). */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "exec/backend.h"
+#include "exec/host/host_call.h"
+#include "exec/host/host_run.h"
+
+struct host_backend {
+  struct shunt_backend base;
+  _Atomic(struct shunt_world*) world; /* read by abort from another thread */
+  struct shunt_host_tail tail;
+};
+
+struct shunt_backend* shunt_host_backend_alloc(void) {
+  struct host_backend* h = calloc(1, sizeof(*h));
+  return h ? &h->base : NULL;
+}
+
+static uint64_t round_up_pow2(uint64_t x) {
+  uint64_t p = 4096;
+  while (p < x) p <<= 1;
+  return p;
+}
+
+static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const struct shunt_split* s, char* err,
+                   size_t len) {
+  struct host_backend* h = (struct host_backend*)b;
+  uint64_t scratch, in_need, out_need;
+  shunt_split_needs(plan, s, &scratch, &in_need, &out_need);
+  struct shunt_world* w = atomic_load(&h->world);
+  if (w && w->cfg.scratch_bytes >= scratch && w->cfg.input_bytes >= in_need && w->cfg.output_bytes >= out_need)
+    return SHUNT_EXEC_OK;
+  struct shunt_world_config cfg = {round_up_pow2(scratch), round_up_pow2(in_need), round_up_pow2(out_need)};
+  if (w) {
+    if (w->cfg.scratch_bytes > cfg.scratch_bytes) cfg.scratch_bytes = w->cfg.scratch_bytes;
+    if (w->cfg.input_bytes > cfg.input_bytes) cfg.input_bytes = w->cfg.input_bytes;
+    if (w->cfg.output_bytes > cfg.output_bytes) cfg.output_bytes = w->cfg.output_bytes;
+    atomic_store(&h->world, NULL);
+    shunt_world_destroy(w);
+  }
+  /* Published whole: an abort in another thread reads it to end waits on it. */
+  struct shunt_world* made = NULL;
+  char why[512];
+  int failed = shunt_world_create(b->rank, b->nranks, &cfg, &b->ex, &made, why, sizeof(why));
+  atomic_store(&h->world, made);
+  if (failed) {
+    if (err && len) snprintf(err, len, "the host backend could not map its shared memory: %s", why);
+    return SHUNT_EXEC_NOMEM;
+  }
+  return SHUNT_EXEC_OK;
+}
+
+static int run(struct shunt_backend* b, const struct shunt_backend_call* call, char* err, size_t len) {
+  struct host_backend* h = (struct host_backend*)b;
+  struct shunt_world* w = atomic_load(&h->world);
+  if (!w) {
+    if (err && len) snprintf(err, len, "no world");
+    return SHUNT_EXEC_INVALID;
+  }
+  struct shunt_host_run_opts opts = {call->timeout_ms, call->scalar};
+  return shunt_host_run_call(w, b->programs, call->plan, b->rank, &call->shape, &call->split, call->in, call->out,
+                             &opts, &h->tail, err, len);
+}
+
+static int check(struct shunt_backend* b, char* err, size_t len) {
+  (void)b;
+  if (err && len) err[0] = 0;
+  return SHUNT_EXEC_OK; /* a host run reports its failure when it returns */
+}
+
+static void abort_(struct shunt_backend* b) {
+  struct shunt_world* w = atomic_load(&((struct host_backend*)b)->world);
+  if (w) atomic_store(&w->aborted, true);
+}
+
+static void free_world(struct shunt_backend* b, bool collective) {
+  struct host_backend* h = (struct host_backend*)b;
+  struct shunt_world* w = atomic_exchange(&h->world, NULL);
+  if (w) {
+    if (collective)
+      shunt_world_destroy(w);
+    else
+      shunt_world_release(w);
+  }
+  shunt_host_tail_free(&h->tail);
+}
+
+const struct shunt_backend_ops shunt_host_backend_ops = {"host", prepare, run, check, abort_, free_world};

@@ -1,0 +1,116 @@
+/* The stand-in's modules and kernel launches (fake_cuda.h): any image loads (nothing in it is
+ * read); shunt's kernels are found by name and run by their CPU build (exec/kcpu). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/gpu/gpu_abi.h"
+#include "exec/kcpu/kcpu_kernel.h"
+#include "exec/ops/dtype.h"
+#include "fake_cuda.h"
+
+/* Function handles are the addresses of these, one per kernel. */
+static const char* const names[] = {NULL, "shunt_gpu_exec_kernel", "shunt_gpu_pre_kernel", "shunt_gpu_post_kernel"};
+static char funcs[4];
+static char module_token;
+static long exec_launches;
+
+static enum fc_kernel kind_of(const void* f) {
+  for (int k = FC_K_EXEC; k <= FC_K_POST; k++)
+    if (f == &funcs[k]) return (enum fc_kernel)k;
+  return 0;
+}
+
+FC_EXPORT int cuModuleLoadData(void** mod, const void* image) {
+  if (!fc_current()) return FC_ERROR_INVALID_CONTEXT;
+  if (!image) return FC_ERROR_INVALID_IMAGE;
+  *mod = &module_token;
+  return FC_SUCCESS;
+}
+
+FC_EXPORT int cuModuleGetFunction(void** f, void* mod, const char* name) {
+  if (mod != &module_token) return FC_ERROR_INVALID_HANDLE;
+  for (int k = FC_K_EXEC; k <= FC_K_POST; k++)
+    if (!strcmp(name, names[k])) {
+      *f = &funcs[k];
+      return FC_SUCCESS;
+    }
+  return FC_ERROR_NOT_FOUND;
+}
+
+FC_EXPORT int cuFuncGetAttribute(int* v, int attr, void* f) {
+  if (!kind_of(f)) return FC_ERROR_INVALID_HANDLE;
+  if (attr != 0 /* max threads per block */) return FC_ERROR_INVALID_VALUE;
+  *v = (int)SHUNT_GPU_MAX_THREADS;
+  return FC_SUCCESS;
+}
+
+/* 16 blocks per multiprocessor of at most FAKECUDA_MAX_THREADS threads; none larger. */
+FC_EXPORT int cuOccupancyMaxActiveBlocksPerMultiprocessor(int* n, void* f, int threads, size_t smem) {
+  (void)smem;
+  if (!kind_of(f)) return FC_ERROR_INVALID_HANDLE;
+  *n = threads > 0 && threads <= fc_max_threads() ? 16 : 0;
+  return FC_SUCCESS;
+}
+
+int fc_launch_pack(void* f, unsigned blocks, unsigned threads, unsigned smem, void** params,
+                   struct fc_launch* out) {
+  enum fc_kernel k = kind_of(f);
+  if (!k || !params || blocks == 0 || threads == 0 || threads > SHUNT_GPU_MAX_THREADS) return FC_ERROR_INVALID_VALUE;
+  memset(out, 0, sizeof(*out));
+  out->kind = k;
+  out->blocks = blocks;
+  out->threads = threads;
+  out->smem = smem;
+  unsigned char* a = out->args;
+  switch (k) {
+    case FC_K_EXEC:
+      memcpy(a, params[0], sizeof(struct shunt_gpu_kargs));
+      break;
+    case FC_K_PRE: /* (char* dst, const char* src, uint64_t n, struct shunt_red red) */
+      memcpy(a, params[0], sizeof(char*));
+      memcpy(a + 8, params[1], sizeof(char*));
+      memcpy(a + 16, params[2], sizeof(uint64_t));
+      memcpy(a + 24, params[3], sizeof(struct shunt_red));
+      break;
+    case FC_K_POST: /* (char* buf, uint64_t n, struct shunt_red red) */
+      memcpy(a, params[0], sizeof(char*));
+      memcpy(a + 16, params[1], sizeof(uint64_t));
+      memcpy(a + 24, params[2], sizeof(struct shunt_red));
+      break;
+  }
+  return FC_SUCCESS;
+}
+
+int fc_launch_run(void** runner, const struct fc_launch* l, char* err, size_t len) {
+  if (!*runner && shunt_kcpu_device_create((struct shunt_kcpu_device**)runner, err, len) != 0) return -1;
+  struct shunt_kcpu_device* d = *runner;
+  const unsigned char* a = l->args;
+  char *dst, *src;
+  uint64_t n;
+  struct shunt_red red;
+  memcpy(&dst, a, sizeof(dst));
+  memcpy(&src, a + 8, sizeof(src));
+  memcpy(&n, a + 16, sizeof(n));
+  memcpy(&red, a + 24, sizeof(red));
+  /* The scaling kernels stride over the grid: a small one computes the same. */
+  struct shunt_kcpu_grid small = {1, 4, 0, 0};
+  if (l->kind == FC_K_PRE) return shunt_kcpu_pre(d, dst, src, n, red, &small, err, len);
+  if (l->kind == FC_K_POST) return shunt_kcpu_post(d, dst, n, red, &small, err, len);
+  struct shunt_gpu_kargs k;
+  memcpy(&k, a, sizeof(k));
+  long nth = __atomic_add_fetch(&exec_launches, 1, __ATOMIC_RELAXED);
+  int fault = fc_fault_for(nth);
+  if (fault == 's') return 0; /* the launch that never ran: its signals never come */
+  struct shunt_kcpu_grid g = {l->blocks, l->threads, 0, l->smem};
+  int rc = shunt_kcpu_exec(d, &k, &g, err, len);
+  if (rc == 0 && fault == 'c' && k.out && k.prog) {
+    /* One byte of this rank's result, flipped once the kernel is done. */
+    k.out[0] ^= 0x5a;
+  }
+  return rc;
+}
+
+void fc_runner_free(void* runner) {
+  if (runner) shunt_kcpu_device_destroy(runner);
+}

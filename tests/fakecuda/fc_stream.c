@@ -1,0 +1,605 @@
+/* The stand-in's streams, events and graphs (fake_cuda.h): each stream an in-order queue served
+ * by a thread of its own; capture records a stream's operations into a graph instead. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake_cuda.h"
+
+enum op_kind { OP_COPY, OP_SET, OP_KERNEL, OP_RECORD, OP_WAIT };
+
+struct fc_event;
+
+struct op {
+  enum op_kind kind;
+  struct op* next;
+  void* dst;
+  const void* src;
+  size_t n;
+  unsigned char val;
+  void* owned; /* a staged source, freed with the op */
+  struct fc_launch launch;
+  struct fc_event* ev;
+  uint64_t seq; /* OP_RECORD: the record's number; OP_WAIT: the record waited for */
+};
+
+struct fc_graph {
+  struct op *head, *tail;
+};
+
+struct fc_stream {
+  int device;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  struct op *head, *tail;
+  bool busy, stop;
+  pthread_t th;
+  int error; /* sticky: a kernel that could not run */
+  void* runner;
+  int capture; /* 0 none, 1 active, 2 invalidated */
+  int capture_mode;
+  struct fc_graph* graph;
+};
+
+struct fc_event {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  uint64_t recorded, completed;
+};
+
+/* Handles this stand-in made; others (a test's tokens) are never dereferenced. */
+#define MAX_HANDLES 4096
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+enum { H_STREAM = 1, H_EVENT };
+static struct {
+  void* p;
+  int kind;
+} handles[MAX_HANDLES];
+static int nhandles;
+static struct fc_stream* defaults[FC_MAX_DEVICES];
+static int global_captures;
+static __thread int thread_mode; /* 0 global, 1 thread local, 2 relaxed */
+
+static void reg_add(void* h, int kind) {
+  pthread_mutex_lock(&reg_mu);
+  if (nhandles < MAX_HANDLES) {
+    handles[nhandles].p = h;
+    handles[nhandles++].kind = kind;
+  }
+  pthread_mutex_unlock(&reg_mu);
+}
+static bool reg_has(const void* h, int kind) {
+  pthread_mutex_lock(&reg_mu);
+  bool hit = false;
+  for (int i = 0; i < nhandles && !hit; i++) hit = handles[i].p == h && handles[i].kind == kind;
+  pthread_mutex_unlock(&reg_mu);
+  return hit;
+}
+static void reg_del(const void* h) {
+  pthread_mutex_lock(&reg_mu);
+  for (int i = 0; i < nhandles; i++)
+    if (handles[i].p == h) {
+      handles[i] = handles[--nhandles];
+      break;
+    }
+  pthread_mutex_unlock(&reg_mu);
+}
+
+/* ---- Capture rules ---------------------------------------------------------------------------- */
+
+bool fc_sync_allowed(void) {
+  if (thread_mode == 2) return true;
+  pthread_mutex_lock(&reg_mu);
+  bool ok = global_captures == 0;
+  pthread_mutex_unlock(&reg_mu);
+  if (ok) return true;
+  /* As the driver: the unsafe call fails and the global captures are invalidated. */
+  pthread_mutex_lock(&reg_mu);
+  for (int i = 0; i < nhandles; i++) {
+    struct fc_stream* s = handles[i].p;
+    if (handles[i].kind != H_STREAM) continue;
+    pthread_mutex_lock(&s->mu);
+    if (s->capture == 1 && s->capture_mode == 0) s->capture = 2;
+    pthread_mutex_unlock(&s->mu);
+  }
+  pthread_mutex_unlock(&reg_mu);
+  return false;
+}
+
+FC_EXPORT int cuThreadExchangeStreamCaptureMode(int* mode) {
+  int old = thread_mode;
+  thread_mode = *mode;
+  *mode = old;
+  return FC_SUCCESS;
+}
+
+/* ---- Streams ---------------------------------------------------------------------------------- */
+
+static void run_op(struct fc_stream* s, struct op* o) {
+  switch (o->kind) {
+    case OP_COPY:
+      memmove(o->dst, o->src, o->n);
+      break;
+    case OP_SET:
+      memset(o->dst, o->val, o->n);
+      break;
+    case OP_KERNEL: {
+      char err[256];
+      if (fc_launch_run(&s->runner, &o->launch, err, sizeof(err)) != 0) s->error = FC_ERROR_LAUNCH_FAILED;
+      break;
+    }
+    case OP_RECORD:
+      pthread_mutex_lock(&o->ev->mu);
+      if (o->seq > o->ev->completed) o->ev->completed = o->seq;
+      pthread_cond_broadcast(&o->ev->cv);
+      pthread_mutex_unlock(&o->ev->mu);
+      break;
+    case OP_WAIT:
+      pthread_mutex_lock(&o->ev->mu);
+      while (o->ev->completed < o->seq) pthread_cond_wait(&o->ev->cv, &o->ev->mu);
+      pthread_mutex_unlock(&o->ev->mu);
+      break;
+  }
+}
+
+static void* worker(void* arg) {
+  struct fc_stream* s = arg;
+  pthread_mutex_lock(&s->mu);
+  for (;;) {
+    while (!s->head && !s->stop) pthread_cond_wait(&s->cv, &s->mu);
+    if (!s->head) break;
+    struct op* o = s->head;
+    s->head = o->next;
+    if (!s->head) s->tail = NULL;
+    s->busy = true;
+    pthread_mutex_unlock(&s->mu);
+    run_op(s, o);
+    free(o->owned);
+    free(o);
+    pthread_mutex_lock(&s->mu);
+    s->busy = false;
+    pthread_cond_broadcast(&s->cv);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+static struct fc_stream* stream_new(int device) {
+  struct fc_stream* s = calloc(1, sizeof(*s));
+  if (!s) return NULL;
+  s->device = device;
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->cv, NULL);
+  if (pthread_create(&s->th, NULL, worker, s) != 0) {
+    free(s);
+    return NULL;
+  }
+  reg_add(s, H_STREAM);
+  return s;
+}
+
+/* The stream a handle names: the default stream of the current context for NULL and the
+ * legacy/per-thread handles (each device's default stream is one queue here). */
+static struct fc_stream* resolve(void* h) {
+  if ((uintptr_t)h <= 2) {
+    struct fc_ctx* c = fc_current();
+    if (!c) return NULL;
+    pthread_mutex_lock(&reg_mu);
+    struct fc_stream* s = defaults[c->device];
+    pthread_mutex_unlock(&reg_mu);
+    if (s) return s;
+    s = stream_new(c->device);
+    pthread_mutex_lock(&reg_mu);
+    if (defaults[c->device]) {
+      struct fc_stream* t = s;
+      s = defaults[c->device];
+      pthread_mutex_unlock(&reg_mu);
+      reg_del(t);
+      pthread_mutex_lock(&t->mu);
+      t->stop = true;
+      pthread_cond_broadcast(&t->cv);
+      pthread_mutex_unlock(&t->mu);
+      pthread_join(t->th, NULL);
+      free(t);
+      return s;
+    }
+    defaults[c->device] = s;
+    pthread_mutex_unlock(&reg_mu);
+    return s;
+  }
+  return reg_has(h, H_STREAM) ? h : NULL;
+}
+
+/* Queues o on s, or records it into s's graph while s captures. */
+static int submit(struct fc_stream* s, struct op* o) {
+  pthread_mutex_lock(&s->mu);
+  if (s->capture) {
+    int inval = s->capture == 2;
+    if (!inval) {
+      o->next = NULL;
+      if (s->graph->tail)
+        s->graph->tail->next = o;
+      else
+        s->graph->head = o;
+      s->graph->tail = o;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (inval) {
+      free(o->owned);
+      free(o);
+      return FC_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    return FC_SUCCESS;
+  }
+  o->next = NULL;
+  if (s->tail)
+    s->tail->next = o;
+  else
+    s->head = o;
+  s->tail = o;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  return FC_SUCCESS;
+}
+
+static struct op* op_new(enum op_kind k) {
+  struct op* o = calloc(1, sizeof(*o));
+  if (o) o->kind = k;
+  return o;
+}
+
+FC_EXPORT int cuStreamCreate(struct fc_stream** out, unsigned flags) {
+  (void)flags;
+  struct fc_ctx* c = fc_current();
+  if (!c) return FC_ERROR_INVALID_CONTEXT;
+  struct fc_stream* s = stream_new(c->device);
+  if (!s) return FC_ERROR_OUT_OF_MEMORY;
+  *out = s;
+  return FC_SUCCESS;
+}
+FC_EXPORT int cuStreamCreateWithPriority(struct fc_stream** out, unsigned flags, int prio) {
+  (void)prio;
+  return cuStreamCreate(out, flags);
+}
+
+static int drain(struct fc_stream* s) {
+  pthread_mutex_lock(&s->mu);
+  while (s->head || s->busy) pthread_cond_wait(&s->cv, &s->mu);
+  int e = s->error;
+  pthread_mutex_unlock(&s->mu);
+  return e;
+}
+
+FC_EXPORT int cuStreamSynchronize(void* h) {
+  struct fc_stream* s = resolve(h);
+  if (!s) return FC_ERROR_INVALID_HANDLE;
+  if (s->capture) {
+    s->capture = 2;
+    return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  return drain(s);
+}
+
+FC_EXPORT int cuStreamQuery(void* h) {
+  struct fc_stream* s = resolve(h);
+  if (!s) return FC_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&s->mu);
+  int busy = s->head || s->busy;
+  pthread_mutex_unlock(&s->mu);
+  return busy ? FC_ERROR_NOT_READY : s->error;
+}
+
+FC_EXPORT int cuStreamDestroy_v2(void* h) {
+  if ((uintptr_t)h <= 2 || !reg_has(h, H_STREAM)) return FC_ERROR_INVALID_HANDLE;
+  struct fc_stream* s = h;
+  reg_del(s);
+  pthread_mutex_lock(&s->mu);
+  s->stop = true;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  pthread_join(s->th, NULL); /* as the driver: work already queued completes */
+  fc_runner_free(s->runner);
+  free(s);
+  return FC_SUCCESS;
+}
+
+/* ---- Copies and launches ---------------------------------------------------------------------- */
+
+static int copy_async(void* dst, const void* src, size_t n, void* h, bool stage) {
+  struct fc_stream* s = resolve(h);
+  if (!s) return FC_ERROR_INVALID_HANDLE;
+  if (n == 0) return FC_SUCCESS;
+  struct op* o = op_new(OP_COPY);
+  if (!o) return FC_ERROR_OUT_OF_MEMORY;
+  o->dst = dst;
+  o->src = src;
+  o->n = n;
+  /* A pageable source is read before the call returns, as the driver stages it. */
+  if (stage) {
+    o->owned = malloc(n);
+    if (!o->owned) {
+      free(o);
+      return FC_ERROR_OUT_OF_MEMORY;
+    }
+    memcpy(o->owned, src, n);
+    o->src = o->owned;
+  }
+  return submit(s, o);
+}
+
+FC_EXPORT int cuMemcpyAsync(unsigned long long dst, unsigned long long src, size_t n, void* h) {
+  return copy_async((void*)(uintptr_t)dst, (const void*)(uintptr_t)src, n, h, false);
+}
+FC_EXPORT int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void* src, size_t n, void* h) {
+  extern int cuPointerGetAttribute(void*, int, unsigned long long);
+  unsigned type = 0;
+  bool pinned = cuPointerGetAttribute(&type, 2, (uintptr_t)src) == FC_SUCCESS;
+  return copy_async((void*)(uintptr_t)dst, src, n, h, !pinned);
+}
+FC_EXPORT int cuMemcpyDtoHAsync_v2(void* dst, unsigned long long src, size_t n, void* h) {
+  return copy_async(dst, (const void*)(uintptr_t)src, n, h, false);
+}
+FC_EXPORT int cuMemsetD8Async(unsigned long long dst, unsigned char v, size_t n, void* h) {
+  struct fc_stream* s = resolve(h);
+  if (!s) return FC_ERROR_INVALID_HANDLE;
+  struct op* o = op_new(OP_SET);
+  if (!o) return FC_ERROR_OUT_OF_MEMORY;
+  o->dst = (void*)(uintptr_t)dst;
+  o->n = n;
+  o->val = v;
+  return submit(s, o);
+}
+/* Synchronous forms: the copy happens now (the tests synchronize their streams first). */
+FC_EXPORT int cuMemcpy(unsigned long long dst, unsigned long long src, size_t n) {
+  if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  memmove((void*)(uintptr_t)dst, (const void*)(uintptr_t)src, n);
+  return FC_SUCCESS;
+}
+FC_EXPORT int cuMemcpyHtoD_v2(unsigned long long dst, const void* src, size_t n) {
+  return cuMemcpy(dst, (uintptr_t)src, n);
+}
+FC_EXPORT int cuMemcpyDtoH_v2(void* dst, unsigned long long src, size_t n) {
+  return cuMemcpy((uintptr_t)dst, src, n);
+}
+FC_EXPORT int cuMemsetD8_v2(unsigned long long dst, unsigned char v, size_t n) {
+  if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  memset((void*)(uintptr_t)dst, v, n);
+  return FC_SUCCESS;
+}
+
+FC_EXPORT int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                             unsigned bz, unsigned smem, void* h, void** params, void** extra) {
+  if (extra || gy != 1 || gz != 1 || by != 1 || bz != 1) return FC_ERROR_INVALID_VALUE;
+  struct fc_stream* s = resolve(h);
+  if (!s) return FC_ERROR_INVALID_HANDLE;
+  struct op* o = op_new(OP_KERNEL);
+  if (!o) return FC_ERROR_OUT_OF_MEMORY;
+  int e = fc_launch_pack(f, gx, bx, smem, params, &o->launch);
+  if (e != FC_SUCCESS) {
+    free(o);
+    return e;
+  }
+  return submit(s, o);
+}
+
+/* ---- Events ------------------------------------------------------------------------------------ */
+
+static long event_records;
+static void* last_event;
+static void* last_stream;
+
+/* How many events were recorded; the last one's event and stream. */
+FC_EXPORT long fakecuda_event_records(void** event, void** stream) {
+  long n = __atomic_load_n(&event_records, __ATOMIC_ACQUIRE);
+  *event = __atomic_load_n(&last_event, __ATOMIC_RELAXED);
+  *stream = __atomic_load_n(&last_stream, __ATOMIC_RELAXED);
+  return n;
+}
+
+FC_EXPORT int cuEventCreate(struct fc_event** out, unsigned flags) {
+  (void)flags;
+  struct fc_event* e = calloc(1, sizeof(*e));
+  if (!e) return FC_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_init(&e->mu, NULL);
+  pthread_cond_init(&e->cv, NULL);
+  reg_add(e, H_EVENT);
+  *out = e;
+  return FC_SUCCESS;
+}
+
+FC_EXPORT int cuEventDestroy_v2(struct fc_event* e) {
+  if (!reg_has(e, H_EVENT)) return FC_ERROR_INVALID_HANDLE;
+  reg_del(e);
+  /* Records and waits still queued keep it: leaked rather than freed under them (tests only). */
+  return FC_SUCCESS;
+}
+
+FC_EXPORT int cuEventRecord(void* event, void* h) {
+  if (!event) return FC_ERROR_INVALID_VALUE;
+  __atomic_store_n(&last_event, event, __ATOMIC_RELAXED);
+  __atomic_store_n(&last_stream, h, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&event_records, 1, __ATOMIC_RELEASE);
+  if (!reg_has(event, H_EVENT)) return FC_SUCCESS; /* a test's token: counted only */
+  struct fc_event* e = event;
+  struct fc_stream* s = resolve(h);
+  if (!s) return FC_ERROR_INVALID_HANDLE;
+  struct op* o = op_new(OP_RECORD);
+  if (!o) return FC_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&e->mu);
+  o->seq = ++e->recorded;
+  pthread_mutex_unlock(&e->mu);
+  o->ev = e;
+  return submit(s, o);
+}
+
+FC_EXPORT int cuStreamWaitEvent(void* h, struct fc_event* e, unsigned flags) {
+  (void)flags;
+  if (!reg_has(e, H_EVENT)) return FC_ERROR_INVALID_HANDLE;
+  struct fc_stream* s = resolve(h);
+  if (!s) return FC_ERROR_INVALID_HANDLE;
+  struct op* o = op_new(OP_WAIT);
+  if (!o) return FC_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&e->mu);
+  o->seq = e->recorded; /* the latest record at the time of the call */
+  pthread_mutex_unlock(&e->mu);
+  o->ev = e;
+  return submit(s, o);
+}
+
+FC_EXPORT int cuEventSynchronize(struct fc_event* e) {
+  if (!reg_has(e, H_EVENT)) return FC_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&e->mu);
+  while (e->completed < e->recorded) pthread_cond_wait(&e->cv, &e->mu);
+  pthread_mutex_unlock(&e->mu);
+  return FC_SUCCESS;
+}
+
+FC_EXPORT int cuEventQuery(struct fc_event* e) {
+  if (!reg_has(e, H_EVENT)) return FC_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&e->mu);
+  int done = e->completed >= e->recorded;
+  pthread_mutex_unlock(&e->mu);
+  return done ? FC_SUCCESS : FC_ERROR_NOT_READY;
+}
+
+/* ---- Capture and graphs ------------------------------------------------------------------------ */
+
+FC_EXPORT int cuStreamBeginCapture_v2(void* h, int mode) {
+  struct fc_stream* s = resolve(h);
+  if (!s || (uintptr_t)h <= 2) return FC_ERROR_INVALID_HANDLE; /* the legacy stream cannot capture */
+  struct fc_graph* g = calloc(1, sizeof(*g));
+  if (!g) return FC_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&s->mu);
+  int busy = s->capture != 0;
+  if (!busy) {
+    s->capture = 1;
+    s->capture_mode = mode;
+    s->graph = g;
+  }
+  pthread_mutex_unlock(&s->mu);
+  if (busy) {
+    free(g);
+    return FC_ERROR_ILLEGAL_STATE;
+  }
+  if (mode == 0) {
+    pthread_mutex_lock(&reg_mu);
+    global_captures++;
+    pthread_mutex_unlock(&reg_mu);
+  }
+  return FC_SUCCESS;
+}
+
+static void ops_free(struct op* o) {
+  while (o) {
+    struct op* n = o->next;
+    free(o->owned);
+    free(o);
+    o = n;
+  }
+}
+
+FC_EXPORT int cuStreamEndCapture(void* h, struct fc_graph** out) {
+  struct fc_stream* s = resolve(h);
+  if (!s) return FC_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&s->mu);
+  int state = s->capture, mode = s->capture_mode;
+  struct fc_graph* g = s->graph;
+  s->capture = 0;
+  s->graph = NULL;
+  pthread_mutex_unlock(&s->mu);
+  if (!state) return FC_ERROR_ILLEGAL_STATE;
+  if (mode == 0) {
+    pthread_mutex_lock(&reg_mu);
+    global_captures--;
+    pthread_mutex_unlock(&reg_mu);
+  }
+  if (state == 2) {
+    ops_free(g->head);
+    free(g);
+    *out = NULL;
+    return FC_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
+  *out = g;
+  return FC_SUCCESS;
+}
+
+FC_EXPORT int cuStreamIsCapturing(void* h, int* status) {
+  struct fc_stream* s = resolve(h);
+  if (!s) return FC_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&s->mu);
+  *status = s->capture;
+  pthread_mutex_unlock(&s->mu);
+  return FC_SUCCESS;
+}
+
+static struct fc_graph* graph_copy(const struct fc_graph* g) {
+  struct fc_graph* c = calloc(1, sizeof(*c));
+  if (!c) return NULL;
+  for (const struct op* o = g->head; o; o = o->next) {
+    struct op* n = malloc(sizeof(*n));
+    if (!n) {
+      ops_free(c->head);
+      free(c);
+      return NULL;
+    }
+    *n = *o;
+    n->next = NULL;
+    if (o->owned) {
+      n->owned = malloc(o->n);
+      if (!n->owned) {
+        free(n);
+        ops_free(c->head);
+        free(c);
+        return NULL;
+      }
+      memcpy(n->owned, o->owned, o->n);
+      n->src = n->owned;
+    }
+    if (c->tail)
+      c->tail->next = n;
+    else
+      c->head = n;
+    c->tail = n;
+  }
+  return c;
+}
+
+FC_EXPORT int cuGraphInstantiateWithFlags(struct fc_graph** exec, struct fc_graph* g, unsigned long long flags) {
+  (void)flags;
+  if (!g) return FC_ERROR_INVALID_VALUE;
+  *exec = graph_copy(g);
+  return *exec ? FC_SUCCESS : FC_ERROR_OUT_OF_MEMORY;
+}
+
+FC_EXPORT int cuGraphLaunch(struct fc_graph* exec, void* h) {
+  struct fc_stream* s = resolve(h);
+  if (!s || !exec) return FC_ERROR_INVALID_HANDLE;
+  struct fc_graph* c = graph_copy(exec);
+  if (!c) return FC_ERROR_OUT_OF_MEMORY;
+  struct op* o = c->head;
+  free(c);
+  int rc = FC_SUCCESS;
+  while (o) {
+    struct op* n = o->next;
+    if (o->kind == OP_RECORD) {
+      /* A record in a replay is a new record of its event. */
+      pthread_mutex_lock(&o->ev->mu);
+      o->seq = ++o->ev->recorded;
+      pthread_mutex_unlock(&o->ev->mu);
+    }
+    int e = submit(s, o);
+    if (e != FC_SUCCESS && rc == FC_SUCCESS) rc = e;
+    o = n;
+  }
+  return rc;
+}
+
+FC_EXPORT int cuGraphDestroy(struct fc_graph* g) {
+  if (!g) return FC_ERROR_INVALID_VALUE;
+  ops_free(g->head);
+  free(g);
+  return FC_SUCCESS;
+}
+FC_EXPORT int cuGraphExecDestroy(struct fc_graph* g) {
+  return cuGraphDestroy(g);
+}
