@@ -22,6 +22,13 @@ struct ncclComm;
  * plan's name, or NULL when NCCL served it. Returns 0, or -1 when shunt does not know comm. */
 int shuntLastPlan(struct ncclComm* comm, const char** name);
 
+/* Whether comm's calls on device memory run on shunt's GPU executor (SHUNT_GPU): *on is 1 when
+ * they do (its self-check passed on every rank, or SHUNT_GPU=on), 0 when they go to NCCL
+ * (SHUNT_GPU=off, or the self-check failed: a WARN said why), -1 when nothing decided it (no
+ * CUDA device where the communicator was made, or no plan for its size). Returns 0, or -1
+ * when shunt does not know comm. */
+int shuntGpuExecutor(struct ncclComm* comm, int* on);
+
 /* shunt's options in NCCL 2.32's per-call configuration (ncclCollConfig_t.ext, a list of
  * ncclConfigExt_t): key.vendorId SHUNT_CONFIG_VENDOR_ID and one of the option ids below.
  * NCCL ignores every extension, so the same config works with or without shunt. */

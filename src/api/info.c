@@ -26,3 +26,11 @@ SHUNT_EXPORT int shuntLastPlan(struct ncclComm* comm, const char** name) {
   if (name) *name = atomic_load(&c->last_plan);
   return 0;
 }
+
+SHUNT_EXPORT int shuntGpuExecutor(struct ncclComm* comm, int* on) {
+  SHUNT_COMM_REF c = shunt_handles_get(comm);
+  if (!c || !on) return -1;
+  int v = atomic_load(&c->gpu_verdict);
+  *on = v == SHUNT_GPU_USE ? 1 : v == SHUNT_GPU_NCCL ? 0 : -1;
+  return 0;
+}

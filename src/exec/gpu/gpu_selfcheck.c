@@ -79,6 +79,8 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
                                  .stream = B->stream,
                                  .timeout_ms = timeout_ms};
   if (!shunt_split_call(plan, &c.shape, &c.split, what, wlen)) return -1;
+  /* The plan's code at these sizes, whatever size range it is tuned to serve. */
+  c.split.head_shape.part = true;
   char err[1024];
   if (shunt_backend_prepare(b, plan, &c.split, err, sizeof(err)) != SHUNT_EXEC_OK) {
     say(what, wlen, "setup: ", err);

@@ -1,0 +1,29 @@
+/* The driver calls tests make on the stand-in (fake_cuda.h), declared with plain types: a test
+ * links the stand-in as libcuda.so.1 and drives devices, memory, streams and graphs with these. */
+#ifndef FAKECUDA_FAKE_CUDA_API_H
+#define FAKECUDA_FAKE_CUDA_API_H
+
+#include <stddef.h>
+
+typedef void* fc_handle;
+
+int cuInit(unsigned flags);
+int cuDevicePrimaryCtxRetain(fc_handle* ctx, int dev);
+int cuCtxSetCurrent(fc_handle ctx);
+int cuMemAlloc_v2(unsigned long long* dptr, size_t bytes);
+int cuMemFree_v2(unsigned long long dptr);
+int cuMemcpyHtoD_v2(unsigned long long dst, const void* src, size_t n);
+int cuMemcpyDtoH_v2(void* dst, unsigned long long src, size_t n);
+int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void* src, size_t n, fc_handle stream);
+int cuStreamCreate(fc_handle* s, unsigned flags);
+int cuStreamDestroy_v2(fc_handle s);
+int cuStreamSynchronize(fc_handle s);
+int cuStreamBeginCapture_v2(fc_handle s, int mode);
+int cuStreamEndCapture(fc_handle s, fc_handle* graph);
+int cuGraphInstantiateWithFlags(fc_handle* exec, fc_handle graph, unsigned long long flags);
+int cuGraphLaunch(fc_handle exec, fc_handle stream);
+int cuGraphDestroy(fc_handle g);
+int cuGraphExecDestroy(fc_handle g);
+void fakecuda_fault(const char* spec);
+
+#endif

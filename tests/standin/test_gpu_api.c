@@ -1,0 +1,331 @@
+/* The NCCL API end to end on device buffers, over the CUDA driver stand-in (tests/fakecuda):
+ * shunt's GPU backend as libshunt runs it, its kernels run by their CPU build.
+ *
+ * Usage: test_gpu_api SCENARIO NRANKS
+ *   coll       ranks as processes (CUDA IPC): the self-check passes at creation, then allreduce
+ *              of every dtype and op and allgather of every dtype, in place and out of place, at
+ *              sizes the chunk rule takes and sizes it does not: exact, and served by plans; a
+ *              buffer freed and allocated again serves again
+ *   threads    ranks as threads of one process sharing device 0, each on its own stream
+ *   graph      an allreduce and an allgather captured into one CUDA graph, replayed 100 times
+ *              with new inputs each time: every replay exact
+ *   corrupt    the stand-in flips a byte of rank 1's first self-check result: one WARN, every
+ *              rank sends device calls to NCCL (exact), nothing hangs
+ *   skip       rank 0's first self-check kernel never runs (its signals never come): the
+ *              others' bounded waits end, same verdict, within seconds
+ *   off        SHUNT_GPU=off (from the environment): device calls go to NCCL
+ *   abort      rank 1 never makes its call; rank 0's kernel waits for it until rank 0 aborts:
+ *              the stream drains and ncclCommAbort returns within 2 s
+ * The parent makes the id, forks the ranks (or starts the threads) and collects verdicts. */
+#include <nccl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/check.h"
+#include "fakecuda/fake_cuda_api.h"
+#include "shunt/shunt.h"
+#include "verify_ref.h"
+
+static const char* scenario;
+static int nranks;
+
+static const char* last_plan(ncclComm_t comm) {
+  const char* name = NULL;
+  if (shuntLastPlan(comm, &name) != 0) return "?";
+  return name ? name : "nccl";
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static const ncclDataType_t nccl_dt[SHUNT_DT_COUNT] = {ncclInt8,    ncclUint8,   ncclInt32,  ncclUint32,
+                                                       ncclInt64,   ncclUint64,  ncclFloat16, ncclFloat32,
+                                                       ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
+
+static unsigned long long dalloc(size_t bytes) {
+  unsigned long long d = 0;
+  CHECK_EQ_INT(cuMemAlloc_v2(&d, bytes), 0);
+  return d;
+}
+
+/* Rank `rank` of comm: an allreduce of `count` elements of dt with verify's op index `op`. */
+static void allreduce_case(ncclComm_t comm, int rank, fc_handle st, size_t count, enum shunt_dtype dt, int op,
+                           int inplace, int want_plan) {
+  uint64_t es = shunt_dtype_size(dt), bytes = count * es;
+  char* host = malloc(bytes);
+  char* exp = malloc(bytes);
+  char* tmp = malloc(bytes);
+  verify_fill_input(host, 0, bytes, (uint32_t)rank, (uint32_t)nranks, 7, dt, op, true);
+  unsigned long long in = dalloc(bytes), out = inplace ? in : dalloc(bytes);
+  CHECK_EQ_INT(cuMemcpyHtoD_v2(in, host, bytes), 0);
+  ncclRedOp_t rop = (ncclRedOp_t)op;
+  unsigned char scalar[8];
+  if (op == 5) {
+    verify_premul_scalar(dt, scalar);
+    CHECK_EQ_INT(ncclRedOpCreatePreMulSum(&rop, scalar, nccl_dt[dt], ncclScalarHostImmediate, comm), ncclSuccess);
+  }
+  CHECK_EQ_INT(ncclAllReduce((void*)(uintptr_t)in, (void*)(uintptr_t)out, count, nccl_dt[dt], rop, comm, st),
+               ncclSuccess);
+  CHECK_EQ_INT(cuStreamSynchronize(st), 0);
+  CHECK_EQ_INT(cuMemcpyDtoH_v2(host, out, bytes), 0);
+  verify_expected_allreduce(exp, tmp, 0, bytes, (uint32_t)nranks, 7, dt, op);
+  size_t bad = 0;
+  for (uint64_t i = 0; i < bytes; i++) bad += host[i] != exp[i];
+  const char* served = last_plan(comm);
+  CHECK_MSG(bad == 0, "rank %d allreduce %zu x %s %s %s: %zu bytes wrong (served by %s)", rank, count,
+            verify_dt_names[dt], verify_op_names[op], inplace ? "in place" : "out of place", bad, served);
+  if (want_plan) CHECK_MSG(strcmp(served, "nccl") != 0, "allreduce %zu x %s went to NCCL", count, verify_dt_names[dt]);
+  if (op == 5) ncclRedOpDestroy(rop, comm);
+  cuMemFree_v2(in);
+  if (!inplace) cuMemFree_v2(out);
+  free(host);
+  free(exp);
+  free(tmp);
+}
+
+static void allgather_case(ncclComm_t comm, int rank, fc_handle st, size_t count, enum shunt_dtype dt, int inplace,
+                           int want_plan) {
+  uint64_t es = shunt_dtype_size(dt), per = count * es, total = per * (uint64_t)nranks;
+  char* host = malloc(total);
+  unsigned long long out = dalloc(total), in = inplace ? out + per * (uint64_t)rank : dalloc(per);
+  for (int r = 0; r < nranks; r++)
+    verify_fill_input(host + per * (uint64_t)r, 0, per, (uint32_t)r, (uint32_t)nranks, 3, dt, 0, false);
+  CHECK_EQ_INT(cuMemcpyHtoD_v2(in, host + per * (uint64_t)rank, per), 0);
+  char* exp = malloc(total);
+  memcpy(exp, host, total);
+  memset(host, 0, total);
+  CHECK_EQ_INT(ncclAllGather((void*)(uintptr_t)in, (void*)(uintptr_t)out, count, nccl_dt[dt], comm, st), ncclSuccess);
+  CHECK_EQ_INT(cuStreamSynchronize(st), 0);
+  CHECK_EQ_INT(cuMemcpyDtoH_v2(host, out, total), 0);
+  size_t bad = 0;
+  for (uint64_t i = 0; i < total; i++) bad += host[i] != exp[i];
+  const char* served = last_plan(comm);
+  CHECK_MSG(bad == 0, "rank %d allgather %zu x %s %s: %zu bytes wrong (served by %s)", rank, count,
+            verify_dt_names[dt], inplace ? "in place" : "out of place", bad, served);
+  if (want_plan) CHECK_MSG(strcmp(served, "nccl") != 0, "allgather %zu x %s went to NCCL", count, verify_dt_names[dt]);
+  cuMemFree_v2(out);
+  if (!inplace) cuMemFree_v2(in);
+  free(host);
+  free(exp);
+}
+
+/* Every dtype and op, in place and out of place, a size the chunk rule takes (4096 elements)
+ * and one it does not (a remainder runs as the padded tail). */
+static void every_case(ncclComm_t comm, int rank, fc_handle st, int want_plan) {
+  static const size_t counts[] = {4096, 1000 + 3};
+  for (int dt = 0; dt < SHUNT_DT_COUNT; dt++)
+    for (int k = 0; k < 2; k++) {
+      for (int op = 0; op < VERIFY_NOPS; op++)
+        allreduce_case(comm, rank, st, counts[k], (enum shunt_dtype)dt, op, (op + k) % 2, want_plan);
+      allgather_case(comm, rank, st, counts[k] / 4 + k, (enum shunt_dtype)dt, k, want_plan);
+      allgather_case(comm, rank, st, counts[k] / 4 + k, (enum shunt_dtype)dt, !k, want_plan);
+    }
+}
+
+static fc_handle setup_device(void) {
+  fc_handle ctx = NULL;
+  CHECK_EQ_INT(cuInit(0), 0);
+  CHECK_EQ_INT(cuDevicePrimaryCtxRetain(&ctx, 0), 0);
+  CHECK_EQ_INT(cuCtxSetCurrent(ctx), 0);
+  return ctx;
+}
+
+static void run_graph(ncclComm_t comm, int rank, fc_handle st) {
+  size_t count = 2048, per = 256;
+  unsigned long long a = dalloc(count * sizeof(float)), g = dalloc(per * (size_t)nranks * sizeof(int32_t));
+  unsigned long long gin = g + per * sizeof(int32_t) * (size_t)rank;
+  fc_handle graph = NULL, exec = NULL;
+  /* Warm: the programs are uploaded outside the capture. */
+  CHECK_EQ_INT(ncclAllReduce((void*)(uintptr_t)a, (void*)(uintptr_t)a, count, ncclFloat, ncclSum, comm, st), ncclSuccess);
+  CHECK_EQ_INT(ncclAllGather((void*)(uintptr_t)gin, (void*)(uintptr_t)g, per, ncclInt32, comm, st), ncclSuccess);
+  CHECK_EQ_INT(cuStreamSynchronize(st), 0);
+  CHECK_EQ_INT(cuStreamBeginCapture_v2(st, 0), 0);
+  CHECK_EQ_INT(ncclAllReduce((void*)(uintptr_t)a, (void*)(uintptr_t)a, count, ncclFloat, ncclSum, comm, st), ncclSuccess);
+  CHECK_EQ_INT(ncclAllGather((void*)(uintptr_t)gin, (void*)(uintptr_t)g, per, ncclInt32, comm, st), ncclSuccess);
+  CHECK_EQ_INT(cuStreamEndCapture(st, &graph), 0);
+  CHECK_MSG(strcmp(last_plan(comm), "nccl") != 0, "the captured calls went to NCCL");
+  CHECK_EQ_INT(cuGraphInstantiateWithFlags(&exec, graph, 0), 0);
+  float* fa = malloc(count * sizeof(float));
+  int32_t* ga = malloc(per * (size_t)nranks * sizeof(int32_t));
+  size_t bad = 0;
+  for (int it = 0; it < 100 && exec; it++) {
+    for (size_t i = 0; i < count; i++) fa[i] = (float)((rank + 1) * (it % 7 + 1) + (int)(i % 5));
+    for (size_t i = 0; i < per; i++) ga[i] = rank * 1000 + it * 10 + (int32_t)(i % 9);
+    CHECK_EQ_INT(cuMemcpyHtoD_v2(a, fa, count * sizeof(float)), 0);
+    CHECK_EQ_INT(cuMemcpyHtoD_v2(gin, ga, per * sizeof(int32_t)), 0);
+    CHECK_EQ_INT(cuGraphLaunch(exec, st), 0);
+    CHECK_EQ_INT(cuStreamSynchronize(st), 0);
+    CHECK_EQ_INT(cuMemcpyDtoH_v2(fa, a, count * sizeof(float)), 0);
+    CHECK_EQ_INT(cuMemcpyDtoH_v2(ga, g, per * (size_t)nranks * sizeof(int32_t)), 0);
+    for (size_t i = 0; i < count; i++) {
+      float want = 0;
+      for (int r = 0; r < nranks; r++) want += (float)((r + 1) * (it % 7 + 1) + (int)(i % 5));
+      bad += fa[i] != want;
+    }
+    for (int r = 0; r < nranks; r++)
+      for (size_t i = 0; i < per; i++) bad += ga[(size_t)r * per + i] != r * 1000 + it * 10 + (int32_t)(i % 9);
+    if (bad) {
+      CHECK_MSG(bad == 0, "rank %d: replay %d: %zu elements wrong", rank, it, bad);
+      break;
+    }
+  }
+  if (exec) cuGraphExecDestroy(exec);
+  if (graph) cuGraphDestroy(graph);
+  free(fa);
+  free(ga);
+  cuMemFree_v2(a);
+  cuMemFree_v2(g);
+}
+
+/* Float sums through whatever serves them; want_plan: 1 a plan, 0 NCCL. */
+static void float_sums(ncclComm_t comm, int rank, fc_handle st, int want_plan) {
+  allreduce_case(comm, rank, st, 4096, SHUNT_DT_FLOAT32, 0, 0, want_plan);
+  const char* served = last_plan(comm);
+  if (!want_plan) CHECK_MSG(strcmp(served, "nccl") == 0, "rank %d: a plan (%s) served after the verdict", rank, served);
+}
+
+static int run_rank(int rank, ncclUniqueId id) {
+  setup_device();
+  if (!strcmp(scenario, "corrupt") && rank == 1) fakecuda_fault("corrupt:1");
+  if (!strcmp(scenario, "skip") && rank == 0) fakecuda_fault("skip:1");
+  ncclComm_t comm = NULL;
+  double t0 = now_s();
+  CHECK_EQ_INT(ncclCommInitRank(&comm, nranks, id, rank), ncclSuccess);
+  double init_s = now_s() - t0;
+  if (!comm) CHECK_DONE();
+  int on = -2;
+  CHECK_EQ_INT(shuntGpuExecutor(comm, &on), 0);
+  int fails = !strcmp(scenario, "corrupt") || !strcmp(scenario, "skip") || !strcmp(scenario, "off");
+  CHECK_MSG(on == (fails ? 0 : 1), "rank %d: the GPU executor is %d for scenario %s", rank, on, scenario);
+  fc_handle st = NULL;
+  CHECK_EQ_INT(cuStreamCreate(&st, 1), 0);
+  if (!strcmp(scenario, "coll")) {
+    every_case(comm, rank, st, 1);
+    /* A freed buffer's address given out again serves again. */
+    for (int i = 0; i < 3; i++) allreduce_case(comm, rank, st, 3000, SHUNT_DT_INT32, 0, i % 2, 1);
+  } else if (!strcmp(scenario, "graph")) {
+    run_graph(comm, rank, st);
+  } else if (!strcmp(scenario, "corrupt") || !strcmp(scenario, "skip") || !strcmp(scenario, "off")) {
+    float_sums(comm, rank, st, 0);
+    CHECK_MSG(init_s < 20, "rank %d: creation with the failing self-check took %.1f s", rank, init_s);
+  } else if (!strcmp(scenario, "abort")) {
+    float_sums(comm, rank, st, 1);
+    if (rank == 0) {
+      unsigned long long a = dalloc(4096 * sizeof(float));
+      CHECK_EQ_INT(ncclAllReduce((void*)(uintptr_t)a, (void*)(uintptr_t)a, 4096, ncclFloat, ncclSum, comm, st),
+                   ncclSuccess);
+      usleep(300000); /* the kernel is now waiting for rank 1, which never comes */
+      double a0 = now_s();
+      CHECK_EQ_INT(ncclCommAbort(comm), ncclSuccess);
+      CHECK_EQ_INT(cuStreamSynchronize(st), 0);
+      CHECK_MSG(now_s() - a0 < 2.0, "abort and drain took %.2f s", now_s() - a0);
+      comm = NULL;
+    } else {
+      usleep(2000000); /* stays alive, never calls */
+    }
+  }
+  if (comm) CHECK_EQ_INT(ncclCommDestroy(comm), ncclSuccess);
+  cuStreamDestroy_v2(st);
+  CHECK_DONE();
+}
+
+/* Ranks as threads of one process, sharing device 0. */
+struct thread_arg {
+  int rank;
+  ncclUniqueId id;
+  int failures;
+};
+
+static void* thread_main(void* p) {
+  struct thread_arg* a = p;
+  setup_device();
+  ncclComm_t comm = NULL;
+  int on = -2;
+  if (ncclCommInitRank(&comm, nranks, a->id, a->rank) != ncclSuccess || !comm ||
+      shuntGpuExecutor(comm, &on) != 0 || on != 1) {
+    fprintf(stderr, "rank %d: no communicator on the GPU executor (%d)\n", a->rank, on);
+    a->failures = 1;
+    return NULL;
+  }
+  fc_handle st = NULL;
+  cuStreamCreate(&st, 1);
+  int before = __atomic_load_n(&check_failures, __ATOMIC_RELAXED);
+  for (int k = 0; k < 2; k++) {
+    allreduce_case(comm, a->rank, st, 4096 + (size_t)k * 5, SHUNT_DT_FLOAT32, 0, k, 1);
+    allreduce_case(comm, a->rank, st, 1000, SHUNT_DT_BFLOAT16, 4, !k, 1);
+    allgather_case(comm, a->rank, st, 1024 + (size_t)k, SHUNT_DT_INT32, k, 1);
+  }
+  a->failures = __atomic_load_n(&check_failures, __ATOMIC_RELAXED) != before;
+  ncclCommDestroy(comm);
+  cuStreamDestroy_v2(st);
+  return NULL;
+}
+
+static int run_threads(void) {
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
+  pthread_t th[16];
+  struct thread_arg args[16];
+  for (int r = 0; r < nranks; r++) {
+    args[r] = (struct thread_arg){r, id, 0};
+    pthread_create(&th[r], NULL, thread_main, &args[r]);
+  }
+  int failed = 0;
+  for (int r = 0; r < nranks; r++) {
+    pthread_join(th[r], NULL);
+    failed |= args[r].failures;
+  }
+  return failed || check_failures;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: test_gpu_api SCENARIO NRANKS\n");
+    return 2;
+  }
+  scenario = argv[1];
+  nranks = atoi(argv[2]);
+  if (nranks < 1 || nranks > 16) return 2;
+  if (!strcmp(scenario, "threads")) return run_threads();
+  pid_t pids[16];
+  int pipes[16][2];
+  for (int r = 0; r < nranks; r++) {
+    if (pipe(pipes[r]) != 0) return 2;
+    pids[r] = fork();
+    if (pids[r] == 0) {
+      ncclUniqueId id;
+      if (read(pipes[r][0], &id, sizeof(id)) != (ssize_t)sizeof(id)) _exit(3);
+      _exit(run_rank(r, id));
+    }
+    close(pipes[r][0]);
+  }
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) {
+    for (int r = 0; r < nranks; r++) kill(pids[r], SIGKILL);
+    return 1;
+  }
+  for (int r = 0; r < nranks; r++) {
+    if (write(pipes[r][1], &id, sizeof(id)) != (ssize_t)sizeof(id)) fprintf(stderr, "cannot hand rank %d its id\n", r);
+    close(pipes[r][1]);
+  }
+  int failed = 0;
+  for (int r = 0; r < nranks; r++) {
+    int st = 0;
+    waitpid(pids[r], &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      fprintf(stderr, "rank %d failed (%s %d)\n", r, WIFEXITED(st) ? "exit" : "signal",
+              WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+      failed = 1;
+    }
+  }
+  return failed;
+}
