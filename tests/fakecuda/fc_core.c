@@ -76,6 +76,11 @@ FC_EXPORT int cuDeviceGet(int* dev, int ordinal) {
   *dev = ordinal;
   return FC_SUCCESS;
 }
+FC_EXPORT int cuDeviceGetName(char* name, int len, int dev) {
+  if (!fc_ctx_of(dev)) return FC_ERROR_INVALID_DEVICE;
+  snprintf(name, (size_t)len, "CUDA stand-in %d", dev);
+  return FC_SUCCESS;
+}
 FC_EXPORT int cuDeviceGetAttribute(int* v, int attr, int dev) {
   if (!fc_ctx_of(dev)) return FC_ERROR_INVALID_DEVICE;
   if (attr != 16 /* multiprocessor count */) return FC_ERROR_INVALID_VALUE;

@@ -44,7 +44,19 @@ struct fc_event {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   uint64_t recorded, completed;
+  int refs; /* the handle and every operation naming it; freed at 0 */
 };
+
+static void ev_ref(struct fc_event* e) {
+  __atomic_fetch_add(&e->refs, 1, __ATOMIC_RELAXED);
+}
+static void ev_unref(struct fc_event* e) {
+  if (e && __atomic_sub_fetch(&e->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    free(e);
+  }
+}
 
 /* Handles this stand-in made; others (a test's tokens) are never dereferenced. */
 #define MAX_HANDLES 4096
@@ -58,6 +70,7 @@ static int nhandles;
 static struct fc_stream* defaults[FC_MAX_DEVICES];
 static int global_captures;
 static __thread int thread_mode; /* 0 global, 1 thread local, 2 relaxed */
+static __thread int thread_captures; /* captures this thread began in thread-local mode */
 
 static void reg_add(void* h, int kind) {
   pthread_mutex_lock(&reg_mu);
@@ -89,7 +102,7 @@ static void reg_del(const void* h) {
 bool fc_sync_allowed(void) {
   if (thread_mode == 2) return true;
   pthread_mutex_lock(&reg_mu);
-  bool ok = global_captures == 0;
+  bool ok = global_captures == 0 && thread_captures == 0;
   pthread_mutex_unlock(&reg_mu);
   if (ok) return true;
   /* As the driver: the unsafe call fails and the global captures are invalidated. */
@@ -141,6 +154,12 @@ static void run_op(struct fc_stream* s, struct op* o) {
   }
 }
 
+static void op_free(struct op* o) {
+  ev_unref(o->ev);
+  free(o->owned);
+  free(o);
+}
+
 static void* worker(void* arg) {
   struct fc_stream* s = arg;
   pthread_mutex_lock(&s->mu);
@@ -153,8 +172,7 @@ static void* worker(void* arg) {
     s->busy = true;
     pthread_mutex_unlock(&s->mu);
     run_op(s, o);
-    free(o->owned);
-    free(o);
+    op_free(o);
     pthread_mutex_lock(&s->mu);
     s->busy = false;
     pthread_cond_broadcast(&s->cv);
@@ -224,8 +242,7 @@ static int submit(struct fc_stream* s, struct op* o) {
     }
     pthread_mutex_unlock(&s->mu);
     if (inval) {
-      free(o->owned);
-      free(o);
+      op_free(o);
       return FC_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
     return FC_SUCCESS;
@@ -402,6 +419,7 @@ FC_EXPORT int cuEventCreate(struct fc_event** out, unsigned flags) {
   if (!e) return FC_ERROR_OUT_OF_MEMORY;
   pthread_mutex_init(&e->mu, NULL);
   pthread_cond_init(&e->cv, NULL);
+  e->refs = 1;
   reg_add(e, H_EVENT);
   *out = e;
   return FC_SUCCESS;
@@ -410,7 +428,7 @@ FC_EXPORT int cuEventCreate(struct fc_event** out, unsigned flags) {
 FC_EXPORT int cuEventDestroy_v2(struct fc_event* e) {
   if (!reg_has(e, H_EVENT)) return FC_ERROR_INVALID_HANDLE;
   reg_del(e);
-  /* Records and waits still queued keep it: leaked rather than freed under them (tests only). */
+  ev_unref(e); /* records and waits still queued keep it until they are done */
   return FC_SUCCESS;
 }
 
@@ -428,6 +446,7 @@ FC_EXPORT int cuEventRecord(void* event, void* h) {
   pthread_mutex_lock(&e->mu);
   o->seq = ++e->recorded;
   pthread_mutex_unlock(&e->mu);
+  ev_ref(e);
   o->ev = e;
   return submit(s, o);
 }
@@ -442,6 +461,7 @@ FC_EXPORT int cuStreamWaitEvent(void* h, struct fc_event* e, unsigned flags) {
   pthread_mutex_lock(&e->mu);
   o->seq = e->recorded; /* the latest record at the time of the call */
   pthread_mutex_unlock(&e->mu);
+  ev_ref(e);
   o->ev = e;
   return submit(s, o);
 }
@@ -486,14 +506,14 @@ FC_EXPORT int cuStreamBeginCapture_v2(void* h, int mode) {
     global_captures++;
     pthread_mutex_unlock(&reg_mu);
   }
+  if (mode == 1) thread_captures++;
   return FC_SUCCESS;
 }
 
 static void ops_free(struct op* o) {
   while (o) {
     struct op* n = o->next;
-    free(o->owned);
-    free(o);
+    op_free(o);
     o = n;
   }
 }
@@ -513,6 +533,7 @@ FC_EXPORT int cuStreamEndCapture(void* h, struct fc_graph** out) {
     global_captures--;
     pthread_mutex_unlock(&reg_mu);
   }
+  if (mode == 1 && thread_captures > 0) thread_captures--;
   if (state == 2) {
     ops_free(g->head);
     free(g);
@@ -555,6 +576,7 @@ static struct fc_graph* graph_copy(const struct fc_graph* g) {
       memcpy(n->owned, o->owned, o->n);
       n->src = n->owned;
     }
+    if (n->ev) ev_ref(n->ev);
     if (c->tail)
       c->tail->next = n;
     else

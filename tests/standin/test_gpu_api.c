@@ -15,7 +15,7 @@
  *              others' bounded waits end, same verdict, within seconds
  *   off        SHUNT_GPU=off (from the environment): device calls go to NCCL
  *   abort      rank 1 never makes its call; rank 0's kernel waits for it until rank 0 aborts:
- *              the stream drains and ncclCommAbort returns within 2 s
+ *              the stream drains and ncclCommAbort returns (well within 10 s)
  * The parent makes the id, forks the ranks (or starts the threads) and collects verdicts. */
 #include <nccl.h>
 #include <pthread.h>
@@ -227,7 +227,8 @@ static int run_rank(int rank, ncclUniqueId id) {
       double a0 = now_s();
       CHECK_EQ_INT(ncclCommAbort(comm), ncclSuccess);
       CHECK_EQ_INT(cuStreamSynchronize(st), 0);
-      CHECK_MSG(now_s() - a0 < 2.0, "abort and drain took %.2f s", now_s() - a0);
+      /* Generous: 64 device threads per rank share two cores here; a hang would be minutes. */
+      CHECK_MSG(now_s() - a0 < 10.0, "abort and drain took %.2f s", now_s() - a0);
       comm = NULL;
     } else {
       usleep(2000000); /* stays alive, never calls */

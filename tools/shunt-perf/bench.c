@@ -74,6 +74,27 @@ static int sync_ranks(struct perf_rank* r) {
   return perf_chan_barrier(r->chan, r->rank);
 }
 
+/* As nccl-tests' -G: the iterations captured into one graph, launched `graph` times; the time
+ * per call is over the launches only. */
+static int timed_graph(struct perf_rank* r, const struct perf_case* c, const void* send, void* recv, double* us) {
+  void* exec = NULL;
+  if (perf_dev_sync() != 0 || perf_dev_graph_begin() != 0) return -1;
+  int bad = 0;
+  for (int it = 0; it < r->o->iters && !bad; it++) bad = call(r, c, send, recv) != 0;
+  if (perf_dev_graph_end(&exec) != 0 || bad) {
+    fprintf(stderr, "shunt-perf: rank %d: capturing %d calls into a graph failed\n", r->rank, r->o->iters);
+    perf_dev_graph_free(exec);
+    return -1;
+  }
+  int rc = sync_ranks(r);
+  double t0 = now_s();
+  for (int g = 0; g < r->o->graph && rc == 0; g++) rc = perf_dev_graph_launch(exec);
+  if (rc == 0) rc = perf_dev_sync();
+  *us = (now_s() - t0) * 1e6 / ((double)r->o->iters * r->o->graph);
+  perf_dev_graph_free(exec);
+  return rc;
+}
+
 struct half_local {
   double us;
   int64_t wrong;
@@ -86,15 +107,19 @@ static int timed_half(struct perf_rank* r, const struct perf_case* c, int inplac
   const void* send = !inplace                         ? r->send
                      : c->coll == PERF_COLL_ALLGATHER ? recv + (size_t)c->rank * c->count * es
                                                       : recv;
-  if (sync_ranks(r) != 0) return -1;
-  double t0 = now_s();
-  for (int it = 0; it < r->o->iters; it++) {
-    if (call(r, c, send, recv) != 0) return -1;
-    if (r->o->blocking && perf_dev_sync() != 0) return -1;
-    if (r->o->blocking == 1 && perf_chan_barrier(r->chan, r->rank) != 0) return -1;
+  if (r->o->graph > 0 && perf_dev_graphs_supported()) {
+    if (timed_graph(r, c, send, recv, &h->us) != 0) return -1;
+  } else {
+    if (sync_ranks(r) != 0) return -1;
+    double t0 = now_s();
+    for (int it = 0; it < r->o->iters; it++) {
+      if (call(r, c, send, recv) != 0) return -1;
+      if (r->o->blocking && perf_dev_sync() != 0) return -1;
+      if (r->o->blocking == 1 && perf_chan_barrier(r->chan, r->rank) != 0) return -1;
+    }
+    if (perf_dev_sync() != 0) return -1;
+    h->us = (now_s() - t0) * 1e6 / r->o->iters;
   }
-  if (perf_dev_sync() != 0) return -1;
-  h->us = (now_s() - t0) * 1e6 / r->o->iters;
   if (r->o->blocking == 3 && perf_chan_barrier(r->chan, r->rank) != 0) return -1;
   snprintf(plan, plan_len, "%s", last_plan(r->comm));
   h->wrong = -1;

@@ -39,9 +39,11 @@ void perf_print_preamble(const struct perf_opts* o, int nranks) {
     printf("%g(factor)", o->step_factor);
   else
     printf("%zu(bytes)", o->step_bytes);
-  printf(" warmup iters: %d iters: %d agg iters: 1 validation: %d graph: 0\n", o->warmup, o->iters, o->check);
-  if (o->graph && !perf_dev_graphs_supported())
-    printf("# -G %d: CUDA graphs are not supported on the host backend; running without graphs\n", o->graph);
+  int graphs = o->graph && perf_dev_graphs_supported();
+  printf(" warmup iters: %d iters: %d agg iters: 1 validation: %d graph: %d\n", o->warmup, o->iters, o->check,
+         graphs ? o->graph : 0);
+  if (o->graph && !graphs)
+    printf("# -G %d: CUDA graphs need GPU buffers; these are host buffers: running without graphs\n", o->graph);
   printf("#\n");
   fflush(stdout);
 }
@@ -104,6 +106,7 @@ int perf_run_rank(const struct perf_opts* o, int rank, int nranks, const ncclUni
     fflush(stdout);
   }
   rc = ncclCommDestroy(comm);
+  perf_dev_fini();
   ok = ok && rc == ncclSuccess;
   v = (struct perf_verdict){1, !ok, r.my_wrong > r.wrong ? r.my_wrong : r.wrong};
   perf_chan_set_verdict(shm, rank, &v);
