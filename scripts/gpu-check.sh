@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # The GPU tier end to end on a machine with a GPU: a fresh build in build-gpu/, the tests
-# labelled gpu, the whole test suite, the benchmark when it is built, and a summary.
+# labelled gpu, the whole test suite, the executor's own test over the corpus, a few plans and
+# the library path under compute-sanitizer, the self-check's verdict and cost, shunt-perf on
+# device buffers (2, 4 and 8 ranks as threads on GPU 0, eager and with CUDA graphs), PyTorch on
+# the GPU executor, nccl-tests when NCCL_TESTS_DIR names its source, and a summary to paste.
+# Logs go to the folder given as the first argument (default: the repository root).
 # Dependencies that the machine lacks can be supplied as Debian packages in .deps/
 # (e.g. libcjson-dev and libcjson1); they are unpacked into .deps/root.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+logs=${1:-$PWD}
+mkdir -p "$logs"
 jobs=$(nproc 2>/dev/null || echo 4)
 summary=()
 note() { summary+=("$*"); printf '\n== %s\n' "$*"; }
@@ -31,36 +37,36 @@ else
 fi
 
 rc=0
-if ctest --test-dir build-gpu -L gpu --output-on-failure 2>&1 | tee ctest-gpu.log; [ "${PIPESTATUS[0]}" = 0 ]; then
+if ctest --test-dir build-gpu -L gpu --output-on-failure 2>&1 | tee "$logs/ctest-gpu.log"; [ "${PIPESTATUS[0]}" = 0 ]; then
   # On a machine with a GPU a skipped gpu test is a failure of this check: it proved nothing.
-  if grep -q "Skipped" ctest-gpu.log; then
-    note "gpu tests: some SKIPPED on a GPU machine ($(grep -o '[a-z_]* (Skipped)' ctest-gpu.log | tr '\n' ' '))"; rc=1
+  if grep -q "Skipped" "$logs/ctest-gpu.log"; then
+    note "gpu tests: some SKIPPED on a GPU machine ($(grep -o '[a-z_]* (Skipped)' "$logs/ctest-gpu.log" | tr '\n' ' '))"; rc=1
   else
-    note "gpu tests: passed ($(grep -c 'Passed' ctest-gpu.log) tests)"
+    note "gpu tests: passed ($(grep -c 'Passed' "$logs/ctest-gpu.log") tests)"
   fi
 else
   note "gpu tests: FAILED"; rc=1
 fi
-if ctest --test-dir build-gpu -LE gpu --output-on-failure -j"$jobs" >ctest-host.log 2>&1; then
+if ctest --test-dir build-gpu -LE gpu --output-on-failure -j"$jobs" >"$logs/ctest-host.log" 2>&1; then
   note "host tests on the GPU machine: passed"
 else
-  tail -30 ctest-host.log; note "host tests on the GPU machine: FAILED"; rc=1
+  tail -30 "$logs/ctest-host.log"; note "host tests on the GPU machine: FAILED"; rc=1
 fi
 # The conformance corpus (zero-copy memory, port and switch-channel plans, in place and out of
 # place) on the GPU executor.
 if [ -x build-gpu/tests/gpu/test_exec_gpu ] && python3 scripts/gen_corpus.py --out build-gpu/corpus >/dev/null; then
-  if build-gpu/tests/gpu/test_exec_gpu build-gpu/corpus >corpus-gpu.log 2>&1; then
-    note "corpus on the GPU: passed ($(grep -c '^PASS' corpus-gpu.log) plans)"
+  if build-gpu/tests/gpu/test_exec_gpu build-gpu/corpus >"$logs/corpus-gpu.log" 2>&1; then
+    note "corpus on the GPU: passed ($(grep -c '^PASS' "$logs/corpus-gpu.log") plans)"
   else
-    grep -E '^FAIL|also:' corpus-gpu.log | head -20; note "corpus on the GPU: FAILED (corpus-gpu.log)"; rc=1
+    grep -E '^FAIL|also:' "$logs/corpus-gpu.log" | head -20; note "corpus on the GPU: FAILED (corpus-gpu.log)"; rc=1
   fi
 fi
 # Plans of the caller's own, when SHUNT_GPU_EXTRA_PLANS names a folder of them.
 if [ -n "${SHUNT_GPU_EXTRA_PLANS:-}" ] && [ -x build-gpu/tests/gpu/test_exec_gpu ]; then
-  if build-gpu/tests/gpu/test_exec_gpu "$SHUNT_GPU_EXTRA_PLANS" >extra-gpu.log 2>&1; then
-    note "extra plans on the GPU: passed ($(grep -c '^PASS' extra-gpu.log) plans)"
+  if build-gpu/tests/gpu/test_exec_gpu "$SHUNT_GPU_EXTRA_PLANS" >"$logs/extra-gpu.log" 2>&1; then
+    note "extra plans on the GPU: passed ($(grep -c '^PASS' "$logs/extra-gpu.log") plans)"
   else
-    grep -E '^FAIL|also:' extra-gpu.log | head -20; note "extra plans on the GPU: FAILED (extra-gpu.log)"; rc=1
+    grep -E '^FAIL|also:' "$logs/extra-gpu.log" | head -20; note "extra plans on the GPU: FAILED (extra-gpu.log)"; rc=1
   fi
 fi
 # A few plans under compute-sanitizer (memcheck, racecheck, synccheck): one LL plan with the
@@ -73,12 +79,12 @@ if command -v compute-sanitizer >/dev/null && [ -x build-gpu/tests/gpu/test_exec
   for tool in memcheck racecheck synccheck; do
     SHUNT_GPU_TEST_QUICK=1 timeout ${SHUNT_SANITIZER_TIMEOUT:-240} compute-sanitizer --tool "$tool" \
       --error-exitcode 3 build-gpu/tests/gpu/test_exec_gpu build-gpu/empty "${san_plans[@]}" \
-      >"sanitizer-$tool.log" 2>&1
+      >"$logs/sanitizer-$tool.log" 2>&1
     st=$?
     if [ $st = 0 ]; then
-      note "compute-sanitizer $tool: clean ($(grep -c '^PASS' "sanitizer-$tool.log") plans)"
+      note "compute-sanitizer $tool: clean ($(grep -c '^PASS' "$logs/sanitizer-$tool.log") plans)"
     else
-      tail -20 "sanitizer-$tool.log"
+      tail -20 "$logs/sanitizer-$tool.log"
       note "compute-sanitizer $tool: FAILED (exit $st, see sanitizer-$tool.log)"; rc=1
     fi
   done
@@ -86,30 +92,87 @@ else
   note "compute-sanitizer: not run (no compute-sanitizer or no test_exec_gpu)"; rc=1
 fi
 # PyTorch with shunt preloaded: every NCCL function torch imports is defined, and a one-rank
-# NCCL process group runs collectives on CUDA tensors exactly (they go to NCCL: GPU buffers).
+# NCCL process group runs collectives on CUDA tensors exactly (no 1-rank plan: NCCL serves).
+nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)
 if python3 -c 'import torch' >/dev/null 2>&1; then
   torch_lib=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib/libtorch_cuda.so
-  nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)
   if scripts/check-nccl-imports.sh --shunt build-gpu/libshunt.so "$torch_lib" &&
      LD_PRELOAD=$PWD/build-gpu/libshunt.so SHUNT_NCCL_LIB=$nccl_lib SHUNT_PLAN_DIR=$PWD/plans SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,CALL \
-       timeout 300 python3 scripts/torch_smoke.py >torch-smoke.log 2>&1; then
-    note "PyTorch with shunt preloaded: passed ($(head -1 torch-smoke.log))"
+       timeout 300 python3 scripts/torch_smoke.py >"$logs/torch-smoke.log" 2>&1; then
+    note "PyTorch with shunt preloaded, one rank: passed ($(head -1 "$logs/torch-smoke.log"))"
   else
-    tail -20 torch-smoke.log; note "PyTorch with shunt preloaded: FAILED (torch-smoke.log)"; rc=1
+    tail -20 "$logs/torch-smoke.log"; note "PyTorch with shunt preloaded, one rank: FAILED (torch-smoke.log)"; rc=1
   fi
 else
   note "PyTorch: not installed, not run"
 fi
-if [ -x build-gpu/tools/shunt-perf/shunt-perf ]; then
-  # shunt-perf's buffers are host memory (its CUDA device layer is not written yet), so no
-  # call may reach the real NCCL: plans on the host backend only.
-  if SHUNT_PLAN_DIR=$PWD/plans SHUNT_FALLBACK=0 build-gpu/tools/shunt-perf/shunt-perf \
-      ${SHUNT_PERF_ARGS:--np 8 -b 2K -e 16M -f 4 -n 5 -w 1}; then
-    note "shunt-perf: ran"
+
+perf=build-gpu/tools/shunt-perf/shunt-perf
+gpu_env=(SHUNT_PLAN_DIR=$PWD/plans SHUNT_FALLBACK=0 SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT)
+# The library path: shunt-perf on device buffers, every call on shunt's GPU executor (no NCCL
+# behind it, so a call shunt cannot serve fails the run). The self-check's verdict and cost come
+# from its INFO lines.
+if [ -x "$perf" ]; then
+  for n in 2 4 8; do
+    for g in 0 10; do
+      log="$logs/perf-gpu-t$n-G$g.log"
+      if env "${gpu_env[@]}" timeout 300 "$perf" -t $n -b 1K -e 256M -f 4 -n 10 -w 2 -G $g >"$log" 2>&1 &&
+         grep -q "max #wrong over ranks: 0: OK" "$log"; then
+        note "shunt-perf $n ranks on GPU 0, graphs $g: ok; $(grep -o 'Avg bus bandwidth.*' "$log" | tr '\n' ' ')"
+      else
+        grep -E "WARN|FAILED|wrong" "$log" | head -5; note "shunt-perf $n ranks on GPU 0, graphs $g: FAILED ($log)"; rc=1
+      fi
+    done
+    v=$(grep -ho "GPU self-check [a-z]*:.*" "$logs/perf-gpu-t$n-G0.log" | head -1)
+    note "self-check, $n ranks: ${v:-no verdict logged}"
+  done
+  # The library path under compute-sanitizer: small sizes, two ranks as threads.
+  if command -v compute-sanitizer >/dev/null; then
+    for tool in memcheck racecheck synccheck; do
+      env "${gpu_env[@]}" timeout ${SHUNT_SANITIZER_TIMEOUT:-240} compute-sanitizer --tool "$tool" --error-exitcode 3 \
+        "$perf" -t 2 -b 1K -e 64K -f 8 -n 1 -w 0 -G 1 >"$logs/sanitizer-perf-$tool.log" 2>&1
+      st=$?
+      if [ $st = 0 ]; then note "compute-sanitizer $tool, library path: clean"
+      else tail -20 "$logs/sanitizer-perf-$tool.log"; note "compute-sanitizer $tool, library path: FAILED (exit $st)"; rc=1; fi
+    done
+  fi
+fi
+
+# PyTorch on the GPU executor: four processes sharing GPU 0 need MPS (without it their kernels
+# never run together, and the executor refuses them); the daemon is started for the run.
+if python3 -c 'import torch' >/dev/null 2>&1; then
+  mps=0
+  export CUDA_MPS_PIPE_DIRECTORY=$PWD/build-gpu/mps-pipe CUDA_MPS_LOG_DIRECTORY=$PWD/build-gpu/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d 2>/dev/null; then mps=1; fi
+  if LD_PRELOAD=$PWD/build-gpu/libshunt.so SHUNT_NCCL_LIB=$nccl_lib "${gpu_env[@]}" \
+       timeout 400 python3 scripts/torch_gpu.py 4 >"$logs/torch-gpu.log" 2>&1; then
+    note "PyTorch, 4 processes on GPU 0 (MPS $mps), every call on shunt: $(tail -1 "$logs/torch-gpu.log")"
   else
-    note "shunt-perf: FAILED"; rc=1
+    grep -E "WARN|Error|wrong" "$logs/torch-gpu.log" | head -8
+    note "PyTorch, 4 processes on GPU 0 (MPS $mps): FAILED (torch-gpu.log)"; rc=1
+  fi
+  [ $mps = 1 ] && echo quit | nvidia-cuda-mps-control
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+fi
+
+# nccl-tests under LD_PRELOAD, when its source is at hand (ranks as threads on GPU 0).
+if [ -n "${NCCL_TESTS_DIR:-}" ] && [ -d "$NCCL_TESTS_DIR" ]; then
+  nccl_home=$(dirname "$(dirname "$nccl_lib")")
+  if make -C "$NCCL_TESTS_DIR" -j"$jobs" MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME="$nccl_home" >"$logs/nccl-tests-build.log" 2>&1; then
+    for t in all_reduce_perf all_gather_perf; do
+      if LD_PRELOAD=$PWD/build-gpu/libshunt.so "${gpu_env[@]}" timeout 300 \
+           "$NCCL_TESTS_DIR/build/$t" -b 1K -e 64M -f 4 -t 4 -g 1 -c 1 >"$logs/nccl-tests-$t.log" 2>&1 &&
+         grep -q "Out of bounds values : 0 OK" "$logs/nccl-tests-$t.log"; then
+        note "nccl-tests $t under LD_PRELOAD: ok, $(grep -o 'Avg bus bandwidth.*' "$logs/nccl-tests-$t.log")"
+      else
+        tail -5 "$logs/nccl-tests-$t.log"; note "nccl-tests $t: FAILED"; rc=1
+      fi
+    done
+  else
+    note "nccl-tests: build FAILED (nccl-tests-build.log)"; rc=1
   fi
 fi
 printf '\n== summary\n'
-printf '%s\n' "${summary[@]}"
+printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
 exit $rc

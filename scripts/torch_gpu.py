@@ -1,0 +1,106 @@
+"""PyTorch on shunt's GPU executor: torch.distributed with the nccl backend, shunt preloaded,
+four processes sharing GPU 0 (as MPS clients: scripts/gpu-check.sh starts the daemon), every
+call served by shunt (run with SHUNT_FALLBACK=0, so a call shunt cannot serve raises).
+
+all_reduce and all_gather_into_tensor of many sizes and dtypes, eagerly and captured in a CUDA
+graph replayed with new inputs, each result compared exactly with what the inputs imply.
+
+  LD_PRELOAD=build-gpu/libshunt.so SHUNT_FALLBACK=0 SHUNT_PLAN_DIR=plans python3 scripts/torch_gpu.py [NPROCS]
+Exits non-zero on any wrong result, error or missing libshunt."""
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64, torch.int8,
+          torch.uint8]
+SIZES = [1, 7, 1000, 4099, 1 << 16, (1 << 20) + 5, 1 << 23]
+
+
+def pattern(rank, n, dtype, salt=0):
+    # small integers: every sum over ranks is exact in every dtype here (int8 included)
+    return ((torch.arange(n, device="cuda") % 13) + (rank + 1) * 3 + salt).to(dtype)
+
+
+def expect_sum(world, n, dtype, salt=0):
+    total = torch.zeros(n, device="cuda", dtype=torch.int64)
+    for r in range(world):
+        total += pattern(r, n, torch.int64, salt)
+    return total.to(dtype)
+
+
+def expect_gather(world, n, dtype, salt=0):
+    return torch.cat([pattern(r, n, dtype, salt) for r in range(world)])
+
+
+def worker(rank, world, results):
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29541")
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", 0))
+    bad, runs = [], 0
+    for dtype in DTYPES:
+        for n in SIZES:
+            x = pattern(rank, n, dtype)
+            dist.all_reduce(x)
+            runs += 1
+            if not torch.equal(x, expect_sum(world, n, dtype)):
+                bad.append("all_reduce %s x %d" % (dtype, n))
+            out = torch.empty(n * world, device="cuda", dtype=dtype)
+            dist.all_gather_into_tensor(out, pattern(rank, n, dtype))
+            runs += 1
+            if not torch.equal(out, expect_gather(world, n, dtype)):
+                bad.append("all_gather_into_tensor %s x %d" % (dtype, n))
+    # CUDA graphs: captured once, replayed with new inputs.
+    for dtype, n in ((torch.float32, 4096), (torch.bfloat16, (1 << 20) + 5), (torch.int32, 1000)):
+        a = pattern(rank, n, dtype)
+        src = pattern(rank, n, dtype)
+        out = torch.empty(n * world, device="cuda", dtype=dtype)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):  # warm: programs uploaded outside the capture
+            dist.all_reduce(a)
+            dist.all_gather_into_tensor(out, src)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            dist.all_reduce(a)
+            dist.all_gather_into_tensor(out, src)
+        for it in range(10):
+            a.copy_(pattern(rank, n, dtype, it))
+            src.copy_(pattern(rank, n, dtype, it))
+            g.replay()
+            torch.cuda.synchronize()
+            runs += 2
+            if not torch.equal(a, expect_sum(world, n, dtype, it)):
+                bad.append("graph all_reduce %s x %d replay %d" % (dtype, n, it))
+            if not torch.equal(out, expect_gather(world, n, dtype, it)):
+                bad.append("graph all_gather_into_tensor %s x %d replay %d" % (dtype, n, it))
+    torch.cuda.synchronize()
+    dist.destroy_process_group()
+    results[rank] = (runs, bad[:10])
+
+
+def main():
+    with open("/proc/self/maps") as f:
+        if "libshunt" not in f.read():
+            print("torch_gpu: libshunt is not loaded (LD_PRELOAD missing?)")
+            return 1
+    if not torch.cuda.is_available():
+        print("torch_gpu: no GPU")
+        return 1
+    world = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+    print("torch", torch.__version__, "world", world, "on GPU 0")
+    with mp.Manager() as m:
+        results = m.dict()
+        mp.spawn(worker, args=(world, results), nprocs=world, join=True)
+        runs = sum(results[r][0] for r in range(world))
+        bad = [b for r in range(world) for b in results[r][1]]
+    print("torch_gpu: %d collectives, %s" % (runs, "all exact" if not bad else "wrong: " + "; ".join(bad)))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
