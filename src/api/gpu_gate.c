@@ -39,6 +39,13 @@ void shunt_gpu_gate_init(struct shunt_comm* c) {
   }
   /* Every rank decides from the same gathered facts, so all run the check or none does. */
   if (!c->plans_enabled || !c->gpu_everywhere) return;
+  if (c->nnodes > 1) {
+    /* The GPU executor reaches ranks of one host only: no check, and NCCL serves. */
+    atomic_store(&c->gpu_verdict, SHUNT_GPU_NCCL);
+    SHUNT_INFO(SHUNT_INIT, "rank %d: ranks on %d hosts: device calls go to NCCL (the GPU executor spans one host)",
+               c->rank, c->nnodes);
+    return;
+  }
   uint32_t n = shunt_planset_count(c->plans), k = 0;
   const struct shunt_plan** plans = calloc(n ? n : 1, sizeof(*plans));
   if (!plans) {

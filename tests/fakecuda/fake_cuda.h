@@ -12,8 +12,11 @@
  * - Occupancy: a device of FAKECUDA_SMS (default 8) multiprocessors, each holding 16 blocks of
  *   at most FAKECUDA_MAX_THREADS (default 32) threads, and none larger: the executor's blocks
  *   are host threads, so they stay few.
- * - The grid-stride scaling kernels run on a small grid whatever was asked (their result does
- *   not depend on it); the executor kernel runs its grid as launched.
+ * - The grid-stride scaling kernels run on a small grid whatever was asked, and the executor
+ *   kernel runs its blocks as launched but each with at most FAKECUDA_RUN_THREADS (default 4)
+ *   of the threads asked for: every op of the kernel strides over the block, so results do not
+ *   depend on the block size (shunt-plan verify --backend kernel-cpu checks 1, 3 and 32), and a
+ *   block of host threads costs a core's time on every wait.
  * - Capture: an operation on a capturing stream is recorded into its graph; a synchronizing
  *   call (allocation, free, stream synchronize) from a thread not in relaxed mode while any
  *   stream captures in global mode fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
@@ -66,6 +69,7 @@ int fc_devices(void);
 struct fc_ctx* fc_ctx_of(int device);
 struct fc_ctx* fc_current(void);
 int fc_max_threads(void);
+int fc_run_threads(void);
 /* The fault for the n-th executor launch of the process (1-based): 0 none, 'c' corrupt, 's' skip. */
 int fc_fault_for(long n);
 

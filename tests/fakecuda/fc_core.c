@@ -7,7 +7,7 @@
 #include "fake_cuda.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int ndev = 1, max_threads = 32, sms = 8;
+static int ndev = 1, max_threads = 32, sms = 8, run_threads = 4;
 static struct fc_ctx ctxs[FC_MAX_DEVICES];
 static __thread struct fc_ctx* current;
 
@@ -28,6 +28,7 @@ static void init(void) {
   if (v && atoi(v) > 0) ndev = atoi(v) > FC_MAX_DEVICES ? FC_MAX_DEVICES : atoi(v);
   if ((v = getenv("FAKECUDA_MAX_THREADS")) && atoi(v) > 0) max_threads = atoi(v);
   if ((v = getenv("FAKECUDA_SMS")) && atoi(v) > 0) sms = atoi(v);
+  if ((v = getenv("FAKECUDA_RUN_THREADS")) && atoi(v) > 0) run_threads = atoi(v);
   for (int d = 0; d < FC_MAX_DEVICES; d++) ctxs[d].device = d;
   parse_fault(getenv("FAKECUDA_FAULT"));
 }
@@ -39,6 +40,10 @@ int fc_devices(void) {
 int fc_max_threads(void) {
   pthread_once(&once, init);
   return max_threads;
+}
+int fc_run_threads(void) {
+  pthread_once(&once, init);
+  return run_threads;
 }
 struct fc_ctx* fc_ctx_of(int device) {
   return device >= 0 && device < fc_devices() ? &ctxs[device] : NULL;

@@ -102,7 +102,8 @@ int fc_launch_run(void** runner, const struct fc_launch* l, char* err, size_t le
   long nth = __atomic_add_fetch(&exec_launches, 1, __ATOMIC_RELAXED);
   int fault = fc_fault_for(nth);
   if (fault == 's') return 0; /* the launch that never ran: its signals never come */
-  struct shunt_kcpu_grid g = {l->blocks, l->threads, 0, l->smem};
+  unsigned t = l->threads < (unsigned)fc_run_threads() ? l->threads : (unsigned)fc_run_threads();
+  struct shunt_kcpu_grid g = {l->blocks, t, 0, l->smem};
   int rc = shunt_kcpu_exec(d, &k, &g, err, len);
   if (rc == 0 && fault == 'c' && k.out && k.prog) {
     /* One byte of this rank's result, flipped once the kernel is done. */
