@@ -138,6 +138,18 @@ if [ -x "$perf" ]; then
   fi
 fi
 
+# The speed targets, each beside its reference in one run (bench/gpu/gpu_ratios.c): enqueue
+# time against NCCL's, 8-rank 256 MiB bandwidth against cuMemcpyDtoD, 8-rank 1 KiB LL in a graph
+# against empty kernels.
+if [ -x build-gpu/bench/gpu/gpu_ratios ]; then
+  if SHUNT_PLAN_DIR=$PWD/plans SHUNT_NCCL_LIB=$nccl_lib timeout 300 build-gpu/bench/gpu/gpu_ratios all \
+       >"$logs/gpu-ratios.log" 2>&1; then
+    while read -r line; do note "ratio: $line"; done <"$logs/gpu-ratios.log"
+  else
+    tail -10 "$logs/gpu-ratios.log"; note "gpu_ratios: FAILED (gpu-ratios.log)"; rc=1
+  fi
+fi
+
 # PyTorch on the GPU executor: four processes sharing GPU 0 need MPS (without it their kernels
 # never run together, and the executor refuses them); the daemon is started for the run.
 if python3 -c 'import torch' >/dev/null 2>&1; then

@@ -242,6 +242,7 @@ static ncclResult_t allreduce(const void* sendbuff, void* recvbuff, size_t count
                                    bytes,
                                    opts.only_plan};
     struct shunt_selection sel = shunt_planset_select(c->plans, &q);
+    if (sel.entry && (sel.why_not = shunt_gpu_gate_plan(c, &call, sel.entry->plan)) != NULL) sel.entry = NULL;
     if (sel.entry && lowerable(&sel, &call)) {
       call.entry = sel.entry;
       SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s %s -> plan %s", fn, bytes, dtype_name(datatype),
@@ -335,6 +336,7 @@ static ncclResult_t allgather(const void* sendbuff, void* recvbuff, size_t sendc
                                    total,
                                    opts.only_plan};
     struct shunt_selection sel = shunt_planset_select(c->plans, &q);
+    if (sel.entry && (sel.why_not = shunt_gpu_gate_plan(c, &call, sel.entry->plan)) != NULL) sel.entry = NULL;
     if (sel.entry && lowerable(&sel, &call)) {
       call.entry = sel.entry;
       SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s -> plan %s", fn, total, dtype_name(datatype),

@@ -1,6 +1,7 @@
 #include "api/gpu_gate.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "api/launch.h"
@@ -65,12 +66,27 @@ void shunt_gpu_gate_init(struct shunt_comm* c) {
   }
   struct shunt_backend* b = shunt_launch_backend(c, true, c->cuda_dev);
   struct shunt_gpu_verdict_info v;
-  int rc = b ? shunt_gpu_selfcheck(b, plans, k, CHECK_TIMEOUT_MS, &v) : -1;
+  bool* unfit = calloc(k, sizeof(*unfit));
+  int rc = b && unfit ? shunt_gpu_selfcheck(b, plans, k, CHECK_TIMEOUT_MS, unfit, &v) : -1;
+  if (rc == 0 && v.unfit) {
+    c->gpu_unfit = calloc(v.unfit, sizeof(*c->gpu_unfit));
+    for (uint32_t i = 0; i < k && c->gpu_unfit; i++)
+      if (unfit[i]) {
+        c->gpu_unfit[c->n_gpu_unfit++] = plans[i];
+        SHUNT_INFO(SHUNT_INIT, "rank %d: plan %s cannot run on this GPU for %d ranks (its blocks cannot all be resident); "
+                   "its device calls go to NCCL", c->rank, plans[i]->name, c->nranks);
+      }
+    /* Out of memory for the list: no plan is trusted rather than an unfit one. */
+    if (!c->gpu_unfit) rc = -1, snprintf(v.what, sizeof(v.what), "out of memory"), snprintf(v.plan, sizeof(v.plan), "(none)");
+  }
+  free(unfit);
   free(plans);
   if (rc == 0) {
     atomic_store(&c->gpu_verdict, SHUNT_GPU_USE);
-    SHUNT_INFO(SHUNT_INIT, "rank %d: GPU self-check passed: %u plans, %u runs in %.1f ms; device calls run on plans",
-               c->rank, k, v.runs, v.ms);
+    SHUNT_INFO(SHUNT_INIT,
+               "rank %d: GPU self-check passed: %u plans (%u unfit for this GPU), %u runs in %.1f ms; device calls run "
+               "on plans",
+               c->rank, k, v.unfit, v.runs, v.ms);
     return;
   }
   atomic_store(&c->gpu_verdict, SHUNT_GPU_NCCL);
@@ -80,6 +96,14 @@ void shunt_gpu_gate_init(struct shunt_comm* c) {
     SHUNT_WARN("rank %d: GPU self-check failed: plan %s, rank %u, %llu bytes: %s; this communicator's device calls "
                "go to NCCL",
                c->rank, v.plan, v.rank, (unsigned long long)v.bytes, v.what);
+}
+
+const char* shunt_gpu_gate_plan(const struct shunt_comm* c, const struct shunt_call* call,
+                                const struct shunt_plan* plan) {
+  if (!call->on_gpu) return NULL;
+  for (uint32_t i = 0; i < c->n_gpu_unfit; i++)
+    if (c->gpu_unfit[i] == plan) return "GPU buffers and the plan's blocks cannot all be resident on this GPU";
+  return NULL;
 }
 
 const char* shunt_gpu_gate_call(struct shunt_comm* c, struct shunt_call* call, uint64_t in_bytes,

@@ -23,4 +23,9 @@ void shunt_gpu_gate_init(struct shunt_comm* c);
 const char* shunt_gpu_gate_call(struct shunt_comm* c, struct shunt_call* call, uint64_t in_bytes,
                                 uint64_t out_bytes);
 
+/* After selection: NULL when the GPU backend can run `plan` for this call (or the call is on
+ * host memory), else why it goes to NCCL. */
+const char* shunt_gpu_gate_plan(const struct shunt_comm* c, const struct shunt_call* call,
+                                const struct shunt_plan* plan);
+
 #endif

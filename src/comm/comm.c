@@ -174,5 +174,6 @@ void shunt_comm_free(struct shunt_comm* c, int abort) {
   }
   shunt_redop_table_free(c->redops);
   pthread_mutex_destroy(&c->mu);
+  free(c->gpu_unfit);
   free(c);
 }

@@ -49,6 +49,10 @@ struct shunt_comm {
   _Atomic(struct shunt_backend*) host;
   _Atomic(struct shunt_backend*) gpu;
   atomic_int gpu_verdict; /* enum shunt_gpu_verdict: whether device calls may run on shunt's GPU executor */
+  /* Plans the GPU cannot run for this communicator (their blocks cannot all be resident): the
+   * self-check's finding, set before the verdict, read-only after. */
+  const struct shunt_plan** gpu_unfit;
+  uint32_t n_gpu_unfit;
   struct shunt_redop_table* redops;
   atomic_int async_error; /* ncclResult_t of shunt's own asynchronous failures */
   atomic_int state;       /* enum shunt_comm_state */

@@ -72,6 +72,7 @@ bool shunt_gpu_stream_capturing(void* stream);
 struct shunt_gpu_verdict_info {
   bool ok;
   uint32_t runs;     /* plan runs made on this rank */
+  uint32_t unfit;    /* plans this GPU cannot run for this communicator (their blocks cannot all be resident) */
   double ms;         /* wall time of the whole check on this rank */
   uint32_t rank;     /* !ok: the first rank that failed */
   uint64_t bytes;    /* !ok: the call size that failed (the collective's total bytes) */
@@ -82,10 +83,12 @@ struct shunt_gpu_verdict_info {
 /* Collective over b's exchange (a GPU backend): runs every plan of `plans` on shunt's own
  * device buffers at the smallest size its chunk rule takes, that size plus one element (the
  * padded tail) and about 1 MiB, float sum for allreduce, exactly compared, every wait bounded
- * by timeout_ms; after each run the ranks vote, and the first failure ends the check. On
+ * by timeout_ms; after each run the ranks vote, and the first failure ends the check. A plan
+ * the GPU cannot run at all for this many ranks (SHUNT_EXEC_UNFIT on any rank) is no failure:
+ * unfit[i] (nplans entries) says so, the same on every rank, and its calls must go elsewhere. On
  * failure the backend's world is gone. Returns 0 when every rank passed. */
 int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const* plans, uint32_t nplans,
-                        uint64_t timeout_ms, struct shunt_gpu_verdict_info* out);
+                        uint64_t timeout_ms, bool* unfit, struct shunt_gpu_verdict_info* out);
 
 /* What each backend implements (exec/host/host_backend.c, exec/gpu/gpu_backend.c). */
 struct shunt_backend_ops {

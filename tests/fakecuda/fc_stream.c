@@ -356,6 +356,9 @@ FC_EXPORT int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void* src, size
 FC_EXPORT int cuMemcpyDtoHAsync_v2(void* dst, unsigned long long src, size_t n, void* h) {
   return copy_async(dst, (const void*)(uintptr_t)src, n, h, false);
 }
+FC_EXPORT int cuMemcpyDtoDAsync_v2(unsigned long long dst, unsigned long long src, size_t n, void* h) {
+  return copy_async((void*)(uintptr_t)dst, (const void*)(uintptr_t)src, n, h, false);
+}
 FC_EXPORT int cuMemsetD8Async(unsigned long long dst, unsigned char v, size_t n, void* h) {
   struct fc_stream* s = resolve(h);
   if (!s) return FC_ERROR_INVALID_HANDLE;

@@ -6,7 +6,9 @@
  *              of every dtype and op and allgather of every dtype, in place and out of place, at
  *              sizes the chunk rule takes and sizes it does not: exact, and served by plans; a
  *              buffer freed and allocated again serves again
- *   threads    ranks as threads of one process sharing device 0, each on its own stream
+ *   threads    ranks as threads of one process sharing device 0, each on its own stream; at 8
+ *              ranks the Simple plans cannot all be resident on the stand-in's device: found
+ *              unfit by the self-check, their sizes go to NCCL while the others stay on plans
  *   graph      an allreduce and an allgather captured into one CUDA graph, replayed 100 times
  *              with new inputs each time: every replay exact
  *   corrupt    the stand-in flips a byte of rank 1's first self-check result: one WARN, every
@@ -264,6 +266,13 @@ static void* thread_main(void* p) {
     allreduce_case(comm, a->rank, st, 4096 + (size_t)k * 5, SHUNT_DT_FLOAT32, 0, k, 1);
     allreduce_case(comm, a->rank, st, 1000, SHUNT_DT_BFLOAT16, 4, !k, 1);
     allgather_case(comm, a->rank, st, 1024 + (size_t)k, SHUNT_DT_INT32, k, 1);
+  }
+  if (nranks == 8) {
+    /* The stand-in holds 128 blocks: 8 ranks of the 16-block Simple plans do not fit. The
+     * self-check found them unfit, so their sizes go to NCCL, exactly, while LL sizes stay. */
+    allreduce_case(comm, a->rank, st, (size_t)1 << 19, SHUNT_DT_FLOAT32, 0, 0, 0);
+    CHECK_MSG(strcmp(last_plan(comm), "nccl") == 0, "an unfit plan (%s) served 2 MiB", last_plan(comm));
+    allreduce_case(comm, a->rank, st, 4096, SHUNT_DT_FLOAT32, 0, 0, 1);
   }
   a->failures = __atomic_load_n(&check_failures, __ATOMIC_RELAXED) != before;
   ncclCommDestroy(comm);

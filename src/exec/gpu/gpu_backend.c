@@ -147,7 +147,8 @@ static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const
 /* The upload of the program for `shape`, made on first use. */
 static struct shunt_gpu_prog* upload_for(struct gpu_backend* g, struct shunt_gpu_world* w,
                                          const struct shunt_plan* plan, const struct shunt_call_shape* shape,
-                                         char* err, size_t len) {
+                                         int* code, char* err, size_t len) {
+  *code = SHUNT_GPU_INVALID;
   const struct shunt_program* p = shunt_lower_cache_get(g->base.programs, plan, g->base.rank, shape, err, len);
   if (!p) return NULL;
   pthread_mutex_lock(&g->mu);
@@ -169,7 +170,7 @@ static struct shunt_gpu_prog* upload_for(struct gpu_backend* g, struct shunt_gpu
       shunt_lower_cache_release(g->base.programs, victim->prog);
       memset(victim, 0, sizeof(*victim));
     }
-    if (shunt_gpu_prog_create(w, p, 0, &gp, err, len) != SHUNT_GPU_OK) {
+    if ((*code = shunt_gpu_prog_create(w, p, 0, &gp, err, len)) != SHUNT_GPU_OK) {
       shunt_lower_cache_release(g->base.programs, p);
       gp = NULL;
     } else {
@@ -184,8 +185,9 @@ static struct shunt_gpu_prog* upload_for(struct gpu_backend* g, struct shunt_gpu
 
 static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const struct shunt_backend_call* c,
                        const struct shunt_call_shape* shape, const void* in, void* out, char* err, size_t len) {
-  struct shunt_gpu_prog* gp = upload_for(g, w, c->plan, shape, err, len);
-  if (!gp) return SHUNT_EXEC_INVALID;
+  int code = 0;
+  struct shunt_gpu_prog* gp = upload_for(g, w, c->plan, shape, &code, err, len);
+  if (!gp) return code == SHUNT_GPU_UNFIT ? SHUNT_EXEC_UNFIT : code == SHUNT_GPU_NOMEM ? SHUNT_EXEC_NOMEM : SHUNT_EXEC_INVALID;
   struct shunt_gpu_run r = {w, gp, in, out, c->scalar, c->timeout_ms * 1000000ull, true};
   atomic_store(&g->last, gp->host);
   int rc = shunt_gpu_launch(&r, (CUstream)c->stream, err, len);

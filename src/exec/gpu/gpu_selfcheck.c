@@ -17,8 +17,9 @@
 #define LARGE_BYTES (1u << 20)
 
 /* What a rank says after a run. */
+enum { PASSED = 0, UNFIT = 1, FAILED = 2 };
 struct vote {
-  uint32_t ok;
+  uint32_t state; /* PASSED, UNFIT (this GPU cannot run the plan at all), FAILED */
   uint32_t pad_;
   char what[304];
 };
@@ -66,7 +67,7 @@ static void sizes_for(const struct shunt_plan* plan, uint32_t nranks, uint64_t o
   out[2] = large > q ? large / q * q : 0;
 }
 
-/* One run of `plan` with `per` input bytes per rank; 0, or -1 with `what` filled. */
+/* One run of `plan` with `per` input bytes per rank: PASSED, UNFIT or FAILED with `what`. */
 static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_plan* plan, uint64_t per,
                    uint64_t timeout_ms, char* what, size_t wlen) {
   const struct shunt_cu* cu = B->cu;
@@ -78,17 +79,17 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
                                  .shape = {per, out_bytes, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, 0, 0, false},
                                  .stream = B->stream,
                                  .timeout_ms = timeout_ms};
-  if (!shunt_split_call(plan, &c.shape, &c.split, what, wlen)) return -1;
+  if (!shunt_split_call(plan, &c.shape, &c.split, what, wlen)) return FAILED;
   /* The plan's code at these sizes, whatever size range it is tuned to serve. */
   c.split.head_shape.part = true;
   char err[1024];
   if (shunt_backend_prepare(b, plan, &c.split, err, sizeof(err)) != SHUNT_EXEC_OK) {
     say(what, wlen, "setup: ", err);
-    return -1;
+    return FAILED;
   }
   if (B->in_cap < per || B->out_cap < out_bytes || B->host_cap < out_bytes) {
     snprintf(what, wlen, "internal: buffers too small");
-    return -1;
+    return FAILED;
   }
   /* In place as the plan is written: the input inside the output (NCCL's rule). */
   char* in = plan->inplace ? B->out + (ag ? per * rank : 0) : B->in;
@@ -97,23 +98,28 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
   if (e == CUDA_SUCCESS) e = cu->MemcpyHtoDAsync(DP(in), B->host, per, B->stream);
   if (e != CUDA_SUCCESS) {
     snprintf(what, wlen, "launch error: filling the input: %s", shunt_cu_error(e));
-    return -1;
+    return FAILED;
   }
   c.in = in;
   c.out = B->out;
-  if (shunt_backend_run(b, &c, err, sizeof(err)) != SHUNT_EXEC_OK) {
+  int r = shunt_backend_run(b, &c, err, sizeof(err));
+  if (r == SHUNT_EXEC_UNFIT) {
+    say(what, wlen, "", err);
+    return UNFIT;
+  }
+  if (r != SHUNT_EXEC_OK) {
     say(what, wlen, "launch error: ", err);
-    return -1;
+    return FAILED;
   }
   e = cu->MemcpyDtoHAsync(B->host, DP(B->out), out_bytes, B->stream);
   if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(B->stream);
   if (shunt_backend_check(b, err, sizeof(err)) != SHUNT_EXEC_OK) {
     say(what, wlen, "timeout: ", err);
-    return -1;
+    return FAILED;
   }
   if (e != CUDA_SUCCESS) {
     snprintf(what, wlen, "launch error: %s", shunt_cu_error(e));
-    return -1;
+    return FAILED;
   }
   for (uint64_t i = 0; i < ocnt; i++) {
     float want = 0;
@@ -125,10 +131,10 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
     if (memcmp(&B->host[i], &want, sizeof(want)) != 0) {
       snprintf(what, wlen, "mismatch: element %" PRIu64 " of %" PRIu64 " is %g, expected %g", i, ocnt,
                (double)B->host[i], (double)want);
-      return -1;
+      return FAILED;
     }
   }
-  return 0;
+  return PASSED;
 }
 
 static int alloc_bufs(struct bufs* B, uint64_t in_cap, uint64_t out_cap, char* what, size_t wlen) {
@@ -158,26 +164,29 @@ static void free_bufs(struct bufs* B) {
   if (B->stream) cu->StreamDestroy(B->stream);
 }
 
-/* Every rank's vote; 0 when all passed, else the first failing rank's index. */
-static int agree(struct shunt_backend* b, int ok, const char* what, struct vote* all, uint32_t* bad) {
+/* Every rank's vote: the worst state of any rank (FAILED over UNFIT over PASSED), and the first
+ * rank in that state. */
+static int agree(struct shunt_backend* b, int state, const char* what, struct vote* all, uint32_t* bad) {
   memset(&all[b->rank], 0, sizeof(all[0]));
-  all[b->rank].ok = ok == 0;
+  all[b->rank].state = (uint32_t)state;
   snprintf(all[b->rank].what, sizeof(all[0].what), "%s", what);
   if (b->ex.allgather(b->ex.ctx, all, sizeof(all[0])) != 0) {
     *bad = b->rank;
+    all[b->rank].state = FAILED;
     snprintf(all[b->rank].what, sizeof(all[0].what), "the ranks could not exchange their results");
-    return -1;
+    return FAILED;
   }
+  int worst = PASSED;
   for (uint32_t r = 0; r < b->nranks; r++)
-    if (!all[r].ok) {
+    if ((int)all[r].state > worst) {
+      worst = (int)all[r].state;
       *bad = r;
-      return -1;
     }
-  return 0;
+  return worst;
 }
 
 int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const* plans, uint32_t nplans,
-                        uint64_t timeout_ms, struct shunt_gpu_verdict_info* out) {
+                        uint64_t timeout_ms, bool* unfit, struct shunt_gpu_verdict_info* out) {
   double t0 = now_ms();
   memset(out, 0, sizeof(*out));
   struct vote* all = calloc(b->nranks, sizeof(*all));
@@ -187,15 +196,16 @@ int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const*
   char errbuf[256];
   B.cu = shunt_cu(errbuf, sizeof(errbuf));
   CUcontext prev = NULL, ctx = NULL;
-  int local = 0;
+  int local = PASSED;
+  for (uint32_t p = 0; p < nplans; p++) unfit[p] = false;
   if (!B.cu) {
     snprintf(what, sizeof(what), "setup: %s", errbuf);
-    local = -1;
+    local = FAILED;
   } else {
     B.cu->CtxGetCurrent(&prev);
     if (B.cu->DevicePrimaryCtxRetain(&ctx, b->device) != CUDA_SUCCESS) {
       snprintf(what, sizeof(what), "setup: no context for device %d", b->device);
-      local = -1;
+      local = FAILED;
     } else {
       B.cu->CtxSetCurrent(ctx);
     }
@@ -211,21 +221,26 @@ int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const*
       if (o > out_cap) out_cap = o;
     }
   }
-  if (local == 0) local = alloc_bufs(&B, in_cap, out_cap, what, sizeof(what));
+  if (local == PASSED && alloc_bufs(&B, in_cap, out_cap, what, sizeof(what)) != 0) local = FAILED;
   uint32_t bad = 0;
-  int failed = agree(b, local, what, all, &bad);
+  int failed = agree(b, local, what, all, &bad) != PASSED;
   if (failed) {
     snprintf(out->plan, sizeof(out->plan), "(none)");
   }
   for (uint32_t p = 0; p < nplans && !failed; p++) {
     uint64_t sz[3];
     sizes_for(plans[p], b->nranks, sz);
-    for (int k = 0; k < 3 && !failed; k++) {
+    for (int k = 0; k < 3 && !failed && !unfit[p]; k++) {
       if (!sz[k]) continue;
       what[0] = 0;
       local = run_one(b, &B, plans[p], sz[k], timeout_ms, what, sizeof(what));
       out->runs++;
-      if (agree(b, local, what, all, &bad) != 0) {
+      int st = agree(b, local, what, all, &bad);
+      if (st == UNFIT) {
+        /* Not a fault: this GPU cannot run the plan for this many ranks; its calls go elsewhere. */
+        unfit[p] = true;
+        out->unfit++;
+      } else if (st == FAILED) {
         failed = 1;
         snprintf(out->plan, sizeof(out->plan), "%s", plans[p]->name);
         out->bytes = plans[p]->coll == SHUNT_COLL_ALLGATHER ? sz[k] * b->nranks : sz[k];

@@ -636,7 +636,7 @@ static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p,
                                             why, sizeof(why));
   if (!threads) {
     setf(err, len, "device %d: %s", w->device, why);
-    return SHUNT_GPU_INVALID;
+    return SHUNT_GPU_UNFIT;
   }
   struct shunt_gpu_prog* gp = calloc(1, sizeof(*gp));
   if (!gp) {

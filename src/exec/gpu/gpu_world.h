@@ -41,7 +41,8 @@ enum {
   SHUNT_GPU_INVALID = -1, /* bad arguments, a program that does not fit the world, a broken world */
   SHUNT_GPU_TIMEOUT = -2, /* a run gave up waiting (see shunt_gpu_world_check) */
   SHUNT_GPU_NOMEM = -3,
-  SHUNT_GPU_CUDA = -4 /* a CUDA call failed */
+  SHUNT_GPU_CUDA = -4, /* a CUDA call failed */
+  SHUNT_GPU_UNFIT = -5 /* this device cannot hold the program's blocks of every rank at once */
 };
 
 struct shunt_gpu_world_config {

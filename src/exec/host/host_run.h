@@ -24,7 +24,13 @@
 #include "exec/program.h"
 #include "transport/world.h"
 
-enum { SHUNT_EXEC_OK = 0, SHUNT_EXEC_INVALID = -1, SHUNT_EXEC_TIMEOUT = -2, SHUNT_EXEC_NOMEM = -3 };
+enum {
+  SHUNT_EXEC_OK = 0,
+  SHUNT_EXEC_INVALID = -1,
+  SHUNT_EXEC_TIMEOUT = -2,
+  SHUNT_EXEC_NOMEM = -3,
+  SHUNT_EXEC_UNFIT = -4 /* the backend cannot run this plan here at all (GPU: its blocks cannot all be resident) */
+};
 
 struct shunt_host_run_opts {
   uint64_t timeout_ms;       /* 0: SHUNT_HOST_TIMEOUT_MS from the environment, else 30000 */
