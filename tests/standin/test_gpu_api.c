@@ -18,6 +18,10 @@
  *   off        SHUNT_GPU=off (from the environment): device calls go to NCCL
  *   abort      rank 1 never makes its call; rank 0's kernel waits for it until rank 0 aborts:
  *              the stream drains and ncclCommAbort returns (well within 10 s)
+ *   initall    one thread, ncclCommInitAll over NRANKS ranks on as many devices (the stand-in
+ *              given FAKECUDA_DEVICES of them: peer access between devices of one process), each
+ *              communicator's self-check run, then allreduce and allgather of every communicator
+ *              inside one group, as nccl-tests drives several GPUs from one thread
  * The parent makes the id, forks the ranks (or starts the threads) and collects verdicts. */
 #include <nccl.h>
 #include <pthread.h>
@@ -297,6 +301,69 @@ static int run_threads(void) {
   return failed || check_failures;
 }
 
+/* One thread drives every rank: ncclCommInitAll, then each collective as one group. */
+static int run_initall(void) {
+  setup_device();
+  ncclComm_t comms[16] = {0};
+  CHECK_EQ_INT(ncclCommInitAll(comms, nranks, NULL), ncclSuccess);
+  fc_handle st[16] = {0};
+  unsigned long long a[16] = {0}, g[16] = {0};
+  size_t count = 3000, per = 1000;
+  for (int r = 0; r < nranks; r++) {
+    int on = -2;
+    CHECK_EQ_INT(shuntGpuExecutor(comms[r], &on), 0);
+    CHECK_MSG(on == 1, "rank %d: the GPU executor is %d", r, on);
+    fc_handle ctx = NULL; /* rank r's device is r (ncclCommInitAll without a list) */
+    CHECK_EQ_INT(cuDevicePrimaryCtxRetain(&ctx, r), 0);
+    CHECK_EQ_INT(cuCtxSetCurrent(ctx), 0);
+    CHECK_EQ_INT(cuStreamCreate(&st[r], 1), 0);
+    a[r] = dalloc(count * sizeof(float));
+    g[r] = dalloc(per * (size_t)nranks * sizeof(int32_t));
+    float* h = malloc(count * sizeof(float));
+    int32_t* gi = malloc(per * sizeof(int32_t));
+    for (size_t i = 0; i < count; i++) h[i] = (float)(r * 5 + (int)(i % 11));
+    for (size_t i = 0; i < per; i++) gi[i] = r * 7919 + (int32_t)i;
+    CHECK_EQ_INT(cuMemcpyHtoD_v2(a[r], h, count * sizeof(float)), 0);
+    CHECK_EQ_INT(cuMemcpyHtoD_v2(g[r] + per * sizeof(int32_t) * (size_t)r, gi, per * sizeof(int32_t)), 0);
+    free(h);
+    free(gi);
+  }
+  CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < nranks; r++) {
+    CHECK_EQ_INT(ncclAllReduce((void*)(uintptr_t)a[r], (void*)(uintptr_t)a[r], count, ncclFloat, ncclSum, comms[r], st[r]),
+                 ncclSuccess);
+    void* gin = (void*)(uintptr_t)(g[r] + per * sizeof(int32_t) * (size_t)r);
+    CHECK_EQ_INT(ncclAllGather(gin, (void*)(uintptr_t)g[r], per, ncclInt32, comms[r], st[r]), ncclSuccess);
+  }
+  CHECK_EQ_INT(ncclGroupEnd(), ncclSuccess);
+  size_t bad = 0;
+  float* h = malloc(count * sizeof(float));
+  int32_t* gall = malloc(per * (size_t)nranks * sizeof(int32_t));
+  for (int r = 0; r < nranks; r++) {
+    CHECK_EQ_INT(cuStreamSynchronize(st[r]), 0);
+    CHECK_MSG(strcmp(last_plan(comms[r]), "nccl") != 0, "rank %d: the group went to NCCL", r);
+    CHECK_EQ_INT(cuMemcpyDtoH_v2(h, a[r], count * sizeof(float)), 0);
+    CHECK_EQ_INT(cuMemcpyDtoH_v2(gall, g[r], per * (size_t)nranks * sizeof(int32_t)), 0);
+    for (size_t i = 0; i < count; i++) {
+      float want = 0;
+      for (int q = 0; q < nranks; q++) want += (float)(q * 5 + (int)(i % 11));
+      bad += h[i] != want;
+    }
+    for (int q = 0; q < nranks; q++)
+      for (size_t i = 0; i < per; i++) bad += gall[(size_t)q * per + i] != q * 7919 + (int32_t)i;
+  }
+  CHECK_MSG(bad == 0, "%zu elements wrong after the group", bad);
+  free(h);
+  free(gall);
+  for (int r = 0; r < nranks; r++) {
+    CHECK_EQ_INT(ncclCommDestroy(comms[r]), ncclSuccess);
+    cuMemFree_v2(a[r]);
+    cuMemFree_v2(g[r]);
+    cuStreamDestroy_v2(st[r]);
+  }
+  CHECK_DONE();
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: test_gpu_api SCENARIO NRANKS\n");
@@ -306,6 +373,7 @@ int main(int argc, char** argv) {
   nranks = atoi(argv[2]);
   if (nranks < 1 || nranks > 16) return 2;
   if (!strcmp(scenario, "threads")) return run_threads();
+  if (!strcmp(scenario, "initall")) return run_initall();
   pid_t pids[16];
   int pipes[16][2];
   for (int r = 0; r < nranks; r++) {
