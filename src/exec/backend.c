@@ -57,6 +57,7 @@ void shunt_backend_drop_programs(struct shunt_backend* b) {
 static void end(struct shunt_backend* b, bool collective) {
   if (!b) return;
   b->ops->free_world(b, collective);
+  b->ops->end(b);
   if (b->programs) shunt_lower_cache_destroy(b->programs);
   free(b);
 }

@@ -68,6 +68,18 @@ int shunt_gpu_current_device(void);
 /* Whether `stream` is being captured into a CUDA graph (false without a driver). */
 bool shunt_gpu_stream_capturing(void* stream);
 
+/* Registers [buf, buf + bytes) of device memory for zero-copy on a GPU backend (local; the
+ * first call using it exchanges it with every rank: exec/gpu/gpu_reg.h). A handle, or NULL
+ * with a message. Deregistering waits for this rank's launches. */
+void* shunt_backend_register(struct shunt_backend* b, void* buf, size_t bytes, char* err, size_t len);
+void shunt_backend_deregister(struct shunt_backend* b, void* handle);
+
+/* Device memory shunt allocates itself (ncclMemAlloc): in the calling thread's current
+ * context, exportable through CUDA IPC. 0, or -1 (no driver or context, or out of memory:
+ * err says which). free: 0 when p was one of these (freed), -1 when it was not. */
+int shunt_gpu_mem_alloc(size_t bytes, void** out, char* err, size_t len);
+int shunt_gpu_mem_free(void* p);
+
 /* The self-check's verdict for one communicator (the same on every rank). */
 struct shunt_gpu_verdict_info {
   bool ok;
@@ -100,6 +112,8 @@ struct shunt_backend_ops {
   void (*abort)(struct shunt_backend* b);
   /* Frees the world: collective when `collective`, else without waiting on peers. */
   void (*free_world)(struct shunt_backend* b, bool collective);
+  /* Frees what outlives worlds (registrations), after free_world. */
+  void (*end)(struct shunt_backend* b);
 };
 
 /* The part every backend shares; each embeds it first. */

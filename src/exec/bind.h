@@ -33,23 +33,32 @@ static inline bool shunt_bind_inside(const void* p, const void* base, uint64_t b
   return (const char*)p >= (const char*)base && (const char*)p < (const char*)base + bytes;
 }
 
-/* Fills *b; returns NULL, or why the call cannot be bound. */
-static inline const char* shunt_bind_decide(const struct shunt_program* p, const void* user_in,
-                                            const void* user_out, bool pre_scale, const void* stage_in,
-                                            uint64_t in_cap, uint64_t out_cap, struct shunt_bind* b) {
+/* Fills *b; returns NULL, or why the call cannot be bound. zc_in / zc_out: peers reach this
+ * rank's user input / output themselves (registered zero-copy buffers; never with pre_scale,
+ * which peers must see scaled), so reaching them needs no staging. */
+static inline const char* shunt_bind_decide_zc(const struct shunt_program* p, const void* user_in,
+                                               const void* user_out, bool pre_scale, const void* stage_in,
+                                               uint64_t in_cap, uint64_t out_cap, bool zc_in, bool zc_out,
+                                               struct shunt_bind* b) {
   b->alias = user_in != user_out ? shunt_bind_inside(user_in, user_out, p->out_bytes) : p->in_bytes > 0;
   if (b->alias) {
     b->stage_in = false;
-    b->stage_out = p->remote_access != 0 || pre_scale;
+    b->stage_out = (p->remote_access != 0 && !zc_out) || pre_scale;
   } else {
-    b->stage_out = (p->remote_access & SHUNT_PROG_REMOTE_OUTPUT) != 0;
-    b->stage_in = (p->remote_access & SHUNT_PROG_REMOTE_INPUT) != 0 || pre_scale;
+    b->stage_out = (p->remote_access & SHUNT_PROG_REMOTE_OUTPUT) != 0 && !zc_out;
+    b->stage_in = ((p->remote_access & SHUNT_PROG_REMOTE_INPUT) != 0 && !zc_in) || pre_scale;
   }
   if ((b->stage_out && p->out_bytes > out_cap) || (b->stage_in && p->in_bytes > in_cap))
     return "the call's buffers exceed the world's staging capacity";
   if (pre_scale && b->stage_in && user_in == stage_in)
     return "scaled reductions need the input outside the staging region";
   return NULL;
+}
+
+static inline const char* shunt_bind_decide(const struct shunt_program* p, const void* user_in,
+                                            const void* user_out, bool pre_scale, const void* stage_in,
+                                            uint64_t in_cap, uint64_t out_cap, struct shunt_bind* b) {
+  return shunt_bind_decide_zc(p, user_in, user_out, pre_scale, stage_in, in_cap, out_cap, false, false, b);
 }
 
 /* Where rank r's input view starts inside its output in an aliased (in-place) call: NCCL's

@@ -34,8 +34,8 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
 #endif
 
 #define SHUNT_NCCL_CORE_FUNCS(R, S, V)                                                                     \
-  R(F, ncclMemAlloc, (void** ptr, size_t size), (ptr, size))                                                  \
-  R(F, ncclMemFree, (void* ptr), (ptr))                                                                       \
+  R(O, ncclMemAlloc, (void** ptr, size_t size), (ptr, size))                                                  \
+  R(O, ncclMemFree, (void* ptr), (ptr))                                                                       \
   R(O, ncclGetVersion, (int* version), (version))                                                             \
   R(O, ncclGetUniqueId, (ncclUniqueId * uniqueId), (uniqueId))                                                \
   R(O, ncclCommInitRankConfig, (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config), \
@@ -62,8 +62,8 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
   R(O, ncclCommCount, (const ncclComm_t comm, int* count), (comm, count))                                     \
   R(O, ncclCommCuDevice, (const ncclComm_t comm, int* device), (comm, device))                                \
   R(O, ncclCommUserRank, (const ncclComm_t comm, int* rank), (comm, rank))                                    \
-  R(FC, ncclCommRegister, (const ncclComm_t comm, void* buff, size_t size, void** handle), (comm, buff, size, handle)) \
-  R(FC, ncclCommDeregister, (const ncclComm_t comm, void* handle), (comm, handle))                             \
+  R(O, ncclCommRegister, (const ncclComm_t comm, void* buff, size_t size, void** handle), (comm, buff, size, handle)) \
+  R(O, ncclCommDeregister, (const ncclComm_t comm, void* handle), (comm, handle))                             \
   R(FC, ncclCommWindowRegister, (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags),   \
     (comm, buff, size, win, winFlags))                                                                     \
   R(FC, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win), (comm, win))                            \

@@ -25,5 +25,6 @@ int cuGraphLaunch(fc_handle exec, fc_handle stream);
 int cuGraphDestroy(fc_handle g);
 int cuGraphExecDestroy(fc_handle g);
 void fakecuda_fault(const char* spec);
+long long fakecuda_copied_bytes(void);
 
 #endif

@@ -322,10 +322,18 @@ FC_EXPORT int cuStreamDestroy_v2(void* h) {
 
 /* ---- Copies and launches ---------------------------------------------------------------------- */
 
+static long long copied; /* bytes of every asynchronous copy enqueued */
+
+/* Bytes every asynchronous copy of the process asked to move so far. */
+FC_EXPORT long long fakecuda_copied_bytes(void) {
+  return __atomic_load_n(&copied, __ATOMIC_RELAXED);
+}
+
 static int copy_async(void* dst, const void* src, size_t n, void* h, bool stage) {
   struct fc_stream* s = resolve(h);
   if (!s) return FC_ERROR_INVALID_HANDLE;
   if (n == 0) return FC_SUCCESS;
+  __atomic_fetch_add(&copied, (long long)n, __ATOMIC_RELAXED);
   struct op* o = op_new(OP_COPY);
   if (!o) return FC_ERROR_OUT_OF_MEMORY;
   o->dst = dst;

@@ -16,6 +16,10 @@
  *   skip       rank 0's first self-check kernel never runs (its signals never come): the
  *              others' bounded waits end, same verdict, within seconds
  *   off        SHUNT_GPU=off (from the environment): device calls go to NCCL
+ *   zerocopy   buffers from ncclMemAlloc registered with ncclCommRegister: a plan that reaches
+ *              peers' buffers runs on them in place (its staging copies are gone: the stand-in
+ *              counts the bytes copied), exactly, in and out of place; deregistered, the same
+ *              buffers are staged again, exactly; ncclMemFree gives them back
  *   abort      rank 1 never makes its call; rank 0's kernel waits for it until rank 0 aborts:
  *              the stream drains and ncclCommAbort returns (well within 10 s)
  *   initall    one thread, ncclCommInitAll over NRANKS ranks on as many devices (the stand-in
@@ -192,6 +196,72 @@ static void run_graph(ncclComm_t comm, int rank, fc_handle st) {
   cuMemFree_v2(g);
 }
 
+/* One float allreduce (or int32 allgather) on ncclMemAlloc'd buffers; the bytes the stand-in
+ * copied for it. */
+static long long zc_call(ncclComm_t comm, int rank, fc_handle st, void* send, void* recv, size_t count, int ag,
+                         int salt) {
+  size_t total = ag ? count * (size_t)nranks : count;
+  float* h = malloc(total * sizeof(float));
+  for (size_t i = 0; i < count; i++) h[i] = (float)((rank + 1) * (salt + 2) + (int)(i % 17));
+  void* in = ag && send == recv ? (char*)recv + count * sizeof(float) * (size_t)rank : send;
+  CHECK_EQ_INT(cuMemcpyHtoD_v2((uintptr_t)in, h, count * sizeof(float)), 0);
+  long long before = fakecuda_copied_bytes();
+  if (ag)
+    CHECK_EQ_INT(ncclAllGather(in, recv, count, ncclFloat, comm, st), ncclSuccess);
+  else
+    CHECK_EQ_INT(ncclAllReduce(in, recv, count, ncclFloat, ncclSum, comm, st), ncclSuccess);
+  CHECK_EQ_INT(cuStreamSynchronize(st), 0);
+  long long moved = fakecuda_copied_bytes() - before;
+  CHECK_MSG(strcmp(last_plan(comm), "nccl") != 0, "rank %d: the call went to NCCL", rank);
+  CHECK_EQ_INT(cuMemcpyDtoH_v2(h, (uintptr_t)recv, total * sizeof(float)), 0);
+  size_t bad = 0;
+  for (size_t i = 0; i < total; i++) {
+    float want = 0;
+    if (ag) {
+      want = (float)(((int)(i / count) + 1) * (salt + 2) + (int)(i % count % 17));
+    } else {
+      for (int r = 0; r < nranks; r++) want += (float)((r + 1) * (salt + 2) + (int)(i % 17));
+    }
+    bad += h[i] != want;
+  }
+  CHECK_MSG(bad == 0, "rank %d: %s of %zu floats on registered memory: %zu wrong", rank, ag ? "allgather" : "allreduce",
+            count, bad);
+  free(h);
+  return moved;
+}
+
+static void run_zerocopy(ncclComm_t comm, int rank, fc_handle st) {
+  /* Sizes the Simple plans serve (they read peers' buffers); the stand-in copies nothing else. */
+  size_t count = (size_t)1 << 19, bytes = count * sizeof(float) * (size_t)nranks;
+  void *send = NULL, *recv = NULL, *hs = NULL, *hr = NULL;
+  CHECK_EQ_INT(ncclMemAlloc(&send, bytes), ncclSuccess);
+  CHECK_EQ_INT(ncclMemAlloc(&recv, bytes), ncclSuccess);
+  if (!send || !recv) return;
+  for (int ag = 0; ag < 2; ag++) {
+    long long staged = zc_call(comm, rank, st, send, recv, count, ag, 0);
+    CHECK_EQ_INT(ncclCommRegister(comm, send, bytes, &hs), ncclSuccess);
+    CHECK_EQ_INT(ncclCommRegister(comm, recv, bytes, &hr), ncclSuccess);
+    long long zc = zc_call(comm, rank, st, send, recv, count, ag, 1);
+    long long zc_inplace = zc_call(comm, rank, st, recv, recv, count, ag, 2);
+    /* Inside the registrations, at the same offsets on every rank (NCCL's rule). */
+    long long zc_off = zc_call(comm, rank, st, (char*)send + 4096, (char*)recv + 8192, count / 2, ag, 4);
+    CHECK_MSG(zc_off < staged / 2, "rank %d: at an offset, %lld bytes copied (staged whole: %lld)", rank, zc_off, staged);
+    CHECK_MSG(staged >= (long long)(count * sizeof(float)) && zc + (long long)(count * sizeof(float)) <= staged,
+              "rank %d: %s copied %lld bytes staged and %lld registered: no staging saved", rank,
+              ag ? "allgather" : "allreduce", staged, zc);
+    CHECK_MSG(zc_inplace + (long long)(count * sizeof(float)) <= staged,
+              "rank %d: in place on registered memory copied %lld bytes (staged: %lld)", rank, zc_inplace, staged);
+    CHECK_EQ_INT(ncclCommDeregister(comm, hs), ncclSuccess);
+    CHECK_EQ_INT(ncclCommDeregister(comm, hr), ncclSuccess);
+    long long again = zc_call(comm, rank, st, send, recv, count, ag, 3);
+    /* The first staged call also uploaded its programs: the same staging, and nothing more. */
+    CHECK_MSG(again >= (long long)(count * sizeof(float)) && again <= staged,
+              "rank %d: deregistered, %lld bytes copied (first time: %lld)", rank, again, staged);
+  }
+  CHECK_EQ_INT(ncclMemFree(send), ncclSuccess);
+  CHECK_EQ_INT(ncclMemFree(recv), ncclSuccess);
+}
+
 /* Float sums through whatever serves them; want_plan: 1 a plan, 0 NCCL. */
 static void float_sums(ncclComm_t comm, int rank, fc_handle st, int want_plan) {
   allreduce_case(comm, rank, st, 4096, SHUNT_DT_FLOAT32, 0, 0, want_plan);
@@ -220,6 +290,8 @@ static int run_rank(int rank, ncclUniqueId id) {
     for (int i = 0; i < 3; i++) allreduce_case(comm, rank, st, 3000, SHUNT_DT_INT32, 0, i % 2, 1);
   } else if (!strcmp(scenario, "graph")) {
     run_graph(comm, rank, st);
+  } else if (!strcmp(scenario, "zerocopy")) {
+    run_zerocopy(comm, rank, st);
   } else if (!strcmp(scenario, "corrupt") || !strcmp(scenario, "skip") || !strcmp(scenario, "off")) {
     float_sums(comm, rank, st, 0);
     CHECK_MSG(init_s < 20, "rank %d: creation with the failing self-check took %.1f s", rank, init_s);

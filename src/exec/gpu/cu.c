@@ -35,6 +35,7 @@ static const struct {
     S(MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"),
     S(MemcpyAsync, "cuMemcpyAsync"),
     S(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
+    S(MemcpyHtoD, "cuMemcpyHtoD_v2"),
     S(MemsetD8Async, "cuMemsetD8Async"),
     S(IpcGetMemHandle, "cuIpcGetMemHandle"),
     S(IpcOpenMemHandle, "cuIpcOpenMemHandle_v2"),

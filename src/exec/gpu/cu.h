@@ -70,6 +70,7 @@ struct shunt_cu {
   CUresult (*MemHostGetDevicePointer)(CUdeviceptr*, void*, unsigned);
   CUresult (*MemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
   CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
+  CUresult (*MemcpyHtoD)(CUdeviceptr, const void*, size_t);
   CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
   CUresult (*IpcGetMemHandle)(CUipcMemHandle*, CUdeviceptr);
   CUresult (*IpcOpenMemHandle)(CUdeviceptr*, CUipcMemHandle, unsigned);

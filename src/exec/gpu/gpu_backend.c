@@ -10,9 +10,11 @@
 #include "exec/backend.h"
 #include "exec/gpu/cu.h"
 #include "exec/gpu/gpu_backend.h"
+#include "exec/gpu/gpu_reg.h"
 #include "exec/gpu/gpu_run.h"
 #include "exec/gpu/gpu_world.h"
 #include "exec/host/host_run.h"
+#include "util/log.h"
 
 #define UPLOADS 64
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
@@ -35,11 +37,18 @@ struct gpu_backend {
   struct upload up[UPLOADS];
   uint64_t clock;
   _Atomic(const struct shunt_program*) last; /* the program last launched, for check's message */
+  struct shunt_gpu_regs* regs;               /* registered user buffers (zero-copy) */
+  const struct shunt_cu* cu;                 /* set with the first world, kept for the registrations */
+  CUcontext ctx;
 };
 
 struct shunt_backend* shunt_gpu_backend_alloc(void) {
   struct gpu_backend* g = calloc(1, sizeof(*g));
   if (!g) return NULL;
+  if (!(g->regs = shunt_gpu_regs_new())) {
+    free(g);
+    return NULL;
+  }
   pthread_mutex_init(&g->mu, NULL);
   return &g->base;
 }
@@ -140,6 +149,8 @@ static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const
     g->tail = (char*)(uintptr_t)d;
     g->tail_cap = tail_cap;
   }
+  g->cu = shunt_gpu_world_cu(made);
+  g->ctx = shunt_gpu_world_ctx(made);
   atomic_store(&g->world, made);
   return SHUNT_EXEC_OK;
 }
@@ -183,12 +194,27 @@ static struct shunt_gpu_prog* upload_for(struct gpu_backend* g, struct shunt_gpu
   return gp;
 }
 
+/* Zero-copy for one part: the registrations holding its buffers (NULL: staged). */
+struct zc {
+  const struct shunt_gpu_reg* in;
+  const struct shunt_gpu_reg* out;
+};
+
 static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const struct shunt_backend_call* c,
-                       const struct shunt_call_shape* shape, const void* in, void* out, char* err, size_t len) {
+                       const struct shunt_call_shape* shape, const void* in, void* out, const struct zc* z,
+                       char* err, size_t len) {
   int code = 0;
   struct shunt_gpu_prog* gp = upload_for(g, w, c->plan, shape, &code, err, len);
   if (!gp) return code == SHUNT_GPU_UNFIT ? SHUNT_EXEC_UNFIT : code == SHUNT_GPU_NOMEM ? SHUNT_EXEC_NOMEM : SHUNT_EXEC_INVALID;
-  struct shunt_gpu_run r = {w, gp, in, out, c->scalar, c->timeout_ms * 1000000ull, true};
+  struct shunt_gpu_run r = {w, gp, in, out, c->scalar, c->timeout_ms * 1000000ull, true, NULL, NULL, 0, 0};
+  if (z && z->out) {
+    r.zc_out = z->out->table;
+    r.zc_out_off = (uint64_t)((const char*)out - z->out->base);
+  }
+  if (z && z->in) {
+    r.zc_in = z->in->table;
+    r.zc_in_off = (uint64_t)((const char*)in - z->in->base);
+  }
   atomic_store(&g->last, gp->host);
   int rc = shunt_gpu_launch(&r, (CUstream)c->stream, err, len);
   return rc == SHUNT_GPU_OK ? SHUNT_EXEC_OK : rc == SHUNT_GPU_NOMEM ? SHUNT_EXEC_NOMEM : SHUNT_EXEC_INVALID;
@@ -197,12 +223,12 @@ static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const s
 /* The head on the user's buffers, then the tail padded with zeros in the device staging, all
  * in one ordered section of the world's launches (the staging is shared by every call). */
 static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const struct shunt_backend_call* c,
-                    char* err, size_t len) {
+                    const struct zc* z, char* err, size_t len) {
   const struct shunt_cu* cu = shunt_gpu_world_cu(w);
   const struct shunt_split* s = &c->split;
   CUstream st = (CUstream)c->stream;
   if (s->head) {
-    int rc = launch_part(g, w, c, &s->head_shape, c->in, c->out, err, len);
+    int rc = launch_part(g, w, c, &s->head_shape, c->in, c->out, z, err, len);
     if (rc != SHUNT_EXEC_OK || !s->rest) return rc;
   }
   if (!s->rest) return SHUNT_EXEC_OK;
@@ -223,7 +249,7 @@ static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const stru
     if (err && len) snprintf(err, len, "staging the tail: %s", shunt_cu_error(e));
     return SHUNT_EXEC_INVALID;
   }
-  int rc = launch_part(g, w, c, &s->tail_shape, tin, g->tail, err, len);
+  int rc = launch_part(g, w, c, &s->tail_shape, tin, g->tail, NULL, err, len);
   if (rc != SHUNT_EXEC_OK) return rc;
   for (uint32_t k = 0; k < shunt_split_slices(plan) && e == CUDA_SUCCESS; k++)
     e = cu->MemcpyAsync(DP((char*)c->out + (uint64_t)k * R + s->head), DP(g->tail + (uint64_t)k * q), s->rest, st);
@@ -232,6 +258,33 @@ static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const stru
     return SHUNT_EXEC_INVALID;
   }
   return SHUNT_EXEC_OK;
+}
+
+/* A registration usable zero-copy for [p, p + bytes): exchanged with every rank at its first
+ * use (collective: when one rank's buffers are registered, every rank's are, NCCL's rule). */
+static const struct shunt_gpu_reg* usable(struct gpu_backend* g, const void* p, uint64_t bytes) {
+  struct shunt_gpu_reg* r = shunt_gpu_reg_find(g->regs, p, bytes);
+  if (!r) return NULL;
+  if (r->state == 0) {
+    char why[512];
+    if (shunt_gpu_reg_exchange(g->regs, g->cu, g->ctx, r, g->base.rank, g->base.nranks, &g->base.ex, why,
+                               sizeof(why)) != 0)
+      SHUNT_WARN("rank %u: a registered buffer cannot be reached zero-copy (%s); calls on it are staged",
+                 g->base.rank, why);
+  }
+  return r->state == 1 ? r : NULL;
+}
+
+/* Which buffers of the call's head peers reach in place: the output when it is registered, and
+ * the input too when the call is not in place (in place, the input is a view into the output). */
+static void zero_copy(struct gpu_backend* g, const struct shunt_backend_call* c, struct zc* z) {
+  bool inplace = (const char*)c->in >= (const char*)c->out &&
+                 (const char*)c->in < (const char*)c->out + c->shape.out_bytes;
+  z->out = usable(g, c->out, c->shape.out_bytes);
+  if (z->out && !inplace) {
+    z->in = usable(g, c->in, c->shape.in_bytes);
+    if (!z->in) z->out = NULL; /* NCCL's rule: both registered, or neither used */
+  }
 }
 
 static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char* err, size_t len) {
@@ -247,13 +300,15 @@ static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char
     if (err && len) snprintf(err, len, "an earlier run on this communicator failed: %s", why);
     return SHUNT_EXEC_TIMEOUT;
   }
+  struct zc z = {NULL, NULL};
+  if (c->split.head) zero_copy(g, c, &z);
   const struct shunt_cu* cu = shunt_gpu_world_cu(w);
   CUcontext prev = NULL, ctx = shunt_gpu_world_ctx(w);
   cu->CtxGetCurrent(&prev);
   if (prev != ctx) cu->CtxSetCurrent(ctx);
   int rc = SHUNT_EXEC_INVALID;
   if (shunt_gpu_world_order_begin(w, (CUstream)c->stream, err, len) == 0) {
-    rc = run_call(g, w, c, err, len);
+    rc = run_call(g, w, c, &z, err, len);
     /* Recorded even after a failure midway: what was enqueued is ordered before the next. */
     char why[256];
     if (shunt_gpu_world_order_end(w, (CUstream)c->stream, true, why, sizeof(why)) != 0 && rc == SHUNT_EXEC_OK) {
@@ -279,7 +334,32 @@ static void abort_(struct shunt_backend* b) {
   if (w) shunt_gpu_world_abort(w);
 }
 
-const struct shunt_backend_ops shunt_gpu_backend_ops = {"gpu", prepare, run, check, abort_, free_world};
+static void end(struct shunt_backend* b) {
+  struct gpu_backend* g = (struct gpu_backend*)b;
+  shunt_gpu_regs_free(g->regs, g->cu, g->ctx);
+  g->regs = NULL;
+  pthread_mutex_destroy(&g->mu);
+}
+
+const struct shunt_backend_ops shunt_gpu_backend_ops = {"gpu", prepare, run, check, abort_, free_world, end};
+
+void* shunt_backend_register(struct shunt_backend* b, void* buf, size_t bytes, char* err, size_t len) {
+  if (!b || b->kind != SHUNT_BACKEND_GPU) {
+    if (err && len) snprintf(err, len, "not a GPU backend");
+    return NULL;
+  }
+  struct shunt_gpu_reg* r = shunt_gpu_reg_add(((struct gpu_backend*)b)->regs, buf, bytes);
+  if (!r && err && len) snprintf(err, len, "out of memory");
+  return r;
+}
+
+void shunt_backend_deregister(struct shunt_backend* b, void* handle) {
+  if (!b || b->kind != SHUNT_BACKEND_GPU || !handle) return;
+  struct gpu_backend* g = (struct gpu_backend*)b;
+  struct shunt_gpu_world* w = atomic_load(&g->world);
+  if (w) shunt_gpu_world_quiesce(w); /* no kernel of this rank still reads through it */
+  shunt_gpu_reg_remove(g->regs, g->cu, g->ctx, handle);
+}
 
 struct shunt_gpu_world* shunt_gpu_backend_world(struct shunt_backend* b) {
   return atomic_load(&((struct gpu_backend*)b)->world);

@@ -40,6 +40,11 @@ struct shunt_gpu_run {
   /* The caller holds the world's launch order (shunt_gpu_world_order_begin): it enqueues
    * more around this launch that must stay in the same ordered section. */
   bool ordered;
+  /* Zero-copy: every rank's registration base of the input / output (device tables, NULL: not
+   * registered) and this call's offset into it, the same on every rank. */
+  const uint64_t* zc_in;
+  const uint64_t* zc_out;
+  uint64_t zc_in_off, zc_out_off;
 };
 
 int shunt_gpu_launch(const struct shunt_gpu_run* run, struct CUstream_st* stream, char* err, size_t len);

@@ -46,6 +46,7 @@ struct shunt_gpu_steps {
   char* back_dst;
   const char* back_src;
   uint64_t back_bytes;
+  bool zc_in, zc_out; /* peers reach the user's input / output themselves (zero-copy) */
 };
 
 /* Whether program p can run on rank `rank` of `nranks` of a world laid out as `lay`: a program,
@@ -90,10 +91,13 @@ static inline uint32_t shunt_gpu_prog_smem(const struct shunt_program* p) {
   return b <= SHUNT_GPU_PROG_SMEM_MAX ? (uint32_t)b : 0u;
 }
 
-static inline const char* shunt_gpu_steps_plan(const struct shunt_program* p, uint32_t nranks,
-                                               const void* user_in_, void* user_out_,
-                                               const void* premul_scalar, char* stage_in, char* stage_out,
-                                               uint64_t in_cap, uint64_t out_cap, struct shunt_gpu_steps* s) {
+/* zc_in / zc_out: the call's input / output are registered on every rank at the same offset
+ * (zero-copy); used only where no scaling comes first (s->zc_in / zc_out say which are used). */
+static inline const char* shunt_gpu_steps_plan_zc(const struct shunt_program* p, uint32_t nranks,
+                                                  const void* user_in_, void* user_out_,
+                                                  const void* premul_scalar, char* stage_in, char* stage_out,
+                                                  uint64_t in_cap, uint64_t out_cap, bool zc_in, bool zc_out,
+                                                  struct shunt_gpu_steps* s) {
   memset(s, 0, sizeof(*s));
   const char* user_in = (const char*)user_in_;
   char* user_out = (char*)user_out_;
@@ -114,9 +118,12 @@ static inline const char* shunt_gpu_steps_plan(const struct shunt_program* p, ui
   }
   uint64_t es = shunt_ty_size(p->dtype);
   if (es == 0) es = 1;
+  if (pre) zc_in = zc_out = false; /* peers must see the scaled contribution: staged */
   struct shunt_bind bd;
-  const char* why = shunt_bind_decide(p, user_in, user_out, pre, stage_in, in_cap, out_cap, &bd);
+  const char* why = shunt_bind_decide_zc(p, user_in, user_out, pre, stage_in, in_cap, out_cap, zc_in, zc_out, &bd);
   if (why) return why;
+  s->zc_out = zc_out && !bd.stage_out;
+  s->zc_in = zc_in && !bd.stage_in && !bd.alias;
   char* out = bd.stage_out ? stage_out : user_out;
   if (bd.stage_out && bd.alias && user_out != stage_out) {
     s->seed_dst = stage_out;
@@ -169,6 +176,14 @@ static inline const char* shunt_gpu_steps_plan(const struct shunt_program* p, ui
     s->back_bytes = p->out_bytes;
   }
   return NULL;
+}
+
+static inline const char* shunt_gpu_steps_plan(const struct shunt_program* p, uint32_t nranks,
+                                               const void* user_in, void* user_out, const void* premul_scalar,
+                                               char* stage_in, char* stage_out, uint64_t in_cap, uint64_t out_cap,
+                                               struct shunt_gpu_steps* s) {
+  return shunt_gpu_steps_plan_zc(p, nranks, user_in, user_out, premul_scalar, stage_in, stage_out, in_cap, out_cap,
+                                 false, false, s);
 }
 
 /* The launch's part of the kernel arguments: the program as the kernel reads it, its live

@@ -61,15 +61,21 @@ XG_FN struct shunt_gpu_ctrl* xg_ctrl(const struct shunt_xctx* X) {
   return (struct shunt_gpu_ctrl*)(X->k->region + X->k->lay.ctrl);
 }
 
-/* Start of buffer `buf` (0 input, 1 output, 2 scratch without the half) of a peer's region:
- * a peer's input and output are always its staging sections, since a rank stages every user
- * buffer that peers reach (program.remote_access); in place, its input is a view into its
- * staged output. */
+/* Start of buffer `buf` (0 input, 1 output, 2 scratch without the half) of a peer: its user
+ * buffer itself when the call is zero-copy for that buffer (registered on every rank at the
+ * same offset), else its staging section, since a rank stages every user buffer that peers
+ * reach (program.remote_access); in place, its input is a view into its output. */
 XG_FN char* xg_peer_buf(const struct shunt_xctx* X, uint32_t rank, unsigned buf) {
-  const struct shunt_gpu_layout* L = &X->k->lay;
-  char* b = (char*)(uintptr_t)X->k->peers[rank];
-  if (buf == SHUNT_BUF_INPUT && X->k->in_view) return b + L->output + SHUNT_PROG_IN_VIEW(X->prog, rank);
-  return b + (buf == SHUNT_BUF_INPUT ? L->input : buf == SHUNT_BUF_OUTPUT ? L->output : L->scratch);
+  const struct shunt_gpu_kargs* k = X->k;
+  const struct shunt_gpu_layout* L = &k->lay;
+  char* b = (char*)(uintptr_t)k->peers[rank];
+  char* out = k->zc_out ? (char*)(uintptr_t)(k->zc_out[rank] + k->zc_out_off) : b + L->output;
+  if (buf == SHUNT_BUF_OUTPUT) return out;
+  if (buf == SHUNT_BUF_INPUT) {
+    if (k->in_view) return out + SHUNT_PROG_IN_VIEW(X->prog, rank);
+    return k->zc_in ? (char*)(uintptr_t)(k->zc_in[rank] + k->zc_in_off) : b + L->input;
+  }
+  return b + L->scratch;
 }
 
 SHUNT_XFN bool xb_aliased(struct shunt_xctx* X) {

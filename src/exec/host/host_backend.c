@@ -88,4 +88,8 @@ static void free_world(struct shunt_backend* b, bool collective) {
   shunt_host_tail_free(&h->tail);
 }
 
-const struct shunt_backend_ops shunt_host_backend_ops = {"host", prepare, run, check, abort_, free_world};
+static void end(struct shunt_backend* b) {
+  (void)b;
+}
+
+const struct shunt_backend_ops shunt_host_backend_ops = {"host", prepare, run, check, abort_, free_world, end};
