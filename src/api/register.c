@@ -1,6 +1,7 @@
 /* ncclMemAlloc / ncclMemFree and ncclCommRegister / ncclCommDeregister: memory and buffers the
  * GPU executor reaches zero-copy (exec/backend.h), and NCCL's own registration beside it. */
 #include <nccl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -92,3 +93,83 @@ SHUNT_EXPORT ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handl
   return rc;
 }
 SHUNT_ALIAS(ncclCommDeregister, ncclResult_t, (const ncclComm_t comm, void* handle))
+
+/* Windows: NCCL's handle is what the application gets (NCCL's window functions take it); shunt
+ * keeps its registration beside it, found by that handle. Alone, shunt's record is the handle. */
+struct win_rec {
+  ncclComm_t comm;
+  ncclWindow_t win;
+  void* mine;
+  int own; /* the handle is this record (no NCCL window) */
+  struct win_rec* next;
+};
+static pthread_mutex_t win_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct win_rec* wins;
+
+SHUNT_EXPORT ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                                  int winFlags) {
+  SHUNT_COMM_REF c = shunt_handles_get(comm);
+  if (!c) SHUNT_FORWARD(ncclCommWindowRegister, (comm, buff, size, win, winFlags));
+  if (!win) {
+    SHUNT_WARN("CommWindowRegister: win argument is NULL");
+    return ncclInvalidArgument;
+  }
+  struct win_rec* w = calloc(1, sizeof(*w));
+  if (!w) return ncclSystemError;
+  w->comm = comm;
+  if (c->real) {
+    const struct shunt_real_nccl* real = shunt_real_nccl();
+    if (!real || !real->ncclCommWindowRegister) {
+      free(w);
+      return shunt_unavailable("ncclCommWindowRegister", real);
+    }
+    ncclResult_t rc = real->ncclCommWindowRegister(c->real, buff, size, &w->win, winFlags);
+    if (rc != ncclSuccess) {
+      free(w);
+      return rc;
+    }
+  } else {
+    w->own = 1;
+    w->win = (ncclWindow_t)w;
+  }
+  int dev = shunt_mem_device(buff);
+  if (dev >= 0 && atomic_load(&c->gpu_verdict) == SHUNT_GPU_USE) {
+    char why[256];
+    struct shunt_backend* b = shunt_launch_backend(c, true, dev);
+    w->mine = b ? shunt_backend_register(b, buff, size, why, sizeof(why)) : NULL;
+  }
+  pthread_mutex_lock(&win_mu);
+  w->next = wins;
+  wins = w;
+  pthread_mutex_unlock(&win_mu);
+  *win = w->win;
+  return ncclSuccess;
+}
+SHUNT_ALIAS(ncclCommWindowRegister, ncclResult_t,
+            (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags))
+
+SHUNT_EXPORT ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  SHUNT_COMM_REF c = shunt_handles_get(comm);
+  if (!c) SHUNT_FORWARD(ncclCommWindowDeregister, (comm, win));
+  pthread_mutex_lock(&win_mu);
+  struct win_rec** pp = &wins;
+  while (*pp && !((*pp)->comm == comm && (*pp)->win == win)) pp = &(*pp)->next;
+  struct win_rec* w = *pp;
+  if (w) *pp = w->next;
+  pthread_mutex_unlock(&win_mu);
+  if (!w) {
+    if (c->real) SHUNT_FORWARD(ncclCommWindowDeregister, (c->real, win));
+    SHUNT_WARN("CommWindowDeregister: not a window of this communicator");
+    return ncclInvalidArgument;
+  }
+  if (w->mine) shunt_backend_deregister(atomic_load(&c->gpu), w->mine);
+  ncclResult_t rc = ncclSuccess;
+  if (!w->own) {
+    const struct shunt_real_nccl* real = shunt_real_nccl();
+    rc = real && real->ncclCommWindowDeregister ? real->ncclCommWindowDeregister(c->real, win)
+                                                : shunt_unavailable("ncclCommWindowDeregister", real);
+  }
+  free(w);
+  return rc;
+}
+SHUNT_ALIAS(ncclCommWindowDeregister, ncclResult_t, (ncclComm_t comm, ncclWindow_t win))

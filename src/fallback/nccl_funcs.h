@@ -64,9 +64,9 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
   R(O, ncclCommUserRank, (const ncclComm_t comm, int* rank), (comm, rank))                                    \
   R(O, ncclCommRegister, (const ncclComm_t comm, void* buff, size_t size, void** handle), (comm, buff, size, handle)) \
   R(O, ncclCommDeregister, (const ncclComm_t comm, void* handle), (comm, handle))                             \
-  R(FC, ncclCommWindowRegister, (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags),   \
+  R(O, ncclCommWindowRegister, (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags),   \
     (comm, buff, size, win, winFlags))                                                                     \
-  R(FC, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win), (comm, win))                            \
+  R(O, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win), (comm, win))                            \
   R(O, ncclRedOpCreatePreMulSum,                                                                              \
     (ncclRedOp_t * op, void* scalar, ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm), \
     (op, scalar, datatype, residence, comm))                                                               \

@@ -19,7 +19,8 @@
  *   zerocopy   buffers from ncclMemAlloc registered with ncclCommRegister: a plan that reaches
  *              peers' buffers runs on them in place (its staging copies are gone: the stand-in
  *              counts the bytes copied), exactly, in and out of place; deregistered, the same
- *              buffers are staged again, exactly; ncclMemFree gives them back
+ *              buffers are staged again, exactly; windows (ncclCommWindowRegister) likewise;
+ *              ncclMemFree gives them back
  *   abort      rank 1 never makes its call; rank 0's kernel waits for it until rank 0 aborts:
  *              the stream drains and ncclCommAbort returns (well within 10 s)
  *   initall    one thread, ncclCommInitAll over NRANKS ranks on as many devices (the stand-in
@@ -258,6 +259,16 @@ static void run_zerocopy(ncclComm_t comm, int rank, fc_handle st) {
     CHECK_MSG(again >= (long long)(count * sizeof(float)) && again <= staged,
               "rank %d: deregistered, %lld bytes copied (first time: %lld)", rank, again, staged);
   }
+  /* Windows (collective registration) reach the same zero-copy path. */
+  ncclWindow_t ws = NULL, wr = NULL;
+  long long staged = zc_call(comm, rank, st, send, recv, count, 0, 5);
+  CHECK_EQ_INT(ncclCommWindowRegister(comm, send, bytes, &ws, 0), ncclSuccess);
+  CHECK_EQ_INT(ncclCommWindowRegister(comm, recv, bytes, &wr, 0), ncclSuccess);
+  long long zc = zc_call(comm, rank, st, send, recv, count, 0, 6);
+  CHECK_MSG(zc + (long long)(count * sizeof(float)) <= staged, "rank %d: windows: %lld bytes copied (staged: %lld)",
+            rank, zc, staged);
+  CHECK_EQ_INT(ncclCommWindowDeregister(comm, ws), ncclSuccess);
+  CHECK_EQ_INT(ncclCommWindowDeregister(comm, wr), ncclSuccess);
   CHECK_EQ_INT(ncclMemFree(send), ncclSuccess);
   CHECK_EQ_INT(ncclMemFree(recv), ncclSuccess);
 }
