@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "common/check.h"
+#include "common/fork_ranks.h"
 #include "fakenccl/fake_nccl.h"
 #include "fallback/nccl_compat.h"
 #include "shunt/shunt.h"
@@ -679,6 +680,12 @@ static int run_initall(void) {
   CHECK_DONE();
 }
 
+/* A forked rank: the first id makes its communicator, the second one is kept for scalable. */
+static int rank_main(int rank, const ncclUniqueId* ids) {
+  second_id = ids[1];
+  return run_rank(rank, ids[0]);
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: test_api SCENARIO NRANKS\n");
@@ -688,42 +695,5 @@ int main(int argc, char** argv) {
   nranks = atoi(argv[2]);
   if (nranks < 1 || nranks > 16) return 2;
   if (!strcmp(scenario, "initall")) return run_initall();
-  /* Ranks are forked before the id exists (a process that forks while shunt's bootstrap
-   * root thread runs could inherit a held allocator lock); the id reaches them by pipe. */
-  pid_t pids[64];
-  int pipes[64][2];
-  for (int r = 0; r < nranks; r++) {
-    if (pipe(pipes[r]) != 0) return 2;
-    pids[r] = fork();
-    if (pids[r] == 0) {
-      ncclUniqueId id;
-      if (read(pipes[r][0], &id, sizeof(id)) != (ssize_t)sizeof(id)) _exit(3);
-      if (read(pipes[r][0], &second_id, sizeof(id)) != (ssize_t)sizeof(id)) _exit(3);
-      _exit(run_rank(r, id));
-    }
-    close(pipes[r][0]);
-  }
-  ncclUniqueId id, id2;
-  if (ncclGetUniqueId(&id) != ncclSuccess || ncclGetUniqueId(&id2) != ncclSuccess) {
-    fprintf(stderr, "ncclGetUniqueId failed: %s\n", ncclGetLastError(NULL));
-    for (int r = 0; r < nranks; r++) kill(pids[r], SIGKILL);
-    return 1;
-  }
-  for (int r = 0; r < nranks; r++) {
-    if (write(pipes[r][1], &id, sizeof(id)) != (ssize_t)sizeof(id) ||
-        write(pipes[r][1], &id2, sizeof(id2)) != (ssize_t)sizeof(id2))
-      fprintf(stderr, "cannot hand rank %d its ids\n", r);
-    close(pipes[r][1]);
-  }
-  int failed = 0;
-  for (int r = 0; r < nranks; r++) {
-    int st = 0;
-    waitpid(pids[r], &st, 0);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-      fprintf(stderr, "rank %d failed (%s %d)\n", r, WIFEXITED(st) ? "exit" : "signal",
-              WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-      failed = 1;
-    }
-  }
-  return failed;
+  return fork_ranks(nranks, 2, 0, rank_main);
 }

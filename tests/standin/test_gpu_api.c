@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "common/check.h"
+#include "common/fork_ranks.h"
 #include "fakecuda/fake_cuda_api.h"
 #include "shunt/shunt.h"
 #include "verify_ref.h"
@@ -447,6 +448,10 @@ static int run_initall(void) {
   CHECK_DONE();
 }
 
+static int rank_main(int rank, const ncclUniqueId* ids) {
+  return run_rank(rank, ids[0]);
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: test_gpu_api SCENARIO NRANKS\n");
@@ -457,36 +462,6 @@ int main(int argc, char** argv) {
   if (nranks < 1 || nranks > 16) return 2;
   if (!strcmp(scenario, "threads")) return run_threads();
   if (!strcmp(scenario, "initall")) return run_initall();
-  pid_t pids[16];
-  int pipes[16][2];
-  for (int r = 0; r < nranks; r++) {
-    if (pipe(pipes[r]) != 0) return 2;
-    pids[r] = fork();
-    if (pids[r] == 0) {
-      ncclUniqueId id;
-      if (read(pipes[r][0], &id, sizeof(id)) != (ssize_t)sizeof(id)) _exit(3);
-      exit(run_rank(r, id)); /* not _exit: leak checks and coverage run in every rank */
-    }
-    close(pipes[r][0]);
-  }
-  ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) {
-    for (int r = 0; r < nranks; r++) kill(pids[r], SIGKILL);
-    return 1;
-  }
-  for (int r = 0; r < nranks; r++) {
-    if (write(pipes[r][1], &id, sizeof(id)) != (ssize_t)sizeof(id)) fprintf(stderr, "cannot hand rank %d its id\n", r);
-    close(pipes[r][1]);
-  }
-  int failed = 0;
-  for (int r = 0; r < nranks; r++) {
-    int st = 0;
-    waitpid(pids[r], &st, 0);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-      fprintf(stderr, "rank %d failed (%s %d)\n", r, WIFEXITED(st) ? "exit" : "signal",
-              WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-      failed = 1;
-    }
-  }
-  return failed;
+  /* exit, not _exit: leak checks and coverage run in every rank */
+  return fork_ranks(nranks, 1, 1, rank_main);
 }
