@@ -26,5 +26,6 @@ int cuGraphDestroy(fc_handle g);
 int cuGraphExecDestroy(fc_handle g);
 void fakecuda_fault(const char* spec);
 long long fakecuda_copied_bytes(void);
+int fakecuda_replace(void* p);
 
 #endif

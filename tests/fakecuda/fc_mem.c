@@ -18,17 +18,19 @@ enum { KIND_DEVICE = 1, KIND_IPC, KIND_HOST, KIND_DECLARED };
 struct alloc {
   uintptr_t lo, hi;
   int kind, device, fd;
+  unsigned long long id; /* unique per allocation, as the driver's buffer id */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct alloc allocs[MAX_ALLOCS];
 static int nallocs;
+static unsigned long long next_id = 1;
 
 static int add(uintptr_t lo, size_t bytes, int kind, int device, int fd) {
   pthread_mutex_lock(&mu);
   int rc = -1;
   if (nallocs < MAX_ALLOCS) {
-    allocs[nallocs++] = (struct alloc){lo, lo + bytes, kind, device, fd};
+    allocs[nallocs++] = (struct alloc){lo, lo + bytes, kind, device, fd, next_id++};
     rc = 0;
   }
   pthread_mutex_unlock(&mu);
@@ -37,7 +39,7 @@ static int add(uintptr_t lo, size_t bytes, int kind, int device, int fd) {
 
 /* Removes the allocation starting at p of one of the kinds; its record, or kind 0. */
 static struct alloc take(uintptr_t p, int kind) {
-  struct alloc a = {0, 0, 0, 0, -1};
+  struct alloc a = {0, 0, 0, 0, -1, 0};
   pthread_mutex_lock(&mu);
   for (int i = 0; i < nallocs; i++)
     if (allocs[i].lo == p && allocs[i].kind == kind) {
@@ -95,6 +97,30 @@ FC_EXPORT int cuMemAlloc_v2(unsigned long long* dptr, size_t bytes) {
   return FC_SUCCESS;
 }
 
+/* As if the device allocation at p were freed and another allocated at the same address: new
+ * memory (zeroed), a new buffer id; mappings other processes hold still show the old memory. */
+FC_EXPORT int fakecuda_replace(void* p) {
+  pthread_mutex_lock(&mu);
+  int rc = -1;
+  for (int i = 0; i < nallocs; i++)
+    if (allocs[i].lo == (uintptr_t)p && allocs[i].kind == KIND_DEVICE) {
+      size_t bytes = allocs[i].hi - allocs[i].lo;
+      int fd = memfd_create("fakecuda", MFD_CLOEXEC);
+      if (fd >= 0 && ftruncate(fd, (off_t)bytes) == 0 &&
+          mmap(p, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == p) {
+        close(allocs[i].fd);
+        allocs[i].fd = fd;
+        allocs[i].id = next_id++;
+        rc = 0;
+      } else if (fd >= 0) {
+        close(fd);
+      }
+      break;
+    }
+  pthread_mutex_unlock(&mu);
+  return rc;
+}
+
 FC_EXPORT int cuMemFree_v2(unsigned long long dptr) {
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   struct alloc a = take((uintptr_t)dptr, KIND_DEVICE);
@@ -138,6 +164,9 @@ FC_EXPORT int cuPointerGetAttribute(void* data, int attribute, unsigned long lon
   switch (attribute) {
     case 2: /* memory type */
       *(unsigned*)data = a.kind == KIND_HOST ? 1u : 2u;
+      return FC_SUCCESS;
+    case 7: /* buffer id */
+      *(unsigned long long*)data = a.id;
       return FC_SUCCESS;
     case 9: /* device ordinal */
       *(int*)data = a.kind == KIND_HOST ? 0 : a.device;

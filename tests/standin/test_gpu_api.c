@@ -260,6 +260,17 @@ static void run_zerocopy(ncclComm_t comm, int rank, fc_handle st) {
     CHECK_MSG(again >= (long long)(count * sizeof(float)) && again <= staged,
               "rank %d: deregistered, %lld bytes copied (first time: %lld)", rank, again, staged);
   }
+  /* Freed and allocated again at the same address without deregistering: never served from
+   * the stale mappings (staged, exactly). */
+  CHECK_EQ_INT(ncclCommRegister(comm, send, bytes, &hs), ncclSuccess);
+  CHECK_EQ_INT(ncclCommRegister(comm, recv, bytes, &hr), ncclSuccess);
+  zc_call(comm, rank, st, send, recv, count, 0, 7); /* exchanged and mapped */
+  CHECK_EQ_INT(fakecuda_replace(recv), 0); /* freed, and allocated again at that address */
+  long long stale = zc_call(comm, rank, st, send, recv, count, 0, 8);
+  CHECK_MSG(stale >= (long long)(count * sizeof(float)), "rank %d: a stale registration was used (%lld bytes copied)",
+            rank, stale);
+  CHECK_EQ_INT(ncclCommDeregister(comm, hs), ncclSuccess);
+  CHECK_EQ_INT(ncclCommDeregister(comm, hr), ncclSuccess);
   /* Windows (collective registration) reach the same zero-copy path. */
   ncclWindow_t ws = NULL, wr = NULL;
   long long staged = zc_call(comm, rank, st, send, recv, count, 0, 5);

@@ -265,6 +265,17 @@ static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const stru
 static const struct shunt_gpu_reg* usable(struct gpu_backend* g, const void* p, uint64_t bytes) {
   struct shunt_gpu_reg* r = shunt_gpu_reg_find(g->regs, p, bytes);
   if (!r) return NULL;
+  /* Freed and allocated again without deregistering: the peers' mappings are of memory that is
+   * gone. Staged, as every rank that did the same will find (NCCL asks for deregistration
+   * before free; this keeps a program that forgot from reading stale memory). */
+  if (!shunt_gpu_reg_current(g->cu ? g->cu : shunt_cu(NULL, 0), r)) {
+    if (r->state != -2)
+      SHUNT_WARN("rank %u: registered buffer %p was freed and allocated again without ncclCommDeregister; calls "
+                 "on it are staged",
+                 g->base.rank, (void*)r->base);
+    r->state = -2;
+    return NULL;
+  }
   if (r->state == 0) {
     char why[512];
     if (shunt_gpu_reg_exchange(g->regs, g->cu, g->ctx, r, g->base.rank, g->base.nranks, &g->base.ex, why,
@@ -348,7 +359,7 @@ void* shunt_backend_register(struct shunt_backend* b, void* buf, size_t bytes, c
     if (err && len) snprintf(err, len, "not a GPU backend");
     return NULL;
   }
-  struct shunt_gpu_reg* r = shunt_gpu_reg_add(((struct gpu_backend*)b)->regs, buf, bytes);
+  struct shunt_gpu_reg* r = shunt_gpu_reg_add(((struct gpu_backend*)b)->regs, shunt_cu(NULL, 0), buf, bytes);
   if (!r && err && len) snprintf(err, len, "out of memory");
   return r;
 }

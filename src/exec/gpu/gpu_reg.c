@@ -48,11 +48,23 @@ struct shunt_gpu_regs* shunt_gpu_regs_new(void) {
   return rs;
 }
 
-struct shunt_gpu_reg* shunt_gpu_reg_add(struct shunt_gpu_regs* rs, void* base, size_t size) {
+static uint64_t buffer_id(const struct shunt_cu* cu, const void* p) {
+  unsigned long long id = 0;
+  if (!cu || cu->PointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, DP(p)) != CUDA_SUCCESS) return 0;
+  return id;
+}
+
+bool shunt_gpu_reg_current(const struct shunt_cu* cu, const struct shunt_gpu_reg* r) {
+  return buffer_id(cu, r->base) == r->buffer_id;
+}
+
+struct shunt_gpu_reg* shunt_gpu_reg_add(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, void* base,
+                                        size_t size) {
   struct reg_full* f = calloc(1, sizeof(*f));
   if (!f) return NULL;
   f->pub.base = base;
   f->pub.size = size;
+  f->pub.buffer_id = buffer_id(cu, base);
   pthread_mutex_lock(&rs->mu);
   f->pub.next = rs->head;
   rs->head = &f->pub;

@@ -26,6 +26,7 @@ struct shunt_gpu_reg {
   size_t size;
   const uint64_t* table; /* device: every rank's base as this process sees it; NULL until exchanged */
   int state;             /* 0 not exchanged yet, 1 usable zero-copy, -1 not usable (staged) */
+  uint64_t buffer_id;    /* the driver's id of the allocation holding base when registered */
   struct shunt_gpu_reg* next;
 };
 
@@ -34,12 +35,16 @@ struct shunt_gpu_regs* shunt_gpu_regs_new(void);
 /* cu, ctx: the driver and the device's context (NULL cu: nothing was ever mapped). */
 void shunt_gpu_regs_free(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, CUcontext ctx);
 
-struct shunt_gpu_reg* shunt_gpu_reg_add(struct shunt_gpu_regs* rs, void* base, size_t size);
+struct shunt_gpu_reg* shunt_gpu_reg_add(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, void* base,
+                                        size_t size);
 /* Removes it (and its peer mappings once no registration uses them); this rank's kernels that
  * used it must be done. */
 void shunt_gpu_reg_remove(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, CUcontext ctx,
                           struct shunt_gpu_reg* r);
 struct shunt_gpu_reg* shunt_gpu_reg_find(struct shunt_gpu_regs* rs, const void* p, uint64_t bytes);
+/* Whether the memory at r's base is still the allocation registered (a buffer freed and
+ * allocated again at the same address is not: its peers' mappings are stale). */
+bool shunt_gpu_reg_current(const struct shunt_cu* cu, const struct shunt_gpu_reg* r);
 
 /* The collective first-use exchange of r (see above): 0, or -1 with a message (then no rank
  * uses it zero-copy: every rank learns whether all succeeded). */
