@@ -82,7 +82,7 @@ int fc_mem_device(const void* p);
 bool fc_sync_allowed(void);
 
 /* fc_module.c */
-enum fc_kernel { FC_K_EXEC = 1, FC_K_PRE, FC_K_POST, FC_K_EMPTY /* a benchmark's empty kernel */ };
+enum fc_kernel { FC_K_EXEC = 1, FC_K_PRE, FC_K_POST, FC_K_EMPTY /* a benchmark's empty kernel */, FC_K_CHECK };
 struct fc_launch {
   enum fc_kernel kind;
   unsigned blocks, threads, smem;

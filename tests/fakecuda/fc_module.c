@@ -11,13 +11,13 @@
 
 /* Function handles are the addresses of these, one per kernel. */
 static const char* const names[] = {NULL, "shunt_gpu_exec_kernel", "shunt_gpu_pre_kernel", "shunt_gpu_post_kernel",
-                                    "shunt_bench_empty"};
-static char funcs[5];
+                                    "shunt_bench_empty", "shunt_gpu_check_kernel"};
+static char funcs[6];
 static char module_token;
 static long exec_launches;
 
 static enum fc_kernel kind_of(const void* f) {
-  for (int k = FC_K_EXEC; k <= FC_K_EMPTY; k++)
+  for (int k = FC_K_EXEC; k <= FC_K_CHECK; k++)
     if (f == &funcs[k]) return (enum fc_kernel)k;
   return 0;
 }
@@ -31,7 +31,7 @@ FC_EXPORT int cuModuleLoadData(void** mod, const void* image) {
 
 FC_EXPORT int cuModuleGetFunction(void** f, void* mod, const char* name) {
   if (mod != &module_token) return FC_ERROR_INVALID_HANDLE;
-  for (int k = FC_K_EXEC; k <= FC_K_EMPTY; k++)
+  for (int k = FC_K_EXEC; k <= FC_K_CHECK; k++)
     if (!strcmp(name, names[k])) {
       *f = &funcs[k];
       return FC_SUCCESS;
@@ -86,12 +86,35 @@ int fc_launch_pack(void* f, unsigned blocks, unsigned threads, unsigned smem, vo
       break;
     case FC_K_EMPTY:
       break;
+    case FC_K_CHECK: /* (const float* out, uint64_t n, uint64_t per, uint32_t nranks, uint32_t ag, u64* first) */
+      memcpy(a, params[0], sizeof(char*));
+      memcpy(a + 8, params[1], sizeof(uint64_t));
+      memcpy(a + 16, params[2], sizeof(uint64_t));
+      memcpy(a + 24, params[3], sizeof(uint32_t));
+      memcpy(a + 28, params[4], sizeof(uint32_t));
+      memcpy(a + 32, params[5], sizeof(void*));
+      break;
   }
   return FC_SUCCESS;
 }
 
 int fc_launch_run(void** runner, const struct fc_launch* l, char* err, size_t len) {
   if (l->kind == FC_K_EMPTY) return 0;
+  if (l->kind == FC_K_CHECK) {
+    if (!*runner && shunt_kcpu_device_create((struct shunt_kcpu_device**)runner, err, len) != 0) return -1;
+    const float* out;
+    uint64_t n, per;
+    uint32_t nr, ag;
+    unsigned long long* first;
+    memcpy(&out, l->args, sizeof(out));
+    memcpy(&n, l->args + 8, sizeof(n));
+    memcpy(&per, l->args + 16, sizeof(per));
+    memcpy(&nr, l->args + 24, sizeof(nr));
+    memcpy(&ag, l->args + 28, sizeof(ag));
+    memcpy(&first, l->args + 32, sizeof(first));
+    struct shunt_kcpu_grid small = {1, 4, 0, 0};
+    return shunt_kcpu_check(*runner, out, n, per, nr, ag, first, &small, err, len);
+  }
   if (!*runner && shunt_kcpu_device_create((struct shunt_kcpu_device**)runner, err, len) != 0) return -1;
   struct shunt_kcpu_device* d = *runner;
   const unsigned char* a = l->args;

@@ -16,6 +16,7 @@
 
 #include <string.h>
 
+#include "exec/gpu/gpu_selfcheck_values.h"
 #include "exec/gpu/gpu_xctx.cuh"
 
 /* The op applied at reduce steps: avg and PreMulSum are sums of scaled contributions. */
@@ -118,6 +119,17 @@ SHUNT_GPU_ENTRY shunt_gpu_pre_kernel(char* dst, const char* src, uint64_t n, str
   for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (uint64_t)gridDim.x * blockDim.x)
     shunt_ty_store(dst + i * es, red.ty, shunt_pre_elem(&red, shunt_ty_load(src + i * es, red.ty)));
+}
+
+/* The self-check's comparison on the device: *first becomes the smallest index i < n where out
+ * differs bitwise from the expected result (gpu_selfcheck_values.h); it starts at ~0. */
+SHUNT_GPU_ENTRY shunt_gpu_check_kernel(const float* out, uint64_t n, uint64_t per, uint32_t nranks,
+                                       uint32_t allgather, unsigned long long* first) {
+  for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (uint64_t)gridDim.x * blockDim.x) {
+    float want = shunt_selfcheck_expected(nranks, per, (int)allgather, i);
+    if (__float_as_uint(out[i]) != __float_as_uint(want)) atomicMin(first, (unsigned long long)i);
+  }
 }
 
 /* buf[i] = post(buf[i]): integer avg's division. */

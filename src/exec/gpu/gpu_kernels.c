@@ -22,9 +22,10 @@ static int load(const struct shunt_cu* cu, struct shunt_gpu_kernels* k, char* er
              built ? "" : " (libshunt was built without nvcc: it has no GPU kernels)");
     return -1;
   }
-  static const char* const names[] = {"shunt_gpu_exec_kernel", "shunt_gpu_pre_kernel", "shunt_gpu_post_kernel"};
-  CUfunction* fns[] = {&k->exec, &k->pre, &k->post};
-  for (int i = 0; i < 3; i++) {
+  static const char* const names[] = {"shunt_gpu_exec_kernel", "shunt_gpu_pre_kernel", "shunt_gpu_post_kernel",
+                                      "shunt_gpu_check_kernel"};
+  CUfunction* fns[] = {&k->exec, &k->pre, &k->post, &k->check};
+  for (int i = 0; i < 4; i++) {
     int attr = 0;
     if ((e = cu->ModuleGetFunction(fns[i], mod, names[i])) != CUDA_SUCCESS ||
         (e = cu->FuncGetAttribute(&attr, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, *fns[i])) != CUDA_SUCCESS) {

@@ -17,7 +17,7 @@
 #include "exec/gpu/cu.h"
 
 struct shunt_gpu_kernels {
-  CUfunction exec, pre, post;
+  CUfunction exec, pre, post, check;
 };
 
 int shunt_gpu_kernels_get(const struct shunt_cu* cu, CUdevice dev, struct shunt_gpu_kernels* out, char* err,

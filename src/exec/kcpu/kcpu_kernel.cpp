@@ -31,7 +31,7 @@ struct block_state {
   int result;      /* of the last release: read by its threads before any can start the next */
 };
 
-enum kernel_kind { KERNEL_EXEC, KERNEL_PRE, KERNEL_POST };
+enum kernel_kind { KERNEL_EXEC, KERNEL_PRE, KERNEL_POST, KERNEL_CHECK };
 
 struct launch {
   kernel_kind kind;
@@ -40,6 +40,9 @@ struct launch {
   const char* src;
   uint64_t n;
   struct shunt_red red;
+  uint64_t per; /* KERNEL_CHECK's arguments */
+  uint32_t nranks, allgather;
+  unsigned long long* first;
   unsigned blocks, threads, skew_us, smem;
   block_state* bs;
   char* smem_base; /* blocks x smem bytes, 16-aligned */
@@ -100,6 +103,9 @@ void run_one(const launch* L, unsigned index) {
       break;
     case KERNEL_POST:
       shunt_gpu_post_kernel(L->dst, L->n, L->red);
+      break;
+    case KERNEL_CHECK:
+      shunt_gpu_check_kernel((const float*)L->src, L->n, L->per, L->nranks, L->allgather, L->first);
       break;
   }
   /* An exited thread no longer holds up its block's barriers. */
@@ -319,5 +325,19 @@ extern "C" int shunt_kcpu_post(struct shunt_kcpu_device* d, char* buf, uint64_t 
   L.dst = buf;
   L.n = n;
   L.red = red;
+  return run_grid(d, &L, g, err, len);
+}
+
+extern "C" int shunt_kcpu_check(struct shunt_kcpu_device* d, const float* out, uint64_t n, uint64_t per,
+                                uint32_t nranks, uint32_t allgather, unsigned long long* first,
+                                const struct shunt_kcpu_grid* g, char* err, size_t len) {
+  launch L{};
+  L.kind = KERNEL_CHECK;
+  L.src = (const char*)out;
+  L.n = n;
+  L.per = per;
+  L.nranks = nranks;
+  L.allgather = allgather;
+  L.first = first;
   return run_grid(d, &L, g, err, len);
 }

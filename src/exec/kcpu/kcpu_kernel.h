@@ -46,6 +46,11 @@ int shunt_kcpu_pre(struct shunt_kcpu_device* d, char* dst, const char* src, uint
 int shunt_kcpu_post(struct shunt_kcpu_device* d, char* buf, uint64_t n, struct shunt_red red,
                     const struct shunt_kcpu_grid* g, char* err, size_t len);
 
+/* The self-check's comparison (gpu_kernel.cuh: shunt_gpu_check_kernel). */
+int shunt_kcpu_check(struct shunt_kcpu_device* d, const float* out, uint64_t n, uint64_t per, uint32_t nranks,
+                     uint32_t allgather, unsigned long long* first, const struct shunt_kcpu_grid* g, char* err,
+                     size_t len);
+
 #ifdef __cplusplus
 }
 #endif
