@@ -53,6 +53,18 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
   SHUNT_HOST_TIMEOUT_MS=${SHUNT_HOST_TIMEOUT_MS:-600000} \
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE "gpu|long"
 
+# Fuzzing is one process on one core for a fixed time: it runs beside the ThreadSanitizer stage
+# and the generator check rather than after them; its result is collected below.
+fuzz_pid="" fuzz_log="" fuzz_t0=0
+if [ -x scripts/fuzz.sh ] && command -v clang >/dev/null; then
+  fuzz_log=$(mktemp)
+  fuzz_t0=$SECONDS
+  scripts/fuzz.sh "${SHUNT_FUZZ_SECONDS:-60}" >"$fuzz_log" 2>&1 &
+  fuzz_pid=$!
+  # A stage that fails ends the script: the fuzzer does not outlive it.
+  trap 'kill "$fuzz_pid" 2>/dev/null || true' EXIT
+fi
+
 step "the GPU kernel built for the CPU under ThreadSanitizer in build-tsan/"
 # Only what the kernel-cpu tests run (shunt-plan, kcpu_wait); the other suites run under ASan above.
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHUNT_TSAN=ON -DSHUNT_ENABLE_CUDA=OFF >/dev/null
@@ -64,9 +76,16 @@ if [ -f scripts/gen_plans.py ]; then
   python3 scripts/gen_plans.py --check
 fi
 
-if [ -x scripts/fuzz.sh ] && command -v clang >/dev/null; then
-  step "fuzzing the plan parser (${SHUNT_FUZZ_SECONDS:-60} s)"
-  scripts/fuzz.sh "${SHUNT_FUZZ_SECONDS:-60}"
+if [ -n "$fuzz_pid" ]; then
+  step "fuzzing the plan parser (${SHUNT_FUZZ_SECONDS:-60} s, started beside the ThreadSanitizer stage)"
+  if ! wait "$fuzz_pid"; then
+    tail -60 "$fuzz_log"
+    echo "fuzzing failed (reproducers in build-fuzz/artifacts)"
+    exit 1
+  fi
+  tail -8 "$fuzz_log"
+  echo "fuzzing took $((SECONDS - fuzz_t0)) s from its start"
+  rm -f "$fuzz_log"
 fi
 summary
 printf '\n== all tests passed (%d s)\n' "$SECONDS"
