@@ -10,7 +10,8 @@
  *              ranks the Simple plans cannot all be resident on the stand-in's device: found
  *              unfit by the self-check, their sizes go to NCCL while the others stay on plans
  *   graph      an allreduce and an allgather captured into one CUDA graph, replayed 100 times
- *              with new inputs each time: every replay exact
+ *              with new inputs each time, a larger eager call growing the world halfway: every
+ *              replay exact
  *   corrupt    the stand-in flips a byte of rank 1's first self-check result: one WARN, every
  *              rank sends device calls to NCCL (exact), nothing hangs
  *   skip       rank 0's first self-check kernel never runs (its signals never come): the
@@ -170,6 +171,9 @@ static void run_graph(ncclComm_t comm, int rank, fc_handle st) {
   int32_t* ga = malloc(per * (size_t)nranks * sizeof(int32_t));
   size_t bad = 0;
   for (int it = 0; it < 100 && exec; it++) {
+    /* Halfway, an eager call larger than any before grows the world: the graph, captured on the
+     * old one, must go on replaying exactly. */
+    if (it == 50) allreduce_case(comm, rank, st, (size_t)3 << 20, SHUNT_DT_FLOAT32, 0, 0, 1);
     for (size_t i = 0; i < count; i++) fa[i] = (float)((rank + 1) * (it % 7 + 1) + (int)(i % 5));
     for (size_t i = 0; i < per; i++) ga[i] = rank * 1000 + it * 10 + (int32_t)(i % 9);
     CHECK_EQ_INT(cuMemcpyHtoD_v2(a, fa, count * sizeof(float)), 0);

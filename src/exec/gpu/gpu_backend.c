@@ -38,6 +38,13 @@ struct gpu_backend {
   uint64_t clock;
   _Atomic(const struct shunt_program*) last; /* the program last launched, for check's message */
   struct shunt_gpu_regs* regs;               /* registered user buffers (zero-copy) */
+  /* Worlds (and tail staging) outgrown by a larger call: a captured graph may still replay on
+   * them, so they live as long as the backend. */
+  struct retired {
+    struct shunt_gpu_world* world;
+    char* tail;
+    struct retired* next;
+  } * retired;
   const struct shunt_cu* cu;                 /* set with the first world, kept for the registrations */
   CUcontext ctx;
 };
@@ -83,19 +90,53 @@ static void free_tail(struct gpu_backend* g, struct shunt_gpu_world* w) {
   g->tail_cap = 0;
 }
 
-static void free_world(struct shunt_backend* b, bool collective) {
-  struct gpu_backend* g = (struct gpu_backend*)b;
-  struct shunt_gpu_world* w = atomic_load(&g->world);
-  if (!w) return;
-  /* This rank's launches complete before anything of theirs goes. */
-  shunt_gpu_world_quiesce(w);
-  drop_uploads(g);
-  free_tail(g, w);
-  atomic_store(&g->world, NULL);
+static void end_world(struct shunt_gpu_world* w, bool collective) {
   if (collective)
     shunt_gpu_world_destroy(w);
   else
     shunt_gpu_world_release(w);
+}
+
+static void free_world(struct shunt_backend* b, bool collective) {
+  struct gpu_backend* g = (struct gpu_backend*)b;
+  struct shunt_gpu_world* w = atomic_load(&g->world);
+  if (w) {
+    /* This rank's launches complete before anything of theirs goes. */
+    shunt_gpu_world_quiesce(w);
+    drop_uploads(g);
+    free_tail(g, w);
+    atomic_store(&g->world, NULL);
+    end_world(w, collective);
+  }
+  /* Every rank retired the same worlds in the same order. */
+  while (g->retired) {
+    struct retired* r = g->retired;
+    g->retired = r->next;
+    shunt_gpu_world_quiesce(r->world);
+    g->tail = r->tail;
+    free_tail(g, r->world);
+    end_world(r->world, collective);
+    free(r);
+  }
+}
+
+/* The current world steps aside for a larger one: its programs' memory goes with it (into its
+ * deferred frees), and it is kept, with its tail staging, for graphs captured on it. */
+static void retire_world(struct gpu_backend* g) {
+  struct shunt_gpu_world* w = atomic_load(&g->world);
+  struct retired* r = malloc(sizeof(*r));
+  drop_uploads(g);
+  /* Out of memory for the record: the old world is left alive unrecorded (a leak) rather than
+   * this rank freeing it alone, which would take a collective step its peers do not take. */
+  if (r) {
+    r->world = w;
+    r->tail = g->tail;
+    r->next = g->retired;
+    g->retired = r;
+  }
+  g->tail = NULL;
+  g->tail_cap = 0;
+  atomic_store(&g->world, NULL);
 }
 
 static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const struct shunt_split* s, char* err,
@@ -116,8 +157,8 @@ static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const
     if (g->cfg.input_bytes > cfg.input_bytes) cfg.input_bytes = g->cfg.input_bytes;
     if (g->cfg.output_bytes > cfg.output_bytes) cfg.output_bytes = g->cfg.output_bytes;
     if (g->tail_cap > tail_cap) tail_cap = g->tail_cap;
-    /* Collective: every rank grows at the same call. The old world's launches complete first. */
-    free_world(b, true);
+    /* Every rank grows at the same call; the old world stays for graphs captured on it. */
+    retire_world(g);
   }
   struct shunt_gpu_world* made = NULL;
   char why[512];
