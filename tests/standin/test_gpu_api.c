@@ -11,7 +11,7 @@
  *              unfit by the self-check, their sizes go to NCCL while the others stay on plans
  *   graph      an allreduce and an allgather captured into one CUDA graph, replayed 100 times
  *              with new inputs each time, a larger eager call growing the world halfway: every
- *              replay exact
+ *              replay exact; then a capture whose call grows the world inside it, replayed
  *   corrupt    the stand-in flips a byte of rank 1's first self-check result: one WARN, every
  *              rank sends device calls to NCCL (exact), nothing hangs
  *   skip       rank 0's first self-check kernel never runs (its signals never come): the
@@ -196,6 +196,35 @@ static void run_graph(ncclComm_t comm, int rank, fc_handle st) {
   }
   if (exec) cuGraphExecDestroy(exec);
   if (graph) cuGraphDestroy(graph);
+  /* A captured call larger than any before: the world grows inside the capture (in global
+   * mode, where an allocation from this thread would invalidate it), then replays exactly. */
+  size_t big = (size_t)6 << 20;
+  unsigned long long b = dalloc(big * sizeof(float));
+  float* hb = malloc(big * sizeof(float));
+  graph = exec = NULL;
+  CHECK_EQ_INT(cuStreamBeginCapture_v2(st, 0), 0);
+  CHECK_EQ_INT(ncclAllReduce((void*)(uintptr_t)b, (void*)(uintptr_t)b, big, ncclFloat, ncclSum, comm, st), ncclSuccess);
+  CHECK_EQ_INT(cuStreamEndCapture(st, &graph), 0);
+  CHECK_MSG(graph != NULL && cuGraphInstantiateWithFlags(&exec, graph, 0) == 0, "rank %d: the growing capture failed",
+            rank);
+  for (int it = 0; it < 2 && exec; it++) {
+    for (size_t i = 0; i < big; i++) hb[i] = (float)((rank + 2) * (it + 1) + (int)(i % 3));
+    CHECK_EQ_INT(cuMemcpyHtoD_v2(b, hb, big * sizeof(float)), 0);
+    CHECK_EQ_INT(cuGraphLaunch(exec, st), 0);
+    CHECK_EQ_INT(cuStreamSynchronize(st), 0);
+    CHECK_EQ_INT(cuMemcpyDtoH_v2(hb, b, big * sizeof(float)), 0);
+    size_t wrong = 0;
+    for (size_t i = 0; i < big; i++) {
+      float want = 0;
+      for (int r = 0; r < nranks; r++) want += (float)((r + 2) * (it + 1) + (int)(i % 3));
+      wrong += hb[i] != want;
+    }
+    CHECK_MSG(wrong == 0, "rank %d: grown-in-capture replay %d: %zu wrong", rank, it, wrong);
+  }
+  if (exec) cuGraphExecDestroy(exec);
+  if (graph) cuGraphDestroy(graph);
+  free(hb);
+  cuMemFree_v2(b);
   free(fa);
   free(ga);
   cuMemFree_v2(a);

@@ -369,13 +369,17 @@ int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gp
   pthread_mutex_init(&w->launch_mu, NULL);
   pthread_mutex_init(&w->grave_mu, NULL);
   struct ctx_guard g = ctx_enter(w->cu, NULL);
+  /* Relaxed capture mode: a world made or grown by a call that is being captured (a size larger
+   * than any before) allocates and synchronizes its own stream; in the thread's global mode
+   * that would fail and invalidate the caller's capture. */
+  int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (w->cu) w->cu->ThreadExchangeStreamCaptureMode(&mode);
   int rc = world_create(w, all, cfg, err, len);
+  if (rc != 0) release(w); /* its frees and synchronizations in relaxed mode too */
+  if (w->cu) w->cu->ThreadExchangeStreamCaptureMode(&mode);
   ctx_leave(g);
   free(all);
-  if (rc != 0) {
-    release(w);
-    return rc;
-  }
+  if (rc != 0) return rc;
   *out = w;
   return SHUNT_GPU_OK;
 }
