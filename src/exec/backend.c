@@ -21,6 +21,12 @@ struct shunt_backend* shunt_backend_new(enum shunt_backend_kind kind, uint32_t r
   return b;
 }
 
+uint64_t shunt_backend_round(uint64_t x) {
+  uint64_t p = 4096;
+  while (p < x) p <<= 1;
+  return p;
+}
+
 enum shunt_backend_kind shunt_backend_kind(const struct shunt_backend* b) {
   return b->kind;
 }

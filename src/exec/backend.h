@@ -102,6 +102,10 @@ struct shunt_gpu_verdict_info {
 int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const* plans, uint32_t nplans,
                         uint64_t timeout_ms, bool* unfit, struct shunt_gpu_verdict_info* out);
 
+/* The size a world section is made with for `x` bytes: a power of two from 4 KiB, so that
+ * growing calls rebuild worlds rarely. */
+uint64_t shunt_backend_round(uint64_t x);
+
 /* What each backend implements (exec/host/host_backend.c, exec/gpu/gpu_backend.c). */
 struct shunt_backend_ops {
   const char* name;

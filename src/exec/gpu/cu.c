@@ -89,6 +89,25 @@ const struct shunt_cu* shunt_cu(char* err, size_t len) {
   return NULL;
 }
 
+struct shunt_cu_guard shunt_cu_enter(const struct shunt_cu* cu, CUcontext ctx, int relaxed) {
+  struct shunt_cu_guard g = {cu, NULL, 0, 0, CU_STREAM_CAPTURE_MODE_RELAXED};
+  if (!cu) return g;
+  g.known = cu->CtxGetCurrent(&g.prev) == CUDA_SUCCESS;
+  if (ctx && (!g.known || g.prev != ctx)) cu->CtxSetCurrent(ctx);
+  if (relaxed) g.relaxed = cu->ThreadExchangeStreamCaptureMode(&g.mode) == CUDA_SUCCESS;
+  return g;
+}
+
+void shunt_cu_leave(const struct shunt_cu_guard* g) {
+  if (!g->cu) return;
+  if (g->relaxed) {
+    int mode = g->mode;
+    g->cu->ThreadExchangeStreamCaptureMode(&mode);
+  }
+  CUcontext cur = NULL;
+  if (g->known && g->cu->CtxGetCurrent(&cur) == CUDA_SUCCESS && cur != g->prev) g->cu->CtxSetCurrent(g->prev);
+}
+
 const char* shunt_cu_error(CUresult e) {
   const char* s = NULL;
   if (__atomic_load_n(&found, __ATOMIC_ACQUIRE) && table.GetErrorString(e, &s) == CUDA_SUCCESS && s) return s;

@@ -97,6 +97,19 @@ struct shunt_cu {
 
 const struct shunt_cu* shunt_cu(char* err, size_t len);
 
+/* The calling thread's context and capture mode are the caller's: a guard makes `ctx` current
+ * (NULL: leaves it as it is) and, when `relaxed`, the thread's capture mode relaxed (so an
+ * allocation or synchronization neither fails nor invalidates another stream's capture);
+ * shunt_cu_leave puts back both, whatever context the guarded code selected meanwhile. A guard
+ * with a NULL cu does nothing. */
+struct shunt_cu_guard {
+  const struct shunt_cu* cu;
+  CUcontext prev;
+  int known, relaxed, mode;
+};
+struct shunt_cu_guard shunt_cu_enter(const struct shunt_cu* cu, CUcontext ctx, int relaxed);
+void shunt_cu_leave(const struct shunt_cu_guard* g);
+
 /* The driver's name for an error ("CUDA_ERROR_..." text), never NULL. */
 const char* shunt_cu_error(CUresult e);
 

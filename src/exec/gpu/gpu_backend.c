@@ -60,12 +60,6 @@ struct shunt_backend* shunt_gpu_backend_alloc(void) {
   return &g->base;
 }
 
-static uint64_t round_up_pow2(uint64_t x) {
-  uint64_t p = 4096;
-  while (p < x) p <<= 1;
-  return p;
-}
-
 static void drop_uploads(struct gpu_backend* g) {
   pthread_mutex_lock(&g->mu);
   for (int i = 0; i < UPLOADS; i++)
@@ -80,11 +74,9 @@ static void drop_uploads(struct gpu_backend* g) {
 static void free_tail(struct gpu_backend* g, struct shunt_gpu_world* w) {
   if (g->tail && w) {
     const struct shunt_cu* cu = shunt_gpu_world_cu(w);
-    CUcontext prev = NULL;
-    cu->CtxGetCurrent(&prev);
-    cu->CtxSetCurrent(shunt_gpu_world_ctx(w));
+    struct shunt_cu_guard cg = shunt_cu_enter(cu, shunt_gpu_world_ctx(w), 0);
     cu->MemFree(DP(g->tail));
-    cu->CtxSetCurrent(prev);
+    shunt_cu_leave(&cg);
   }
   g->tail = NULL;
   g->tail_cap = 0;
@@ -149,9 +141,9 @@ static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const
   if (w && g->cfg.scratch_bytes >= scratch && g->cfg.input_bytes >= in_need && g->cfg.output_bytes >= out_need &&
       g->tail_cap >= tail_need)
     return SHUNT_EXEC_OK;
-  struct shunt_gpu_world_config cfg = {round_up_pow2(scratch), round_up_pow2(in_need), round_up_pow2(out_need), 0,
+  struct shunt_gpu_world_config cfg = {shunt_backend_round(scratch), shunt_backend_round(in_need), shunt_backend_round(out_need), 0,
                                        b->device};
-  uint64_t tail_cap = tail_need ? round_up_pow2(tail_need) : 0;
+  uint64_t tail_cap = tail_need ? shunt_backend_round(tail_need) : 0;
   if (w) {
     if (g->cfg.scratch_bytes > cfg.scratch_bytes) cfg.scratch_bytes = g->cfg.scratch_bytes;
     if (g->cfg.input_bytes > cfg.input_bytes) cfg.input_bytes = g->cfg.input_bytes;
@@ -170,16 +162,11 @@ static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const
   g->cfg = cfg;
   if (tail_cap) {
     const struct shunt_cu* cu = shunt_gpu_world_cu(made);
-    CUcontext prev = NULL;
-    cu->CtxGetCurrent(&prev);
-    cu->CtxSetCurrent(shunt_gpu_world_ctx(made));
     /* Relaxed: another thread's capture neither fails this nor is invalidated by it. */
-    int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    cu->ThreadExchangeStreamCaptureMode(&mode);
+    struct shunt_cu_guard cg = shunt_cu_enter(cu, shunt_gpu_world_ctx(made), 1);
     CUdeviceptr d = 0;
     CUresult e = cu->MemAlloc(&d, tail_cap);
-    cu->ThreadExchangeStreamCaptureMode(&mode);
-    cu->CtxSetCurrent(prev);
+    shunt_cu_leave(&cg);
     if (e != CUDA_SUCCESS) {
       /* Every rank tears its new world down with the others. */
       if (err && len) snprintf(err, len, "device memory for a %llu-byte tail: %s", (unsigned long long)tail_cap,
@@ -354,10 +341,7 @@ static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char
   }
   struct zc z = {NULL, NULL};
   if (c->split.head) zero_copy(g, c, &z);
-  const struct shunt_cu* cu = shunt_gpu_world_cu(w);
-  CUcontext prev = NULL, ctx = shunt_gpu_world_ctx(w);
-  cu->CtxGetCurrent(&prev);
-  if (prev != ctx) cu->CtxSetCurrent(ctx);
+  struct shunt_cu_guard cg = shunt_cu_enter(shunt_gpu_world_cu(w), shunt_gpu_world_ctx(w), 0);
   int rc = SHUNT_EXEC_INVALID;
   if (shunt_gpu_world_order_begin(w, (CUstream)c->stream, err, len) == 0) {
     rc = run_call(g, w, c, &z, err, len);
@@ -368,7 +352,7 @@ static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char
       rc = SHUNT_EXEC_INVALID;
     }
   }
-  if (prev != ctx) cu->CtxSetCurrent(prev);
+  shunt_cu_leave(&cg);
   return rc;
 }
 

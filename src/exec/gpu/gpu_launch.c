@@ -78,9 +78,7 @@ int shunt_gpu_launch(const struct shunt_gpu_run* run, struct CUstream_st* stream
 
   /* The kernels and copies go to the world's context (a legacy-default-stream launch takes the
    * current one); the caller's is put back. */
-  CUcontext prev = NULL, ctx = shunt_gpu_world_ctx(w);
-  int have_prev = cu->CtxGetCurrent(&prev) == CUDA_SUCCESS;
-  if (!have_prev || prev != ctx) cu->CtxSetCurrent(ctx);
+  struct shunt_cu_guard g = shunt_cu_enter(cu, shunt_gpu_world_ctx(w), 0);
   /* One launch of a world at a time, after the previous one whatever its stream. */
   int rc = SHUNT_GPU_CUDA;
   if (run->ordered) {
@@ -90,6 +88,6 @@ int shunt_gpu_launch(const struct shunt_gpu_run* run, struct CUstream_st* stream
     if (shunt_gpu_world_order_end(w, stream, rc == SHUNT_GPU_OK, err, len) != 0 && rc == SHUNT_GPU_OK)
       rc = SHUNT_GPU_CUDA;
   }
-  if (have_prev && prev != ctx) cu->CtxSetCurrent(prev);
+  shunt_cu_leave(&g);
   return rc;
 }

@@ -98,18 +98,9 @@ static void drop(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, struct re
   free(f);
 }
 
-static const struct shunt_cu* cu_in(const struct shunt_cu* cu, CUcontext ctx, CUcontext* prev) {
-  if (cu) {
-    cu->CtxGetCurrent(prev);
-    cu->CtxSetCurrent(ctx);
-  }
-  return cu;
-}
-
-void shunt_gpu_reg_remove(struct shunt_gpu_regs* rs, const struct shunt_cu* cu_, CUcontext ctx,
+void shunt_gpu_reg_remove(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, CUcontext ctx,
                           struct shunt_gpu_reg* r) {
-  CUcontext prev = NULL;
-  const struct shunt_cu* cu = cu_in(cu_, ctx, &prev);
+  struct shunt_cu_guard g = shunt_cu_enter(cu, ctx, 0);
   pthread_mutex_lock(&rs->mu);
   struct shunt_gpu_reg** pp = &rs->head;
   while (*pp && *pp != r) pp = &(*pp)->next;
@@ -118,13 +109,12 @@ void shunt_gpu_reg_remove(struct shunt_gpu_regs* rs, const struct shunt_cu* cu_,
     drop(rs, cu, (struct reg_full*)r);
   }
   pthread_mutex_unlock(&rs->mu);
-  if (cu) cu->CtxSetCurrent(prev);
+  shunt_cu_leave(&g);
 }
 
-void shunt_gpu_regs_free(struct shunt_gpu_regs* rs, const struct shunt_cu* cu_, CUcontext ctx) {
+void shunt_gpu_regs_free(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, CUcontext ctx) {
   if (!rs) return;
-  CUcontext prev = NULL;
-  const struct shunt_cu* cu = cu_in(cu_, ctx, &prev);
+  struct shunt_cu_guard g = shunt_cu_enter(cu, ctx, 0);
   pthread_mutex_lock(&rs->mu);
   while (rs->head) {
     struct shunt_gpu_reg* r = rs->head;
@@ -132,7 +122,7 @@ void shunt_gpu_regs_free(struct shunt_gpu_regs* rs, const struct shunt_cu* cu_, 
     drop(rs, cu, (struct reg_full*)r);
   }
   pthread_mutex_unlock(&rs->mu);
-  if (cu) cu->CtxSetCurrent(prev);
+  shunt_cu_leave(&g);
   pthread_mutex_destroy(&rs->mu);
   free(rs);
 }
@@ -164,7 +154,7 @@ static struct ipc_map* open_map(struct shunt_gpu_regs* rs, const struct shunt_cu
   return m;
 }
 
-int shunt_gpu_reg_exchange(struct shunt_gpu_regs* rs, const struct shunt_cu* cu_, CUcontext ctx, struct shunt_gpu_reg* r,
+int shunt_gpu_reg_exchange(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, CUcontext ctx, struct shunt_gpu_reg* r,
                            uint32_t rank, uint32_t nranks, const struct shunt_world_exchange* ex, char* err,
                            size_t len) {
   struct reg_full* f = (struct reg_full*)r;
@@ -182,8 +172,8 @@ int shunt_gpu_reg_exchange(struct shunt_gpu_regs* rs, const struct shunt_cu* cu_
   }
   f->maps = f->maps ? f->maps : calloc(nranks, sizeof(*f->maps));
   f->nranks = nranks;
-  CUcontext prev = NULL;
-  const struct shunt_cu* cu = cu_in(cu_, ctx, &prev);
+  /* Relaxed: the exchange may come with a call that is being captured. */
+  struct shunt_cu_guard g = shunt_cu_enter(cu, ctx, 1);
   int ok = all && table && f->maps && cu;
   if (!ok) snprintf(err, len, "out of memory");
   if (ok) {
@@ -221,11 +211,8 @@ int shunt_gpu_reg_exchange(struct shunt_gpu_regs* rs, const struct shunt_cu* cu_
   }
   if (ok) {
     CUdeviceptr d = 0;
-    int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    cu->ThreadExchangeStreamCaptureMode(&mode);
     CUresult e = cu->MemAlloc(&d, (size_t)nranks * sizeof(uint64_t));
     if (e == CUDA_SUCCESS) e = cu->MemcpyHtoD(d, table, (size_t)nranks * sizeof(uint64_t));
-    cu->ThreadExchangeStreamCaptureMode(&mode);
     if (e != CUDA_SUCCESS) {
       if (d) cu->MemFree(d);
       snprintf(err, len, "the registration table: %s", shunt_cu_error(e));
@@ -237,7 +224,7 @@ int shunt_gpu_reg_exchange(struct shunt_gpu_regs* rs, const struct shunt_cu* cu_
   if (!ok && f->maps)
     for (uint32_t q = 0; q < nranks; q++) unmap(rs, cu, f->maps[q]), f->maps[q] = NULL;
   pthread_mutex_unlock(&rs->mu);
-  if (cu) cu->CtxSetCurrent(prev);
+  shunt_cu_leave(&g);
   /* All or none: a rank that could not map makes every rank stage. */
   votes[rank] = (uint8_t)ok;
   int all_ok = ex->allgather(ex->ctx, votes, 1) == 0;

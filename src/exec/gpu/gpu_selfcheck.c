@@ -206,20 +206,18 @@ int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const*
   struct bufs B = {0};
   char errbuf[256];
   B.cu = shunt_cu(errbuf, sizeof(errbuf));
-  CUcontext prev = NULL, ctx = NULL;
+  CUcontext ctx = NULL;
+  struct shunt_cu_guard cg = shunt_cu_enter(NULL, NULL, 0);
   int local = PASSED;
   for (uint32_t p = 0; p < nplans; p++) unfit[p] = false;
   if (!B.cu) {
     snprintf(what, sizeof(what), "setup: %s", errbuf);
     local = FAILED;
+  } else if (B.cu->DevicePrimaryCtxRetain(&ctx, b->device) != CUDA_SUCCESS) {
+    snprintf(what, sizeof(what), "setup: no context for device %d", b->device);
+    local = FAILED;
   } else {
-    B.cu->CtxGetCurrent(&prev);
-    if (B.cu->DevicePrimaryCtxRetain(&ctx, b->device) != CUDA_SUCCESS) {
-      snprintf(what, sizeof(what), "setup: no context for device %d", b->device);
-      local = FAILED;
-    } else {
-      B.cu->CtxSetCurrent(ctx);
-    }
+    cg = shunt_cu_enter(B.cu, ctx, 0);
   }
   /* The largest buffers any run needs. */
   uint64_t in_cap = 16, out_cap = 16;
@@ -265,7 +263,7 @@ int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const*
     /* Every rank reached this vote: the world goes collectively. */
     b->ops->free_world(b, true);
   }
-  if (B.cu && ctx) B.cu->CtxSetCurrent(prev);
+  shunt_cu_leave(&cg);
   free(all);
   out->ok = !failed;
   out->ms = now_ms() - t0;

@@ -189,24 +189,6 @@ static void* proxy_main(void* arg) {
 
 /* ---- Creation ---------------------------------------------------------------------------------- */
 
-/* The caller's current context is its own: whatever these calls select, they put it back. */
-struct ctx_guard {
-  const struct shunt_cu* cu;
-  CUcontext prev;
-  bool known;
-};
-static struct ctx_guard ctx_enter(const struct shunt_cu* cu, CUcontext ctx) {
-  struct ctx_guard g = {cu, NULL, false};
-  if (!cu) return g;
-  g.known = cu->CtxGetCurrent(&g.prev) == CUDA_SUCCESS;
-  if (ctx && (!g.known || g.prev != ctx)) cu->CtxSetCurrent(ctx);
-  return g;
-}
-static void ctx_leave(struct ctx_guard g) {
-  CUcontext cur = NULL;
-  if (g.known && g.cu->CtxGetCurrent(&cur) == CUDA_SUCCESS && cur != g.prev) g.cu->CtxSetCurrent(g.prev);
-}
-
 static void release(struct shunt_gpu_world* w) {
   if (!w) return;
   if (w->thread_started) {
@@ -215,7 +197,7 @@ static void release(struct shunt_gpu_world* w) {
   }
   const struct shunt_cu* cu = w->cu;
   if (cu && w->ctx) {
-    struct ctx_guard g = ctx_enter(cu, w->ctx);
+    struct shunt_cu_guard g = shunt_cu_enter(cu, w->ctx, 0);
     if (w->pstream) cu->StreamSynchronize(w->pstream);
     if (w->peer)
       for (uint32_t r = 0; r < w->nranks; r++)
@@ -226,7 +208,7 @@ static void release(struct shunt_gpu_world* w) {
     if (w->fifo) cu->MemFreeHost(w->fifo);
     if (w->flag_ring) cu->MemFreeHost(w->flag_ring);
     if (w->pstream) cu->StreamDestroy(w->pstream);
-    ctx_leave(g);
+    shunt_cu_leave(&g);
   }
   free(w->grave);
   pthread_mutex_destroy(&w->launch_mu);
@@ -368,16 +350,13 @@ int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gp
   atomic_init(&w->proxy_failed, 0);
   pthread_mutex_init(&w->launch_mu, NULL);
   pthread_mutex_init(&w->grave_mu, NULL);
-  struct ctx_guard g = ctx_enter(w->cu, NULL);
   /* Relaxed capture mode: a world made or grown by a call that is being captured (a size larger
    * than any before) allocates and synchronizes its own stream; in the thread's global mode
    * that would fail and invalidate the caller's capture. */
-  int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-  if (w->cu) w->cu->ThreadExchangeStreamCaptureMode(&mode);
+  struct shunt_cu_guard g = shunt_cu_enter(w->cu, NULL, 1);
   int rc = world_create(w, all, cfg, err, len);
   if (rc != 0) release(w); /* its frees and synchronizations in relaxed mode too */
-  if (w->cu) w->cu->ThreadExchangeStreamCaptureMode(&mode);
-  ctx_leave(g);
+  shunt_cu_leave(&g);
   free(all);
   if (rc != 0) return rc;
   *out = w;
@@ -510,9 +489,9 @@ void shunt_gpu_world_destroy(struct shunt_gpu_world* w) {
 
 void shunt_gpu_world_quiesce(struct shunt_gpu_world* w) {
   if (!w || !w->cu || !w->last) return;
-  struct ctx_guard g = ctx_enter(w->cu, w->ctx);
+  struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 0);
   w->cu->EventSynchronize(w->last);
-  ctx_leave(g);
+  shunt_cu_leave(&g);
 }
 
 void shunt_gpu_world_release(struct shunt_gpu_world* w) {
@@ -589,10 +568,10 @@ int shunt_gpu_world_order_end(struct shunt_gpu_world* w, CUstream stream, bool e
 
 int shunt_gpu_world_abort(struct shunt_gpu_world* w) {
   if (!w) return SHUNT_GPU_INVALID;
-  struct ctx_guard g = ctx_enter(w->cu, w->ctx);
+  struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 0);
   CUresult e = raise_abort(w);
   if (e == CUDA_SUCCESS) e = w->cu->StreamSynchronize(w->pstream);
-  ctx_leave(g);
+  shunt_cu_leave(&g);
   return e == CUDA_SUCCESS ? SHUNT_GPU_OK : SHUNT_GPU_CUDA;
 }
 
@@ -609,14 +588,11 @@ int shunt_gpu_prog_create(struct shunt_gpu_world* w, const struct shunt_program*
     setf(err, len, "no world");
     return SHUNT_GPU_INVALID;
   }
-  struct ctx_guard g = ctx_enter(w->cu, w->ctx);
   /* Relaxed capture mode: another thread capturing a graph in global mode must neither make
    * this allocation fail nor be invalidated by it. */
-  int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-  w->cu->ThreadExchangeStreamCaptureMode(&mode);
+  struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 1);
   int rc = prog_create(w, p, max_threads, out, err, len);
-  w->cu->ThreadExchangeStreamCaptureMode(&mode);
-  ctx_leave(g);
+  shunt_cu_leave(&g);
   return rc;
 }
 
@@ -689,9 +665,9 @@ void shunt_gpu_prog_destroy(struct shunt_gpu_prog* gp) {
   pthread_mutex_unlock(&w->grave_mu);
   /* Out of memory for the list: freed now, as before (it may wait for running kernels). */
   if (gp->dev) {
-    struct ctx_guard g = ctx_enter(w->cu, w->ctx);
+    struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 0);
     w->cu->MemFree(DP(gp->dev));
-    ctx_leave(g);
+    shunt_cu_leave(&g);
   }
   free(gp);
 }

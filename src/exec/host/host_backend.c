@@ -19,12 +19,6 @@ struct shunt_backend* shunt_host_backend_alloc(void) {
   return h ? &h->base : NULL;
 }
 
-static uint64_t round_up_pow2(uint64_t x) {
-  uint64_t p = 4096;
-  while (p < x) p <<= 1;
-  return p;
-}
-
 static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const struct shunt_split* s, char* err,
                    size_t len) {
   struct host_backend* h = (struct host_backend*)b;
@@ -33,7 +27,7 @@ static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const
   struct shunt_world* w = atomic_load(&h->world);
   if (w && w->cfg.scratch_bytes >= scratch && w->cfg.input_bytes >= in_need && w->cfg.output_bytes >= out_need)
     return SHUNT_EXEC_OK;
-  struct shunt_world_config cfg = {round_up_pow2(scratch), round_up_pow2(in_need), round_up_pow2(out_need)};
+  struct shunt_world_config cfg = {shunt_backend_round(scratch), shunt_backend_round(in_need), shunt_backend_round(out_need)};
   if (w) {
     if (w->cfg.scratch_bytes > cfg.scratch_bytes) cfg.scratch_bytes = w->cfg.scratch_bytes;
     if (w->cfg.input_bytes > cfg.input_bytes) cfg.input_bytes = w->cfg.input_bytes;
