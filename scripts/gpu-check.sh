@@ -126,6 +126,17 @@ if [ -x "$perf" ]; then
     v=$(grep -ho "GPU self-check [a-z]*:.*" "$logs/perf-gpu-t$n-G0.log" | head -1)
     note "self-check, $n ranks: ${v:-no verdict logged}"
   done
+  # Several ranks driven by one thread (-g): each call one NCCL group of four, graphs captured
+  # on four streams at once.
+  for g in 0 10; do
+    log="$logs/perf-gpu-g4-G$g.log"
+    if env "${gpu_env[@]}" timeout 200 "$perf" -g 4 -b 1K -e 16M -f 4 -n 10 -w 2 -G $g >"$log" 2>&1 &&
+       grep -q "max #wrong over ranks: 0: OK" "$log"; then
+      note "shunt-perf -g 4 (one thread, 4 ranks on GPU 0), graphs $g: ok; $(grep -o 'Avg bus bandwidth.*' "$log" | tr '\n' ' ')"
+    else
+      grep -E "WARN|FAILED|wrong" "$log" | head -5; note "shunt-perf -g 4, graphs $g: FAILED ($log)"; rc=1
+    fi
+  done
   # The library path under compute-sanitizer: small sizes, two ranks as threads.
   if command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck synccheck; do

@@ -14,19 +14,20 @@ enum { MODE_AUTO = 0, MODE_ON, MODE_OFF };
 
 static pthread_once_t mode_once = PTHREAD_ONCE_INIT;
 static int mode;
+/* Bound of every wait of a self-check run. A healthy run takes microseconds on a GPU; the
+ * bound is for a kernel that never completes. Seconds, from SHUNT_GPU_CHECK_TIMEOUT. */
+static int64_t check_timeout_ms;
 
 static void read_mode(void) {
   static const char* const choices[] = {"auto", "on", "off"};
   mode = shunt_env_choice("SHUNT_GPU", NULL, choices, 3, MODE_AUTO);
+  check_timeout_ms = shunt_env_int("SHUNT_GPU_CHECK_TIMEOUT", 2, 1, 3600) * 1000;
 }
 
 static int gpu_mode(void) {
   pthread_once(&mode_once, read_mode);
   return mode;
 }
-
-/* Bound of every wait of a self-check run: a healthy run takes microseconds. */
-#define CHECK_TIMEOUT_MS 2000
 
 void shunt_gpu_gate_init(struct shunt_comm* c) {
   int m = gpu_mode();
@@ -67,7 +68,7 @@ void shunt_gpu_gate_init(struct shunt_comm* c) {
   struct shunt_backend* b = shunt_launch_backend(c, true, c->cuda_dev);
   struct shunt_gpu_verdict_info v;
   bool* unfit = calloc(k, sizeof(*unfit));
-  int rc = b && unfit ? shunt_gpu_selfcheck(b, plans, k, CHECK_TIMEOUT_MS, unfit, &v) : -1;
+  int rc = b && unfit ? shunt_gpu_selfcheck(b, plans, k, (uint64_t)check_timeout_ms, unfit, &v) : -1;
   if (rc == 0 && v.unfit) {
     c->gpu_unfit = calloc(v.unfit, sizeof(*c->gpu_unfit));
     for (uint32_t i = 0; i < k && c->gpu_unfit; i++)

@@ -16,14 +16,14 @@
 #include "shunt/shunt.h"
 #include "verify.h"
 
-#define NCCL_OK(call)                                                                                       \
-  do {                                                                                                      \
-    ncclResult_t rc_ = (call);                                                                              \
-    if (rc_ != ncclSuccess) {                                                                               \
-      fprintf(stderr, "shunt-perf: rank %d: %s failed: %s (%s)\n", r->rank, #call, ncclGetErrorString(rc_), \
-              ncclGetLastError(r->comm));                                                                   \
-      return -1;                                                                                            \
-    }                                                                                                       \
+#define NCCL_OK(l, call)                                                             \
+  do {                                                                               \
+    ncclResult_t rc_ = (call);                                                       \
+    if (rc_ != ncclSuccess) {                                                        \
+      fprintf(stderr, "shunt-perf: rank %d: %s failed: %s (%s)\n", (l)->rank, #call, \
+              ncclGetErrorString(rc_), ncclGetLastError((l)->comm));                 \
+      return -1;                                                                     \
+    }                                                                                \
   } while (0)
 
 static double now_s(void) {
@@ -48,50 +48,104 @@ static const char* last_plan(ncclComm_t comm) {
   return name;
 }
 
-static int call(struct perf_rank* r, const struct perf_case* c, const void* send, void* recv) {
-  cudaStream_t s = perf_dev_stream();
-  if (c->coll == PERF_COLL_ALLGATHER) {
-    NCCL_OK(ncclAllGather(send, recv, c->count, c->type, r->comm, s));
-    return 0;
-  }
-  if (c->op != PERF_OP_MULSUM) {
-    NCCL_OK(ncclAllReduce(send, recv, c->count, c->type, (ncclRedOp_t)c->op, r->comm, s));
-    return 0;
-  }
-  /* as nccl-tests: a PreMulSum created for the call and destroyed right after it */
-  uint64_t scalar = perf_mulsum_scalar(c);
-  ncclRedOp_t op;
-  NCCL_OK(ncclRedOpCreatePreMulSum(&op, &scalar, c->type, ncclScalarHostImmediate, r->comm));
-  NCCL_OK(ncclAllReduce(send, recv, c->count, c->type, op, r->comm, s));
-  NCCL_OK(ncclRedOpDestroy(op, r->comm));
+/* The case as rank l sees it (inputs and the in-place offset depend on the rank). */
+static struct perf_case lane_case(const struct perf_case* c, const struct perf_lane* l) {
+  struct perf_case lc = *c;
+  lc.rank = l->rank;
+  return lc;
+}
+
+/* Where rank l's call reads from: its send buffer, or in place its own part of recv. */
+static const void* lane_send(const struct perf_case* c, const struct perf_lane* l, int inplace) {
+  size_t es = perf_dtype_size(c->type);
+  unsigned char* recv = l->recv;
+  if (!inplace) return l->send;
+  return c->coll == PERF_COLL_ALLGATHER ? recv + (size_t)l->rank * c->count * es : recv;
+}
+
+static int lane_call(struct perf_lane* l, const struct perf_case* c, int inplace, ncclRedOp_t op) {
+  cudaStream_t s = perf_dev_stream(l->dev);
+  const void* send = lane_send(c, l, inplace);
+  if (c->coll == PERF_COLL_ALLGATHER)
+    NCCL_OK(l, ncclAllGather(send, l->recv, c->count, c->type, l->comm, s));
+  else
+    NCCL_OK(l, ncclAllReduce(send, l->recv, c->count, c->type, op, l->comm, s));
   return 0;
+}
+
+/* One call of every rank the thread drives: a group around them when there are several. As
+ * nccl-tests: a PreMulSum is created for the call and destroyed right after it. */
+static int call(struct perf_thread* t, const struct perf_case* c, int inplace) {
+  ncclRedOp_t ops[64];
+  int made = 0, rc = 0;
+  for (; made < t->nlocal && rc == 0; made++) {
+    struct perf_lane* l = &t->lanes[made];
+    ops[made] = (ncclRedOp_t)c->op;
+    if (c->coll != PERF_COLL_ALLREDUCE || c->op != PERF_OP_MULSUM) continue;
+    struct perf_case lc = lane_case(c, l);
+    uint64_t scalar = perf_mulsum_scalar(&lc);
+    ncclResult_t r = ncclRedOpCreatePreMulSum(&ops[made], &scalar, c->type, ncclScalarHostImmediate, l->comm);
+    if (r != ncclSuccess) {
+      fprintf(stderr, "shunt-perf: rank %d: ncclRedOpCreatePreMulSum failed: %s\n", l->rank,
+              ncclGetErrorString(r));
+      rc = -1;
+      break;
+    }
+  }
+  if (rc == 0) {
+    int grouped = t->nlocal > 1;
+    if (grouped && ncclGroupStart() != ncclSuccess) rc = -1;
+    for (int k = 0; k < t->nlocal && rc == 0; k++) rc = lane_call(&t->lanes[k], c, inplace, ops[k]);
+    if (grouped) {
+      ncclResult_t r =
+          ncclGroupEnd(); /* always closed: a call that failed inside still leaves the group open */
+      if (r != ncclSuccess && rc == 0) {
+        fprintf(stderr, "shunt-perf: rank %d: ncclGroupEnd failed: %s (%s)\n", t->lanes[0].rank,
+                ncclGetErrorString(r), ncclGetLastError(t->lanes[0].comm));
+        rc = -1;
+      }
+    }
+  }
+  if (c->coll == PERF_COLL_ALLREDUCE && c->op == PERF_OP_MULSUM)
+    for (int k = 0; k < made && k < t->nlocal; k++)
+      if (ncclRedOpDestroy(ops[k], t->lanes[k].comm) != ncclSuccess) rc = -1;
+  return rc;
+}
+
+static int sync_all(struct perf_thread* t) {
+  int rc = 0;
+  for (int k = 0; k < t->nlocal; k++) rc |= perf_dev_sync(t->lanes[k].dev);
+  return rc;
 }
 
 /* Every rank starts timing together. Through the side channel, not a collective: a size
  * that no plan serves would fail on a communicator without NCCL behind it. */
-static int sync_ranks(struct perf_rank* r) {
-  if (perf_dev_sync() != 0) return -1;
-  return perf_chan_barrier(r->chan, r->rank);
+static int sync_ranks(struct perf_thread* t) {
+  if (sync_all(t) != 0) return -1;
+  return perf_chan_barrier(t->chan, t->lanes[0].rank, t->nlocal);
 }
 
-/* As nccl-tests' -G: the iterations captured into one graph, launched `graph` times; the time
- * per call is over the launches only. */
-static int timed_graph(struct perf_rank* r, const struct perf_case* c, const void* send, void* recv, double* us) {
-  void* exec = NULL;
-  if (perf_dev_sync() != 0 || perf_dev_graph_begin() != 0) return -1;
-  int bad = 0;
-  for (int it = 0; it < r->o->iters && !bad; it++) bad = call(r, c, send, recv) != 0;
-  if (perf_dev_graph_end(&exec) != 0 || bad) {
-    fprintf(stderr, "shunt-perf: rank %d: capturing %d calls into a graph failed\n", r->rank, r->o->iters);
-    perf_dev_graph_free(exec);
-    return -1;
+/* As nccl-tests' -G: the iterations captured into one graph per rank, each launched `graph`
+ * times; the time per call is over the launches only. */
+static int timed_graph(struct perf_thread* t, const struct perf_case* c, int inplace, double* us) {
+  void* exec[64] = {0};
+  int began = 0, bad = sync_all(t) != 0;
+  for (; began < t->nlocal && !bad; began++) bad = perf_dev_graph_begin(t->lanes[began].dev) != 0;
+  for (int it = 0; it < t->o->iters && !bad; it++) bad = call(t, c, inplace) != 0;
+  for (int k = 0; k < began; k++) bad |= perf_dev_graph_end(t->lanes[k].dev, &exec[k]) != 0;
+  int rc = 0;
+  if (bad) {
+    fprintf(stderr, "shunt-perf: rank %d: capturing %d calls into a graph failed\n", t->lanes[0].rank,
+            t->o->iters);
+    rc = -1;
   }
-  int rc = sync_ranks(r);
+  if (rc == 0) rc = sync_ranks(t);
   double t0 = now_s();
-  for (int g = 0; g < r->o->graph && rc == 0; g++) rc = perf_dev_graph_launch(exec);
-  if (rc == 0) rc = perf_dev_sync();
-  *us = (now_s() - t0) * 1e6 / ((double)r->o->iters * r->o->graph);
-  perf_dev_graph_free(exec);
+  for (int g = 0; g < t->o->graph && rc == 0; g++)
+    for (int k = 0; k < t->nlocal && rc == 0; k++) rc = perf_dev_graph_launch(t->lanes[k].dev, exec[k]);
+  if (rc == 0) rc = sync_all(t);
+  *us = (now_s() - t0) * 1e6 / ((double)t->o->iters * t->o->graph);
+  for (int k = 0; k < began; k++) perf_dev_graph_free(t->lanes[k].dev, exec[k]);
   return rc;
 }
 
@@ -100,46 +154,54 @@ struct half_local {
   int64_t wrong;
 };
 
-static int timed_half(struct perf_rank* r, const struct perf_case* c, int inplace, struct half_local* h,
+/* One timed half (out of place or in place) and its check; h[k] is lane k's. */
+static int timed_half(struct perf_thread* t, const struct perf_case* c, int inplace, struct half_local* h,
                       char* plan, size_t plan_len) {
+  const struct perf_opts* o = t->o;
   size_t es = perf_dtype_size(c->type);
-  unsigned char* recv = r->recv;
-  const void* send = !inplace                         ? r->send
-                     : c->coll == PERF_COLL_ALLGATHER ? recv + (size_t)c->rank * c->count * es
-                                                      : recv;
-  if (r->o->graph > 0 && perf_dev_graphs_supported()) {
-    if (timed_graph(r, c, send, recv, &h->us) != 0) return -1;
+  double us = 0;
+  if (o->graph > 0 && perf_dev_graphs_supported()) {
+    if (timed_graph(t, c, inplace, &us) != 0) return -1;
   } else {
-    if (sync_ranks(r) != 0) return -1;
+    if (sync_ranks(t) != 0) return -1;
     double t0 = now_s();
-    for (int it = 0; it < r->o->iters; it++) {
-      if (call(r, c, send, recv) != 0) return -1;
-      if (r->o->blocking && perf_dev_sync() != 0) return -1;
-      if (r->o->blocking == 1 && perf_chan_barrier(r->chan, r->rank) != 0) return -1;
+    for (int it = 0; it < o->iters; it++) {
+      if (call(t, c, inplace) != 0) return -1;
+      if (o->blocking && sync_all(t) != 0) return -1;
+      if (o->blocking == 1 && perf_chan_barrier(t->chan, t->lanes[0].rank, t->nlocal) != 0) return -1;
     }
-    if (perf_dev_sync() != 0) return -1;
-    h->us = (now_s() - t0) * 1e6 / r->o->iters;
+    if (sync_all(t) != 0) return -1;
+    us = (now_s() - t0) * 1e6 / o->iters;
   }
-  if (r->o->blocking == 3 && perf_chan_barrier(r->chan, r->rank) != 0) return -1;
-  snprintf(plan, plan_len, "%s", last_plan(r->comm));
-  h->wrong = -1;
-  if (!r->o->check) return 0;
+  if (o->blocking == 3 && perf_chan_barrier(t->chan, t->lanes[0].rank, t->nlocal) != 0) return -1;
+  snprintf(plan, plan_len, "%s", last_plan(t->lanes[0].comm));
+  for (int k = 0; k < t->nlocal; k++) h[k] = (struct half_local){us, o->check ? 0 : -1};
+  if (!o->check) return 0;
   size_t out = c->coll == PERF_COLL_ALLGATHER ? c->count * (size_t)c->nranks : c->count;
-  h->wrong = 0;
-  for (int round = 0; round < r->o->check && h->wrong == 0; round++) {
-    perf_fill_input(c, r->host);
-    perf_dev_upload((void*)send, r->host, c->count * es);
-    if (call(r, c, send, recv) != 0 || perf_dev_sync() != 0) return -1;
-    perf_dev_download(r->host, recv, out * es);
-    h->wrong = perf_count_wrong(c, r->host);
+  int64_t any = 0;
+  for (int round = 0; round < o->check && any == 0; round++) {
+    for (int k = 0; k < t->nlocal; k++) {
+      struct perf_lane* l = &t->lanes[k];
+      struct perf_case lc = lane_case(c, l);
+      perf_fill_input(&lc, l->host);
+      perf_dev_upload(l->dev, (void*)lane_send(c, l, inplace), l->host, c->count * es);
+    }
+    if (call(t, c, inplace) != 0 || sync_all(t) != 0) return -1;
+    for (int k = 0; k < t->nlocal; k++) {
+      struct perf_lane* l = &t->lanes[k];
+      struct perf_case lc = lane_case(c, l);
+      perf_dev_download(l->dev, l->host, l->recv, out * es);
+      h[k].wrong = perf_count_wrong(&lc, l->host);
+      any += h[k].wrong;
+    }
   }
-  r->my_wrong += h->wrong;
+  for (int k = 0; k < t->nlocal; k++) t->lanes[k].my_wrong += h[k].wrong;
   return 0;
 }
 
-static void progress(struct perf_rank* r, const struct perf_case* c, int k, int nsizes, size_t bytes) {
+static void progress(struct perf_thread* r, const struct perf_case* c, int k, int nsizes, size_t bytes) {
   double t = now_s();
-  if (r->rank != 0 || t < r->next_progress) return;
+  if (r->lanes[0].rank != 0 || t < r->next_progress) return;
   fprintf(stderr, "shunt-perf: %s %s %s: size %d of %d (%zu B)\n",
           c->coll == PERF_COLL_ALLGATHER ? "allgather" : "allreduce", perf_dtype_name(c->type),
           c->coll == PERF_COLL_ALLGATHER ? "none" : perf_op_name(c->op), k + 1, nsizes, bytes);
@@ -153,7 +215,7 @@ static size_t next_size(const struct perf_opts* o, size_t s) {
 
 /* One row: counts as nccl-tests computes them (allgather: per-rank count rounded down to
  * 16 bytes), the two timed halves, the check, and the exchange of results with all ranks. */
-static int row(struct perf_rank* r, struct perf_case* c, size_t size, double* bw_sum, int* bw_n,
+static int row(struct perf_thread* r, struct perf_case* c, size_t size, double* bw_sum, int* bw_n,
                int64_t* table_wrong) {
   size_t es = perf_dtype_size(c->type), count = size / es, n = (size_t)r->nranks;
   size_t bytes = count * es, shown = count;
@@ -167,15 +229,17 @@ static int row(struct perf_rank* r, struct perf_case* c, size_t size, double* bw
   }
   c->count = count;
   for (int w = 0; w < r->o->warmup; w++)
-    if (call(r, c, r->send, r->recv) != 0) return -1;
-  struct half_local mine[2];
+    if (call(r, c, 0) != 0) return -1;
+  struct half_local half[2][64], mine[64][2]; /* [half][lane], then [lane][half] as exchanged */
   char plans[2][48];
   for (int ip = 0; ip < 2; ip++)
-    if (timed_half(r, c, ip, &mine[ip], plans[ip], sizeof(plans[ip])) != 0) return -1;
+    if (timed_half(r, c, ip, half[ip], plans[ip], sizeof(plans[ip])) != 0) return -1;
+  for (int k = 0; k < r->nlocal; k++)
+    for (int ip = 0; ip < 2; ip++) mine[k][ip] = half[ip][k];
   struct half_local all[2 * 64], *every = all;
-  if (r->nranks > 64 && !(every = malloc(sizeof(mine) * n))) return -1;
-  int rc = perf_chan_allgather(r->chan, r->rank, mine, sizeof(mine), every);
-  if (rc == 0 && r->rank == 0) {
+  if (r->nranks > 64 && !(every = malloc(sizeof(mine[0]) * n))) return -1;
+  int rc = perf_chan_allgather(r->chan, r->lanes[0].rank, r->nlocal, mine, sizeof(mine[0]), every);
+  if (rc == 0 && r->lanes[0].rank == 0) {
     struct perf_half h[2];
     for (int ip = 0; ip < 2; ip++) {
       h[ip] = (struct perf_half){0, 0, 0, every[ip].wrong};
@@ -214,9 +278,9 @@ static size_t random_size(const struct perf_opts* o, int k) {
 }
 
 /* --random: size k with the k-th dtype (and op) in turn, one table. */
-static int random_table(struct perf_rank* r, int coll) {
+static int random_table(struct perf_thread* r, int coll) {
   const struct perf_opts* o = r->o;
-  if (r->rank == 0) perf_print_table_header(coll == PERF_COLL_ALLGATHER ? "allgather" : "allreduce");
+  if (r->lanes[0].rank == 0) perf_print_table_header(coll == PERF_COLL_ALLGATHER ? "allgather" : "allreduce");
   double bw_sum = 0;
   int bw_n = 0;
   int64_t wrong = 0;
@@ -224,7 +288,7 @@ static int random_table(struct perf_rank* r, int coll) {
     struct perf_case c = {coll,
                           o->types[k % o->ntypes],
                           o->ops[k % (coll == PERF_COLL_ALLGATHER ? 1 : o->nops)],
-                          r->rank,
+                          r->lanes[0].rank,
                           r->nranks,
                           0};
     size_t s = random_size(o, k), es = perf_dtype_size(c.type);
@@ -233,17 +297,17 @@ static int random_table(struct perf_rank* r, int coll) {
     progress(r, &c, k, o->random_sizes, s);
     if (row(r, &c, s, &bw_sum, &bw_n, &wrong) != 0) return -1;
   }
-  if (r->rank == 0) perf_print_table_footer(wrong, bw_n ? bw_sum / bw_n : 0);
+  if (r->lanes[0].rank == 0) perf_print_table_footer(wrong, bw_n ? bw_sum / bw_n : 0);
   if (wrong > r->wrong) r->wrong = wrong;
   return 0;
 }
 
-static int table(struct perf_rank* r, int coll) {
+static int table(struct perf_thread* r, int coll) {
   const struct perf_opts* o = r->o;
   if (o->random_sizes) return random_table(r, coll);
   int nsizes = 0;
   for (size_t s = o->min_bytes; s <= o->max_bytes; s = next_size(o, s)) nsizes++;
-  if (r->rank == 0) perf_print_table_header(coll == PERF_COLL_ALLGATHER ? "allgather" : "allreduce");
+  if (r->lanes[0].rank == 0) perf_print_table_header(coll == PERF_COLL_ALLGATHER ? "allgather" : "allreduce");
   double bw_sum = 0;
   int bw_n = 0;
   int64_t wrong = 0;
@@ -251,7 +315,7 @@ static int table(struct perf_rank* r, int coll) {
   for (int cycle = 0; o->cycles == 0 || cycle < o->cycles; cycle++) {
     for (int t = 0; t < o->ntypes; t++) {
       for (int op = 0; op < nops; op++) {
-        struct perf_case c = {coll, o->types[t], o->ops[op], r->rank, r->nranks, 0};
+        struct perf_case c = {coll, o->types[t], o->ops[op], r->lanes[0].rank, r->nranks, 0};
         int k = 0;
         for (size_t s = o->min_bytes; s <= o->max_bytes; s = next_size(o, s), k++) {
           progress(r, &c, k, nsizes, s);
@@ -260,31 +324,40 @@ static int table(struct perf_rank* r, int coll) {
       }
     }
   }
-  if (r->rank == 0) perf_print_table_footer(wrong, bw_n ? bw_sum / bw_n : 0);
+  if (r->lanes[0].rank == 0) perf_print_table_footer(wrong, bw_n ? bw_sum / bw_n : 0);
   if (wrong > r->wrong) r->wrong = wrong;
   return 0;
 }
 
-int perf_bench(struct perf_rank* r) {
+int perf_bench(struct perf_thread* r) {
   r->bytes = r->o->max_bytes;
-  r->send = perf_dev_alloc(r->bytes);
-  r->recv = perf_dev_alloc(r->bytes);
-  r->host = NULL;
-  if (posix_memalign((void**)&r->host, 64, r->bytes ? r->bytes : 64) != 0) r->host = NULL;
-  int rc = -1;
-  if (r->send && r->recv && r->host) {
-    memset(r->host, 0, r->bytes);
-    perf_dev_upload(r->send, r->host, r->bytes);
-    perf_dev_upload(r->recv, r->host, r->bytes);
+  int rc = 0;
+  for (int k = 0; k < r->nlocal; k++) {
+    struct perf_lane* l = &r->lanes[k];
+    l->send = perf_dev_alloc(l->dev, r->bytes);
+    l->recv = perf_dev_alloc(l->dev, r->bytes);
+    l->host = NULL;
+    if (posix_memalign((void**)&l->host, 64, r->bytes ? r->bytes : 64) != 0) l->host = NULL;
+    if (!l->send || !l->recv || !l->host) {
+      fprintf(stderr, "shunt-perf: rank %d: cannot allocate 3 x %zu bytes\n", l->rank, r->bytes);
+      rc = -1;
+      break;
+    }
+    memset(l->host, 0, r->bytes);
+    perf_dev_upload(l->dev, l->send, l->host, r->bytes);
+    perf_dev_upload(l->dev, l->recv, l->host, r->bytes);
+  }
+  if (rc == 0) {
     r->next_progress = now_s() + 5;
-    rc = 0;
     if (r->o->colls & PERF_COLL_ALLREDUCE) rc = table(r, PERF_COLL_ALLREDUCE);
     if (rc == 0 && (r->o->colls & PERF_COLL_ALLGATHER)) rc = table(r, PERF_COLL_ALLGATHER);
-  } else {
-    fprintf(stderr, "shunt-perf: rank %d: cannot allocate 3 x %zu bytes\n", r->rank, r->bytes);
   }
-  perf_dev_free(r->send);
-  perf_dev_free(r->recv);
-  free(r->host);
+  for (int k = 0; k < r->nlocal; k++) {
+    struct perf_lane* l = &r->lanes[k];
+    perf_dev_free(l->dev, l->send);
+    perf_dev_free(l->dev, l->recv);
+    free(l->host);
+    l->send = l->recv = l->host = NULL;
+  }
   return rc;
 }

@@ -21,10 +21,11 @@ struct perf_chan {
   unsigned char* slots;          /* shm: nranks * PERF_CHAN_BYTES */
   struct perf_verdict* verdicts; /* shm: nranks */
   ncclComm_t comm;
+  struct perf_dev* dev;
   unsigned char *dev_send, *dev_recv;
 };
 
-struct perf_chan* perf_chan_shm(int nranks) {
+struct perf_chan* perf_chan_shm(int nranks, int nthreads) {
   size_t head = (sizeof(struct shm_area) + 63) & ~(size_t)63;
   size_t bytes = head + (size_t)nranks * (PERF_CHAN_BYTES + sizeof(struct perf_verdict));
   void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -42,19 +43,20 @@ struct perf_chan* perf_chan_shm(int nranks) {
   pthread_barrierattr_t attr;
   pthread_barrierattr_init(&attr);
   pthread_barrierattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-  pthread_barrier_init(&ch->shm->barrier, &attr, (unsigned)nranks);
+  pthread_barrier_init(&ch->shm->barrier, &attr, (unsigned)nthreads);
   pthread_barrierattr_destroy(&attr);
   ch->shm->nranks = nranks;
   return ch;
 }
 
-struct perf_chan* perf_chan_nccl(ncclComm_t comm, int nranks) {
+struct perf_chan* perf_chan_nccl(ncclComm_t comm, struct perf_dev* dev, int nranks) {
   struct perf_chan* ch = calloc(1, sizeof(*ch));
   if (!ch) return NULL;
   ch->nranks = nranks;
   ch->comm = comm;
-  ch->dev_send = perf_dev_alloc(PERF_CHAN_BYTES);
-  ch->dev_recv = perf_dev_alloc((size_t)nranks * PERF_CHAN_BYTES);
+  ch->dev = dev;
+  ch->dev_send = perf_dev_alloc(dev, PERF_CHAN_BYTES);
+  ch->dev_recv = perf_dev_alloc(dev, (size_t)nranks * PERF_CHAN_BYTES);
   if (!ch->dev_send || !ch->dev_recv) {
     perf_chan_close(ch);
     return NULL;
@@ -62,18 +64,22 @@ struct perf_chan* perf_chan_nccl(ncclComm_t comm, int nranks) {
   return ch;
 }
 
-int perf_chan_allgather(struct perf_chan* ch, int rank, const void* mine, size_t bytes, void* all) {
+int perf_chan_allgather(struct perf_chan* ch, int first, int nlocal, const void* mine, size_t bytes,
+                        void* all) {
   if (bytes > PERF_CHAN_BYTES) return -1;
   if (!ch->shm) {
-    perf_dev_upload(ch->dev_send, mine, bytes);
-    if (ncclAllGather(ch->dev_send, ch->dev_recv, bytes, ncclUint8, ch->comm, perf_dev_stream()) !=
+    if (nlocal != 1) return -1;
+    perf_dev_upload(ch->dev, ch->dev_send, mine, bytes);
+    if (ncclAllGather(ch->dev_send, ch->dev_recv, bytes, ncclUint8, ch->comm, perf_dev_stream(ch->dev)) !=
             ncclSuccess ||
-        perf_dev_sync() != 0)
+        perf_dev_sync(ch->dev) != 0)
       return -1;
-    perf_dev_download(all, ch->dev_recv, bytes * (size_t)ch->nranks);
+    perf_dev_download(ch->dev, all, ch->dev_recv, bytes * (size_t)ch->nranks);
     return 0;
   }
-  memcpy(ch->slots + (size_t)rank * PERF_CHAN_BYTES, mine, bytes);
+  for (int k = 0; k < nlocal; k++)
+    memcpy(ch->slots + (size_t)(first + k) * PERF_CHAN_BYTES, (const unsigned char*)mine + (size_t)k * bytes,
+           bytes);
   pthread_barrier_wait(&ch->shm->barrier);
   for (int r = 0; r < ch->nranks; r++)
     memcpy((unsigned char*)all + (size_t)r * bytes, ch->slots + (size_t)r * PERF_CHAN_BYTES, bytes);
@@ -81,9 +87,9 @@ int perf_chan_allgather(struct perf_chan* ch, int rank, const void* mine, size_t
   return 0;
 }
 
-int perf_chan_barrier(struct perf_chan* ch, int rank) {
-  unsigned char one = 0, *all = malloc((size_t)ch->nranks);
-  int rc = all ? perf_chan_allgather(ch, rank, &one, 1, all) : -1;
+int perf_chan_barrier(struct perf_chan* ch, int first, int nlocal) {
+  unsigned char zeros[64] = {0}, *all = malloc((size_t)ch->nranks);
+  int rc = all && nlocal <= 64 ? perf_chan_allgather(ch, first, nlocal, zeros, 1, all) : -1;
   free(all);
   return rc;
 }
@@ -101,8 +107,8 @@ void perf_chan_close(struct perf_chan* ch) {
   if (ch->shm) {
     munmap(ch->shm, ch->shm_bytes); /* the other processes keep their own mappings */
   } else {
-    perf_dev_free(ch->dev_send);
-    perf_dev_free(ch->dev_recv);
+    perf_dev_free(ch->dev, ch->dev_send);
+    perf_dev_free(ch->dev, ch->dev_recv);
   }
   free(ch);
 }

@@ -22,13 +22,18 @@ struct perf_verdict {
 
 struct perf_chan;
 
-/* Shared memory for nranks processes; call before fork. */
-struct perf_chan* perf_chan_shm(int nranks);
-/* Exchanges through comm (bytes go through device buffers). */
-struct perf_chan* perf_chan_nccl(ncclComm_t comm, int nranks);
-/* Every rank passes `bytes` bytes; all receives nranks * bytes, rank order. 0 on success. */
-int perf_chan_allgather(struct perf_chan* ch, int rank, const void* mine, size_t bytes, void* all);
-int perf_chan_barrier(struct perf_chan* ch, int rank);
+struct perf_dev;
+
+/* Shared memory for nranks ranks driven by nthreads threads in all (a thread may drive
+ * several ranks); call before fork. */
+struct perf_chan* perf_chan_shm(int nranks, int nthreads);
+/* Exchanges through comm (bytes go through dev's buffers); one rank per thread. */
+struct perf_chan* perf_chan_nccl(ncclComm_t comm, struct perf_dev* dev, int nranks);
+/* The calling thread's ranks first .. first + nlocal - 1 pass `bytes` bytes each (mine holds
+ * them in that order); all receives nranks * bytes, rank order. 0 on success. */
+int perf_chan_allgather(struct perf_chan* ch, int first, int nlocal, const void* mine, size_t bytes,
+                        void* all);
+int perf_chan_barrier(struct perf_chan* ch, int first, int nlocal);
 /* A rank's verdict; kept only by the shared-memory channel, for the parent. */
 void perf_chan_set_verdict(struct perf_chan* ch, int rank, const struct perf_verdict* v);
 const struct perf_verdict* perf_chan_verdict(struct perf_chan* ch, int rank);

@@ -69,37 +69,63 @@ static void load(void) {
   ndev = n;
 }
 
-/* This rank thread's stream (NULL on host memory). */
-static _Thread_local void* stream;
+struct perf_dev {
+  int index; /* -1: host memory */
+  void* ctx;
+  void* stream;
+};
 
-int perf_dev_init(int rank, struct perf_device* dev) {
+int perf_dev_open(int rank, struct perf_dev** out, struct perf_device* info) {
   pthread_once(&once, load);
-  if (!ndev) {
-    dev->index = -1;
-    snprintf(dev->name, sizeof(dev->name), "host backend");
-    return 0;
-  }
-  int d = rank % ndev;
-  void* ctx = NULL;
-  if (D.DevicePrimaryCtxRetain(&ctx, d) != 0 || D.CtxSetCurrent(ctx) != 0 || D.StreamCreate(&stream, 1) != 0) {
-    fprintf(stderr, "shunt-perf: rank %d: cannot use CUDA device %d\n", rank, d);
+  struct perf_dev* d = calloc(1, sizeof(*d));
+  *out = NULL;
+  if (!d) {
+    fprintf(stderr, "shunt-perf: rank %d: out of memory\n", rank);
     return -1;
   }
-  dev->index = d;
-  if (D.DeviceGetName(dev->name, (int)sizeof(dev->name), d) != 0) snprintf(dev->name, sizeof(dev->name), "GPU");
+  d->index = -1;
+  if (!ndev) {
+    info->index = -1;
+    snprintf(info->name, sizeof(info->name), "host backend");
+    *out = d;
+    return 0;
+  }
+  int n = rank % ndev;
+  if (D.DevicePrimaryCtxRetain(&d->ctx, n) != 0 || D.CtxSetCurrent(d->ctx) != 0 ||
+      D.StreamCreate(&d->stream, 1) != 0) {
+    fprintf(stderr, "shunt-perf: rank %d: cannot use CUDA device %d\n", rank, n);
+    free(d);
+    return -1;
+  }
+  d->index = n;
+  info->index = n;
+  if (D.DeviceGetName(info->name, (int)sizeof(info->name), n) != 0)
+    snprintf(info->name, sizeof(info->name), "GPU");
+  *out = d;
   return 0;
 }
 
-void perf_dev_fini(void) {
-  if (ndev && stream) D.StreamDestroy(stream);
-  stream = NULL;
+/* Every device call below is made with the rank's context current: one thread may drive
+ * ranks on several devices. Setting a context is a thread-local store in the driver. */
+static int on(struct perf_dev* d) {
+  return d->index >= 0 && D.CtxSetCurrent(d->ctx) == 0;
 }
 
-void* perf_dev_alloc(size_t bytes) {
+void perf_dev_make_current(struct perf_dev* d) {
+  if (d && d->index >= 0) D.CtxSetCurrent(d->ctx);
+}
+
+void perf_dev_close(struct perf_dev* d) {
+  if (!d) return;
+  if (on(d) && d->stream) D.StreamDestroy(d->stream);
+  free(d);
+}
+
+void* perf_dev_alloc(struct perf_dev* d, size_t bytes) {
   size_t n = (bytes + 63) & ~(size_t)63;
-  if (ndev) {
-    unsigned long long d = 0;
-    return D.MemAlloc(&d, n ? n : 64) == 0 ? (void*)(uintptr_t)d : NULL;
+  if (d->index >= 0) {
+    unsigned long long p = 0;
+    return on(d) && D.MemAlloc(&p, n ? n : 64) == 0 ? (void*)(uintptr_t)p : NULL;
   }
   void* p = NULL;
   /* round up: aligned_alloc wants a multiple of the alignment, and a zero size may give NULL */
@@ -107,41 +133,42 @@ void* perf_dev_alloc(size_t bytes) {
   return p;
 }
 
-void perf_dev_free(void* p) {
+void perf_dev_free(struct perf_dev* d, void* p) {
   if (!p) return;
-  if (ndev)
-    D.MemFree((uintptr_t)p);
-  else
+  if (d->index < 0)
     free(p);
+  else if (on(d))
+    D.MemFree((uintptr_t)p);
 }
 
 /* Copies happen with the stream drained, so a synchronous copy is ordered after its work. */
-void perf_dev_upload(void* dst, const void* host_src, size_t bytes) {
-  if (!ndev) {
+void perf_dev_upload(struct perf_dev* d, void* dst, const void* host_src, size_t bytes) {
+  if (d->index < 0) {
     memcpy(dst, host_src, bytes);
     return;
   }
-  if (D.StreamSynchronize(stream) != 0 || D.MemcpyHtoD((uintptr_t)dst, host_src, bytes) != 0)
+  if (!on(d) || D.StreamSynchronize(d->stream) != 0 || D.MemcpyHtoD((uintptr_t)dst, host_src, bytes) != 0)
     fprintf(stderr, "shunt-perf: copy to the device failed\n");
 }
 
-void perf_dev_download(void* host_dst, const void* src, size_t bytes) {
-  if (!ndev) {
+void perf_dev_download(struct perf_dev* d, void* host_dst, const void* src, size_t bytes) {
+  if (d->index < 0) {
     memcpy(host_dst, src, bytes);
     return;
   }
-  if (D.StreamSynchronize(stream) != 0 || D.MemcpyDtoH(host_dst, (uintptr_t)src, bytes) != 0) {
+  if (!on(d) || D.StreamSynchronize(d->stream) != 0 || D.MemcpyDtoH(host_dst, (uintptr_t)src, bytes) != 0) {
     fprintf(stderr, "shunt-perf: copy from the device failed\n");
     memset(host_dst, 0xee, bytes); /* counted wrong, never taken for a result */
   }
 }
 
-cudaStream_t perf_dev_stream(void) {
-  return (cudaStream_t)stream;
+cudaStream_t perf_dev_stream(struct perf_dev* d) {
+  return (cudaStream_t)d->stream;
 }
 
-int perf_dev_sync(void) {
-  return ndev ? (D.StreamSynchronize(stream) == 0 ? 0 : -1) : 0;
+int perf_dev_sync(struct perf_dev* d) {
+  if (d->index < 0) return 0;
+  return on(d) && D.StreamSynchronize(d->stream) == 0 ? 0 : -1;
 }
 
 int perf_dev_graphs_supported(void) {
@@ -149,25 +176,25 @@ int perf_dev_graphs_supported(void) {
   return ndev > 0;
 }
 
-int perf_dev_graph_begin(void) {
+int perf_dev_graph_begin(struct perf_dev* d) {
   /* Thread-local, as nccl-tests with several threads: another rank thread's synchronous calls
    * must not invalidate this capture. */
-  return ndev && D.StreamBeginCapture(stream, 1) == 0 ? 0 : -1;
+  return on(d) && D.StreamBeginCapture(d->stream, 1) == 0 ? 0 : -1;
 }
 
-int perf_dev_graph_end(void** exec) {
+int perf_dev_graph_end(struct perf_dev* d, void** exec) {
   void* g = NULL;
   *exec = NULL;
-  if (!ndev || D.StreamEndCapture(stream, &g) != 0 || !g) return -1;
+  if (!on(d) || D.StreamEndCapture(d->stream, &g) != 0 || !g) return -1;
   int rc = D.GraphInstantiate(exec, g, 0) == 0 ? 0 : -1;
   D.GraphDestroy(g);
   return rc;
 }
 
-int perf_dev_graph_launch(void* exec) {
-  return D.GraphLaunch(exec, stream) == 0 ? 0 : -1;
+int perf_dev_graph_launch(struct perf_dev* d, void* exec) {
+  return on(d) && D.GraphLaunch(exec, d->stream) == 0 ? 0 : -1;
 }
 
-void perf_dev_graph_free(void* exec) {
-  if (exec) D.GraphExecDestroy(exec);
+void perf_dev_graph_free(struct perf_dev* d, void* exec) {
+  if (exec && on(d)) D.GraphExecDestroy(exec);
 }

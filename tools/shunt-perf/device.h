@@ -6,7 +6,8 @@
  *   rank's own; graphs capture a loop of calls and replay it.
  * - host: host memory, no stream; every call on shunt's host backend has completed when it
  *   returns. SHUNT_PERF_DEVICE=host forces it.
- * State is per rank thread (ranks may be threads of one process). */
+ * One perf_dev per rank; a thread may drive several ranks (-g), each on its own device handle:
+ * every call here makes that rank's device current first. */
 #ifndef SHUNT_PERF_DEVICE_H
 #define SHUNT_PERF_DEVICE_H
 
@@ -18,22 +19,27 @@ struct perf_device {
   char name[64]; /* e.g. "host backend" */
 };
 
-/* Selects this rank's device; must not run before the process forks into ranks. 0, or -1
- * with a message on stderr. */
-int perf_dev_init(int rank, struct perf_device* dev);
-/* Releases what init made (the stream). */
-void perf_dev_fini(void);
-void* perf_dev_alloc(size_t bytes); /* 64-byte aligned; NULL on failure */
-void perf_dev_free(void* p);
-void perf_dev_upload(void* dst, const void* host_src, size_t bytes);
-void perf_dev_download(void* host_dst, const void* src, size_t bytes);
-cudaStream_t perf_dev_stream(void);
-int perf_dev_sync(void); /* waits for the stream; 0 on success */
+struct perf_dev;
+
+/* Opens this rank's device (and stream); must not run before the process forks into ranks.
+ * 0 with *out set, or -1 with a message on stderr. */
+int perf_dev_open(int rank, struct perf_dev** out, struct perf_device* info);
+/* Makes the rank's device the calling thread's current one (for NCCL calls that take it
+ * from the thread, such as ncclCommInitRank). */
+void perf_dev_make_current(struct perf_dev* d);
+/* Releases what open made. */
+void perf_dev_close(struct perf_dev* d);
+void* perf_dev_alloc(struct perf_dev* d, size_t bytes); /* 64-byte aligned; NULL on failure */
+void perf_dev_free(struct perf_dev* d, void* p);
+void perf_dev_upload(struct perf_dev* d, void* dst, const void* host_src, size_t bytes);
+void perf_dev_download(struct perf_dev* d, void* host_dst, const void* src, size_t bytes);
+cudaStream_t perf_dev_stream(struct perf_dev* d);
+int perf_dev_sync(struct perf_dev* d); /* waits for the stream; 0 on success */
 int perf_dev_graphs_supported(void);
 /* Graphs: begin capturing the stream, end into an executable graph, launch it, free it. */
-int perf_dev_graph_begin(void);
-int perf_dev_graph_end(void** exec);
-int perf_dev_graph_launch(void* exec);
-void perf_dev_graph_free(void* exec);
+int perf_dev_graph_begin(struct perf_dev* d);
+int perf_dev_graph_end(struct perf_dev* d, void** exec);
+int perf_dev_graph_launch(struct perf_dev* d, void* exec);
+void perf_dev_graph_free(struct perf_dev* d, void* exec);
 
 #endif

@@ -60,7 +60,7 @@ static int wait_children(pid_t* kids, int n) {
 
 struct rank_thread {
   const struct perf_opts* o;
-  int rank, nranks;
+  int first, nranks;
   const ncclUniqueId* id;
   struct perf_chan* ch;
   int code;
@@ -68,16 +68,17 @@ struct rank_thread {
 
 static void* rank_thread_main(void* arg) {
   struct rank_thread* t = arg;
-  t->code = perf_run_rank(t->o, t->rank, t->nranks, t->id, t->ch);
+  t->code = perf_run_thread(t->o, t->first, t->o->ngpus, t->nranks, t->id, t->ch);
   return NULL;
 }
 
-/* Runs ranks first .. first + o->nthreads - 1 as threads of this process; returns the worst
- * exit code. Each thread inits its own communicator, as nccl-tests' -t does. */
+/* Runs o->nthreads threads of this process from rank `first` on, each driving o->ngpus
+ * consecutive ranks; returns the worst exit code. Each thread inits its own communicators,
+ * as nccl-tests' -t and -g do. */
 static int run_rank_threads(const struct perf_opts* o, int first, int nranks, const ncclUniqueId* id,
                             struct perf_chan* ch) {
   int nt = o->nthreads;
-  if (nt == 1) return perf_run_rank(o, first, nranks, id, ch);
+  if (nt == 1) return perf_run_thread(o, first, o->ngpus, nranks, id, ch);
   struct rank_thread* t = calloc((size_t)nt, sizeof(*t));
   pthread_t* th = calloc((size_t)nt, sizeof(*th));
   if (!t || !th) {
@@ -87,9 +88,9 @@ static int run_rank_threads(const struct perf_opts* o, int first, int nranks, co
   }
   int started = 0;
   for (int i = 0; i < nt; i++) {
-    t[i] = (struct rank_thread){o, first + i, nranks, id, ch, PERF_EXIT_FAILED};
+    t[i] = (struct rank_thread){o, first + i * o->ngpus, nranks, id, ch, PERF_EXIT_FAILED};
     if (pthread_create(&th[i], NULL, rank_thread_main, &t[i]) != 0) {
-      fprintf(stderr, "shunt-perf: cannot start the thread of rank %d\n", first + i);
+      fprintf(stderr, "shunt-perf: cannot start the thread of rank %d\n", t[i].first);
       break;
     }
     started++;
@@ -97,7 +98,8 @@ static int run_rank_threads(const struct perf_opts* o, int first, int nranks, co
   int worst = started == nt ? PERF_EXIT_OK : PERF_EXIT_FAILED;
   for (int i = 0; i < started; i++) {
     pthread_join(th[i], NULL);
-    if (t[i].code == PERF_EXIT_FAILED || (t[i].code == PERF_EXIT_WRONG && worst == PERF_EXIT_OK)) worst = t[i].code;
+    if (t[i].code == PERF_EXIT_FAILED || (t[i].code == PERF_EXIT_WRONG && worst == PERF_EXIT_OK))
+      worst = t[i].code;
   }
   free(t);
   free(th);
@@ -121,8 +123,8 @@ static int report_verdicts(struct perf_chan* ch, int n, int code) {
 }
 
 int perf_launch_procs(const struct perf_opts* o) {
-  int np = o->nprocs, n = np * o->nthreads;
-  struct perf_chan* ch = perf_chan_shm(n);
+  int np = o->nprocs, per_proc = o->nthreads * o->ngpus, n = np * per_proc;
+  struct perf_chan* ch = perf_chan_shm(n, np * o->nthreads);
   pid_t* kids = calloc((size_t)n, sizeof(*kids));
   int(*pipes)[2] = calloc((size_t)np, sizeof(*pipes));
   if (!ch || !kids || !pipes) {
@@ -146,7 +148,7 @@ int perf_launch_procs(const struct perf_opts* o) {
       ncclUniqueId id;
       int code = PERF_EXIT_FAILED;
       if (read(pipes[r][0], &id, sizeof(id)) == (ssize_t)sizeof(id))
-        code = run_rank_threads(o, r * o->nthreads, n, &id, ch);
+        code = run_rank_threads(o, r * per_proc, n, &id, ch);
       fflush(NULL);
       _exit(code); /* the parent's exit handlers are the parent's to run */
     }
@@ -175,14 +177,14 @@ int perf_launch_procs(const struct perf_opts* o) {
 
 int perf_launch_single(const struct perf_opts* o) {
   static ncclUniqueId id;
-  int n = o->nthreads;
-  struct perf_chan* ch = n > 1 ? perf_chan_shm(n) : NULL;
+  int n = o->nthreads * o->ngpus;
+  struct perf_chan* ch = n > 1 ? perf_chan_shm(n, o->nthreads) : NULL;
   if ((n > 1 && !ch) || make_id(&id) != 0) {
     perf_chan_close(ch);
     return PERF_EXIT_FAILED;
   }
   perf_print_preamble(o, n);
-  if (n == 1) return perf_run_rank(o, 0, 1, &id, NULL);
+  if (n == 1) return perf_run_thread(o, 0, 1, 1, &id, NULL);
   int code = report_verdicts(ch, n, run_rank_threads(o, 0, n, &id, ch));
   perf_chan_close(ch);
   return code;
@@ -215,8 +217,8 @@ int perf_launch_env(const struct perf_opts* o) {
   const char *hex = getenv("SHUNT_PERF_ID"), *root = getenv("SHUNT_PERF_ROOT");
   int rank = rs ? atoi(rs) : -1, n = ns ? atoi(ns) : 0;
   static ncclUniqueId id; /* rank 0 serves it from a thread for as long as the run lasts */
-  if (o->nthreads != 1) {
-    fprintf(stderr, "shunt-perf: ranks joining from the environment are one per process (-t 1)\n");
+  if (o->nthreads != 1 || o->ngpus != 1) {
+    fprintf(stderr, "shunt-perf: ranks joining from the environment are one per process (-t 1 -g 1)\n");
     return PERF_EXIT_FAILED;
   }
   if (n < 1 || rank < 0 || rank >= n || (!hex == !root) || (hex && parse_hex_id(hex, &id) != 0)) {
@@ -233,7 +235,7 @@ int perf_launch_env(const struct perf_opts* o) {
     if (rc != 0) return PERF_EXIT_FAILED;
   }
   if (rank == 0) perf_print_preamble(o, n);
-  return perf_run_rank(o, rank, n, &id, NULL);
+  return perf_run_thread(o, rank, 1, n, &id, NULL);
 }
 
 /* Prints the id and stays alive: the id may name a bootstrap root living in this process. */

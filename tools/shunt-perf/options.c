@@ -32,8 +32,10 @@ void perf_usage(FILE* f) {
           "  --random N[,SEED]       N sizes drawn log-uniformly from [-b, -e] (fixed seed), every\n"
           "                          count exact (allgather counts are not rounded to 16 bytes);\n"
           "                          with several -d types, size k uses the k-th type in turn\n"
-          "  -np N                   start N processes on this machine, one rank each (or -t each)\n"
-          "  -t, --nthreads N        ranks per process, as threads (default 1)\n"
+          "  -np N                   start N processes on this machine, each with -t threads\n"
+          "  -t, --nthreads N        threads per process (default 1)\n"
+          "  -g, --ngpus N           ranks each thread drives, rank r on GPU r mod the GPU count;\n"
+          "                          each call is one NCCL group of those ranks' calls (default 1)\n"
           "  --make-id               print a new unique id as hex for SHUNT_PERF_ID, then stay\n"
           "                          alive until interrupted: as with NCCL's bootstrap root, the\n"
           "                          process that made the id must live until every rank has joined\n"
@@ -42,7 +44,8 @@ void perf_usage(FILE* f) {
           "Joining a run of several machines: set SHUNT_PERF_RANK and SHUNT_PERF_NRANKS in each\n"
           "process, and SHUNT_PERF_ROOT=host:port (rank 0 listens there and hands out the id)\n"
           "or SHUNT_PERF_ID (the hex from `shunt-perf --make-id`).\n"
-          "Without -np or those variables, shunt-perf runs -t ranks in this process.\n"
+          "Without -np or those variables, shunt-perf runs -t x -g ranks in this process; with\n"
+          "-np, N x -t x -g ranks.\n"
           "\n"
           "The last column names the plan that served the call, `nccl` when NCCL did, or `-` when\n"
           "the NCCL library in use is not shunt. The exit status is nonzero when any rank fails\n"
@@ -146,7 +149,7 @@ static const struct flag {
              {'t', "nthreads"}, {'g', "ngpus"},        {0, "coll"},         {1, "random"}};
 
 static int apply(const struct flag* f, const char* v, struct perf_opts* o) {
-  int bad = 0, n = 0;
+  int bad = 0;
   switch (f->short_name) {
     case 'b':
       bad = parse_size(v, &o->min_bytes);
@@ -187,11 +190,7 @@ static int apply(const struct flag* f, const char* v, struct perf_opts* o) {
       bad = parse_int(v, &o->nthreads) || o->nthreads < 1 || o->nthreads > 64;
       break;
     case 'g':
-      /* one rank per thread: ranks sharing a device are threads (-t) or processes (-np) */
-      if (parse_int(v, &n) || n != 1) {
-        fprintf(stderr, "shunt-perf: -g must be 1; start ranks with -t or -np instead\n");
-        return -1;
-      }
+      bad = parse_int(v, &o->ngpus) || o->ngpus < 1 || o->ngpus > 64;
       break;
     case 1: {
       /* N sizes, log-uniform in [-b, -e], from a fixed seed (N,SEED to change it). */
@@ -220,6 +219,7 @@ int perf_parse_options(int argc, char** argv, struct perf_opts* o) {
                           .check = 1,
                           .cycles = 1,
                           .nthreads = 1,
+                          .ngpus = 1,
                           .ntypes = 1,
                           .types = {ncclFloat32},
                           .nops = 1,

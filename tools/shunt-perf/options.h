@@ -20,7 +20,8 @@ struct perf_opts {
   int ops[PERF_MAX_OPS];
   int colls;        /* PERF_COLL_* bits */
   int nprocs;       /* -np: processes to start; 0 when not given */
-  int nthreads;     /* -t: ranks per process, as threads (default 1) */
+  int nthreads;     /* -t: threads per process (default 1) */
+  int ngpus;        /* -g: ranks each thread drives, each call a group of theirs (default 1) */
   int make_id;      /* --make-id */
   int random_sizes; /* --random: that many sizes drawn in [min_bytes, max_bytes] */
   unsigned long random_seed;

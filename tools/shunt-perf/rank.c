@@ -33,8 +33,8 @@ void perf_print_preamble(const struct perf_opts* o, int nranks) {
     printf("# the NCCL library in use is not shunt\n");
   }
   printf("# Collective test starting: shunt-perf\n");
-  printf("# nThread %d nGpus 1 nRanks %d minBytes %zu maxBytes %zu step: ", o->nthreads, nranks, o->min_bytes,
-         o->max_bytes);
+  printf("# nThread %d nGpus %d nRanks %d minBytes %zu maxBytes %zu step: ", o->nthreads, o->ngpus, nranks,
+         o->min_bytes, o->max_bytes);
   if (o->step_factor > 1)
     printf("%g(factor)", o->step_factor);
   else
@@ -43,7 +43,8 @@ void perf_print_preamble(const struct perf_opts* o, int nranks) {
   printf(" warmup iters: %d iters: %d agg iters: 1 validation: %d graph: %d\n", o->warmup, o->iters, o->check,
          graphs ? o->graph : 0);
   if (o->graph && !graphs)
-    printf("# -G %d: CUDA graphs need GPU buffers; these are host buffers: running without graphs\n", o->graph);
+    printf("# -G %d: CUDA graphs need GPU buffers; these are host buffers: running without graphs\n",
+           o->graph);
   printf("#\n");
   fflush(stdout);
 }
@@ -55,18 +56,23 @@ struct rank_desc {
 };
 
 /* Rank 0 lists every rank's process and device, as nccl-tests' "Using devices". */
-static int print_devices(struct perf_chan* ch, int rank, int nranks, const struct perf_device* dev) {
-  struct rank_desc me = {rank, (int)getpid(), dev->index, "", ""};
-  gethostname(me.host, sizeof(me.host) - 1);
-  snprintf(me.name, sizeof(me.name), "%s", dev->name);
-  struct rank_desc* all = calloc((size_t)nranks, sizeof(*all));
-  if (!all || perf_chan_allgather(ch, rank, &me, sizeof(me), all) != 0) {
+static int print_devices(struct perf_thread* t, const struct perf_device* dev) {
+  struct rank_desc mine[64];
+  char host[64] = "";
+  gethostname(host, sizeof(host) - 1);
+  for (int k = 0; k < t->nlocal; k++) {
+    mine[k] = (struct rank_desc){t->lanes[k].rank, (int)getpid(), dev[k].index, "", ""};
+    snprintf(mine[k].host, sizeof(mine[k].host), "%s", host);
+    snprintf(mine[k].name, sizeof(mine[k].name), "%s", dev[k].name);
+  }
+  struct rank_desc* all = calloc((size_t)t->nranks, sizeof(*all));
+  if (!all || perf_chan_allgather(t->chan, t->lanes[0].rank, t->nlocal, mine, sizeof(mine[0]), all) != 0) {
     free(all);
     return -1;
   }
-  if (rank == 0) {
+  if (t->lanes[0].rank == 0) {
     printf("# Using devices\n");
-    for (int r = 0; r < nranks; r++) {
+    for (int r = 0; r < t->nranks; r++) {
       if (all[r].device < 0)
         printf("#  Rank %2d Group  0 Pid %6d on %10s device  - [%s]\n", all[r].rank, all[r].pid, all[r].host,
                all[r].name);
@@ -80,36 +86,77 @@ static int print_devices(struct perf_chan* ch, int rank, int nranks, const struc
   return 0;
 }
 
-int perf_run_rank(const struct perf_opts* o, int rank, int nranks, const ncclUniqueId* id,
-                  struct perf_chan* shm) {
-  struct perf_verdict v = {0, 1, 0};
-  struct perf_device dev;
-  ncclComm_t comm = NULL;
-  if (perf_dev_init(rank, &dev) != 0) {
-    fprintf(stderr, "shunt-perf: rank %d: no device\n", rank);
-    perf_chan_set_verdict(shm, rank, &v);
-    return PERF_EXIT_FAILED;
+/* Every rank's communicator: one ncclCommInitRank, or one per rank inside a group when the
+ * thread drives several (NCCL's way of initialising several devices from one thread). The
+ * device current at each call is that rank's. Returns 0 or -1. */
+static int init_comms(struct perf_thread* t, int nranks, const ncclUniqueId* id) {
+  int grouped = t->nlocal > 1;
+  ncclResult_t rc = grouped ? ncclGroupStart() : ncclSuccess;
+  int failed_rank = t->lanes[0].rank;
+  for (int k = 0; k < t->nlocal && rc == ncclSuccess; k++) {
+    perf_dev_make_current(t->lanes[k].dev);
+    rc = ncclCommInitRank(&t->lanes[k].comm, nranks, *id, t->lanes[k].rank);
+    failed_rank = t->lanes[k].rank;
   }
-  ncclResult_t rc = ncclCommInitRank(&comm, nranks, *id, rank);
+  if (grouped) {
+    ncclResult_t end = ncclGroupEnd();
+    if (rc == ncclSuccess) rc = end;
+  }
+  if (rc == ncclSuccess)
+    for (int k = 0; k < t->nlocal; k++)
+      if (!t->lanes[k].comm) rc = ncclInternalError;
   if (rc != ncclSuccess) {
-    fprintf(stderr, "shunt-perf: rank %d: ncclCommInitRank: %s (%s)\n", rank, ncclGetErrorString(rc),
+    fprintf(stderr, "shunt-perf: rank %d: ncclCommInitRank: %s (%s)\n", failed_rank, ncclGetErrorString(rc),
             ncclGetLastError(NULL));
-    perf_chan_set_verdict(shm, rank, &v);
+    return -1;
+  }
+  return 0;
+}
+
+static void set_verdicts(struct perf_chan* shm, int first, int nlocal, const struct perf_verdict* v) {
+  for (int k = 0; k < nlocal; k++) perf_chan_set_verdict(shm, first + k, v);
+}
+
+int perf_run_thread(const struct perf_opts* o, int first, int nlocal, int nranks, const ncclUniqueId* id,
+                    struct perf_chan* shm) {
+  struct perf_verdict failed = {0, 1, 0};
+  struct perf_lane lanes[64];
+  struct perf_device dev[64];
+  struct perf_thread t = {.o = o, .nranks = nranks, .nlocal = nlocal, .lanes = lanes};
+  memset(lanes, 0, sizeof(lanes));
+  int opened = 0, ok = nlocal >= 1 && nlocal <= 64;
+  for (; ok && opened < nlocal; opened++) {
+    lanes[opened].rank = first + opened;
+    if (perf_dev_open(first + opened, &lanes[opened].dev, &dev[opened]) != 0) {
+      fprintf(stderr, "shunt-perf: rank %d: no device\n", first + opened);
+      ok = 0;
+      break;
+    }
+  }
+  if (!ok || init_comms(&t, nranks, id) != 0) {
+    for (int k = 0; k < nlocal; k++)
+      if (lanes[k].comm) ncclCommDestroy(lanes[k].comm);
+    for (int k = 0; k < opened; k++) perf_dev_close(lanes[k].dev);
+    set_verdicts(shm, first, nlocal, &failed);
     return PERF_EXIT_FAILED;
   }
-  struct perf_chan* ch = shm ? shm : perf_chan_nccl(comm, nranks);
-  struct perf_rank r = {.o = o, .rank = rank, .nranks = nranks, .comm = comm, .chan = ch};
-  int ok = ch && print_devices(ch, rank, nranks, &dev) == 0 && perf_bench(&r) == 0;
-  if (ch != shm) perf_chan_close(ch);
-  if (ok && rank == 0) {
+  t.chan = shm ? shm : nlocal == 1 ? perf_chan_nccl(lanes[0].comm, lanes[0].dev, nranks) : NULL;
+  ok = t.chan && print_devices(&t, dev) == 0 && perf_bench(&t) == 0;
+  if (t.chan != shm) perf_chan_close(t.chan);
+  if (ok && first == 0) {
     printf("#\n# Collective test concluded: shunt-perf\n");
     fflush(stdout);
   }
-  rc = ncclCommDestroy(comm);
-  perf_dev_fini();
-  ok = ok && rc == ncclSuccess;
-  v = (struct perf_verdict){1, !ok, r.my_wrong > r.wrong ? r.my_wrong : r.wrong};
-  perf_chan_set_verdict(shm, rank, &v);
+  for (int k = 0; k < nlocal; k++) {
+    perf_dev_make_current(lanes[k].dev);
+    ok = ncclCommDestroy(lanes[k].comm) == ncclSuccess && ok;
+  }
+  for (int k = 0; k < nlocal; k++) perf_dev_close(lanes[k].dev);
+  int64_t wrong = t.wrong;
+  for (int k = 0; k < nlocal; k++)
+    if (lanes[k].my_wrong > wrong) wrong = lanes[k].my_wrong;
+  struct perf_verdict v = {1, !ok, wrong};
+  set_verdicts(shm, first, nlocal, &v);
   if (!ok) return PERF_EXIT_FAILED;
   return v.wrong > 0 ? PERF_EXIT_WRONG : PERF_EXIT_OK;
 }
