@@ -8,12 +8,12 @@
 # clock and the scheduler would dominate), and the table shows each side's median over the
 # rounds and the ratio of the medians, shunt / MPI (below 1: shunt faster).
 # Sizes as nccl-tests counts them: allreduce the buffer, allgather the whole output.
-# Usage: bench/host_vs_mpi.sh [RANKS="4 8"] [MIN=1K] [MAX=16M] [ITERS=20] [ROUNDS=3]
+# Usage: bench/host_vs_mpi.sh [RANKS="4 8"] [MIN=1K] [MAX=16M] [ITERS=100] [ROUNDS=3]
 #        (after a build in build/; SHUNT_TUNING applies to the shunt side)
 # Needs Open MPI (scripts/setup.sh --bench installs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ranks=${1:-"4 8"} min=${2:-1K} max=${3:-16M} iters=${4:-20} rounds=${5:-3}
+ranks=${1:-"4 8"} min=${2:-1K} max=${3:-16M} iters=${4:-100} rounds=${5:-3}
 perf=${SHUNT_PERF:-build/tools/shunt-perf/shunt-perf}
 [ -x "$perf" ] || { echo "build first: cmake -S . -B build && cmake --build build" >&2; exit 2; }
 command -v mpicc >/dev/null && command -v mpirun >/dev/null ||
