@@ -5,6 +5,11 @@
 # device buffers (2, 4 and 8 ranks as threads on GPU 0, eager and with CUDA graphs), PyTorch on
 # the GPU executor, nccl-tests when NCCL_TESTS_DIR names its source, and a summary to paste.
 # Logs go to the folder given as the first argument (default: the repository root).
+# The whole run fits SHUNT_GPU_CHECK_BUDGET seconds (default 570, under the 10 minutes a GPU
+# machine is usually lent for): every step's timeout is cut to what is left, a step that no
+# longer fits is skipped with a line saying so, the most telling steps run first (the host test
+# suite, which CI runs anyway, comes last), and summary.txt is written after every step, so
+# that a run cut off from outside still leaves what it found.
 # Dependencies that the machine lacks can be supplied as Debian packages in .deps/
 # (e.g. libcjson-dev and libcjson1); they are unpacked into .deps/root.
 set -uo pipefail
@@ -13,7 +18,24 @@ logs=${1:-$PWD}
 mkdir -p "$logs"
 jobs=$(nproc 2>/dev/null || echo 4)
 summary=()
-note() { summary+=("$*"); printf '\n== %s\n' "$*"; }
+: >"$logs/summary.txt"
+note() {
+  summary+=("$*")
+  printf '\n== %s\n' "$*"
+  printf '%s\n' "$*" >>"$logs/summary.txt"
+}
+deadline=$((SECONDS + ${SHUNT_GPU_CHECK_BUDGET:-570}))
+# t N: a step's timeout, N seconds or what is left of the budget (20 s kept for the summary).
+t() {
+  local left=$((deadline - SECONDS - 20))
+  [ "$left" -lt "$1" ] && echo $((left > 1 ? left : 1)) || echo "$1"
+}
+# fits N "what": true when at least N seconds are left; otherwise notes the skip.
+fits() {
+  [ $((deadline - SECONDS - 20)) -ge "$1" ] && return 0
+  note "$2: SKIPPED (the ${SHUNT_GPU_CHECK_BUDGET:-570} s budget is spent)"
+  return 1
+}
 
 prefix_args=()
 if ! [ -f /usr/include/cjson/cJSON.h ] && ls .deps/*.deb >/dev/null 2>&1; then
@@ -27,17 +49,16 @@ export PATH=/usr/local/cuda/bin:$PATH
 nvidia-smi -L 2>/dev/null | sed 's/^/GPU: /' || echo "GPU: nvidia-smi unavailable"
 rm -rf build-gpu
 if cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release "${prefix_args[@]}" ${SHUNT_GPU_CMAKE_ARGS:-} >build-gpu.log 2>&1 &&
-   cmake --build build-gpu -j"$jobs" >>build-gpu.log 2>&1; then
+   timeout "$(t 300)" cmake --build build-gpu -j"$jobs" >>build-gpu.log 2>&1; then
   note "build: ok ($(grep -E 'NCCL headers|real NCCL|GPU code' build-gpu.log | tr '\n' ' '))"
 else
   tail -40 build-gpu.log
   note "build: FAILED"
-  printf '%s\n' "${summary[@]}"
   exit 1
 fi
 
 rc=0
-if ctest --test-dir build-gpu -L gpu --output-on-failure 2>&1 | tee "$logs/ctest-gpu.log"; [ "${PIPESTATUS[0]}" = 0 ]; then
+if timeout "$(t 240)" ctest --test-dir build-gpu -L gpu --output-on-failure 2>&1 | tee "$logs/ctest-gpu.log"; [ "${PIPESTATUS[0]}" = 0 ]; then
   # On a machine with a GPU a skipped gpu test is a failure of this check: it proved nothing.
   if grep -q "Skipped" "$logs/ctest-gpu.log"; then
     note "gpu tests: some SKIPPED on a GPU machine ($(grep -o '[a-z_]* (Skipped)' "$logs/ctest-gpu.log" | tr '\n' ' '))"; rc=1
@@ -47,28 +68,100 @@ if ctest --test-dir build-gpu -L gpu --output-on-failure 2>&1 | tee "$logs/ctest
 else
   note "gpu tests: FAILED"; rc=1
 fi
-if ctest --test-dir build-gpu -LE gpu --output-on-failure -j"$jobs" >"$logs/ctest-host.log" 2>&1; then
-  note "host tests on the GPU machine: passed"
-else
-  tail -30 "$logs/ctest-host.log"; note "host tests on the GPU machine: FAILED"; rc=1
+nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)
+perf=build-gpu/tools/shunt-perf/shunt-perf
+gpu_env=(SHUNT_PLAN_DIR=$PWD/plans SHUNT_FALLBACK=0 SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT)
+# The library path: shunt-perf on device buffers, every call on shunt's GPU executor (no NCCL
+# behind it, so a call shunt cannot serve fails the run). The self-check's verdict and cost come
+# from its INFO lines.
+if [ -x "$perf" ]; then
+  for n in 2 4 8; do
+    for g in 0 10; do
+      log="$logs/perf-gpu-t$n-G$g.log"
+      fits 20 "shunt-perf $n ranks on GPU 0, graphs $g" || continue
+      # "host backend" in the device list: shunt-perf found no GPU and measured host memory.
+      if env "${gpu_env[@]}" timeout "$(t 90)" "$perf" -t $n -b 1K -e 256M -f 4 -n 10 -w 2 -G $g >"$log" 2>&1 &&
+         grep -q "max #wrong over ranks: 0: OK" "$log" && ! grep -q "host backend" "$log"; then
+        note "shunt-perf $n ranks on GPU 0, graphs $g: ok; $(grep -o 'Avg bus bandwidth.*' "$log" | tr '\n' ' ')"
+      else
+        grep -E "WARN|FAILED|wrong|host backend" "$log" | head -5; note "shunt-perf $n ranks on GPU 0, graphs $g: FAILED ($log)"; rc=1
+      fi
+    done
+    v=$(grep -ho "GPU self-check [a-z]*:.*" "$logs/perf-gpu-t$n-G0.log" | head -1)
+    note "self-check, $n ranks: ${v:-no verdict logged}"
+  done
+  # Several ranks driven by one thread (-g): each call one NCCL group of four, graphs captured
+  # on four streams at once.
+  for g in 0 10; do
+    log="$logs/perf-gpu-g4-G$g.log"
+    fits 20 "shunt-perf -g 4, graphs $g" || continue
+    if env "${gpu_env[@]}" timeout "$(t 60)" "$perf" -g 4 -b 1K -e 16M -f 4 -n 10 -w 2 -G $g >"$log" 2>&1 &&
+       grep -q "max #wrong over ranks: 0: OK" "$log" && ! grep -q "host backend" "$log"; then
+      note "shunt-perf -g 4 (one thread, 4 ranks on GPU 0), graphs $g: ok; $(grep -o 'Avg bus bandwidth.*' "$log" | tr '\n' ' ')"
+    else
+      grep -E "WARN|FAILED|wrong|host backend" "$log" | head -5; note "shunt-perf -g 4, graphs $g: FAILED ($log)"; rc=1
+    fi
+  done
 fi
-# The conformance corpus (zero-copy memory, port and switch-channel plans, in place and out of
-# place) on the GPU executor.
-if [ -x build-gpu/tests/gpu/test_exec_gpu ] && python3 scripts/gen_corpus.py --out build-gpu/corpus >/dev/null; then
-  if build-gpu/tests/gpu/test_exec_gpu build-gpu/corpus >"$logs/corpus-gpu.log" 2>&1; then
-    note "corpus on the GPU: passed ($(grep -c '^PASS' "$logs/corpus-gpu.log") plans)"
+# The speed targets, each beside its reference in one run (bench/gpu/gpu_ratios.c): enqueue
+# time against NCCL's, 8-rank 256 MiB bandwidth against cuMemcpyDtoD, 8-rank 1 KiB LL in a graph
+# against empty kernels.
+if [ -x build-gpu/bench/gpu/gpu_ratios ] && fits 30 "gpu_ratios"; then
+  if SHUNT_PLAN_DIR=$PWD/plans SHUNT_NCCL_LIB=$nccl_lib timeout "$(t 180)" build-gpu/bench/gpu/gpu_ratios all \
+       >"$logs/gpu-ratios.log" 2>&1; then
+    while read -r line; do note "ratio: $line"; done <"$logs/gpu-ratios.log"
   else
-    grep -E '^FAIL|also:' "$logs/corpus-gpu.log" | head -20; note "corpus on the GPU: FAILED (corpus-gpu.log)"; rc=1
+    tail -10 "$logs/gpu-ratios.log"; note "gpu_ratios: FAILED (gpu-ratios.log)"; rc=1
   fi
 fi
-# Plans of the caller's own, when SHUNT_GPU_EXTRA_PLANS names a folder of them.
-if [ -n "${SHUNT_GPU_EXTRA_PLANS:-}" ] && [ -x build-gpu/tests/gpu/test_exec_gpu ]; then
-  if build-gpu/tests/gpu/test_exec_gpu "$SHUNT_GPU_EXTRA_PLANS" >"$logs/extra-gpu.log" 2>&1; then
-    note "extra plans on the GPU: passed ($(grep -c '^PASS' "$logs/extra-gpu.log") plans)"
+
+# PyTorch on the GPU executor: four processes sharing GPU 0 need MPS (without it their kernels
+# never run together, and the executor refuses them); the daemon is started for the run.
+if python3 -c 'import torch' >/dev/null 2>&1 && fits 60 "PyTorch, 4 processes on GPU 0"; then
+  mps=0
+  export CUDA_MPS_PIPE_DIRECTORY=$PWD/build-gpu/mps-pipe CUDA_MPS_LOG_DIRECTORY=$PWD/build-gpu/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d 2>/dev/null; then mps=1; fi
+  if LD_PRELOAD=$PWD/build-gpu/libshunt.so SHUNT_NCCL_LIB=$nccl_lib "${gpu_env[@]}" \
+       timeout "$(t 240)" python3 scripts/torch_gpu.py 4 >"$logs/torch-gpu.log" 2>&1; then
+    note "PyTorch, 4 processes on GPU 0 (MPS $mps), every call on shunt: $(tail -1 "$logs/torch-gpu.log")"
   else
-    grep -E '^FAIL|also:' "$logs/extra-gpu.log" | head -20; note "extra plans on the GPU: FAILED (extra-gpu.log)"; rc=1
+    grep -E "WARN|Error|wrong" "$logs/torch-gpu.log" | head -8
+    note "PyTorch, 4 processes on GPU 0 (MPS $mps): FAILED (torch-gpu.log)"; rc=1
+  fi
+  [ $mps = 1 ] && echo quit | nvidia-cuda-mps-control
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+fi
+
+# PyTorch with shunt preloaded: every NCCL function torch imports is defined, and a one-rank
+# NCCL process group runs collectives on CUDA tensors exactly (no 1-rank plan: NCCL serves).
+if ! python3 -c 'import torch' >/dev/null 2>&1; then
+  note "PyTorch: not installed, not run"
+elif fits 30 "PyTorch with shunt preloaded, one rank"; then
+  torch_lib=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib/libtorch_cuda.so
+  if scripts/check-nccl-imports.sh --shunt build-gpu/libshunt.so "$torch_lib" &&
+     LD_PRELOAD=$PWD/build-gpu/libshunt.so SHUNT_NCCL_LIB=$nccl_lib SHUNT_PLAN_DIR=$PWD/plans SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,CALL \
+       timeout "$(t 120)" python3 scripts/torch_smoke.py >"$logs/torch-smoke.log" 2>&1; then
+    note "PyTorch with shunt preloaded, one rank: passed ($(head -1 "$logs/torch-smoke.log"))"
+  else
+    tail -20 "$logs/torch-smoke.log"; note "PyTorch with shunt preloaded, one rank: FAILED (torch-smoke.log)"; rc=1
   fi
 fi
+
+if [ -x "$perf" ]; then
+  # The library path under compute-sanitizer: small sizes, two ranks as threads.
+  if command -v compute-sanitizer >/dev/null; then
+    for tool in memcheck racecheck synccheck; do
+      fits 30 "compute-sanitizer $tool, library path" || continue
+      env "${gpu_env[@]}" timeout "$(t ${SHUNT_SANITIZER_TIMEOUT:-120})" compute-sanitizer --tool "$tool" --error-exitcode 3 \
+        "$perf" -t 2 -b 1K -e 64K -f 8 -n 1 -w 0 -G 1 >"$logs/sanitizer-perf-$tool.log" 2>&1
+      st=$?
+      if [ $st = 0 ]; then note "compute-sanitizer $tool, library path: clean"
+      else tail -20 "$logs/sanitizer-perf-$tool.log"; note "compute-sanitizer $tool, library path: FAILED (exit $st)"; rc=1; fi
+    done
+  fi
+fi
+
 # A few plans under compute-sanitizer (memcheck, racecheck, synccheck): one LL plan with the
 # scaling kernels, one port-channel plan (proxy and FIFO), one allgather. Light shapes, since
 # the tools slow kernels down; every tool's log is kept in sanitizer-<tool>.log.
@@ -77,7 +170,8 @@ if command -v compute-sanitizer >/dev/null && [ -x build-gpu/tests/gpu/test_exec
              plans/allgather_4r_simple_outofplace.json)
   mkdir -p build-gpu/empty
   for tool in memcheck racecheck synccheck; do
-    SHUNT_GPU_TEST_QUICK=1 timeout ${SHUNT_SANITIZER_TIMEOUT:-240} compute-sanitizer --tool "$tool" \
+    fits 30 "compute-sanitizer $tool" || continue
+    SHUNT_GPU_TEST_QUICK=1 timeout "$(t ${SHUNT_SANITIZER_TIMEOUT:-120})" compute-sanitizer --tool "$tool" \
       --error-exitcode 3 build-gpu/tests/gpu/test_exec_gpu build-gpu/empty "${san_plans[@]}" \
       >"$logs/sanitizer-$tool.log" 2>&1
     st=$?
@@ -91,111 +185,51 @@ if command -v compute-sanitizer >/dev/null && [ -x build-gpu/tests/gpu/test_exec
 else
   note "compute-sanitizer: not run (no compute-sanitizer or no test_exec_gpu)"; rc=1
 fi
-# PyTorch with shunt preloaded: every NCCL function torch imports is defined, and a one-rank
-# NCCL process group runs collectives on CUDA tensors exactly (no 1-rank plan: NCCL serves).
-nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)
-if python3 -c 'import torch' >/dev/null 2>&1; then
-  torch_lib=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib/libtorch_cuda.so
-  if scripts/check-nccl-imports.sh --shunt build-gpu/libshunt.so "$torch_lib" &&
-     LD_PRELOAD=$PWD/build-gpu/libshunt.so SHUNT_NCCL_LIB=$nccl_lib SHUNT_PLAN_DIR=$PWD/plans SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,CALL \
-       timeout 300 python3 scripts/torch_smoke.py >"$logs/torch-smoke.log" 2>&1; then
-    note "PyTorch with shunt preloaded, one rank: passed ($(head -1 "$logs/torch-smoke.log"))"
+# The conformance corpus (zero-copy memory, port and switch-channel plans, in place and out of
+# place) on the GPU executor.
+if [ -x build-gpu/tests/gpu/test_exec_gpu ] && fits 30 "corpus on the GPU" &&
+   python3 scripts/gen_corpus.py --out build-gpu/corpus >/dev/null; then
+  if timeout "$(t 180)" build-gpu/tests/gpu/test_exec_gpu build-gpu/corpus >"$logs/corpus-gpu.log" 2>&1; then
+    note "corpus on the GPU: passed ($(grep -c '^PASS' "$logs/corpus-gpu.log") plans)"
   else
-    tail -20 "$logs/torch-smoke.log"; note "PyTorch with shunt preloaded, one rank: FAILED (torch-smoke.log)"; rc=1
-  fi
-else
-  note "PyTorch: not installed, not run"
-fi
-
-perf=build-gpu/tools/shunt-perf/shunt-perf
-gpu_env=(SHUNT_PLAN_DIR=$PWD/plans SHUNT_FALLBACK=0 SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT)
-# The library path: shunt-perf on device buffers, every call on shunt's GPU executor (no NCCL
-# behind it, so a call shunt cannot serve fails the run). The self-check's verdict and cost come
-# from its INFO lines.
-if [ -x "$perf" ]; then
-  for n in 2 4 8; do
-    for g in 0 10; do
-      log="$logs/perf-gpu-t$n-G$g.log"
-      if env "${gpu_env[@]}" timeout 300 "$perf" -t $n -b 1K -e 256M -f 4 -n 10 -w 2 -G $g >"$log" 2>&1 &&
-         grep -q "max #wrong over ranks: 0: OK" "$log"; then
-        note "shunt-perf $n ranks on GPU 0, graphs $g: ok; $(grep -o 'Avg bus bandwidth.*' "$log" | tr '\n' ' ')"
-      else
-        grep -E "WARN|FAILED|wrong" "$log" | head -5; note "shunt-perf $n ranks on GPU 0, graphs $g: FAILED ($log)"; rc=1
-      fi
-    done
-    v=$(grep -ho "GPU self-check [a-z]*:.*" "$logs/perf-gpu-t$n-G0.log" | head -1)
-    note "self-check, $n ranks: ${v:-no verdict logged}"
-  done
-  # Several ranks driven by one thread (-g): each call one NCCL group of four, graphs captured
-  # on four streams at once.
-  for g in 0 10; do
-    log="$logs/perf-gpu-g4-G$g.log"
-    if env "${gpu_env[@]}" timeout 200 "$perf" -g 4 -b 1K -e 16M -f 4 -n 10 -w 2 -G $g >"$log" 2>&1 &&
-       grep -q "max #wrong over ranks: 0: OK" "$log"; then
-      note "shunt-perf -g 4 (one thread, 4 ranks on GPU 0), graphs $g: ok; $(grep -o 'Avg bus bandwidth.*' "$log" | tr '\n' ' ')"
-    else
-      grep -E "WARN|FAILED|wrong" "$log" | head -5; note "shunt-perf -g 4, graphs $g: FAILED ($log)"; rc=1
-    fi
-  done
-  # The library path under compute-sanitizer: small sizes, two ranks as threads.
-  if command -v compute-sanitizer >/dev/null; then
-    for tool in memcheck racecheck synccheck; do
-      env "${gpu_env[@]}" timeout ${SHUNT_SANITIZER_TIMEOUT:-240} compute-sanitizer --tool "$tool" --error-exitcode 3 \
-        "$perf" -t 2 -b 1K -e 64K -f 8 -n 1 -w 0 -G 1 >"$logs/sanitizer-perf-$tool.log" 2>&1
-      st=$?
-      if [ $st = 0 ]; then note "compute-sanitizer $tool, library path: clean"
-      else tail -20 "$logs/sanitizer-perf-$tool.log"; note "compute-sanitizer $tool, library path: FAILED (exit $st)"; rc=1; fi
-    done
+    grep -E '^FAIL|also:' "$logs/corpus-gpu.log" | head -20; note "corpus on the GPU: FAILED (corpus-gpu.log)"; rc=1
   fi
 fi
-
-# The speed targets, each beside its reference in one run (bench/gpu/gpu_ratios.c): enqueue
-# time against NCCL's, 8-rank 256 MiB bandwidth against cuMemcpyDtoD, 8-rank 1 KiB LL in a graph
-# against empty kernels.
-if [ -x build-gpu/bench/gpu/gpu_ratios ]; then
-  if SHUNT_PLAN_DIR=$PWD/plans SHUNT_NCCL_LIB=$nccl_lib timeout 300 build-gpu/bench/gpu/gpu_ratios all \
-       >"$logs/gpu-ratios.log" 2>&1; then
-    while read -r line; do note "ratio: $line"; done <"$logs/gpu-ratios.log"
+# Plans of the caller's own, when SHUNT_GPU_EXTRA_PLANS names a folder of them.
+if [ -n "${SHUNT_GPU_EXTRA_PLANS:-}" ] && [ -x build-gpu/tests/gpu/test_exec_gpu ] && fits 30 "extra plans on the GPU"; then
+  if timeout "$(t 180)" build-gpu/tests/gpu/test_exec_gpu "$SHUNT_GPU_EXTRA_PLANS" >"$logs/extra-gpu.log" 2>&1; then
+    note "extra plans on the GPU: passed ($(grep -c '^PASS' "$logs/extra-gpu.log") plans)"
   else
-    tail -10 "$logs/gpu-ratios.log"; note "gpu_ratios: FAILED (gpu-ratios.log)"; rc=1
+    grep -E '^FAIL|also:' "$logs/extra-gpu.log" | head -20; note "extra plans on the GPU: FAILED (extra-gpu.log)"; rc=1
   fi
 fi
-
-# PyTorch on the GPU executor: four processes sharing GPU 0 need MPS (without it their kernels
-# never run together, and the executor refuses them); the daemon is started for the run.
-if python3 -c 'import torch' >/dev/null 2>&1; then
-  mps=0
-  export CUDA_MPS_PIPE_DIRECTORY=$PWD/build-gpu/mps-pipe CUDA_MPS_LOG_DIRECTORY=$PWD/build-gpu/mps-log
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d 2>/dev/null; then mps=1; fi
-  if LD_PRELOAD=$PWD/build-gpu/libshunt.so SHUNT_NCCL_LIB=$nccl_lib "${gpu_env[@]}" \
-       timeout 400 python3 scripts/torch_gpu.py 4 >"$logs/torch-gpu.log" 2>&1; then
-    note "PyTorch, 4 processes on GPU 0 (MPS $mps), every call on shunt: $(tail -1 "$logs/torch-gpu.log")"
-  else
-    grep -E "WARN|Error|wrong" "$logs/torch-gpu.log" | head -8
-    note "PyTorch, 4 processes on GPU 0 (MPS $mps): FAILED (torch-gpu.log)"; rc=1
-  fi
-  [ $mps = 1 ] && echo quit | nvidia-cuda-mps-control
-  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-fi
-
 # nccl-tests under LD_PRELOAD, when its source is at hand (ranks as threads on GPU 0).
-if [ -n "${NCCL_TESTS_DIR:-}" ] && [ -d "$NCCL_TESTS_DIR" ]; then
+if [ -n "${NCCL_TESTS_DIR:-}" ] && [ -d "$NCCL_TESTS_DIR" ] && fits 60 "nccl-tests"; then
   nccl_home=$(dirname "$(dirname "$nccl_lib")")
-  if make -C "$NCCL_TESTS_DIR" -j"$jobs" MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME="$nccl_home" >"$logs/nccl-tests-build.log" 2>&1; then
-    for t in all_reduce_perf all_gather_perf; do
-      if LD_PRELOAD=$PWD/build-gpu/libshunt.so "${gpu_env[@]}" timeout 300 \
-           "$NCCL_TESTS_DIR/build/$t" -b 1K -e 64M -f 4 -t 4 -g 1 -c 1 >"$logs/nccl-tests-$t.log" 2>&1 &&
-         grep -q "Out of bounds values : 0 OK" "$logs/nccl-tests-$t.log"; then
-        note "nccl-tests $t under LD_PRELOAD: ok, $(grep -o 'Avg bus bandwidth.*' "$logs/nccl-tests-$t.log")"
+  if timeout "$(t 200)" make -C "$NCCL_TESTS_DIR" -j"$jobs" MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME="$nccl_home" >"$logs/nccl-tests-build.log" 2>&1; then
+    for nt in all_reduce_perf all_gather_perf; do
+      fits 20 "nccl-tests $nt" || continue
+      if LD_PRELOAD=$PWD/build-gpu/libshunt.so "${gpu_env[@]}" timeout "$(t 120)" \
+           "$NCCL_TESTS_DIR/build/$nt" -b 1K -e 64M -f 4 -t 4 -g 1 -c 1 >"$logs/nccl-tests-$nt.log" 2>&1 &&
+         grep -q "Out of bounds values : 0 OK" "$logs/nccl-tests-$nt.log"; then
+        note "nccl-tests $nt under LD_PRELOAD: ok, $(grep -o 'Avg bus bandwidth.*' "$logs/nccl-tests-$nt.log")"
       else
-        tail -5 "$logs/nccl-tests-$t.log"; note "nccl-tests $t: FAILED"; rc=1
+        tail -5 "$logs/nccl-tests-$nt.log"; note "nccl-tests $nt: FAILED"; rc=1
       fi
     done
   else
     note "nccl-tests: build FAILED (nccl-tests-build.log)"; rc=1
   fi
 fi
+# The whole host test suite on this machine last: CI runs it on every change anyway.
+if fits 60 "host tests on the GPU machine"; then
+  if timeout "$(t 400)" ctest --test-dir build-gpu -LE gpu --output-on-failure -j"$jobs" >"$logs/ctest-host.log" 2>&1; then
+    note "host tests on the GPU machine: passed"
+  else
+    tail -30 "$logs/ctest-host.log"; note "host tests on the GPU machine: FAILED or cut off by the budget (ctest-host.log)"; rc=1
+  fi
+fi
+note "gpu-check took $SECONDS s (budget ${SHUNT_GPU_CHECK_BUDGET:-570} s)"
 printf '\n== summary\n'
-printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
+printf '%s\n' "${summary[@]}"
 exit $rc
