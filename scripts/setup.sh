@@ -30,7 +30,7 @@ say() { printf 'setup: %s\n' "$*"; }
 
 # ---- Debian packages ----
 pkgs=(cmake make gcc libcjson-dev libibverbs-dev python3 binutils)
-[ $tests = 1 ] && pkgs+=(clang libclang-rt-14-dev)
+[ $tests = 1 ] && pkgs+=(clang libclang-rt-14-dev iproute2) # iproute2: the network-namespace hosts
 [ $bench = 1 ] && pkgs+=(openmpi-bin libopenmpi-dev) # bench/host_vs_mpi.sh's reference
 missing=()
 for p in "${pkgs[@]}"; do

@@ -53,6 +53,10 @@ static void read_force(void) {
   }
 }
 
+/* Both executors reach the ranks of one host (shared memory, CUDA IPC); until a network
+ * transport carries port channels between hosts, NCCL serves communicators that span several. */
+#define SPANS_HOSTS "ranks on several hosts: shunt's executors reach the ranks of one host only"
+
 static int forced(int what) {
   pthread_once(&force_once, read_force);
   return (force_mask & what) != 0;
@@ -227,6 +231,8 @@ static ncclResult_t allreduce(const void* sendbuff, void* recvbuff, size_t count
     why = opts.to_nccl;
   else if (!c->plans_enabled)
     why = "plans disabled for this communicator";
+  else if (c->nnodes > 1)
+    why = SPANS_HOSTS;
   else if ((why = shunt_gpu_gate_call(c, &call, bytes, bytes)) != NULL) {
     /* asked once per call: the answer is the reason */
   } else if (sendbuff != recvbuff && (const char*)sendbuff < (const char*)recvbuff + bytes &&
@@ -235,7 +241,7 @@ static ncclResult_t allreduce(const void* sendbuff, void* recvbuff, size_t count
   else {
     struct shunt_select_query q = {SHUNT_COLL_ALLREDUCE,
                                    (uint32_t)c->nranks,
-                                   (uint32_t)c->local_size,
+                                   (uint32_t)c->ranks_per_node,
                                    sendbuff == recvbuff,
                                    call.dtype,
                                    call.op,
@@ -321,6 +327,8 @@ static ncclResult_t allgather(const void* sendbuff, void* recvbuff, size_t sendc
     why = opts.to_nccl;
   else if (!c->plans_enabled)
     why = "plans disabled for this communicator";
+  else if (c->nnodes > 1)
+    why = SPANS_HOSTS;
   else if ((why = shunt_gpu_gate_call(c, &call, per, total)) != NULL) {
     /* asked once per call: the answer is the reason */
   } else if (!inplace && (const char*)sendbuff < (const char*)recvbuff + total &&
@@ -329,7 +337,7 @@ static ncclResult_t allgather(const void* sendbuff, void* recvbuff, size_t sendc
   else {
     struct shunt_select_query q = {SHUNT_COLL_ALLGATHER,
                                    (uint32_t)c->nranks,
-                                   (uint32_t)c->local_size,
+                                   (uint32_t)c->ranks_per_node,
                                    inplace,
                                    call.dtype,
                                    SHUNT_REDOP_SUM,

@@ -87,6 +87,14 @@ int shunt_comm_setup(struct shunt_comm* c, const struct shunt_planset* plans, ui
     c->local_size += same;
   }
   c->nnodes = nodes;
+  /* Uniform and consecutive placement, decided from the gathered cards alone (not from this
+   * rank's own node size, which may differ from another rank's). */
+  int rpn = nranks % nodes == 0 ? nranks / nodes : 0;
+  for (int r = 1; r < nranks && rpn; r++) {
+    int same_node = cards[r].host_hash == cards[r - 1].host_hash;
+    if (same_node != (r % rpn != 0)) rpn = 0;
+  }
+  c->ranks_per_node = rpn;
 
   /* Every rank must run the same plans, or none: decided from the same gathered data. */
   int agree = 1;
@@ -101,8 +109,9 @@ int shunt_comm_setup(struct shunt_comm* c, const struct shunt_planset* plans, ui
                rank, cards[rank].plan_hash, other < nranks ? other : 0,
                cards[other < nranks ? other : 0].plan_hash);
   }
-  SHUNT_INFO(SHUNT_INIT, "comm rank %d of %d: node %d of %d, local rank %d of %d, plans %s%s", rank, nranks,
-             c->node, c->nnodes, c->local_rank, c->local_size, c->plans_enabled ? "on" : "off",
+  SHUNT_INFO(SHUNT_INIT, "comm rank %d of %d: node %d of %d, local rank %d of %d, %d ranks per node, plans %s%s",
+             rank, nranks, c->node, c->nnodes, c->local_rank, c->local_size, c->ranks_per_node,
+             c->plans_enabled ? "on" : "off",
              c->real ? "" : ", no NCCL communicator");
   free(cards);
   return 0;

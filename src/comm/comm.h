@@ -40,6 +40,9 @@ struct shunt_comm {
   int rank, nranks, cuda_dev; /* cuda_dev -1: no CUDA device was current where it was made */
   int gpu_everywhere;           /* every rank has a CUDA device (the GPU self-check may run) */
   int node, nnodes, local_rank, local_size; /* topology from host identities */
+  /* Ranks per node when every node holds that many consecutive ranks (node = rank / it), else
+   * 0: the same value on every rank, so plan selection agrees everywhere. */
+  int ranks_per_node;
   int blocking;
   struct shunt_bootstrap* boot;
   const struct shunt_planset* plans; /* shared, owned by the process-wide plan cache */

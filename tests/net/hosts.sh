@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Ranks on several hosts, each host a network namespace of its own (its own address on a
+# bridge, its own host identity through SHUNT_HOSTID), joined by shunt-perf from the
+# environment: rank 0 hands out the id at its host's address, the bootstrap crosses the
+# namespaces. Until a network transport carries port channels between hosts, every call of a
+# communicator spanning several hosts must go to NCCL (the computing test double, whose
+# shared segment all namespaces see) with the reason logged, exactly; the same ranks in one
+# namespace must be served by plans. Needs root and iproute2 (skips otherwise, exit 77).
+# Usage: hosts.sh SHUNT_PERF NHOSTS RANKS_PER_HOST
+set -u
+perf=$1 hosts=$2 per=$3
+if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
+  echo "skipped: needs root and iproute2 (ip)"
+  exit 77
+fi
+n=$((hosts * per))
+tag=s$$
+sw=$tag-sw
+out=$(mktemp -d)
+cleanup() {
+  for h in $(seq 0 $((hosts - 1))); do ip netns del "$tag-h$h" 2>/dev/null; done
+  ip netns del "$sw" 2>/dev/null
+  rm -rf "$out"
+}
+trap cleanup EXIT
+# A switch namespace holding a bridge; each host namespace is cabled to it by a veth pair.
+ip netns add "$sw" && ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up || exit 1
+for h in $(seq 0 $((hosts - 1))); do
+  ns=$tag-h$h
+  ip netns add "$ns" &&
+    ip link add "$tag-e$h" netns "$ns" type veth peer name "p$h" netns "$sw" &&
+    ip -n "$sw" link set "p$h" master br0 && ip -n "$sw" link set "p$h" up &&
+    ip -n "$ns" link set lo up && ip -n "$ns" link set "$tag-e$h" name eth0 &&
+    ip -n "$ns" addr add "10.77.0.$((h + 1))/24" dev eth0 && ip -n "$ns" link set eth0 up || exit 1
+done
+port=$((20000 + RANDOM % 30000))
+args=(-b 2K -e 64K -f 4 -n 1 -w 0 -d float,int32 -o sum,max)
+common=(SHUNT_PERF_NRANKS=$n SHUNT_PERF_ROOT=10.77.0.1:$port SHUNT_BOOTSTRAP_TIMEOUT=60
+        SHUNT_SOCKET_IFNAME=eth0 SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,CALL)
+# run NAME [ONE_ID|uneven]: every rank r on host r / per, in that host's namespace, with the
+# host's own identity, or ONE_ID on every host, or (uneven) one identity for the last rank and
+# another for all the others.
+run() {
+  local name=$1 one=${2:-} pids=() fail=0 id
+  for r in $(seq 0 $((n - 1))); do
+    h=$((r / per))
+    id=${one:-host$h}
+    [ "$one" = uneven ] && { [ $r = $((n - 1)) ] && id=last || id=rest; }
+    ip netns exec "$tag-h$h" env "${common[@]}" SHUNT_PERF_RANK=$r SHUNT_HOSTID="$id" \
+      "$perf" "${args[@]}" >"$out/$name.$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for r in "${!pids[@]}"; do
+    if ! wait "${pids[$r]}"; then
+      echo "$name: rank $r failed:"
+      tail -20 "$out/$name.$r.log"
+      fail=1
+    fi
+  done
+  return $fail
+}
+fail=0
+# Every rank its host's identity: the communicator spans $hosts hosts.
+if run spread; then
+  log=$out/spread.0.log
+  rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +(float|int32) ' "$log")
+  served=$(grep -cE '^ +[0-9]+ +[0-9]+ +(float|int32) .* nccl$' "$log")
+  [ "$rows" -gt 0 ] && [ "$rows" = "$served" ] ||
+    { echo "spread over $hosts hosts: $served of $rows rows served by NCCL (all must be)"; cat "$log"; fail=1; }
+  grep -q "node 0 of $hosts, local rank 0 of $per, $per ranks per node" "$log" ||
+    { echo "rank 0 did not see $hosts hosts of $per ranks"; grep "node" "$log"; fail=1; }
+  grep -q "ranks on several hosts" "$log" || { echo "no call named the reason"; fail=1; }
+  grep -qE '#wrong over ranks: [1-9]|FAILED' "$log" && { echo "wrong results"; fail=1; }
+else
+  fail=1
+fi
+# Hosts of different sizes (n-1 ranks and 1): no uniform ranks per node, the same answer on
+# every rank, and NCCL serves.
+if run uneven uneven; then
+  log=$out/uneven.0.log
+  grep -q "node 0 of 2, local rank 0 of $((n - 1)), 0 ranks per node" "$log" ||
+    { echo "uneven hosts: rank 0 saw another topology"; grep "node" "$log"; fail=1; }
+  grep -qE '^ +[0-9]+ +[0-9]+ +(float|int32) .* (allreduce|allgather)_' "$log" &&
+    { echo "uneven hosts: a plan served a call"; fail=1; }
+  grep -qE '#wrong over ranks: [1-9]|FAILED' "$log" && { echo "wrong results"; fail=1; }
+else
+  fail=1
+fi
+# The same namespaces under one host identity: the plans serve every row (the shared-memory
+# transport reaches across namespaces that share /dev/shm, as containers of one machine can).
+if run together one-host; then
+  log=$out/together.0.log
+  rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +(float|int32) ' "$log")
+  plans=$(grep -cE "^ +[0-9]+ +[0-9]+ +(float|int32) .* (allreduce|allgather)_${n}r_" "$log")
+  [ "$rows" -gt 0 ] && [ "$rows" = "$plans" ] ||
+    { echo "one host: $plans of $rows rows served by plans (all must be)"; cat "$log"; fail=1; }
+  grep -qE '#wrong over ranks: [1-9]|FAILED' "$log" && { echo "wrong results"; fail=1; }
+else
+  fail=1
+fi
+[ $fail = 0 ] && echo "ranks on $hosts hosts x $per: every call went to NCCL, exact; on one host: every call on a plan"
+exit $fail
