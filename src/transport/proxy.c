@@ -1,12 +1,17 @@
 /* Proxy thread and its trigger FIFO: a ring of slots, each published with a sequence word. */
 #include "transport/proxy.h"
 
+#include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "transport/backoff.h"
 #include "transport/world.h"
@@ -22,6 +27,10 @@ struct shunt_proxy {
   struct shunt_world* w;
   pthread_t thread;
   atomic_bool stop;
+  /* An idle proxy sleeps on `bell` (a futex) instead of polling: pushers ring it only when
+   * `sleeping` says it sleeps, so a busy proxy costs them one load. */
+  _Atomic uint32_t bell;
+  atomic_bool sleeping;
   _Atomic uint64_t head; /* next position to reserve */
   _Atomic uint64_t done; /* positions below are complete */
   char* input;
@@ -57,18 +66,69 @@ static void handle(struct shunt_proxy* p, const struct shunt_trigger* t) {
   }
 }
 
+/* Private futex: the proxy and its pushers are threads of one process. */
+static void futex_wait(_Atomic uint32_t* w, uint32_t seen, long ns) {
+  struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+  syscall(SYS_futex, (uint32_t*)w, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t* w) {
+  syscall(SYS_futex, (uint32_t*)w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void ring(struct shunt_proxy* p) {
+  /* After a sequentially consistent publication (the slot, or stop): pairs with the proxy's
+   * store of `sleeping` before its last look, so either it sees what was published or this
+   * load sees it asleep. */
+  if (atomic_load_explicit(&p->sleeping, memory_order_seq_cst)) {
+    atomic_fetch_add_explicit(&p->bell, 1, memory_order_seq_cst);
+    futex_wake(&p->bell);
+  }
+}
+
+/* After the last trigger the proxy polls (pauses, then yields) for IDLE_POLL_NS, since the
+ * triggers of a run come in bursts and a sleeping proxy costs each push a wake-up; only then
+ * does it sleep until a push rings. The sleep is bounded only so that a missed ring could never
+ * stall a run for long. */
+#define PROXY_IDLE_POLL_NS 2000000ull
+#define PROXY_SLEEP_NS 100000000L
+
+struct idle_state {
+  struct shunt_backoff bo;
+  uint64_t since; /* when polling began, 0: not yet read */
+};
+
+static void idle(struct shunt_proxy* p, struct idle_state* st, const struct slot* s, uint64_t pos) {
+  if (st->bo.n < 48) {
+    shunt_backoff(&st->bo, 0); /* pauses, then yields */
+    return;
+  }
+  uint64_t now = shunt_now_ns();
+  if (!st->since) st->since = now;
+  if (now - st->since < PROXY_IDLE_POLL_NS) {
+    sched_yield();
+    return;
+  }
+  uint32_t seen = atomic_load_explicit(&p->bell, memory_order_seq_cst);
+  atomic_store_explicit(&p->sleeping, true, memory_order_seq_cst);
+  if (atomic_load_explicit(&s->seq, memory_order_seq_cst) != pos + 1 &&
+      !atomic_load_explicit(&p->stop, memory_order_seq_cst))
+    futex_wait(&p->bell, seen, PROXY_SLEEP_NS);
+  atomic_store_explicit(&p->sleeping, false, memory_order_relaxed);
+}
+
 static void* run(void* arg) {
   struct shunt_proxy* p = arg;
   uint64_t pos = 0;
-  struct shunt_backoff bo = {0};
+  struct idle_state st = {0};
   while (true) {
     struct slot* s = &p->slots[pos % FIFO_SLOTS];
     if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1) {
       if (atomic_load_explicit(&p->stop, memory_order_acquire)) break;
-      shunt_backoff(&bo, 0);
+      idle(p, &st, s, pos);
       continue;
     }
-    bo = (struct shunt_backoff){0};
+    st = (struct idle_state){0};
     handle(p, &s->t);
     pos++;
     atomic_store_explicit(&p->done, pos, memory_order_release);
@@ -84,6 +144,8 @@ int shunt_proxy_start(struct shunt_world* w, struct shunt_proxy** out, char* err
   }
   p->w = w;
   atomic_init(&p->stop, false);
+  atomic_init(&p->bell, 0);
+  atomic_init(&p->sleeping, false);
   atomic_init(&p->head, 0);
   atomic_init(&p->done, 0);
   for (unsigned i = 0; i < FIFO_SLOTS; i++) atomic_init(&p->slots[i].seq, 0);
@@ -98,7 +160,8 @@ int shunt_proxy_start(struct shunt_world* w, struct shunt_proxy** out, char* err
 
 void shunt_proxy_stop(struct shunt_proxy* p) {
   if (!p) return;
-  atomic_store_explicit(&p->stop, true, memory_order_release);
+  atomic_store_explicit(&p->stop, true, memory_order_seq_cst);
+  ring(p);
   pthread_join(p->thread, NULL);
   free(p);
 }
@@ -114,7 +177,8 @@ uint64_t shunt_proxy_push(struct shunt_proxy* p, const struct shunt_trigger* t) 
   while (pos - atomic_load_explicit(&p->done, memory_order_acquire) >= FIFO_SLOTS) shunt_backoff(&bo, 0);
   struct slot* s = &p->slots[pos % FIFO_SLOTS];
   s->t = *t;
-  atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+  atomic_store_explicit(&s->seq, pos + 1, memory_order_seq_cst); /* seq_cst: see ring() */
+  ring(p);
   return pos;
 }
 

@@ -5,7 +5,9 @@
  * Promises: triggers complete strictly in push order; shunt_proxy_done(p) > pos means the
  * trigger at pos and every earlier one are complete (their copies and flags visible to any
  * thread that acquires the peer's semaphore, or this counter). Pushing is safe from any
- * number of threads; a full FIFO makes the pusher wait for the proxy, which never blocks. */
+ * number of threads; a full FIFO makes the pusher wait for the proxy, which never blocks while
+ * triggers wait. An idle proxy polls briefly, then sleeps until a push wakes it (no CPU spent
+ * while a world has no port-channel work). */
 #ifndef SHUNT_TRANSPORT_PROXY_H
 #define SHUNT_TRANSPORT_PROXY_H
 
