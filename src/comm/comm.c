@@ -15,7 +15,7 @@
 struct rank_card {
   uint64_t host_hash; /* identity of the machine: ranks with equal hashes share a node */
   uint64_t plan_hash; /* the plan set it loaded (0: none) */
-  int32_t cuda_dev; /* -1: no CUDA device in use where this rank was made */
+  int32_t cuda_dev;   /* -1: no CUDA device in use where this rank was made */
   int32_t has_plans;
 };
 
@@ -109,10 +109,10 @@ int shunt_comm_setup(struct shunt_comm* c, const struct shunt_planset* plans, ui
                rank, cards[rank].plan_hash, other < nranks ? other : 0,
                cards[other < nranks ? other : 0].plan_hash);
   }
-  SHUNT_INFO(SHUNT_INIT, "comm rank %d of %d: node %d of %d, local rank %d of %d, %d ranks per node, plans %s%s",
-             rank, nranks, c->node, c->nnodes, c->local_rank, c->local_size, c->ranks_per_node,
-             c->plans_enabled ? "on" : "off",
-             c->real ? "" : ", no NCCL communicator");
+  SHUNT_INFO(SHUNT_INIT,
+             "comm rank %d of %d: node %d of %d, local rank %d of %d, %d ranks per node, plans %s%s", rank,
+             nranks, c->node, c->nnodes, c->local_rank, c->local_size, c->ranks_per_node,
+             c->plans_enabled ? "on" : "off", c->real ? "" : ", no NCCL communicator");
   free(cards);
   return 0;
 }
