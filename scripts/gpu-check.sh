@@ -87,8 +87,8 @@ if [ -x "$perf" ]; then
         grep -E "WARN|FAILED|wrong|host backend" "$log" | head -5; note "shunt-perf $n ranks on GPU 0, graphs $g: FAILED ($log)"; rc=1
       fi
     done
-    v=$(grep -ho "GPU self-check [a-z]*:.*" "$logs/perf-gpu-t$n-G0.log" | head -1)
-    note "self-check, $n ranks: ${v:-no verdict logged}"
+    v=$(grep -ho "GPU self-check [a-z]*:.*" "$logs/perf-gpu-t$n-G0.log" 2>/dev/null | head -1)
+    [ -f "$logs/perf-gpu-t$n-G0.log" ] && note "self-check, $n ranks: ${v:-no verdict logged}"
   done
   # Several ranks driven by one thread (-g): each call one NCCL group of four, graphs captured
   # on four streams at once.

@@ -34,7 +34,7 @@ for h in $(seq 0 $((hosts - 1))); do
     ip -n "$ns" addr add "10.77.0.$((h + 1))/24" dev eth0 && ip -n "$ns" link set eth0 up || exit 1
 done
 port=$((20000 + RANDOM % 30000))
-args=(-b 2K -e 64K -f 4 -n 1 -w 0 -d float,int32 -o sum,max)
+args=(-b 2K -e 32K -f 4 -n 1 -w 0 -d float,int32 -o sum)
 common=(SHUNT_PERF_NRANKS=$n SHUNT_PERF_ROOT=10.77.0.1:$port SHUNT_BOOTSTRAP_TIMEOUT=60
         SHUNT_SOCKET_IFNAME=eth0 SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,CALL)
 # run NAME [ONE_ID|uneven]: every rank r on host r / per, in that host's namespace, with the
@@ -75,8 +75,10 @@ else
   fail=1
 fi
 # Hosts of different sizes (n-1 ranks and 1): no uniform ranks per node, the same answer on
-# every rank, and NCCL serves.
-if run uneven uneven; then
+# every rank, and NCCL serves. (Two hosts only: the topology logic is the same for more.)
+if [ "$hosts" != 2 ]; then
+  :
+elif run uneven uneven; then
   log=$out/uneven.0.log
   grep -q "node 0 of 2, local rank 0 of $((n - 1)), 0 ranks per node" "$log" ||
     { echo "uneven hosts: rank 0 saw another topology"; grep "node" "$log"; fail=1; }
