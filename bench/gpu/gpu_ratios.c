@@ -25,32 +25,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "cuda_driver.h"
 #include "shunt/shunt.h"
 
-struct drv {
-  int (*Init)(unsigned);
-  int (*DeviceGetCount)(int*);
-  int (*DevicePrimaryCtxRetain)(void**, int);
-  int (*CtxSetCurrent)(void*);
-  int (*MemAlloc)(unsigned long long*, size_t);
-  int (*MemFree)(unsigned long long);
-  int (*MemsetD8)(unsigned long long, unsigned char, size_t);
-  int (*MemcpyDtoDAsync)(unsigned long long, unsigned long long, size_t, void*);
-  int (*StreamCreate)(void**, unsigned);
-  int (*StreamDestroy)(void*);
-  int (*StreamSynchronize)(void*);
-  int (*StreamBeginCapture)(void*, int);
-  int (*StreamEndCapture)(void*, void**);
-  int (*GraphInstantiate)(void**, void*, unsigned long long);
-  int (*GraphLaunch)(void*, void*);
-  int (*GraphDestroy)(void*);
-  int (*GraphExecDestroy)(void*);
-  int (*ModuleLoadData)(void**, const void*);
-  int (*ModuleGetFunction)(void**, void*, const char*);
-  int (*LaunchKernel)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**,
-                      void**);
-};
-static struct drv D;
+static struct tool_cuda D;
 static void* ctx;
 
 /* An empty kernel, as PTX the driver compiles at load time (no nvcc needed to build this). */
@@ -64,22 +42,10 @@ static double now_s(void) {
 }
 
 static int load_driver(void) {
-  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-  if (!h) return -1;
-  static const char* const names[] = {"cuInit", "cuDeviceGetCount", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent",
-                                      "cuMemAlloc_v2", "cuMemFree_v2", "cuMemsetD8_v2", "cuMemcpyDtoDAsync_v2",
-                                      "cuStreamCreate", "cuStreamDestroy_v2", "cuStreamSynchronize",
-                                      "cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphInstantiateWithFlags",
-                                      "cuGraphLaunch", "cuGraphDestroy", "cuGraphExecDestroy", "cuModuleLoadData",
-                                      "cuModuleGetFunction", "cuLaunchKernel"};
-  void** slots = (void**)&D;
-  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-    if (!(slots[i] = dlsym(h, names[i]))) {
-      fprintf(stderr, "gpu_ratios: the driver has no %s\n", names[i]);
-      return -1;
-    }
-  int n = 0;
-  if (D.Init(0) != 0 || D.DeviceGetCount(&n) != 0 || n < 1 || D.DevicePrimaryCtxRetain(&ctx, 0) != 0) return -1;
+  char missing[64];
+  int n = tool_cuda_open(&D, missing, sizeof(missing));
+  if (n < 0 && missing[0]) fprintf(stderr, "gpu_ratios: the driver has no %s\n", missing);
+  if (n < 1 || D.DevicePrimaryCtxRetain(&ctx, 0) != 0) return -1;
   return 0;
 }
 

@@ -2,71 +2,23 @@
  * memory otherwise. The driver is opened at run time, so one binary serves both. */
 #include "device.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The driver calls used here (cuda.h's ABI). */
-struct drv {
-  int (*Init)(unsigned);
-  int (*DeviceGetCount)(int*);
-  int (*DeviceGetName)(char*, int, int);
-  int (*DevicePrimaryCtxRetain)(void**, int);
-  int (*CtxSetCurrent)(void*);
-  int (*MemAlloc)(unsigned long long*, size_t);
-  int (*MemFree)(unsigned long long);
-  int (*MemcpyHtoD)(unsigned long long, const void*, size_t);
-  int (*MemcpyDtoH)(void*, unsigned long long, size_t);
-  int (*StreamCreate)(void**, unsigned);
-  int (*StreamDestroy)(void*);
-  int (*StreamSynchronize)(void*);
-  int (*StreamBeginCapture)(void*, int);
-  int (*StreamEndCapture)(void*, void**);
-  int (*GraphInstantiate)(void**, void*, unsigned long long);
-  int (*GraphLaunch)(void*, void*);
-  int (*GraphDestroy)(void*);
-  int (*GraphExecDestroy)(void*);
-};
+#include "cuda_driver.h"
 
-static struct drv D;
+static struct tool_cuda D;
 static int ndev; /* 0: host memory */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void load(void) {
   const char* want = getenv("SHUNT_PERF_DEVICE");
   if (want && !strcmp(want, "host")) return;
-  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-  if (!h) return;
-  static const char* const names[] = {"cuInit",
-                                      "cuDeviceGetCount",
-                                      "cuDeviceGetName",
-                                      "cuDevicePrimaryCtxRetain",
-                                      "cuCtxSetCurrent",
-                                      "cuMemAlloc_v2",
-                                      "cuMemFree_v2",
-                                      "cuMemcpyHtoD_v2",
-                                      "cuMemcpyDtoH_v2",
-                                      "cuStreamCreate",
-                                      "cuStreamDestroy_v2",
-                                      "cuStreamSynchronize",
-                                      "cuStreamBeginCapture_v2",
-                                      "cuStreamEndCapture",
-                                      "cuGraphInstantiateWithFlags",
-                                      "cuGraphLaunch",
-                                      "cuGraphDestroy",
-                                      "cuGraphExecDestroy"};
-  void** slots = (void**)&D;
-  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-    if (!(slots[i] = dlsym(h, names[i]))) {
-      memset(&D, 0, sizeof(D));
-      return;
-    }
-  int n = 0;
-  if (D.Init(0) != 0 || D.DeviceGetCount(&n) != 0 || n < 1) return;
-  ndev = n;
+  int n = tool_cuda_open(&D, NULL, 0); /* a driver without a call shunt-perf makes: host memory */
+  ndev = n > 0 ? n : 0;
 }
 
 struct perf_dev {
