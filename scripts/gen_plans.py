@@ -39,6 +39,10 @@ SIMPLE_BLOCKS = {2: 16, 4: 24, 8: 32}
 PORT_BLOCKS = 8
 # Port allreduce reduces in rounds so that scratch holds one round, not the whole message.
 PORT_ROUNDS = 4
+# Multi-node plans: (nodes, ranks per node). Memory channels inside a node, port channels
+# between nodes; one plan per collective and mode serves every size up to PORT_MAX.
+MULTI = ((2, 2), (2, 4), (4, 2), (2, 8))
+HIER_BLOCKS = 4
 
 
 # ---------------------------------------------------------------------------------------
@@ -397,6 +401,113 @@ def allreduce_port(n, inplace):
 
 
 # ---------------------------------------------------------------------------------------
+# Multi-node (N nodes x M ranks, rank = node * M + local rank)
+# ---------------------------------------------------------------------------------------
+
+def local_peers(rank, m):
+    """The other ranks of this rank's node, in ring order."""
+    base = rank - rank % m
+    return [base + (rank % m + k) % m for k in range(1, m)]
+
+
+def counterparts(rank, nodes, m):
+    """The ranks with the same local rank on the other nodes, in ring order."""
+    node = rank // m
+    return [((node + k) % nodes) * m + rank % m for k in range(1, nodes)]
+
+
+def node_slot(owner, sender, nodes, m):
+    """Scratch slot on `owner` receiving from the counterpart `sender` (one per other node)."""
+    return (sender // m - owner // m) % nodes - 1
+
+
+def allgather_hier(nodes, m, inplace):
+    """Across nodes first, then inside: rank r put-with-signals its slice into the output of
+    its counterpart on every other node; once their slices are in, it puts its own and
+    theirs into the output of every rank of its node over memory channels. Each slice
+    crosses the network once per other node. Ready rounds on both kinds of channel first:
+    every peer written to is inside the call."""
+    n, t = nodes * m, HIER_BLOCKS
+    plan = Plan(name_multi("allgather", nodes, m, inplace), "allgather", "Simple", inplace, n, (1, n, 0))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        lps, cps = local_peers(r, m), counterparts(r, nodes, m)
+        for j in range(t):
+            b = gpu.block()
+            b.sync("signal", "port", cps, j)
+            b.sync("wait", "port", cps, j)
+            b.sync("signal", "memory", lps, j)
+            b.sync("wait", "memory", lps, j)
+            b.nop()
+            b.data("pws", [own_slice(r, inplace) for _ in cps],
+                   [b.remote("port", c, "o", r) for c in cps], "port", cps, j, tbg=(j, t))
+            if not inplace:
+                b.data("copy", [local("i", 0)], [local("o", r)], tbg=(j, t))
+            b.sync("wait", "port", cps, j)  # the counterparts' slices are in our output
+            b.nop()
+            for s in [r] + cps:
+                b.data("put", [local("o", s) for _ in lps],
+                       [b.remote("memory", p, "o", s) for p in lps], "memory", lps, j, tbg=(j, t))
+            b.nop()
+            b.sync("signal", "memory", lps, j)
+            b.sync("wait", "memory", lps, j)
+            b.sync("flush", "port", cps, j)
+    return plan
+
+
+def allreduce_hier(nodes, m, inplace):
+    """Reduce-scatter inside the node, allreduce across nodes, allgather inside the node.
+    Chunk c = l * N + k belongs to local rank l (its group) and, across nodes, to node k.
+    (1) Rank (node, l) reads group l of every rank of its node and sums it (rre).
+    (2) It put-with-signals chunk l*N + k of that sum into a scratch slot of its counterpart
+        on node k, reduces the counterparts' contributions to its own chunk l*N + node, and
+        put-with-signals the result into every counterpart's output. Only 1/M of the
+        buffer crosses the network per rank, twice.
+    (3) It puts group l, now complete, into the output of every rank of its node.
+    A counterpart's contribution arriving is the proof that it is inside the call, so
+    the port channels need no ready round."""
+    n, t = nodes * m, HIER_BLOCKS
+    x = user_buf(inplace)
+    plan = Plan(name_multi("allreduce", nodes, m, inplace), "allreduce", "Simple", inplace, n,
+                (n, n, nodes - 1))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        node, l = r // m, r % m
+        lps, cps = local_peers(r, m), counterparts(r, nodes, m)
+        group = [l * nodes + k for k in range(nodes)]
+        mine = l * nodes + node
+        for j in range(t):
+            b = gpu.block()
+            b.sync("signal", "memory", lps, j)
+            b.sync("wait", "memory", lps, j)
+            b.nop()
+            for c in group:
+                b.data("rre", [local(x, c)] + [b.remote("memory", p, x, c) for p in lps],
+                       [local("o", c)], "memory", lps, j, tbg=(j, t))
+            b.nop()
+            b.data("pws", [local("o", l * nodes + c // m) for c in cps],
+                   [b.remote("port", c, "s", node_slot(c, r, nodes, m)) for c in cps],
+                   "port", cps, j, tbg=(j, t))
+            b.sync("wait", "port", cps, j)  # the counterparts' contributions to our chunk
+            b.nop()
+            b.data("re", [local("o", mine)] + [local("s", node_slot(r, c, nodes, m)) for c in cps],
+                   [local("o", mine)], tbg=(j, t))
+            b.nop()
+            b.data("pws", [local("o", mine) for _ in cps],
+                   [b.remote("port", c, "o", mine) for c in cps], "port", cps, j, tbg=(j, t))
+            b.sync("wait", "port", cps, j)  # the counterparts' sums of the group's other chunks
+            b.nop()
+            for c in group:
+                b.data("put", [local("o", c) for _ in lps],
+                       [b.remote("memory", p, "o", c) for p in lps], "memory", lps, j, tbg=(j, t))
+            b.nop()
+            b.sync("signal", "memory", lps, j)
+            b.sync("wait", "memory", lps, j)
+            b.sync("flush", "port", cps, j)
+    return plan
+
+
+# ---------------------------------------------------------------------------------------
 # Size ranges
 # ---------------------------------------------------------------------------------------
 
@@ -441,6 +552,10 @@ def name(collective, n, family, inplace):
     return "%s_%dr_%s_%s" % (collective, n, family, "inplace" if inplace else "outofplace")
 
 
+def name_multi(collective, nodes, m, inplace):
+    return "%s_%dx%d_hier_%s" % (collective, nodes, m, "inplace" if inplace else "outofplace")
+
+
 def all_plans():
     builders = {"allgather": (allgather_ll, allgather_simple, allgather_port),
                 "allreduce": (allreduce_ll, allreduce_simple, allreduce_port)}
@@ -452,6 +567,11 @@ def all_plans():
                 plans.append(set_range(ll(n, inplace), 0, LL_MAX))
                 plans.append(set_range(simple(n, inplace), LL_MAX, SIMPLE_MAX))
                 plans.append(set_range(port(n, inplace), SIMPLE_MAX, PORT_MAX))
+    hier = {"allgather": allgather_hier, "allreduce": allreduce_hier}
+    for collective in sorted(hier):
+        for nodes, m in MULTI:
+            for inplace in (False, True):
+                plans.append(set_range(hier[collective](nodes, m, inplace), 0, PORT_MAX))
     return plans
 
 
@@ -508,31 +628,60 @@ def check(out_dir):
     return 0
 
 
+def placement(p):
+    """Ranks per node a plan needs, as shunt derives it (src/plan/resolve.c): ranks joined by
+    memory channels share a node; consecutive groups of M > 1 give M, none 0, others all."""
+    n = len(p["gpus"])
+    up = list(range(n))
+
+    def find(a):
+        while up[a] != a:
+            a = up[a]
+        return a
+    for g in p["gpus"]:
+        for ch in g.get("channels", []):
+            if ch["channel_type"] == "memory":
+                for q in ch["connected_to"]:
+                    a, b = find(g["id"]), find(q)
+                    up[max(a, b)] = min(a, b)
+    m = 1
+    while m < n and find(m) == 0:
+        m += 1
+    if m == 1:
+        return 0 if all(find(r) == r for r in range(n)) else n
+    if n % m or any(find(r) != r - r % m for r in range(n)):
+        return n
+    return m
+
+
 def coverage(folder):
     """Every total size from 1 byte to 1 GiB lies in some plan's range, per (collective, ranks,
-    in-place); ranges are inclusive and any size in a range runs (exec/split.h)."""
+    in-place, placement): one node of 2, 4, 8 ranks and each multi-node shape; a plan free of
+    placement (port channels only) serves any. Ranges are inclusive and any size in a range
+    runs (exec/split.h)."""
     ranges = {}
     for f in sorted(os.listdir(folder)):
         if not f.endswith(".json"):
             continue
         with open(os.path.join(folder, f)) as fh:
             p = json.load(fh)
-        key = (p["collective"], len(p["gpus"]), bool(p["inplace"]))
+        key = (p["collective"], len(p["gpus"]), bool(p["inplace"]), placement(p))
         ranges.setdefault(key, []).append((p.get("min_message_size", 0),
                                            p.get("max_message_size", (1 << 64) - 1), f))
     gaps = 0
+    shapes = [(n, n) for n in RANKS] + [(nodes * m, m) for nodes, m in MULTI]
     for coll in ("allreduce", "allgather"):
-        for n in RANKS:
+        for n, rpn in shapes:
             for inplace in (False, True):
-                rs = sorted(ranges.get((coll, n, inplace), []))
+                rs = sorted(ranges.get((coll, n, inplace, rpn), []) + ranges.get((coll, n, inplace, 0), []))
                 covered = 0  # every size in [1, covered] is served
                 for lo, hi, f in rs:
                     if lo > covered + 1:
                         break
                     covered = max(covered, hi)
                 if covered < GiB:
-                    print("gap: %s %d ranks %s: sizes from %d bytes are served by no plan" %
-                          (coll, n, "in place" if inplace else "out of place", covered + 1))
+                    print("gap: %s %d ranks (%d per node) %s: sizes from %d bytes are served by no plan" %
+                          (coll, n, rpn, "in place" if inplace else "out of place", covered + 1))
                     gaps += 1
     print("coverage: %s" % ("no gaps from 1 byte to 1 GiB" if gaps == 0 else "%d gap(s)" % gaps))
     return 1 if gaps else 0
@@ -558,7 +707,8 @@ def main():
     ap.add_argument("--summary", action="store_true", help="print the plan table and exit")
     ap.add_argument("--coverage", metavar="DIR",
                     help="check that the plans in DIR leave no size from one byte to 1 GiB unserved for "
-                         "allreduce and allgather, in and out of place, at 2, 4 and 8 ranks; exit 1 on a gap")
+                         "allreduce and allgather, in and out of place, at 2, 4 and 8 ranks on one node and on the "
+                         "multi-node shapes; exit 1 on a gap")
     args = ap.parse_args()
     if args.summary:
         return summary()

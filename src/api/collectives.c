@@ -55,7 +55,15 @@ static void read_force(void) {
 
 /* Both executors reach the ranks of one host (shared memory, CUDA IPC); until a network
  * transport carries port channels between hosts, NCCL serves communicators that span several. */
-#define SPANS_HOSTS "ranks on several hosts: shunt's executors reach the ranks of one host only"
+#define SPANS_HOSTS \
+  "device buffers on ranks of several hosts: the GPU executor reaches the ranks of one host only"
+
+/* Ranks per node for selection: all ranks (one host), the uniform consecutive count, or a
+ * placement that only plans free of placement can serve. */
+static uint32_t query_rpn(const struct shunt_comm* c) {
+  if (c->nnodes <= 1) return (uint32_t)c->nranks;
+  return c->ranks_per_node > 0 ? (uint32_t)c->ranks_per_node : SHUNT_RPN_IRREGULAR;
+}
 
 static int forced(int what) {
   pthread_once(&force_once, read_force);
@@ -231,17 +239,17 @@ static ncclResult_t allreduce(const void* sendbuff, void* recvbuff, size_t count
     why = opts.to_nccl;
   else if (!c->plans_enabled)
     why = "plans disabled for this communicator";
-  else if (c->nnodes > 1)
-    why = SPANS_HOSTS;
   else if ((why = shunt_gpu_gate_call(c, &call, bytes, bytes)) != NULL) {
     /* asked once per call: the answer is the reason */
-  } else if (sendbuff != recvbuff && (const char*)sendbuff < (const char*)recvbuff + bytes &&
-             (const char*)recvbuff < (const char*)sendbuff + bytes)
+  } else if (c->nnodes > 1 && call.on_gpu)
+    why = SPANS_HOSTS;
+  else if (sendbuff != recvbuff && (const char*)sendbuff < (const char*)recvbuff + bytes &&
+           (const char*)recvbuff < (const char*)sendbuff + bytes)
     why = "send and receive buffers partly overlap";
   else {
     struct shunt_select_query q = {SHUNT_COLL_ALLREDUCE,
                                    (uint32_t)c->nranks,
-                                   (uint32_t)c->ranks_per_node,
+                                   query_rpn(c),
                                    sendbuff == recvbuff,
                                    call.dtype,
                                    call.op,
@@ -327,22 +335,16 @@ static ncclResult_t allgather(const void* sendbuff, void* recvbuff, size_t sendc
     why = opts.to_nccl;
   else if (!c->plans_enabled)
     why = "plans disabled for this communicator";
-  else if (c->nnodes > 1)
-    why = SPANS_HOSTS;
   else if ((why = shunt_gpu_gate_call(c, &call, per, total)) != NULL) {
     /* asked once per call: the answer is the reason */
-  } else if (!inplace && (const char*)sendbuff < (const char*)recvbuff + total &&
-             (const char*)recvbuff < (const char*)sendbuff + per)
+  } else if (c->nnodes > 1 && call.on_gpu)
+    why = SPANS_HOSTS;
+  else if (!inplace && (const char*)sendbuff < (const char*)recvbuff + total &&
+           (const char*)recvbuff < (const char*)sendbuff + per)
     why = "send and receive buffers partly overlap";
   else {
-    struct shunt_select_query q = {SHUNT_COLL_ALLGATHER,
-                                   (uint32_t)c->nranks,
-                                   (uint32_t)c->ranks_per_node,
-                                   inplace,
-                                   call.dtype,
-                                   SHUNT_REDOP_SUM,
-                                   total,
-                                   opts.only_plan};
+    struct shunt_select_query q = {SHUNT_COLL_ALLGATHER, (uint32_t)c->nranks, query_rpn(c), inplace,
+                                   call.dtype,           SHUNT_REDOP_SUM,     total,        opts.only_plan};
     struct shunt_selection sel = shunt_planset_select(c->plans, &q);
     if (sel.entry && (sel.why_not = shunt_gpu_gate_plan(c, &call, sel.entry->plan)) != NULL) sel.entry = NULL;
     if (sel.entry && lowerable(&sel, &call)) {

@@ -44,7 +44,8 @@ void shunt_gpu_gate_init(struct shunt_comm* c) {
   if (c->nnodes > 1) {
     /* The GPU executor reaches ranks of one host only: no check, and NCCL serves. */
     atomic_store(&c->gpu_verdict, SHUNT_GPU_NCCL);
-    SHUNT_INFO(SHUNT_INIT, "rank %d: ranks on %d hosts: device calls go to NCCL (the GPU executor spans one host)",
+    SHUNT_INFO(SHUNT_INIT,
+               "rank %d: ranks on %d hosts: device calls go to NCCL (the GPU executor spans one host)",
                c->rank, c->nnodes);
     return;
   }
@@ -57,7 +58,10 @@ void shunt_gpu_gate_init(struct shunt_comm* c) {
   }
   for (uint32_t i = 0; i < n; i++) {
     const struct shunt_plan_entry* e = shunt_planset_entry(c->plans, i);
+    /* Plans this one-host communicator can select: multi-node shapes never serve it. */
+    uint32_t rpn = e->plan ? e->plan->ranks_per_node : 0;
     if (e->status == SHUNT_PLAN_OK && e->plan && e->plan->ngpus == (uint32_t)c->nranks &&
+        (rpn == 0 || rpn == (uint32_t)c->nranks) &&
         (e->plan->coll == SHUNT_COLL_ALLREDUCE || e->plan->coll == SHUNT_COLL_ALLGATHER))
       plans[k++] = e->plan;
   }
@@ -74,18 +78,23 @@ void shunt_gpu_gate_init(struct shunt_comm* c) {
     for (uint32_t i = 0; i < k && c->gpu_unfit; i++)
       if (unfit[i]) {
         c->gpu_unfit[c->n_gpu_unfit++] = plans[i];
-        SHUNT_INFO(SHUNT_INIT, "rank %d: plan %s cannot run on this GPU for %d ranks (its blocks cannot all be resident); "
-                   "its device calls go to NCCL", c->rank, plans[i]->name, c->nranks);
+        SHUNT_INFO(
+            SHUNT_INIT,
+            "rank %d: plan %s cannot run on this GPU for %d ranks (its blocks cannot all be resident); "
+            "its device calls go to NCCL",
+            c->rank, plans[i]->name, c->nranks);
       }
     /* Out of memory for the list: no plan is trusted rather than an unfit one. */
-    if (!c->gpu_unfit) rc = -1, snprintf(v.what, sizeof(v.what), "out of memory"), snprintf(v.plan, sizeof(v.plan), "(none)");
+    if (!c->gpu_unfit)
+      rc = -1, snprintf(v.what, sizeof(v.what), "out of memory"), snprintf(v.plan, sizeof(v.plan), "(none)");
   }
   free(unfit);
   free(plans);
   if (rc == 0) {
     atomic_store(&c->gpu_verdict, SHUNT_GPU_USE);
     SHUNT_INFO(SHUNT_INIT,
-               "rank %d: GPU self-check passed: %u plans (%u unfit for this GPU), %u runs in %.1f ms; device calls run "
+               "rank %d: GPU self-check passed: %u plans (%u unfit for this GPU), %u runs in %.1f ms; device "
+               "calls run "
                "on plans",
                c->rank, k, v.unfit, v.runs, v.ms);
     return;
@@ -94,16 +103,18 @@ void shunt_gpu_gate_init(struct shunt_comm* c) {
   if (!b)
     SHUNT_WARN("rank %d: GPU self-check not run (out of memory); device calls go to NCCL", c->rank);
   else
-    SHUNT_WARN("rank %d: GPU self-check failed: plan %s, rank %u, %llu bytes: %s; this communicator's device calls "
-               "go to NCCL",
-               c->rank, v.plan, v.rank, (unsigned long long)v.bytes, v.what);
+    SHUNT_WARN(
+        "rank %d: GPU self-check failed: plan %s, rank %u, %llu bytes: %s; this communicator's device calls "
+        "go to NCCL",
+        c->rank, v.plan, v.rank, (unsigned long long)v.bytes, v.what);
 }
 
 const char* shunt_gpu_gate_plan(const struct shunt_comm* c, const struct shunt_call* call,
                                 const struct shunt_plan* plan) {
   if (!call->on_gpu) return NULL;
   for (uint32_t i = 0; i < c->n_gpu_unfit; i++)
-    if (c->gpu_unfit[i] == plan) return "GPU buffers and the plan's blocks cannot all be resident on this GPU";
+    if (c->gpu_unfit[i] == plan)
+      return "GPU buffers and the plan's blocks cannot all be resident on this GPU";
   return NULL;
 }
 
@@ -120,7 +131,8 @@ const char* shunt_gpu_gate_call(struct shunt_comm* c, struct shunt_call* call, u
     case SHUNT_GPU_USE:
       break;
     case SHUNT_GPU_NCCL:
-      return gpu_mode() == MODE_OFF ? "GPU buffers and SHUNT_GPU=off" : "GPU buffers and the GPU self-check failed";
+      return gpu_mode() == MODE_OFF ? "GPU buffers and SHUNT_GPU=off"
+                                    : "GPU buffers and the GPU self-check failed";
     default:
       return "GPU buffers and no GPU self-check passed for this communicator";
   }

@@ -22,9 +22,17 @@ struct shunt_backend* shunt_launch_backend(struct shunt_comm* c, bool gpu, int d
   _Atomic(struct shunt_backend*)* slot = gpu ? &c->gpu : &c->host;
   struct shunt_backend* b = atomic_load(slot);
   if (b) return b;
-  struct shunt_world_exchange ex = {c->boot, world_allgather, world_barrier};
-  b = shunt_backend_new(gpu ? SHUNT_BACKEND_GPU : SHUNT_BACKEND_HOST, (uint32_t)c->rank, (uint32_t)c->nranks, &ex,
-                        device);
+  struct shunt_world_exchange ex = {.ctx = c->boot,
+                                    .allgather = world_allgather,
+                                    .barrier = world_barrier,
+                                    .node = (uint32_t)c->node,
+                                    .nnodes = (uint32_t)c->nnodes};
+  /* Port channels to other hosts listen on the bootstrap's interface. */
+  struct shunt_wire_addr boot_addr;
+  shunt_bootstrap_listen_addr(c->boot, &boot_addr);
+  if (c->nnodes > 1 && shunt_wire_to_sockaddr(&boot_addr, &ex.net_addr) != 0) ex.net_addr.ss_family = 0;
+  b = shunt_backend_new(gpu ? SHUNT_BACKEND_GPU : SHUNT_BACKEND_HOST, (uint32_t)c->rank, (uint32_t)c->nranks,
+                        &ex, device);
   if (b) atomic_store(slot, b);
   return b;
 }
@@ -43,12 +51,13 @@ ncclResult_t shunt_launch(struct shunt_comm* c, const struct shunt_call* call) {
     SHUNT_WARN("out of memory for the %s backend", call->on_gpu ? "GPU" : "host");
     return ncclSystemError;
   }
-  struct shunt_backend_call bc = {.plan = plan,
-                                  .shape = {call->in_bytes, call->out_bytes, call->dtype, call->op, 0, 0, false},
-                                  .in = call->send,
-                                  .out = call->recv,
-                                  .stream = (void*)call->stream,
-                                  .scalar = call->scalar_ptr ? call->scalar_ptr : call->scalar};
+  struct shunt_backend_call bc = {
+      .plan = plan,
+      .shape = {call->in_bytes, call->out_bytes, call->dtype, call->op, 0, 0, false},
+      .in = call->send,
+      .out = call->recv,
+      .stream = (void*)call->stream,
+      .scalar = call->scalar_ptr ? call->scalar_ptr : call->scalar};
   char msg[4096];
   if (!shunt_split_call(plan, &bc.shape, &bc.split, msg, sizeof(msg))) {
     SHUNT_WARN("plan %s cannot serve this call: %s", plan->name, msg);

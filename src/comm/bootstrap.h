@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "comm/socket.h"
+#include "util/socket.h"
 
 struct shunt_bootstrap_id {
   uint64_t key;                /* random (getrandom); 0 never */

@@ -206,7 +206,9 @@ struct shunt_plan {
   uint32_t buffer_alignment;       /* default 16 */
   uint64_t min_message_size;       /* inclusive, default 0 */
   uint64_t max_message_size;       /* inclusive, default UINT64_MAX */
-  uint32_t ranks_per_node;         /* 0: unconstrained (the format has no such key) */
+  uint32_t ranks_per_node;         /* derived (the format has no such key): the size of the
+                                      consecutive rank groups its memory and switch channels
+                                      join, which must each share a host; 0: any placement */
   enum shunt_plan_redop reduce_op; /* the one non-sum reduce_op its ops name, else SUM or NONE */
   uint32_t ngpus;
   struct shunt_plan_gpu* gpus;

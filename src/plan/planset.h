@@ -94,11 +94,15 @@ enum shunt_redop {
   SHUNT_REDOP_OTHER
 };
 
+#define SHUNT_RPN_IRREGULAR UINT32_MAX
+
 struct shunt_select_query {
   enum shunt_coll coll; /* ALLREDUCE or ALLGATHER (others are never selected) */
   uint32_t nranks;
-  uint32_t ranks_per_node; /* 0: unknown */
-  bool inplace;            /* see shunt_select_inplace */
+  /* Ranks per host when every host holds that many consecutive ranks; 0: all on one host;
+   * SHUNT_RPN_IRREGULAR: several hosts of other shapes (only plans free of placement match). */
+  uint32_t ranks_per_node;
+  bool inplace; /* see shunt_select_inplace */
   enum shunt_dtype dtype;
   enum shunt_redop op; /* allreduce only */
   uint64_t bytes;      /* allreduce: count * size; allgather: total output bytes */
@@ -114,8 +118,9 @@ struct shunt_selection {
 /* Picks the plan for a call: collective, rank count, ranks per node (a plan without a
  * constraint matches any), in-place mode, dtype/op support, min <= bytes <= max (inclusive),
  * chunk counts that some size splits into (any size then runs: exec/split.h), and the 32-bit
- * offsets of the device encoding. Among matches: narrowest range, then file name. With q->only, plans of other
- * names are passed over (one string comparison per candidate). */
+ * offsets of the device encoding. Among matches: a plan made for a placement (ranks per node)
+ * before one free of placement, then narrowest range, then file name. With q->only, plans of
+ * other names are passed over (one string comparison per candidate). */
 struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
                                             const struct shunt_select_query* q);
 

@@ -44,6 +44,56 @@ static void resolve_op(const struct shunt_plan_gpu* g, const struct shunt_plan_t
   for (uint32_t i = 0; i < o->nops; i++) resolve_op(g, tb, &o->ops[i], redop);
 }
 
+static uint32_t uf_find(uint32_t* up, uint32_t x) {
+  while (up[x] != x) x = up[x] = up[up[x]];
+  return x;
+}
+
+static void uf_join(uint32_t* up, uint32_t a, uint32_t b, uint32_t n) {
+  if (a >= n || b >= n) return; /* out of range: the checks report it */
+  a = uf_find(up, a);
+  b = uf_find(up, b);
+  if (a != b) up[a < b ? b : a] = a < b ? a : b;
+}
+
+/* Ranks a plan reaches through memory (memory channels, switch groups, remote buffers read over
+ * memory) must share a host; port channels may cross hosts. The groups so joined, when they are
+ * consecutive ranks of one size M > 1, give ranks per node M (what MSCCL++'s selection compares);
+ * no such group: 0, any placement; groups of other shapes: one host (ngpus). */
+static uint32_t placement(struct jctx* c, const struct shunt_plan* p) {
+  uint32_t n = p->ngpus;
+  uint32_t* up = shunt_arena_calloc(c->arena, n ? n : 1, sizeof(*up));
+  if (!up) return n;
+  for (uint32_t r = 0; r < n; r++) up[r] = r;
+  for (uint32_t r = 0; r < n; r++) {
+    const struct shunt_plan_gpu* g = &p->gpus[r];
+    for (uint32_t i = 0; i < g->nchannels[SHUNT_CHAN_MEMORY]; i++)
+      if (g->channels[SHUNT_CHAN_MEMORY][i].peer >= 0)
+        uf_join(up, r, (uint32_t)g->channels[SHUNT_CHAN_MEMORY][i].peer, n);
+    for (uint32_t i = 0; i < g->nchannels[SHUNT_CHAN_SWITCH]; i++) {
+      const struct shunt_plan_channel* ch = &g->channels[SHUNT_CHAN_SWITCH][i];
+      for (uint32_t k = 0; k < ch->nranks; k++)
+        if (ch->ranks[k] >= 0) uf_join(up, r, (uint32_t)ch->ranks[k], n);
+    }
+    for (uint32_t i = 0; i < g->nremote_buffers; i++) {
+      const struct shunt_plan_remote_buffer* rb = &g->remote_buffers[i];
+      if ((rb->access & (1u << SHUNT_CHAN_MEMORY)) && rb->rank >= 0) uf_join(up, r, (uint32_t)rb->rank, n);
+    }
+  }
+  /* Groups are consecutive blocks of size m iff every rank's root is the first of its block. */
+  uint32_t m = 0;
+  while (m < n && uf_find(up, m) == 0) m++;
+  if (m == 1) {
+    for (uint32_t r = 1; r < n; r++)
+      if (uf_find(up, r) != r) return n;
+    return 0;
+  }
+  if (n % m) return n;
+  for (uint32_t r = 0; r < n; r++)
+    if (uf_find(up, r) != r - r % m) return n;
+  return m;
+}
+
 void resolve_plan(struct jctx* c, struct shunt_plan* p) {
   uint32_t* per_peer = shunt_arena_calloc(c->arena, p->ngpus, sizeof(*per_peer));
   if (!per_peer) {
@@ -76,4 +126,5 @@ void resolve_plan(struct jctx* c, struct shunt_plan* p) {
     }
   }
   p->reduce_op = redop;
+  p->ranks_per_node = placement(c, p);
 }

@@ -104,6 +104,9 @@ static int cmp_prio(const void* x, const void* y, const struct shunt_planset* ps
   if (pa->coll != pb->coll) return pa->coll < pb->coll ? -1 : 1;
   if (pa->ngpus != pb->ngpus) return pa->ngpus < pb->ngpus ? -1 : 1;
   if (pa->inplace != pb->inplace) return pa->inplace < pb->inplace ? -1 : 1;
+  /* A plan made for a placement (ranks per node) before one free of placement: where both
+   * match, the communicator has that placement, and the plan was written for it. */
+  if ((a->rpn == 0) != (b->rpn == 0)) return a->rpn ? -1 : 1;
   uint64_t wa = a->max - a->min, wb = b->max - b->min;
   if (wa != wb) return wa < wb ? -1 : 1;
   return strcmp(ps->entries[a->entry].file, ps->entries[b->entry].file);
@@ -132,12 +135,12 @@ static void warn_overlaps(const struct shunt_planset* ps, const struct bucket* b
     for (uint32_t j = i + 1; j < bk->count; j++) {
       const struct sel_entry *a = &ps->sel[bk->start + i], *b = &ps->sel[bk->start + j];
       if (a->max < b->min || b->max < a->min) continue;
-      if (a->rpn && b->rpn && a->rpn != b->rpn) continue;
+      if (a->rpn != b->rpn) continue; /* other placements, or the placement's own plan wins */
       if (bk->coll == SHUNT_COLL_ALLREDUCE && !redops_overlap(a->redop, b->redop)) continue;
       uint64_t lo = a->min > b->min ? a->min : b->min, hi = a->max < b->max ? a->max : b->max;
       SHUNT_WARN(
           "plans %s and %s overlap for %s on %u ranks (%s) at sizes %llu..%llu; %s wins there "
-          "(narrowest range, then file name)",
+          "(made for a placement, then narrowest range, then file name)",
           ps->entries[a->entry].file, ps->entries[b->entry].file, shunt_coll_name((enum shunt_coll)bk->coll),
           bk->nranks, bk->inplace ? "in-place" : "out-of-place", (unsigned long long)lo,
           (unsigned long long)hi, ps->entries[a->entry].file);
@@ -232,13 +235,14 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
     return res;
   }
   res.why_not = "no plan's size range holds this size";
+  const uint32_t rpn = q->ranks_per_node ? q->ranks_per_node : q->nranks;
   bool named = false;
   const struct sel_entry* s = &ps->sel[bk->start];
   for (uint32_t i = 0; i < bk->count; i++, s++) {
     if (q->only && strcmp(ps->entries[s->entry].plan->name, q->only) != 0) continue;
     named = true;
     if (q->bytes < s->min || q->bytes > s->max) continue;
-    if (s->rpn && q->ranks_per_node != s->rpn) {
+    if (s->rpn && rpn != s->rpn) {
       res.why_not = "plans for this size need another number of ranks per node";
       continue;
     }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "transport/backoff.h"
+#include "transport/link.h"
 #include "transport/world.h"
 
 #define FIFO_SLOTS 1024u
@@ -42,28 +43,12 @@ static char* local_base(struct shunt_proxy* p, unsigned type) {
   return type == 0 ? p->input : type == 1 ? p->output : p->w->peers[p->w->rank].scratch;
 }
 
-static void copy_words(char* dst, const char* src, uint64_t bytes) {
-  /* Packets are read by spinning peers: move whole 8-byte words atomically. */
-  _Atomic uint64_t* d = (_Atomic uint64_t*)(void*)dst;
-  _Atomic uint64_t* s = (_Atomic uint64_t*)(void*)src;
-  for (uint64_t i = 0; i < bytes / 8; i++)
-    atomic_store_explicit(&d[i], atomic_load_explicit(&s[i], memory_order_relaxed), memory_order_relaxed);
-}
-
 static void handle(struct shunt_proxy* p, const struct shunt_trigger* t) {
   struct shunt_world* w = p->w;
-  if ((t->type & SHUNT_TRIG_DATA) && t->size) {
-    char* dst = shunt_world_buf(w, t->peer, t->dst_buf) + t->dst_off;
-    const char* src = local_base(p, t->src_buf) + t->src_off;
-    if (t->type & SHUNT_TRIG_PACKETS)
-      copy_words(dst, src, t->size);
-    else
-      memmove(dst, src, t->size);
-  }
-  if (t->type & SHUNT_TRIG_FLAG) {
-    _Atomic uint64_t* sem = &w->peers[t->peer].inbound[shunt_world_sem(w, 2, w->rank, t->ordinal)];
-    atomic_fetch_add_explicit(sem, 1, memory_order_release);
-  }
+  const char* src = (t->type & SHUNT_TRIG_DATA) ? local_base(p, t->src_buf) + t->src_off : NULL;
+  /* A failed link has marked the world failed; the trigger still counts as done, so that a
+   * drain never waits on a peer that is gone. */
+  (void)w->links[t->peer]->trigger(w, t, src);
 }
 
 /* Private futex: the proxy and its pushers are threads of one process. */

@@ -1,6 +1,7 @@
 /* The host proxy of one rank: a thread that drains a FIFO of port-channel triggers
- * (transport/trigger.h) and performs them with memcpy into peers' shared regions and atomic
- * increments of peers' semaphores.
+ * (transport/trigger.h) and performs each over its peer's link (transport/link.h): copies
+ * into a shared region and semaphore increments on the same host, messages over TCP to
+ * another.
  *
  * Promises: triggers complete strictly in push order; shunt_proxy_done(p) > pos means the
  * trigger at pos and every earlier one are complete (their copies and flags visible to any

@@ -1,17 +1,23 @@
 /* World setup: one shared region per rank, exchanged by name over the caller's bootstrap. */
 #include "transport/world.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "transport/link.h"
+#include "transport/link_socket.h"
 #include "transport/proxy.h"
+#include "util/env.h"
 #include "util/log.h"
 
 struct announce {
   char name[SHUNT_SHM_NAME_MAX];
   uint64_t bytes;
   struct shunt_world_config cfg;
+  uint32_t node, pad_;
+  struct shunt_net_card card;
 };
 
 static size_t page_up(uint64_t x) {
@@ -35,13 +41,32 @@ static void layout(struct shunt_world* w, uint32_t r) {
 
 static void release(struct shunt_world* w) {
   if (w->proxy) shunt_proxy_stop(w->proxy);
+  shunt_net_leave(w->net);
+  shunt_net_close(w->net);
   if (w->backend && w->backend_free) w->backend_free(w->backend);
   if (w->regions)
     for (uint32_t r = 0; r < w->nranks; r++) shunt_shm_close(&w->regions[r]);
   free(w->regions);
+  free(w->node_of);
+  free((void*)w->links);
   free(w->peers);
   free(w->expected);
   free(w);
+}
+
+/* The network transport for ranks of other hosts: SHUNT_NET picks it. */
+static int open_net(struct shunt_world* w, const struct shunt_world_exchange* bs, struct shunt_net_card* card,
+                    char* err, size_t len) {
+  static const char* const kinds[] = {"auto", "ib", "socket"};
+  int kind = shunt_env_choice("SHUNT_NET", NULL, kinds, 3, 0);
+  if (kind == 1) {
+    snprintf(err, len, "SHUNT_NET=ib: this build has no verbs transport (SHUNT_NET=socket or auto use TCP)");
+    return -1;
+  }
+  SHUNT_INFO(
+      SHUNT_NET, "rank %u (host %u of %u): port channels to other hosts use TCP sockets (SHUNT_NET=%s%s)",
+      w->rank, bs->node, bs->nnodes, kinds[kind], kind == 0 ? "; no verbs transport in this build" : "");
+  return shunt_net_open(w, bs->net_addr.ss_family ? &bs->net_addr : NULL, &w->net, card, err, len);
 }
 
 int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_config* cfg,
@@ -63,12 +88,19 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
   w->bs = *bs;
   atomic_init(&w->epoch, 0);
   atomic_init(&w->broken, false);
+  atomic_init(&w->failed, false);
+  atomic_flag_clear(&w->fail_claimed);
   size_t nsem = sem_bytes(nranks) / sizeof(uint64_t);
   w->regions = calloc(nranks, sizeof(*w->regions));
   w->peers = calloc(nranks, sizeof(*w->peers));
   w->expected = calloc(nsem, sizeof(*w->expected));
   struct announce* all = calloc(nranks, sizeof(*all));
-  if (!w->regions || !w->peers || !w->expected || !all) {
+  w->node_of = calloc(nranks, sizeof(*w->node_of));
+  const struct shunt_link_ops** links = calloc(nranks, sizeof(*links));
+  w->links = links;
+  uint8_t* votes = calloc(nranks, 1);
+  if (!w->regions || !w->peers || !w->expected || !all || !w->node_of || !links || !votes) {
+    free(votes);
     snprintf(err, len, "out of memory");
     free(all);
     release(w);
@@ -82,7 +114,10 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
     snprintf(me->name, sizeof(me->name), "%s", w->regions[rank].name);
     me->bytes = bytes;
     me->cfg = *cfg;
+    me->node = bs->node;
   }
+  bool spans = bs->nnodes > 1;
+  if (rc == 0 && spans) rc = open_net(w, bs, &me->card, err, len);
   /* Everyone takes part in the exchange even after a local failure, so no peer hangs. */
   if (bs->allgather(bs->ctx, all, sizeof(*all)) != 0) {
     if (rc == 0) snprintf(err, len, "bootstrap allgather failed");
@@ -95,10 +130,33 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
     } else if (memcmp(&all[r].cfg, cfg, sizeof(*cfg)) != 0) {
       snprintf(err, len, "rank %u asked for different world sizes than rank %u", r, rank);
       rc = -1;
-    } else if (r != rank) {
-      rc = shunt_shm_open(&w->regions[r], all[r].name, all[r].bytes, err, len);
+    } else {
+      w->node_of[r] = all[r].node;
+      links[r] = all[r].node == bs->node ? &shunt_link_shm : &shunt_link_socket;
+      if (r != rank && all[r].node == bs->node)
+        rc = shunt_shm_open(&w->regions[r], all[r].name, all[r].bytes, err, len);
+      if (rc == 0 && all[r].node == bs->node) layout(w, r);
     }
-    if (rc == 0) layout(w, r);
+  }
+  /* Connecting waits on every peer of another host: agree first, so that a rank that failed
+   * above does not leave the others waiting for its connections. */
+  if (spans) {
+    char why[256];
+    if (shunt_world_agree(bs, rank, nranks, rc == 0, votes, why, sizeof(why)) != 0 && rc == 0) {
+      snprintf(err, len, "%s", why);
+      rc = -1;
+    }
+    if (rc == 0) {
+      struct shunt_net_card* cards = calloc(nranks, sizeof(*cards));
+      if (!cards) {
+        snprintf(err, len, "out of memory");
+        rc = -1;
+      } else {
+        for (uint32_t r = 0; r < nranks; r++) cards[r] = all[r].card;
+        rc = shunt_net_connect(w->net, cards, err, len);
+        free(cards);
+      }
+    }
   }
   if (bs->barrier(bs->ctx) != 0 && rc == 0) {
     snprintf(err, len, "bootstrap barrier failed");
@@ -106,6 +164,7 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
   }
   if (w->regions[rank].base) shunt_shm_unlink(w->regions[rank].name);
   free(all);
+  free(votes);
   if (rc == 0 && shunt_proxy_start(w, &w->proxy, err, len) != 0) rc = -1;
   if (rc != 0) {
     release(w);
@@ -118,6 +177,27 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
   return 0;
 }
 
+void shunt_world_fail(struct shunt_world* w, const char* fmt, ...) {
+  if (atomic_flag_test_and_set(&w->fail_claimed)) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(w->fail_msg, sizeof(w->fail_msg), fmt, ap);
+  va_end(ap);
+  atomic_store_explicit(&w->failed, true, memory_order_release);
+  SHUNT_WARN("rank %u: %s", w->rank, w->fail_msg);
+}
+
+bool shunt_world_fits(const struct shunt_world* w, uint32_t rpn, uint32_t* a, uint32_t* b) {
+  if (!rpn) return true;
+  for (uint32_t r = 0; r < w->nranks; r++)
+    if (r % rpn && w->node_of[r] != w->node_of[r - r % rpn]) {
+      *a = r - r % rpn;
+      *b = r;
+      return false;
+    }
+  return true;
+}
+
 void shunt_world_release(struct shunt_world* w) {
   if (w) release(w);
 }
@@ -126,6 +206,7 @@ void shunt_world_destroy(struct shunt_world* w) {
   if (!w) return;
   if (w->proxy) shunt_proxy_stop(w->proxy);
   w->proxy = NULL;
+  shunt_net_leave(w->net);
   /* No peer may still touch our region when it goes away. */
   w->bs.barrier(w->bs.ctx);
   release(w);

@@ -1,6 +1,7 @@
-/* A world: the host transport of one communicator. Every rank maps every rank's shared
- * region (semaphores, scratch, staging for input and output), and runs one proxy thread
- * that serves its port channels.
+/* A world: the host transport of one communicator. Every rank maps the shared region
+ * (semaphores, scratch, staging for input and output) of every rank on its host, connects to
+ * the ranks of other hosts through the network transport, and runs one proxy thread that
+ * serves its port channels over each peer's link (transport/link.h).
  *
  * Promises:
  * - Creation and destruction are collective over the caller's bootstrap (allgather and
@@ -20,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/socket.h>
+
 #include "transport/shm.h"
 
 /* The caller's collective exchange. allgather: on entry buf[rank*bytes .. +bytes) holds this
@@ -28,6 +31,12 @@ struct shunt_world_exchange {
   void* ctx;
   int (*allgather)(void* ctx, void* buf, size_t bytes);
   int (*barrier)(void* ctx);
+  /* Where the ranks live: this rank's host, numbered the same on every rank, and how many
+   * hosts there are (0 or 1: all share this one). Ranks of other hosts are reached through
+   * the network transport (SHUNT_NET), listening on net_addr's interface (family 0: the one
+   * the bootstrap would pick, SHUNT_SOCKET_IFNAME). */
+  uint32_t node, nnodes;
+  struct sockaddr_storage net_addr;
 };
 
 /* Collective vote closing a world's creation: every rank says whether its side succeeded
@@ -46,6 +55,8 @@ struct shunt_world_config {
 
 #define SHUNT_WORLD_MAX_ORDINAL 256 /* channels per (type, peer) */
 
+/* A peer on another host has no mapping here: its pointers are NULL and only its link
+ * (transport/link.h) reaches it. */
 struct shunt_world_peer {
   char* scratch;
   char* input;
@@ -54,6 +65,8 @@ struct shunt_world_peer {
 };
 
 struct shunt_proxy;
+struct shunt_link_ops;
+struct shunt_net;
 
 struct shunt_world {
   uint32_t rank, nranks;
@@ -66,6 +79,14 @@ struct shunt_world {
   atomic_bool broken;  /* a run timed out: the shared state is no longer consistent */
   atomic_bool aborted; /* the communicator is going away: waits give up at once */
   struct shunt_proxy* proxy;
+  uint32_t* node_of;                         /* [nranks] each rank's host */
+  const struct shunt_link_ops* const* links; /* [nranks] how port channels reach each peer */
+  struct shunt_net* net;                     /* the socket transport; NULL when all share a host */
+  /* A transport failed (a connection reset, a peer gone): every wait gives up, later runs
+   * refuse, fail_msg names the peer. Set once (shunt_world_fail). */
+  atomic_bool failed;
+  atomic_flag fail_claimed;
+  char fail_msg[512];
   /* What the host backend keeps between runs (its fibers and per-run arrays): made at the
    * first run, freed with the world through backend_free. */
   void* backend;
@@ -82,6 +103,14 @@ void shunt_world_destroy(struct shunt_world* w);
  * lives until its last mapping goes. For teardown, where ranks may be destroyed one after
  * another by one thread (NCCL allows that) or be gone. */
 void shunt_world_release(struct shunt_world* w);
+
+/* Marks the world failed with a message (the first one wins; logged at WARN) so that waits
+ * give up and the run reports it. Safe from any thread. */
+void shunt_world_fail(struct shunt_world* w, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Whether the plan's memory groups (rpn consecutive ranks, plan.h's ranks_per_node; 0: none)
+ * each lie on one host of this world. */
+bool shunt_world_fits(const struct shunt_world* w, uint32_t rpn, uint32_t* a, uint32_t* b);
 
 /* Index of the counter for channel (type MEMORY or PORT, peer, ordinal). */
 static inline size_t shunt_world_sem(const struct shunt_world* w, unsigned type, uint32_t peer,

@@ -23,7 +23,8 @@ enum shunt_subsys {
   SHUNT_PROXY = 1u << 7,
   SHUNT_ALLOC = 1u << 8,
   SHUNT_FALLBACK = 1u << 9,
-  SHUNT_ALL_SUBSYS = 0x3ffu,
+  SHUNT_NET = 1u << 10,
+  SHUNT_ALL_SUBSYS = 0x7ffu,
 };
 
 #if defined(__GNUC__)

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "comm/socket.h"
+#include "util/socket.h"
 #include "common/check.h"
 
 static int has_other_interface(void) {

@@ -2,10 +2,13 @@
 # Ranks on several hosts, each host a network namespace of its own (its own address on a
 # bridge, its own host identity through SHUNT_HOSTID), joined by shunt-perf from the
 # environment: rank 0 hands out the id at its host's address, the bootstrap crosses the
-# namespaces. Until a network transport carries port channels between hosts, every call of a
-# communicator spanning several hosts must go to NCCL (the computing test double, whose
-# shared segment all namespaces see) with the reason logged, exactly; the same ranks in one
-# namespace must be served by plans. Needs root and iproute2 (skips otherwise, exit 77).
+# namespaces. Host buffers on a communicator spanning the hosts are served by the multi-node
+# plans (memory channels inside a host, port channels between hosts over the socket
+# transport), exactly; uneven hosts (no plan for that placement) go to NCCL (the computing
+# test double, whose shared segment all namespaces see); the same ranks under one host
+# identity are served by the one-host plans. Last, a host's link goes down in the middle of a
+# run: every rank must end, with an error, within the timeout. Needs root and iproute2
+# (skips otherwise, exit 77).
 # Usage: hosts.sh SHUNT_PERF NHOSTS RANKS_PER_HOST
 set -u
 perf=$1 hosts=$2 per=$3
@@ -36,7 +39,7 @@ done
 port=$((20000 + RANDOM % 30000))
 args=(-b 2K -e 32K -f 4 -n 1 -w 0 -d float,int32 -o sum)
 common=(SHUNT_PERF_NRANKS=$n SHUNT_PERF_ROOT=10.77.0.1:$port SHUNT_BOOTSTRAP_TIMEOUT=60
-        SHUNT_SOCKET_IFNAME=eth0 SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,CALL)
+        SHUNT_SOCKET_IFNAME=eth0 SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,CALL,NET)
 # run NAME [ONE_ID|uneven]: every rank r on host r / per, in that host's namespace, with the
 # host's own identity, or ONE_ID on every host, or (uneven) one identity for the last rank and
 # another for all the others.
@@ -64,12 +67,13 @@ fail=0
 if run spread; then
   log=$out/spread.0.log
   rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +(float|int32) ' "$log")
-  served=$(grep -cE '^ +[0-9]+ +[0-9]+ +(float|int32) .* nccl$' "$log")
+  served=$(grep -cE "^ +[0-9]+ +[0-9]+ +(float|int32) .* (allreduce|allgather)_${hosts}x${per}_hier_" "$log")
   [ "$rows" -gt 0 ] && [ "$rows" = "$served" ] ||
-    { echo "spread over $hosts hosts: $served of $rows rows served by NCCL (all must be)"; cat "$log"; fail=1; }
+    { echo "spread over $hosts hosts: $served of $rows rows served by the ${hosts}x${per} plans (all must be)"; cat "$log"; fail=1; }
   grep -q "node 0 of $hosts, local rank 0 of $per, $per ranks per node" "$log" ||
     { echo "rank 0 did not see $hosts hosts of $per ranks"; grep "node" "$log"; fail=1; }
-  grep -q "ranks on several hosts" "$log" || { echo "no call named the reason"; fail=1; }
+  grep -q "socket transport connected to $((n - per)) rank(s) of other hosts" "$log" ||
+    { echo "rank 0 did not connect to the $((n - per)) ranks of other hosts"; grep "NET" "$log"; fail=1; }
   grep -qE '#wrong over ranks: [1-9]|FAILED' "$log" && { echo "wrong results"; fail=1; }
 else
   fail=1
@@ -100,5 +104,43 @@ if run together one-host; then
 else
   fail=1
 fi
-[ $fail = 0 ] && echo "ranks on $hosts hosts x $per: every call went to NCCL, exact; on one host: every call on a plan"
+# A link down in the middle of a run: host 1's cable is pulled while every rank loops on
+# allreduce over it. Every rank must end within the timeout plus set-up, and not with success.
+if [ "$hosts" = 2 ]; then
+  pids=()
+  for r in $(seq 0 $((n - 1))); do
+    h=$((r / per))
+    ip netns exec "$tag-h$h" env "${common[@]}" SHUNT_PERF_RANK=$r SHUNT_HOSTID="host$h" SHUNT_HOST_TIMEOUT_MS=3000 \
+      "$perf" -b 256K -e 256K -n 100000 -w 1 -c 0 -d float -o sum >"$out/down.$r.log" 2>&1 &
+    pids+=($!)
+  done
+  # Wait until the run is under way (a row is being timed), then pull the cable.
+  for _ in $(seq 1 100); do grep -q "socket transport connected" "$out/down.0.log" && break; sleep 0.1; done
+  sleep 1
+  ip -n "$tag-h1" link set eth0 down
+  t0=$(date +%s)
+  ended=0
+  for _ in $(seq 1 300); do
+    alive=0
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && { ended=1; break; }
+    sleep 0.1
+  done
+  took=$(($(date +%s) - t0))
+  if [ $ended = 0 ]; then
+    echo "link down: ranks still running 30 s later"
+    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+    fail=1
+  fi
+  for r in "${!pids[@]}"; do
+    if wait "${pids[$r]}"; then
+      echo "link down: rank $r exited with success"
+      tail -5 "$out/down.$r.log"
+      fail=1
+    fi
+  done
+  grep -hE "socket transport|timeout" "$out"/down.*.log | head -3
+  echo "link down: every rank ended in ${took} s"
+fi
+[ $fail = 0 ] && echo "ranks on $hosts hosts x $per: every call on the ${hosts}x${per} plans over sockets, exact; uneven: NCCL; on one host: every call on a plan"
 exit $fail

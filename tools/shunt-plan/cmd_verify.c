@@ -6,7 +6,9 @@
  * index-dependent values (small integers, so any summation order is exact in every dtype)
  * and outputs with a sentinel. Prints PASS, the first mismatch (rank, byte offset, expected,
  * got), or the hang report of every rank. Static and race problems are reported first. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -119,7 +121,14 @@ void verify_world_needs(const struct vopts* o, const struct shunt_plan* plan, co
 static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struct shared* sh, uint32_t rank,
                      const struct shape* shapes, unsigned nshapes, bool inplace) {
   struct bsctx bc = {sh, rank};
-  struct shunt_world_exchange bs = {&bc, bs_allgather, bs_barrier};
+  struct shunt_world_exchange bs = {.ctx = &bc, .allgather = bs_allgather, .barrier = bs_barrier};
+  if (o->net) {
+    bs.nnodes = o->nodes;
+    bs.node = rank / (o->nranks / o->nodes);
+    struct sockaddr_in* lo = (struct sockaddr_in*)&bs.net_addr;
+    lo->sin_family = AF_INET;
+    lo->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  }
   struct shunt_world_config cfg = {0, 0, 0};
   struct verify_needs nd;
   verify_world_needs(o, plan, shapes, nshapes, &nd);
@@ -298,7 +307,8 @@ static int usage(void) {
           "usage: shunt-plan verify FILE... [--ranks N] [--sizes S,S,..] [--dtype T,..|all] [--op O,..|all]\n"
           "                         [--iters K] [--inplace|--outofplace] [--timeout MS] [--max-bytes S]\n"
           "                         [--any-size] [--edge-sizes] [--skip-checks] [--packet ll16|ll8]\n"
-          "                         [--backend host|kernel-cpu] [--threads T,T,..] [--skew US]\n");
+          "                         [--backend host|kernel-cpu] [--threads T,T,..] [--skew US]\n"
+          "                         [--net socket [--nodes N]]\n");
   return 2;
 }
 
@@ -351,6 +361,8 @@ int cmd_verify(int argc, char** argv) {
       o.pkt = !strcmp(argv[++i], "ll8") ? SHUNT_PKT_LL8 : SHUNT_PKT_LL16;
     else if (!strcmp(a, "--backend") && val && (!strcmp(val, "host") || !strcmp(val, "kernel-cpu")))
       o.backend = !strcmp(argv[++i], "kernel-cpu") ? VERIFY_BACKEND_KCPU : VERIFY_BACKEND_HOST;
+    else if (!strcmp(a, "--net") && val && !strcmp(val, "socket"))
+      o.net = 1, i++;
     else if (!strcmp(a, "--skip-checks"))
       o.skip_checks = 1;
     else if (!strcmp(a, "--edge-sizes"))
@@ -373,6 +385,8 @@ int cmd_verify(int argc, char** argv) {
       o.max_bytes = parse_bytes(val, &bad), i++;
     else if (!strcmp(a, "--threads"))
       bad |= parse_threads(val, &o) != 0, i++;
+    else if (!strcmp(a, "--nodes"))
+      o.nodes = (uint32_t)parse_bytes(val, &bad), i++;
     else if (!strcmp(a, "--skew"))
       o.skew_us = (unsigned)parse_bytes(val, &bad), i++;
     else if (a[0] == '-')
@@ -436,6 +450,27 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
   o.nranks = plan->ngpus;
   if (o.nranks > 64) {
     fprintf(stderr, "%s: verify runs at most 64 ranks\n", o.file);
+    goto out;
+  }
+  if (o.net && o.backend != VERIFY_BACKEND_HOST) {
+    fprintf(stderr, "%s: --net runs on the host backend only\n", o.file);
+    goto out;
+  }
+  if (o.net) {
+    /* The plan's memory groups each on one host; a plan free of placement: every rank alone. */
+    uint32_t rpn = plan->ranks_per_node;
+    if (!o.nodes) o.nodes = rpn ? o.nranks / rpn : o.nranks;
+    if (o.nodes < 2 || o.nranks % o.nodes || (rpn && (o.nranks / o.nodes) % rpn)) {
+      fprintf(stderr,
+              "%s: %u ranks cannot sit on %u hosts here: the plan joins every %u consecutive ranks through "
+              "memory%s\n",
+              o.file, o.nranks, o.nodes, rpn ? rpn : 1, rpn == o.nranks ? " (it runs on one host only)" : "");
+      goto out;
+    }
+    printf("%s: %u hosts of %u ranks, port channels between hosts over TCP (loopback)\n", o.file, o.nodes,
+           o.nranks / o.nodes);
+  } else if (o.nodes) {
+    fprintf(stderr, "%s: --nodes goes with --net socket\n", o.file);
     goto out;
   }
   if (o.inplace >= 0 && (o.inplace != 0) != plan->inplace) {

@@ -36,6 +36,8 @@ struct vopts {
   unsigned threads[8]; /* kernel-cpu: threads per block, each run in turn */
   unsigned nthreads;
   unsigned skew_us; /* kernel-cpu: schedule perturbation (kcpu_kernel.h) */
+  int net;          /* host: ranks on several hosts, port channels between them over TCP (loopback) */
+  uint32_t nodes;   /* with net: how many hosts (consecutive ranks each); 0: from the plan */
 };
 
 /* One call: total bytes (allreduce buffer, allgather output), per-rank input and output. */

@@ -130,7 +130,7 @@ static void* rank_main(void* arg) {
   const struct shunt_plan* plan = J->plan;
   uint32_t rank = c->rank, nranks = plan->ngpus;
   bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE;
-  struct shunt_world_exchange bs = {c, team_allgather, team_barrier};
+  struct shunt_world_exchange bs = {.ctx = c, .allgather = team_allgather, .barrier = team_barrier};
   struct shunt_kcpu_world* w = NULL;
   char err[1024];
   if (shunt_kcpu_world_create(rank, nranks, &J->cfg, &bs, &w, err, sizeof(err)) != 0) {

@@ -19,15 +19,17 @@ struct shunt_backend* shunt_host_backend_alloc(void) {
   return h ? &h->base : NULL;
 }
 
-static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const struct shunt_split* s, char* err,
-                   size_t len) {
+static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const struct shunt_split* s,
+                   char* err, size_t len) {
   struct host_backend* h = (struct host_backend*)b;
   uint64_t scratch, in_need, out_need;
   shunt_split_needs(plan, s, &scratch, &in_need, &out_need);
   struct shunt_world* w = atomic_load(&h->world);
-  if (w && w->cfg.scratch_bytes >= scratch && w->cfg.input_bytes >= in_need && w->cfg.output_bytes >= out_need)
+  if (w && w->cfg.scratch_bytes >= scratch && w->cfg.input_bytes >= in_need &&
+      w->cfg.output_bytes >= out_need)
     return SHUNT_EXEC_OK;
-  struct shunt_world_config cfg = {shunt_backend_round(scratch), shunt_backend_round(in_need), shunt_backend_round(out_need)};
+  struct shunt_world_config cfg = {shunt_backend_round(scratch), shunt_backend_round(in_need),
+                                   shunt_backend_round(out_need)};
   if (w) {
     if (w->cfg.scratch_bytes > cfg.scratch_bytes) cfg.scratch_bytes = w->cfg.scratch_bytes;
     if (w->cfg.input_bytes > cfg.input_bytes) cfg.input_bytes = w->cfg.input_bytes;
@@ -55,8 +57,8 @@ static int run(struct shunt_backend* b, const struct shunt_backend_call* call, c
     return SHUNT_EXEC_INVALID;
   }
   struct shunt_host_run_opts opts = {call->timeout_ms, call->scalar};
-  return shunt_host_run_call(w, b->programs, call->plan, b->rank, &call->shape, &call->split, call->in, call->out,
-                             &opts, &h->tail, err, len);
+  return shunt_host_run_call(w, b->programs, call->plan, b->rank, &call->shape, &call->split, call->in,
+                             call->out, &opts, &h->tail, err, len);
 }
 
 static int check(struct shunt_backend* b, char* err, size_t len) {
@@ -86,4 +88,5 @@ static void end(struct shunt_backend* b) {
   (void)b;
 }
 
-const struct shunt_backend_ops shunt_host_backend_ops = {"host", prepare, run, check, abort_, free_world, end};
+const struct shunt_backend_ops shunt_host_backend_ops = {"host", prepare,    run, check,
+                                                         abort_, free_world, end};

@@ -28,6 +28,13 @@ int shunt_host_run_call(struct shunt_world* w, struct shunt_lower_cache* cache, 
                         uint32_t rank, const struct shunt_call_shape* call, const struct shunt_split* s,
                         const void* in, void* out, const struct shunt_host_run_opts* opts,
                         struct shunt_host_tail* tail, char* err, size_t len) {
+  uint32_t a = 0, b = 0;
+  if (!shunt_world_fits(w, plan->ranks_per_node, &a, &b)) {
+    if (err && len)
+      snprintf(err, len, "plan %s joins ranks %u and %u through memory, but they are on different hosts",
+               plan->name, a, b);
+    return SHUNT_EXEC_INVALID;
+  }
   uint64_t need = s->rest ? shunt_split_tail_bytes(plan, s) : 0;
   if (tail->cap < need) {
     char* b = realloc(tail->buf, need);

@@ -139,7 +139,8 @@ static void schedule(struct shunt_host_shared* sh, struct block_job* jobs, uint3
       st = (struct idle){.spins = spins};
       continue;
     }
-    if (!idle_pause(&st, sh->deadline) || atomic_load_explicit(&sh->w->aborted, memory_order_relaxed))
+    if (!idle_pause(&st, sh->deadline) || atomic_load_explicit(&sh->w->aborted, memory_order_relaxed) ||
+        atomic_load_explicit(&sh->w->failed, memory_order_acquire))
       sh->expired = true;
   }
 }
@@ -193,6 +194,7 @@ int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const v
   if (p->rank != w->rank || p->nranks != w->nranks)
     FAIL(SHUNT_EXEC_INVALID, "program for rank %u of %u run on rank %u of %u", p->rank, p->nranks, w->rank,
          w->nranks);
+  if (atomic_load(&w->failed)) FAIL(SHUNT_EXEC_TIMEOUT, "%s", w->fail_msg);
   if (atomic_load(&w->broken)) FAIL(SHUNT_EXEC_INVALID, "an earlier run on this world timed out");
   uint64_t scratch_cap = p->double_scratch ? w->cfg.scratch_bytes / 2 : w->cfg.scratch_bytes;
   if (p->scratch_bytes > scratch_cap)
@@ -277,11 +279,15 @@ int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const v
     j->X.tmp[1] = j->X.tmp[0] + SHUNT_HOST_BATCH;
   }
   schedule(sh, jobs, p->nblocks);
-  shunt_proxy_drain(w->proxy);
   for (uint32_t b = 0; b < p->nblocks; b++)
     if (jobs[b].rc) rc = SHUNT_EXEC_TIMEOUT;
-  if (rc) {
-    atomic_store(&w->broken, true);
+  /* Broken before the drain: a proxy sending to a peer that stopped reading gives up. */
+  if (rc) atomic_store(&w->broken, true);
+  shunt_proxy_drain(w->proxy);
+  if (rc && atomic_load_explicit(&w->failed, memory_order_acquire)) {
+    if (err && len) snprintf(err, len, "%s", w->fail_msg);
+    SHUNT_WARN("host executor: rank %u: %s", p->rank, w->fail_msg);
+  } else if (rc) {
     report(p, jobs, err, len);
     SHUNT_WARN("host executor: %s", err ? err : "timeout");
   } else {

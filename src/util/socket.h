@@ -1,10 +1,10 @@
-/* TCP helpers for the bootstrap: choosing the interface, listening, connecting, moving exact
- * byte counts before a deadline, and the fixed wire form of an address.
+/* TCP helpers for the bootstrap and the socket transport: choosing the interface, listening, connecting,
+ * moving exact byte counts before a deadline, and the fixed wire form of an address.
  *
  * Promises: every socket is close-on-exec; no call blocks past its deadline (times are
  * milliseconds of shunt_sock_now_ms, a monotonic clock); nothing raises SIGPIPE. */
-#ifndef SHUNT_COMM_SOCKET_H
-#define SHUNT_COMM_SOCKET_H
+#ifndef SHUNT_UTIL_SOCKET_H
+#define SHUNT_UTIL_SOCKET_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "comm/socket.h"
+#include "util/socket.h"
 #include "util/env.h"
 
 int shunt_sock_ifname_matches(const char* name, const char* filter) {

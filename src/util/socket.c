@@ -1,5 +1,5 @@
 /* Listening, connecting and exact-count transfers with deadlines; see socket.h. */
-#include "comm/socket.h"
+#include "util/socket.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,0 +1,27 @@
+/* Links: how a rank's port channels reach one peer. A world picks one per peer when it is
+ * built (transport/world.c), as NCCL's transport table picks P2P, SHM or NET per pair: shared
+ * memory for a rank of the same host, the socket transport for a rank of another host. The
+ * proxy drives every kind the same way and never knows which it has.
+ *
+ * Promises of every link, for one trigger (transport/trigger.h) towards t->peer:
+ * - its data are in the peer's buffer before its flag raises the peer's semaphore, and flags
+ *   of one rank to one peer are raised in the order they were triggered;
+ * - when trigger() returns, the local source bytes may be reused (a flush needs no more);
+ * - a failure marks the world failed (shunt_world_fail) with the peer's rank and host, and
+ *   returns -1; later triggers to a failed world return -1 at once. */
+#ifndef SHUNT_TRANSPORT_LINK_H
+#define SHUNT_TRANSPORT_LINK_H
+
+#include "transport/trigger.h"
+
+struct shunt_world;
+
+struct shunt_link_ops {
+  const char* name;
+  int (*trigger)(struct shunt_world* w, const struct shunt_trigger* t, const char* src);
+};
+
+extern const struct shunt_link_ops shunt_link_shm;    /* link_shm.c */
+extern const struct shunt_link_ops shunt_link_socket; /* link_socket.c */
+
+#endif
