@@ -31,7 +31,7 @@ say() { printf 'setup: %s\n' "$*"; }
 # ---- Debian packages ----
 pkgs=(cmake make gcc libcjson-dev libibverbs-dev python3 binutils)
 [ $tests = 1 ] && pkgs+=(clang libclang-rt-14-dev iproute2) # iproute2: the network-namespace hosts
-[ $bench = 1 ] && pkgs+=(openmpi-bin libopenmpi-dev) # bench/host_vs_mpi.sh's reference
+[ $bench = 1 ] && pkgs+=(openmpi-bin libopenmpi-dev iperf3 iproute2) # bench/host_vs_mpi.sh, bench/net_vs_iperf3.sh
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
