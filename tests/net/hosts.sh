@@ -139,7 +139,10 @@ if [ "$hosts" = 2 ]; then
       fail=1
     fi
   done
-  grep -hE "socket transport|timeout" "$out"/down.*.log | head -3
+  grep -h "WARN" "$out"/down.*.log | head -2
+  # The failure names where the ranks of the other host are.
+  grep -qE "ranks of other hosts:.* at 10\.77\.0\.[0-9]+:[0-9]+|socket transport: connection .* to rank [0-9]+ at 10\.77\.0\." \
+    "$out"/down.*.log || { echo "link down: no failure named the peer's rank and address"; fail=1; }
   echo "link down: every rank ended in ${took} s"
 fi
 [ $fail = 0 ] && echo "ranks on $hosts hosts x $per: every call on the ${hosts}x${per} plans over sockets, exact; uneven: NCCL; on one host: every call on a plan"

@@ -1,6 +1,8 @@
 /* Host backend: staging, the threadblocks as fibers on the calling thread, the hang report. */
 #include "exec/host/host_run.h"
 
+#include "transport/link_socket.h"
+
 #include <inttypes.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -160,7 +162,8 @@ static void appendf(char* buf, size_t len, size_t* at, const char* fmt, ...) {
   if (n > 0) *at = *at + (size_t)n < len ? *at + (size_t)n : len - 1;
 }
 
-static void report(const struct shunt_program* p, const struct block_job* jobs, char* err, size_t len) {
+static void report(const struct shunt_world* w, const struct shunt_program* p, const struct block_job* jobs,
+                   char* err, size_t len) {
   size_t at = 0;
   unsigned n = 0;
   for (uint32_t b = 0; b < p->nblocks; b++) n += jobs[b].rc != 0;
@@ -178,6 +181,13 @@ static void report(const struct shunt_program* p, const struct block_job* jobs, 
     appendf(err, len, &at, "\n  rank %u block %u %s (%s): waits on %s: awaited %" PRIu64 ", seen %" PRIu64,
             p->rank, b, pos, shunt_op_name((enum shunt_op_type)o->type), j->X.why.what, j->X.why.awaited,
             j->X.why.seen);
+  }
+  /* Waits on other hosts: where those ranks are, so that a dead link or host can be found. */
+  if (w->net) {
+    appendf(err, len, &at, "\n  ranks of other hosts:");
+    for (uint32_t r = 0; r < w->nranks; r++)
+      if (w->node_of[r] != w->node_of[w->rank])
+        appendf(err, len, &at, " %u at %s", r, shunt_net_where(w->net, r));
   }
 }
 
@@ -288,7 +298,7 @@ int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const v
     if (err && len) snprintf(err, len, "%s", w->fail_msg);
     SHUNT_WARN("host executor: rank %u: %s", p->rank, w->fail_msg);
   } else if (rc) {
-    report(p, jobs, err, len);
+    report(w, p, jobs, err, len);
     SHUNT_WARN("host executor: %s", err ? err : "timeout");
   } else {
     if (scaling == SHUNT_SCALE_POSTDIV)
