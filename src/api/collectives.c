@@ -53,8 +53,9 @@ static void read_force(void) {
   }
 }
 
-/* Both executors reach the ranks of one host (shared memory, CUDA IPC); until a network
- * transport carries port channels between hosts, NCCL serves communicators that span several. */
+/* The GPU executor reaches the ranks of one host (CUDA IPC): device calls of a communicator
+ * spanning several go to NCCL. Host buffers run on the host backend, whose world joins hosts
+ * through the socket transport. */
 #define SPANS_HOSTS \
   "device buffers on ranks of several hosts: the GPU executor reaches the ranks of one host only"
 
@@ -247,14 +248,14 @@ static ncclResult_t allreduce(const void* sendbuff, void* recvbuff, size_t count
            (const char*)recvbuff < (const char*)sendbuff + bytes)
     why = "send and receive buffers partly overlap";
   else {
-    struct shunt_select_query q = {SHUNT_COLL_ALLREDUCE,
-                                   (uint32_t)c->nranks,
-                                   query_rpn(c),
-                                   sendbuff == recvbuff,
-                                   call.dtype,
-                                   call.op,
-                                   bytes,
-                                   opts.only_plan};
+    struct shunt_select_query q = {.coll = SHUNT_COLL_ALLREDUCE,
+                                   .nranks = (uint32_t)c->nranks,
+                                   .ranks_per_node = query_rpn(c),
+                                   .inplace = sendbuff == recvbuff,
+                                   .dtype = call.dtype,
+                                   .op = call.op,
+                                   .bytes = bytes,
+                                   .only = opts.only_plan};
     struct shunt_selection sel = shunt_planset_select(c->plans, &q);
     if (sel.entry && (sel.why_not = shunt_gpu_gate_plan(c, &call, sel.entry->plan)) != NULL) sel.entry = NULL;
     if (sel.entry && lowerable(&sel, &call)) {
@@ -343,8 +344,14 @@ static ncclResult_t allgather(const void* sendbuff, void* recvbuff, size_t sendc
            (const char*)recvbuff < (const char*)sendbuff + per)
     why = "send and receive buffers partly overlap";
   else {
-    struct shunt_select_query q = {SHUNT_COLL_ALLGATHER, (uint32_t)c->nranks, query_rpn(c), inplace,
-                                   call.dtype,           SHUNT_REDOP_SUM,     total,        opts.only_plan};
+    struct shunt_select_query q = {.coll = SHUNT_COLL_ALLGATHER,
+                                   .nranks = (uint32_t)c->nranks,
+                                   .ranks_per_node = query_rpn(c),
+                                   .inplace = inplace,
+                                   .dtype = call.dtype,
+                                   .op = SHUNT_REDOP_SUM,
+                                   .bytes = total,
+                                   .only = opts.only_plan};
     struct shunt_selection sel = shunt_planset_select(c->plans, &q);
     if (sel.entry && (sel.why_not = shunt_gpu_gate_plan(c, &call, sel.entry->plan)) != NULL) sel.entry = NULL;
     if (sel.entry && lowerable(&sel, &call)) {

@@ -93,9 +93,8 @@ void shunt_gpu_gate_init(struct shunt_comm* c) {
   if (rc == 0) {
     atomic_store(&c->gpu_verdict, SHUNT_GPU_USE);
     SHUNT_INFO(SHUNT_INIT,
-               "rank %d: GPU self-check passed: %u plans (%u unfit for this GPU), %u runs in %.1f ms; device "
-               "calls run "
-               "on plans",
+               "rank %d: GPU self-check passed: %u plans (%u unfit for this GPU), %u runs in %.1f ms; "
+               "device calls run on plans",
                c->rank, k, v.unfit, v.runs, v.ms);
     return;
   }

@@ -62,7 +62,7 @@ static void uf_join(uint32_t* up, uint32_t a, uint32_t b, uint32_t n) {
  * no such group: 0, any placement; groups of other shapes: one host (ngpus). */
 static uint32_t placement(struct jctx* c, const struct shunt_plan* p) {
   uint32_t n = p->ngpus;
-  uint32_t* up = shunt_arena_calloc(c->arena, n ? n : 1, sizeof(*up));
+  uint32_t* up = n ? shunt_arena_calloc(c->arena, n, sizeof(*up)) : NULL;
   if (!up) return n;
   for (uint32_t r = 0; r < n; r++) up[r] = r;
   for (uint32_t r = 0; r < n; r++) {
@@ -80,18 +80,14 @@ static uint32_t placement(struct jctx* c, const struct shunt_plan* p) {
       if ((rb->access & (1u << SHUNT_CHAN_MEMORY)) && rb->rank >= 0) uf_join(up, r, (uint32_t)rb->rank, n);
     }
   }
-  /* Groups are consecutive blocks of size m iff every rank's root is the first of its block. */
+  /* Groups are consecutive blocks of size m iff every rank's root is the first of its block
+   * (m is the size of rank 0's; m = 1: every rank alone, any placement). */
   uint32_t m = 0;
   while (m < n && uf_find(up, m) == 0) m++;
-  if (m == 1) {
-    for (uint32_t r = 1; r < n; r++)
-      if (uf_find(up, r) != r) return n;
-    return 0;
-  }
   if (n % m) return n;
   for (uint32_t r = 0; r < n; r++)
     if (uf_find(up, r) != r - r % m) return n;
-  return m;
+  return m == 1 ? 0 : m;
 }
 
 void resolve_plan(struct jctx* c, struct shunt_plan* p) {

@@ -12,9 +12,21 @@
 #ifndef SHUNT_TRANSPORT_LINK_H
 #define SHUNT_TRANSPORT_LINK_H
 
+#include <stdatomic.h>
+#include <stdint.h>
+
 #include "transport/trigger.h"
 
 struct shunt_world;
+
+/* Packets are read by ranks spinning on their flags: they land in whole 8-byte words, each at
+ * once, never as a byte copy could tear them. */
+static inline void shunt_copy_words(char* dst, const char* src, uint64_t bytes) {
+  _Atomic uint64_t* d = (_Atomic uint64_t*)(void*)dst;
+  _Atomic uint64_t* s = (_Atomic uint64_t*)(void*)src;
+  for (uint64_t i = 0; i < bytes / 8; i++)
+    atomic_store_explicit(&d[i], atomic_load_explicit(&s[i], memory_order_relaxed), memory_order_relaxed);
+}
 
 struct shunt_link_ops {
   const char* name;

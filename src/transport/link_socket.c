@@ -67,6 +67,7 @@ struct pending {
 struct net_peer {
   uint32_t nsocks; /* 0: on this host */
   int fd[NET_MAX_SOCKS];
+  struct sockaddr_storage addr; /* its listener */
   char where[80];
   uint64_t sent[NET_MAX_SOCKS]; /* proxy thread only */
   /* receiving thread only */
@@ -134,25 +135,23 @@ int shunt_net_open(struct shunt_world* w, const struct sockaddr_storage* where, 
     for (int s = 0; s < NET_MAX_SOCKS; s++) n->peers[r].fd[s] = -1;
   n->nsocks = (uint32_t)shunt_env_int("SHUNT_SOCKET_NSOCKS", 2, 1, NET_MAX_SOCKS);
   n->timeout_ms = shunt_env_int("SHUNT_HOST_TIMEOUT_MS", 30000, 1, INT64_MAX);
+  struct sockaddr_storage a;
+  int rc = 0;
   if (getrandom(&n->nonce, sizeof(n->nonce), 0) != (ssize_t)sizeof(n->nonce)) {
     snprintf(err, len, "getrandom: %s", strerror(errno));
-    free(n->peers);
-    free(n);
-    return -1;
-  }
-  struct sockaddr_storage a;
-  if (where) {
+    rc = -1;
+  } else if (where) {
     a = *where;
-  } else if (shunt_sock_pick_addr(&a, err, len) != 0) {
-    free(n->peers);
-    free(n);
-    return -1;
+  } else {
+    rc = shunt_sock_pick_addr(&a, err, len);
   }
-  if (a.ss_family == AF_INET) ((struct sockaddr_in*)&a)->sin_port = 0;
-  if (a.ss_family == AF_INET6) ((struct sockaddr_in6*)&a)->sin6_port = 0;
-  if ((n->lfd = shunt_sock_listen(&a, err, len)) < 0) {
-    free(n->peers);
-    free(n);
+  if (rc == 0) {
+    if (a.ss_family == AF_INET) ((struct sockaddr_in*)&a)->sin_port = 0;
+    if (a.ss_family == AF_INET6) ((struct sockaddr_in6*)&a)->sin6_port = 0;
+    n->lfd = shunt_sock_listen(&a, err, len);
+  }
+  if (rc != 0 || n->lfd < 0) {
+    shunt_net_close(n);
     return -1;
   }
   shunt_wire_from_sockaddr(&card->addr, &a);
@@ -166,13 +165,6 @@ int shunt_net_open(struct shunt_world* w, const struct sockaddr_storage* where, 
 }
 
 /* ---- receiving ---------------------------------------------------------------------- */
-
-static void copy_words(char* dst, const char* src, uint64_t bytes) {
-  /* Packets are read by spinning peers: whole 8-byte words, each landing at once. */
-  _Atomic uint64_t* d = (_Atomic uint64_t*)(void*)dst;
-  const uint64_t* s = (const uint64_t*)(const void*)src;
-  for (uint64_t i = 0; i < bytes / 8; i++) atomic_store_explicit(&d[i], s[i], memory_order_relaxed);
-}
 
 static uint64_t buf_cap(const struct shunt_world* w, unsigned type) {
   return type == 0 ? w->cfg.input_bytes : type == 1 ? w->cfg.output_bytes : w->cfg.scratch_bytes;
@@ -239,22 +231,29 @@ static void msg_done(struct shunt_net* n, struct rx_sock* r) {
   apply_flags(n, r->peer);
 }
 
+/* A full flag queue holds the first socket (before its next header) until striped data on the
+ * others catch up. */
+static bool held(const struct shunt_net* n, const struct rx_sock* r) {
+  return r->idx == 0 && !r->in_payload && n->peers[r->peer].qlen == NET_PENDING;
+}
+
 /* Reads what socket r has: 0 when it would block, -1 on a fault (world failed). */
 static int rx_progress(struct shunt_net* n, struct rx_sock* r) {
   for (;;) {
-    if (r->dead) return 0;
-    /* A full flag queue holds the first socket until striped data catch up. */
-    if (r->idx == 0 && !r->in_payload && n->peers[r->peer].qlen == NET_PENDING) return 0;
+    if (r->dead || held(n, r)) return 0;
     ssize_t got;
-    if (r->in_payload) NET_TSAN_ACQUIRE(&n->tsan_clock);
     if (!r->in_payload) {
       got = recv(r->fd, (char*)&r->h + r->hgot, sizeof(r->h) - r->hgot, 0);
-    } else if (r->h.kind & MSG_PACKETS) {
-      uint64_t room = NET_BOUNCE - r->bfill, left = r->h.size - r->pgot - r->bfill;
-      got = recv(r->fd, r->bounce + r->bfill, left < room ? left : room, 0);
     } else {
+      NET_TSAN_ACQUIRE(&n->tsan_clock);
       uint64_t left = r->h.size - r->pgot;
-      got = recv(r->fd, r->dst + r->pgot, left < (1u << 30) ? left : (1u << 30), 0);
+      if (r->h.kind & MSG_PACKETS) {
+        uint64_t room = NET_BOUNCE - r->bfill;
+        left -= r->bfill;
+        got = recv(r->fd, r->bounce + r->bfill, left < room ? left : room, 0);
+      } else {
+        got = recv(r->fd, r->dst + r->pgot, left < (1u << 30) ? left : (1u << 30), 0);
+      }
     }
     if (got == 0) return rx_fail(n, r, "closed by the peer");
     if (got < 0) {
@@ -276,7 +275,7 @@ static int rx_progress(struct shunt_net* n, struct rx_sock* r) {
     if (r->h.kind & MSG_PACKETS) {
       r->bfill += (uint32_t)got;
       uint32_t whole = r->bfill & ~7u;
-      copy_words(r->dst + r->pgot, r->bounce, whole);
+      shunt_copy_words(r->dst + r->pgot, r->bounce, whole);
       r->pgot += whole;
       memmove(r->bounce, r->bounce + whole, r->bfill - whole);
       r->bfill -= whole;
@@ -295,9 +294,8 @@ static void* rx_main(void* arg) {
   while (!atomic_load_explicit(&n->stop, memory_order_acquire)) {
     for (uint32_t i = 0; i < n->nrx; i++) {
       struct rx_sock* r = &n->rx[i];
-      bool held = r->idx == 0 && !r->in_payload && n->peers[r->peer].qlen == NET_PENDING;
       n->pfd[i].fd = r->dead ? -1 : r->fd;
-      n->pfd[i].events = held ? 0 : POLLIN;
+      n->pfd[i].events = held(n, r) ? 0 : POLLIN;
       n->pfd[i].revents = 0;
     }
     int k = poll(n->pfd, n->nrx, NET_POLL_MS);
@@ -309,10 +307,6 @@ static void* rx_main(void* arg) {
 }
 
 /* ---- connecting --------------------------------------------------------------------- */
-
-static int remote(const struct shunt_world* w, uint32_t r) {
-  return w->node_of[r] != w->node_of[w->rank];
-}
 
 static int accept_one(struct shunt_net* n, int64_t deadline, char* err, size_t len) {
   struct shunt_world* w = n->w;
@@ -334,7 +328,7 @@ static int accept_one(struct shunt_net* n, int64_t deadline, char* err, size_t l
     bad = why;
   else if (h.magic != NET_MAGIC || h.nonce != n->nonce || h.nranks != w->nranks)
     bad = "not a rank of this communicator";
-  else if (h.rank >= w->rank || !remote(w, h.rank))
+  else if (h.rank >= w->rank || !shunt_world_remote(w, h.rank))
     bad = "not a rank of another host that connects to this one";
   else if (h.sock >= n->peers[h.rank].nsocks || n->peers[h.rank].fd[h.sock] >= 0)
     bad = "a connection this rank does not expect";
@@ -359,19 +353,18 @@ int shunt_net_connect(struct shunt_net* n, const struct shunt_net_card* cards, c
   int64_t deadline = shunt_sock_now_ms() + n->timeout_ms;
   uint32_t expect = 0, total = 0;
   for (uint32_t r = 0; r < w->nranks; r++) {
-    if (r == w->rank || !remote(w, r)) continue;
+    if (r == w->rank || !shunt_world_remote(w, r)) continue;
     struct net_peer* p = &n->peers[r];
     p->nsocks = cards[r].nsocks < n->nsocks ? cards[r].nsocks : n->nsocks;
     if (p->nsocks < 1 || p->nsocks > NET_MAX_SOCKS) {
       snprintf(err, len, "rank %u published %u sockets per peer", r, cards[r].nsocks);
       return -1;
     }
-    struct sockaddr_storage a;
-    if (shunt_wire_to_sockaddr(&cards[r].addr, &a) != 0) {
+    if (shunt_wire_to_sockaddr(&cards[r].addr, &p->addr) != 0) {
       snprintf(err, len, "rank %u published no usable address", r);
       return -1;
     }
-    shunt_sock_str(&a, p->where, sizeof(p->where));
+    shunt_sock_str(&p->addr, p->where, sizeof(p->where));
     if (!(p->q = calloc(NET_PENDING, sizeof(*p->q)))) {
       snprintf(err, len, "out of memory");
       return -1;
@@ -383,12 +376,10 @@ int shunt_net_connect(struct shunt_net* n, const struct shunt_net_card* cards, c
    * backlog before it accepts; then accept; then collect the acknowledgements. */
   char why[256];
   for (uint32_t r = w->rank + 1; r < w->nranks; r++) {
-    if (!remote(w, r)) continue;
+    if (!shunt_world_remote(w, r)) continue;
     struct net_peer* p = &n->peers[r];
-    struct sockaddr_storage a;
-    shunt_wire_to_sockaddr(&cards[r].addr, &a);
     for (uint32_t s = 0; s < p->nsocks; s++) {
-      int fd = shunt_sock_connect(&a, deadline, why, sizeof(why));
+      int fd = shunt_sock_connect(&p->addr, deadline, why, sizeof(why));
       struct net_hello h = {NET_MAGIC, cards[r].nonce, w->rank, s, w->nranks, 0};
       if (fd < 0 || shunt_sock_send(fd, &h, sizeof(h), deadline, why, sizeof(why)) != 0) {
         if (fd >= 0) close(fd);
@@ -405,7 +396,7 @@ int shunt_net_connect(struct shunt_net* n, const struct shunt_net_card* cards, c
     got += (uint32_t)rc;
   }
   for (uint32_t r = w->rank + 1; r < w->nranks; r++) {
-    if (!remote(w, r)) continue;
+    if (!shunt_world_remote(w, r)) continue;
     for (uint32_t s = 0; s < n->peers[r].nsocks; s++) {
       char ack = 0;
       if (shunt_sock_recv(n->peers[r].fd[s], &ack, 1, deadline, why, sizeof(why)) != 0 || ack != 'Y') {
@@ -555,9 +546,9 @@ static int socket_trigger(struct shunt_world* w, const struct shunt_trigger* t, 
     }
   }
   if (flag) {
-    /* On the first socket: with its data when they travel there alone, else after them. */
-    struct net_msg* f = k == 1 ? &txs[0].h : &txs[k].h;
+    /* On the first socket: with its data when they travel there alone, else a message after. */
     if (k != 1) txs[k++] = (struct tx){.fd = p->fd[0], .h = {0}};
+    struct net_msg* f = &txs[k - 1].h;
     f->kind |= MSG_FLAG;
     f->ordinal = t->ordinal;
     memcpy(f->need, p->sent, sizeof(f->need));

@@ -131,11 +131,11 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
       snprintf(err, len, "rank %u asked for different world sizes than rank %u", r, rank);
       rc = -1;
     } else {
+      bool here = all[r].node == bs->node;
       w->node_of[r] = all[r].node;
-      links[r] = all[r].node == bs->node ? &shunt_link_shm : &shunt_link_socket;
-      if (r != rank && all[r].node == bs->node)
-        rc = shunt_shm_open(&w->regions[r], all[r].name, all[r].bytes, err, len);
-      if (rc == 0 && all[r].node == bs->node) layout(w, r);
+      links[r] = here ? &shunt_link_shm : &shunt_link_socket;
+      if (here && r != rank) rc = shunt_shm_open(&w->regions[r], all[r].name, all[r].bytes, err, len);
+      if (here && rc == 0) layout(w, r);
     }
   }
   /* Connecting waits on every peer of another host: agree first, so that a rank that failed
@@ -188,7 +188,7 @@ void shunt_world_fail(struct shunt_world* w, const char* fmt, ...) {
 }
 
 bool shunt_world_fits(const struct shunt_world* w, uint32_t rpn, uint32_t* a, uint32_t* b) {
-  if (!rpn) return true;
+  if (!rpn || !w->net) return true; /* no network transport: every rank on this host */
   for (uint32_t r = 0; r < w->nranks; r++)
     if (r % rpn && w->node_of[r] != w->node_of[r - r % rpn]) {
       *a = r - r % rpn;

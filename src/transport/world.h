@@ -20,10 +20,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
 #include <sys/socket.h>
 
 #include "transport/shm.h"
+#include "util/log.h"
 
 /* The caller's collective exchange. allgather: on entry buf[rank*bytes .. +bytes) holds this
  * rank's contribution; on return buf holds every rank's. Both return 0 on success. */
@@ -106,10 +106,15 @@ void shunt_world_release(struct shunt_world* w);
 
 /* Marks the world failed with a message (the first one wins; logged at WARN) so that waits
  * give up and the run reports it. Safe from any thread. */
-void shunt_world_fail(struct shunt_world* w, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void shunt_world_fail(struct shunt_world* w, const char* fmt, ...) SHUNT_PRINTF(2, 3);
+
+/* Whether rank r is on another host than this rank (reached only through its link). */
+static inline bool shunt_world_remote(const struct shunt_world* w, uint32_t r) {
+  return w->node_of[r] != w->node_of[w->rank];
+}
 
 /* Whether the plan's memory groups (rpn consecutive ranks, plan.h's ranks_per_node; 0: none)
- * each lie on one host of this world. */
+ * each lie on one host of this world; if not, *a and *b are two ranks of a group apart. */
 bool shunt_world_fits(const struct shunt_world* w, uint32_t rpn, uint32_t* a, uint32_t* b);
 
 /* Index of the counter for channel (type MEMORY or PORT, peer, ordinal). */

@@ -1,8 +1,6 @@
 /* Host backend: staging, the threadblocks as fibers on the calling thread, the hang report. */
 #include "exec/host/host_run.h"
 
-#include "transport/link_socket.h"
-
 #include <inttypes.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -16,6 +14,7 @@
 #include "exec/host/host_xctx.h"
 #include "exec/ops/packet.h"
 #include "transport/backoff.h"
+#include "transport/link_socket.h"
 #include "util/env.h"
 #include "util/log.h"
 
@@ -186,8 +185,7 @@ static void report(const struct shunt_world* w, const struct shunt_program* p, c
   if (w->net) {
     appendf(err, len, &at, "\n  ranks of other hosts:");
     for (uint32_t r = 0; r < w->nranks; r++)
-      if (w->node_of[r] != w->node_of[w->rank])
-        appendf(err, len, &at, " %u at %s", r, shunt_net_where(w->net, r));
+      if (shunt_world_remote(w, r)) appendf(err, len, &at, " %u at %s", r, shunt_net_where(w->net, r));
   }
 }
 
