@@ -70,6 +70,7 @@ struct net_peer {
   struct sockaddr_storage addr; /* its listener */
   char where[80];
   uint64_t sent[NET_MAX_SOCKS]; /* proxy thread only */
+  bool torn;                    /* a send gave up inside a message: the stream cannot carry another */
   /* receiving thread only */
   uint64_t got[NET_MAX_SOCKS];
   struct pending* q;
@@ -495,6 +496,7 @@ static int tx_all(struct shunt_net* n, uint32_t peer, struct tx* txs, uint32_t k
       }
       size_t before = txs[i].hsent + (size_t)txs[i].sent;
       if (tx_step(&txs[i]) != 0) {
+        n->peers[peer].torn = true;
         shunt_world_fail(w, "socket transport: connection to rank %u at %s: send failed: %s", peer,
                          n->peers[peer].where, strerror(errno));
         return -1;
@@ -509,7 +511,10 @@ static int tx_all(struct shunt_net* n, uint32_t peer, struct tx* txs, uint32_t k
       NET_TSAN_RELEASE(&n->tsan_clock);
       return 0;
     }
-    if (give_up(w)) return -1;
+    if (give_up(w)) {
+      n->peers[peer].torn = true;
+      return -1;
+    }
     if (!moved) poll(pf, np, NET_POLL_MS);
   }
 }
@@ -568,7 +573,9 @@ void shunt_net_leave(struct shunt_net* n) {
   if (!n || atomic_exchange(&n->leaving, true)) return;
   for (uint32_t r = 0; r < n->w->nranks; r++) {
     struct net_peer* p = &n->peers[r];
-    if (!p->nsocks || p->fd[0] < 0) continue;
+    /* A goodbye after half a message would read as a malformed one: the peer then learns of
+     * the departure from the closed connection. */
+    if (!p->nsocks || p->fd[0] < 0 || p->torn) continue;
     struct tx bye = {.fd = p->fd[0], .h = {.kind = MSG_BYE}};
     /* Best effort, bounded: a peer already gone needs no notice. */
     for (int tries = 0; tries < 20 && !tx_done(&bye); tries++) {
