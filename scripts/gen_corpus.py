@@ -28,6 +28,10 @@ the memory allgather also at 16 and 32 ranks in place, every peer named in one o
   pipe_allreduce     a `pipeline` (iter_context) with reuse_resources: every window of every chunk
                      goes through peers' scratch only (put, re, put, copy), a signal round per
                      window, so scratch holds one window at a time.
+  pkt_port_allgather LL packets carried by the proxy: rank r packs its slice into its own scratch
+                     (cpkt), puts those packets into its slot of every peer's scratch over port
+                     channels (ppkt), unpacks the peers' slots (upkt), and flushes before it leaves. No signal: the packets' flags
+                     are the only sync, so the proxy (or the network) must land whole words.
 Standard library only; the builder is scripts/gen_plans.py's.
 """
 
@@ -286,8 +290,28 @@ def sem_allreduce(n, inplace):
     return plan
 
 
+def pkt_port_allgather(n, inplace):
+    mine = n - 1  # scratch slot of our own packets; slots 0..n-2 receive the peers'
+    plan = make_plan("pkt_port_allgather", "allgather", inplace, n, (1, n, n))
+    plan.protocol = "LL"
+    for g in plan.gpus:
+        r, ps = g.rank, gp.peers(g.rank, n)
+        for j in range(BLOCKS):
+            b = g.block()
+            if not inplace:
+                b.data("copy", [gp.local("i", 0)], [gp.local("o", r)], tbg=(j, BLOCKS))
+            b.data("cpkt", [gp.own_slice(r, inplace)], [gp.local("s", mine)], tbg=(j, BLOCKS))
+            b.nop()
+            b.data("ppkt", [gp.local("s", mine) for _ in ps],
+                   [b.remote("port", p, "s", gp.slot(p, r, n)) for p in ps], "port", ps, 0, tbg=(j, BLOCKS))
+            for p in ps:
+                b.data("upkt", [gp.local("s", gp.slot(r, p, n))], [gp.local("o", p)], tbg=(j, BLOCKS))
+            b.sync("flush", "port", ps, 0)
+    return plan
+
+
 CLASSES = (zc_mem_allreduce, zc_port_allreduce, zc_nvls_allreduce, zc_mem_allgather, zc_nvls_allgather,
-           bar_allreduce, sem_allreduce, pipe_allreduce)
+           bar_allreduce, sem_allreduce, pipe_allreduce, pkt_port_allgather)
 
 
 # Rank counts whose ops name more peers than MSCCL++'s own executor takes (8 channels per op):
