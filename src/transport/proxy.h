@@ -4,7 +4,8 @@
  * another.
  *
  * Promises: triggers complete strictly in push order; shunt_proxy_done(p) > pos means the
- * trigger at pos and every earlier one are complete (their copies and flags visible to any
+ * trigger at pos and every earlier one are complete as their links promise (link.h: the
+ * source may be reused; on a shared-memory link the copies and flags are also visible to any
  * thread that acquires the peer's semaphore, or this counter). Pushing is safe from any
  * number of threads; a full FIFO makes the pusher wait for the proxy, which never blocks while
  * triggers wait. An idle proxy polls briefly, then sleeps until a push wakes it (no CPU spent

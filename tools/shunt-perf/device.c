@@ -64,7 +64,7 @@ static int on(struct perf_dev* d) {
 }
 
 void perf_dev_make_current(struct perf_dev* d) {
-  if (d && d->index >= 0) D.CtxSetCurrent(d->ctx);
+  if (d) (void)on(d);
 }
 
 void perf_dev_close(struct perf_dev* d) {
