@@ -1,7 +1,7 @@
 /* Links: how a rank's port channels reach one peer. A world picks one per peer when it is
  * built (transport/world.c), as NCCL's transport table picks P2P, SHM or NET per pair: shared
- * memory for a rank of the same host, the socket transport for a rank of another host. The
- * proxy drives every kind the same way and never knows which it has.
+ * memory for a rank of the same host, the verbs or the socket transport for a rank of another
+ * host. The proxy drives every kind the same way and never knows which it has.
  *
  * Promises of every link, for one trigger (transport/trigger.h) towards t->peer:
  * - its data are in the peer's buffer before its flag raises the peer's semaphore, and flags
@@ -35,5 +35,6 @@ struct shunt_link_ops {
 
 extern const struct shunt_link_ops shunt_link_shm;    /* link_shm.c */
 extern const struct shunt_link_ops shunt_link_socket; /* link_socket.c */
+extern const struct shunt_link_ops shunt_link_ib;     /* link_ib.c */
 
 #endif

@@ -563,10 +563,6 @@ static int socket_trigger(struct shunt_world* w, const struct shunt_trigger* t, 
 
 const struct shunt_link_ops shunt_link_socket = {"socket", socket_trigger};
 
-const char* shunt_net_where(const struct shunt_net* n, uint32_t rank) {
-  return n && rank < n->w->nranks && n->peers[rank].nsocks ? n->peers[rank].where : "?";
-}
-
 /* ---- teardown ------------------------------------------------------------------------- */
 
 void shunt_net_leave(struct shunt_net* n) {

@@ -39,8 +39,6 @@ int shunt_net_open(struct shunt_world* w, const struct sockaddr_storage* where, 
 /* Collective among the ranks with a network peer: connects to every rank of another host
  * (cards: every rank's, in rank order; w->node_of set) and starts the receiving thread. */
 int shunt_net_connect(struct shunt_net* n, const struct shunt_net_card* cards, char* err, size_t len);
-/* The address of a rank of another host ("?" when it is on this host). */
-const char* shunt_net_where(const struct shunt_net* n, uint32_t rank);
 /* Tells peers this rank leaves in order, and stops counting their departures as faults. */
 void shunt_net_leave(struct shunt_net* n);
 /* Closes every connection and joins the receiving thread. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "transport/link.h"
+#include "transport/link_ib.h"
 #include "transport/link_socket.h"
 #include "transport/proxy.h"
 #include "util/env.h"
@@ -18,6 +19,7 @@ struct announce {
   struct shunt_world_config cfg;
   uint32_t node, pad_;
   struct shunt_net_card card;
+  struct shunt_ib_card ib;
 };
 
 static size_t page_up(uint64_t x) {
@@ -28,45 +30,99 @@ static size_t sem_bytes(uint32_t nranks) {
   return page_up((uint64_t)2 * nranks * SHUNT_WORLD_MAX_ORDINAL * sizeof(uint64_t));
 }
 
+uint64_t shunt_world_buf_offset(const struct shunt_world* w, unsigned type) {
+  uint64_t scratch = sem_bytes(w->nranks), input = scratch + page_up(w->cfg.scratch_bytes);
+  return type == 0 ? input : type == 1 ? input + page_up(w->cfg.input_bytes) : scratch;
+}
+
 static void layout(struct shunt_world* w, uint32_t r) {
   char* b = w->regions[r].base;
-  size_t off = sem_bytes(w->nranks);
   w->peers[r].inbound = (_Atomic uint64_t*)b;
-  w->peers[r].scratch = b + off;
-  off += page_up(w->cfg.scratch_bytes);
-  w->peers[r].input = b + off;
-  off += page_up(w->cfg.input_bytes);
-  w->peers[r].output = b + off;
+  w->peers[r].scratch = b + shunt_world_buf_offset(w, 2);
+  w->peers[r].input = b + shunt_world_buf_offset(w, 0);
+  w->peers[r].output = b + shunt_world_buf_offset(w, 1);
 }
 
 static void release(struct shunt_world* w) {
   if (w->proxy) shunt_proxy_stop(w->proxy);
   shunt_net_leave(w->net);
   shunt_net_close(w->net);
+  shunt_ib_close(w->ib);
   if (w->backend && w->backend_free) w->backend_free(w->backend);
   if (w->regions)
     for (uint32_t r = 0; r < w->nranks; r++) shunt_shm_close(&w->regions[r]);
   free(w->regions);
   free(w->node_of);
+  free(w->where);
   free((void*)w->links);
   free(w->peers);
   free(w->expected);
   free(w);
 }
 
-/* The network transport for ranks of other hosts: SHUNT_NET picks it. */
-static int open_net(struct shunt_world* w, const struct shunt_world_exchange* bs, struct shunt_net_card* card,
-                    char* err, size_t len) {
-  static const char* const kinds[] = {"auto", "ib", "socket"};
-  int kind = shunt_env_choice("SHUNT_NET", NULL, kinds, 3, 0);
-  if (kind == 1) {
-    snprintf(err, len, "SHUNT_NET=ib: this build has no verbs transport (SHUNT_NET=socket or auto use TCP)");
-    return -1;
+enum net_kind { NET_AUTO, NET_IB, NET_SOCKET };
+
+/* The network transports for ranks of other hosts, as SHUNT_NET allows: verbs when it can (auto,
+ * ib), TCP listening as well under auto, so that the ranks can still agree on sockets when one
+ * of them has no usable NIC. */
+static int open_net(struct shunt_world* w, const struct shunt_world_exchange* bs, int kind,
+                    struct announce* me, char* err, size_t len) {
+  if (kind != NET_SOCKET) {
+    char why[256];
+    if (shunt_ib_open(w, w->rank, &w->ib, &me->ib, why, sizeof(why)) != 0) {
+      if (kind == NET_IB) {
+        snprintf(err, len, "SHUNT_NET=ib: %s", why);
+        return -1;
+      }
+      SHUNT_INFO(SHUNT_NET, "rank %u: no verbs transport (%s)", w->rank, why);
+    }
   }
-  SHUNT_INFO(
-      SHUNT_NET, "rank %u (host %u of %u): port channels to other hosts use TCP sockets (SHUNT_NET=%s%s)",
-      w->rank, bs->node, bs->nnodes, kinds[kind], kind == 0 ? "; no verbs transport in this build" : "");
-  return shunt_net_open(w, bs->net_addr.ss_family ? &bs->net_addr : NULL, &w->net, card, err, len);
+  if (kind == NET_IB) return 0;
+  return shunt_net_open(w, bs->net_addr.ss_family ? &bs->net_addr : NULL, &w->net, &me->card, err, len);
+}
+
+/* Collective among all ranks: every rank reaches its peers of other hosts the same way, verbs
+ * when every rank has it. */
+static int connect_net(struct shunt_world* w, int kind, const struct announce* all, char* err, size_t len) {
+  static const char* const kinds[] = {"auto", "ib", "socket"};
+  uint32_t n = w->nranks, lacking = n;
+  for (uint32_t r = 0; r < n && lacking == n; r++)
+    if (!all[r].ib.ok) lacking = r;
+  bool ib = kind != NET_SOCKET && lacking == n;
+  const struct shunt_link_ops** links = (const struct shunt_link_ops**)w->links;
+  for (uint32_t r = 0; r < n; r++) {
+    if (!shunt_world_remote(w, r)) continue;
+    links[r] = ib ? &shunt_link_ib : &shunt_link_socket;
+    struct sockaddr_storage a;
+    if (ib)
+      shunt_ib_card_where(&all[r].ib, w->where[r], sizeof(w->where[r]));
+    else if (shunt_wire_to_sockaddr(&all[r].card.addr, &a) == 0)
+      shunt_sock_str(&a, w->where[r], sizeof(w->where[r]));
+  }
+  char why[64] = "";
+  if (!ib && kind == NET_AUTO) snprintf(why, sizeof(why), "; rank %u has no verbs transport", lacking);
+  SHUNT_INFO(SHUNT_NET, "rank %u (host %u of %u): port channels to other hosts use %s (SHUNT_NET=%s%s)",
+             w->rank, w->node_of[w->rank], w->bs.nnodes, ib ? "verbs" : "TCP sockets", kinds[kind], why);
+  void* cards = calloc(n, ib ? sizeof(struct shunt_ib_card) : sizeof(struct shunt_net_card));
+  int rc = 0;
+  if (ib) {
+    shunt_net_close(w->net);
+    w->net = NULL;
+    struct shunt_ib_card* c = cards;
+    for (uint32_t r = 0; c && r < n; r++) c[r] = all[r].ib;
+    /* Collective: called even without memory for the cards, so that no peer waits. */
+    rc = shunt_ib_connect(w, c ? w->ib : NULL, c, err, len);
+  } else {
+    shunt_ib_close(w->ib);
+    w->ib = NULL;
+    struct shunt_net_card* c = cards;
+    for (uint32_t r = 0; c && r < n; r++) c[r] = all[r].card;
+    rc = c ? shunt_net_connect(w->net, c, err, len) : -1;
+  }
+  if (!cards && rc == 0) rc = -1;
+  if (!cards) snprintf(err, len, "out of memory");
+  free(cards);
+  return rc;
 }
 
 int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_config* cfg,
@@ -96,10 +152,11 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
   w->expected = calloc(nsem, sizeof(*w->expected));
   struct announce* all = calloc(nranks, sizeof(*all));
   w->node_of = calloc(nranks, sizeof(*w->node_of));
+  w->where = calloc(nranks, sizeof(*w->where));
   const struct shunt_link_ops** links = calloc(nranks, sizeof(*links));
   w->links = links;
   uint8_t* votes = calloc(nranks, 1);
-  if (!w->regions || !w->peers || !w->expected || !all || !w->node_of || !links || !votes) {
+  if (!w->regions || !w->peers || !w->expected || !all || !w->node_of || !w->where || !links || !votes) {
     free(votes);
     snprintf(err, len, "out of memory");
     free(all);
@@ -117,7 +174,9 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
     me->node = bs->node;
   }
   bool spans = bs->nnodes > 1;
-  if (rc == 0 && spans) rc = open_net(w, bs, &me->card, err, len);
+  static const char* const kinds[] = {"auto", "ib", "socket"};
+  int kind = shunt_env_choice("SHUNT_NET", NULL, kinds, 3, NET_AUTO);
+  if (rc == 0 && spans) rc = open_net(w, bs, kind, me, err, len);
   /* Everyone takes part in the exchange even after a local failure, so no peer hangs. */
   if (bs->allgather(bs->ctx, all, sizeof(*all)) != 0) {
     if (rc == 0) snprintf(err, len, "bootstrap allgather failed");
@@ -133,7 +192,7 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
     } else {
       bool here = all[r].node == bs->node;
       w->node_of[r] = all[r].node;
-      links[r] = here ? &shunt_link_shm : &shunt_link_socket;
+      links[r] = &shunt_link_shm; /* a rank of another host's: chosen when connecting */
       if (here && r != rank) rc = shunt_shm_open(&w->regions[r], all[r].name, all[r].bytes, err, len);
       if (here && rc == 0) layout(w, r);
     }
@@ -146,17 +205,7 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
       snprintf(err, len, "%s", why);
       rc = -1;
     }
-    if (rc == 0) {
-      struct shunt_net_card* cards = calloc(nranks, sizeof(*cards));
-      if (!cards) {
-        snprintf(err, len, "out of memory");
-        rc = -1;
-      } else {
-        for (uint32_t r = 0; r < nranks; r++) cards[r] = all[r].card;
-        rc = shunt_net_connect(w->net, cards, err, len);
-        free(cards);
-      }
-    }
+    if (rc == 0) rc = connect_net(w, kind, all, err, len);
   }
   if (bs->barrier(bs->ctx) != 0 && rc == 0) {
     snprintf(err, len, "bootstrap barrier failed");
@@ -188,7 +237,7 @@ void shunt_world_fail(struct shunt_world* w, const char* fmt, ...) {
 }
 
 bool shunt_world_fits(const struct shunt_world* w, uint32_t rpn, uint32_t* a, uint32_t* b) {
-  if (!rpn || !w->net) return true; /* no network transport: every rank on this host */
+  if (!rpn || w->bs.nnodes <= 1) return true; /* every rank on this host */
   for (uint32_t r = 0; r < w->nranks; r++)
     if (r % rpn && w->node_of[r] != w->node_of[r - r % rpn]) {
       *a = r - r % rpn;

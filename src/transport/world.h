@@ -1,7 +1,7 @@
 /* A world: the host transport of one communicator. Every rank maps the shared region
  * (semaphores, scratch, staging for input and output) of every rank on its host, connects to
- * the ranks of other hosts through the network transport, and runs one proxy thread that
- * serves its port channels over each peer's link (transport/link.h).
+ * the ranks of other hosts through a network transport (verbs or TCP, SHUNT_NET), and runs one
+ * proxy thread that serves its port channels over each peer's link (transport/link.h).
  *
  * Promises:
  * - Creation and destruction are collective over the caller's bootstrap (allgather and
@@ -67,6 +67,7 @@ struct shunt_world_peer {
 struct shunt_proxy;
 struct shunt_link_ops;
 struct shunt_net;
+struct shunt_ib;
 
 struct shunt_world {
   uint32_t rank, nranks;
@@ -81,7 +82,9 @@ struct shunt_world {
   struct shunt_proxy* proxy;
   uint32_t* node_of;                         /* [nranks] each rank's host */
   const struct shunt_link_ops* const* links; /* [nranks] how port channels reach each peer */
-  struct shunt_net* net;                     /* the socket transport; NULL when all share a host */
+  struct shunt_net* net;                     /* the socket transport, when it carries them */
+  struct shunt_ib* ib;                       /* the verbs transport, when it carries them */
+  char (*where)[64];                         /* [nranks] a rank of another host's address, else "" */
   /* A transport failed (a connection reset, a peer gone): every wait gives up, later runs
    * refuse, fail_msg names the peer. Set once (shunt_world_fail). */
   atomic_bool failed;
@@ -116,6 +119,10 @@ static inline bool shunt_world_remote(const struct shunt_world* w, uint32_t r) {
 /* Whether the plan's memory groups (rpn consecutive ranks, plan.h's ranks_per_node; 0: none)
  * each lie on one host of this world; if not, *a and *b are two ranks of a group apart. */
 bool shunt_world_fits(const struct shunt_world* w, uint32_t rpn, uint32_t* a, uint32_t* b);
+
+/* Where buffer type (0 input, 1 output, 2 scratch) starts in every rank's shared region (the
+ * semaphores start at 0): the same on every rank of a world. */
+uint64_t shunt_world_buf_offset(const struct shunt_world* w, unsigned type);
 
 /* Index of the counter for channel (type MEMORY or PORT, peer, ordinal). */
 static inline size_t shunt_world_sem(const struct shunt_world* w, unsigned type, uint32_t peer,

@@ -7,11 +7,12 @@
 # transport), exactly; uneven hosts (no plan for that placement) go to NCCL (the computing
 # test double, whose shared segment all namespaces see); the same ranks under one host
 # identity are served by the one-host plans. Last, a host's link goes down in the middle of a
-# run: every rank must end, with an error, within the timeout. Needs root and iproute2
-# (skips otherwise, exit 77).
-# Usage: hosts.sh SHUNT_PERF NHOSTS RANKS_PER_HOST
+# run: every rank must end, with an error, within the timeout. The port channels between hosts
+# go over TCP (socket) or over verbs (ib: IBLIB names the verbs stand-in, whose wire runs
+# between the namespaces too). Needs root and iproute2 (skips otherwise, exit 77).
+# Usage: hosts.sh SHUNT_PERF NHOSTS RANKS_PER_HOST [socket|ib IBLIB]
 set -u
-perf=$1 hosts=$2 per=$3
+perf=$1 hosts=$2 per=$3 net=${4:-socket} iblib=${5:-}
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
   echo "skipped: needs root and iproute2 (ip)"
   exit 77
@@ -40,6 +41,15 @@ port=$((20000 + RANDOM % 30000))
 args=(-b 2K -e 32K -f 4 -n 1 -w 0 -d float,int32 -o sum)
 common=(SHUNT_PERF_NRANKS=$n SHUNT_PERF_ROOT=10.77.0.1:$port SHUNT_BOOTSTRAP_TIMEOUT=60
         SHUNT_SOCKET_IFNAME=eth0 SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,CALL,NET)
+# TCP: SHUNT_NET=auto finding no verbs library must fall back to sockets. Verbs: the stand-in's
+# NIC takes its host's address (eth0's, the first one up); a QP waits 67 ms per try
+# (SHUNT_IB_TIMEOUT 14), twice, before the peer counts as gone.
+if [ "$net" = ib ]; then
+  common+=(SHUNT_NET=ib SHUNT_IB_LIB="$iblib" SHUNT_IB_TIMEOUT=14 SHUNT_IB_RETRY_CNT=1)
+else
+  common+=(SHUNT_NET=auto SHUNT_IB_LIB=/nonexistent/libibverbs.so.1)
+fi
+transport=$([ "$net" = ib ] && echo verbs || echo socket)
 # run NAME [ONE_ID|uneven]: every rank r on host r / per, in that host's namespace, with the
 # host's own identity, or ONE_ID on every host, or (uneven) one identity for the last rank and
 # another for all the others.
@@ -72,7 +82,7 @@ if run spread; then
     { echo "spread over $hosts hosts: $served of $rows rows served by the ${hosts}x${per} plans (all must be)"; cat "$log"; fail=1; }
   grep -q "node 0 of $hosts, local rank 0 of $per, $per ranks per node" "$log" ||
     { echo "rank 0 did not see $hosts hosts of $per ranks"; grep "node" "$log"; fail=1; }
-  grep -q "socket transport connected to $((n - per)) rank(s) of other hosts" "$log" ||
+  grep -q "$transport transport connected to $((n - per)) rank(s) of other hosts" "$log" ||
     { echo "rank 0 did not connect to the $((n - per)) ranks of other hosts"; grep "NET" "$log"; fail=1; }
   grep -qE '#wrong over ranks: [1-9]|FAILED' "$log" && { echo "wrong results"; fail=1; }
 else
@@ -115,7 +125,7 @@ if [ "$hosts" = 2 ]; then
     pids+=($!)
   done
   # Wait until the run is under way (a row is being timed), then pull the cable.
-  for _ in $(seq 1 100); do grep -q "socket transport connected" "$out/down.0.log" && break; sleep 0.1; done
+  for _ in $(seq 1 100); do grep -q "$transport transport connected" "$out/down.0.log" && break; sleep 0.1; done
   sleep 1
   ip -n "$tag-h1" link set eth0 down
   t0=$(date +%s)
@@ -141,9 +151,9 @@ if [ "$hosts" = 2 ]; then
   done
   grep -h "WARN" "$out"/down.*.log | head -2
   # The failure names where the ranks of the other host are.
-  grep -qE "ranks of other hosts:.* at 10\.77\.0\.[0-9]+:[0-9]+|socket transport: connection .* to rank [0-9]+ at 10\.77\.0\." \
+  grep -qE "ranks of other hosts:.* at 10\.77\.0\.[0-9]+|$transport transport: .* to rank [0-9]+ at 10\.77\.0\." \
     "$out"/down.*.log || { echo "link down: no failure named the peer's rank and address"; fail=1; }
   echo "link down: every rank ended in ${took} s"
 fi
-[ $fail = 0 ] && echo "ranks on $hosts hosts x $per: every call on the ${hosts}x${per} plans over sockets, exact; uneven: NCCL; on one host: every call on a plan"
+[ $fail = 0 ] && echo "ranks on $hosts hosts x $per: every call on the ${hosts}x${per} plans over $transport, exact; uneven: NCCL; on one host: every call on a plan"
 exit $fail

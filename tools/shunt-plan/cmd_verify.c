@@ -308,7 +308,7 @@ static int usage(void) {
           "                         [--iters K] [--inplace|--outofplace] [--timeout MS] [--max-bytes S]\n"
           "                         [--any-size] [--edge-sizes] [--skip-checks] [--packet ll16|ll8]\n"
           "                         [--backend host|kernel-cpu] [--threads T,T,..] [--skew US]\n"
-          "                         [--net socket [--nodes N]]\n");
+          "                         [--net socket|ib [--nodes N]]\n");
   return 2;
 }
 
@@ -361,8 +361,8 @@ int cmd_verify(int argc, char** argv) {
       o.pkt = !strcmp(argv[++i], "ll8") ? SHUNT_PKT_LL8 : SHUNT_PKT_LL16;
     else if (!strcmp(a, "--backend") && val && (!strcmp(val, "host") || !strcmp(val, "kernel-cpu")))
       o.backend = !strcmp(argv[++i], "kernel-cpu") ? VERIFY_BACKEND_KCPU : VERIFY_BACKEND_HOST;
-    else if (!strcmp(a, "--net") && val && !strcmp(val, "socket"))
-      o.net = 1, i++;
+    else if (!strcmp(a, "--net") && val && (!strcmp(val, "socket") || !strcmp(val, "ib")))
+      o.net = !strcmp(argv[++i], "ib") ? 2 : 1;
     else if (!strcmp(a, "--skip-checks"))
       o.skip_checks = 1;
     else if (!strcmp(a, "--edge-sizes"))
@@ -467,10 +467,12 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
               o.file, o.nranks, o.nodes, rpn ? rpn : 1, rpn == o.nranks ? " (it runs on one host only)" : "");
       goto out;
     }
-    printf("%s: %u hosts of %u ranks, port channels between hosts over TCP (loopback)\n", o.file, o.nodes,
-           o.nranks / o.nodes);
+    printf("%s: %u hosts of %u ranks, port channels between hosts over %s\n", o.file, o.nodes,
+           o.nranks / o.nodes, o.net == 2 ? "verbs (SHUNT_IB_LIB)" : "TCP (loopback)");
+    /* The ranks' worlds read it: the transport asked for, or a failure saying why not. */
+    setenv("SHUNT_NET", o.net == 2 ? "ib" : "socket", 1);
   } else if (o.nodes) {
-    fprintf(stderr, "%s: --nodes goes with --net socket\n", o.file);
+    fprintf(stderr, "%s: --nodes goes with --net\n", o.file);
     goto out;
   }
   if (o.inplace >= 0 && (o.inplace != 0) != plan->inplace) {
@@ -613,7 +615,11 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
           break;
         }
     } else {
-      printf("%s: FAIL: %s\n", o.file, worst == 2 ? "hang" : "error");
+      /* A run that gave up because a transport failed is no hang of the plan's. */
+      bool net = false;
+      for (uint32_t r = 0; r < o.nranks; r++)
+        net |= sh->res[r].status == 2 && strstr(sh->res[r].msg, " transport: ");
+      printf("%s: FAIL: %s\n", o.file, worst == 2 ? (net ? "a transport failed" : "hang") : "error");
       for (uint32_t r = 0; r < o.nranks; r++)
         if (sh->res[r].status >= 2) printf("%s\n", sh->res[r].msg);
     }

@@ -36,7 +36,7 @@ struct vopts {
   unsigned threads[8]; /* kernel-cpu: threads per block, each run in turn */
   unsigned nthreads;
   unsigned skew_us; /* kernel-cpu: schedule perturbation (kcpu_kernel.h) */
-  int net;          /* host: ranks on several hosts, port channels between them over TCP (loopback) */
+  int net;          /* host: ranks on several hosts, port channels between them: 1 TCP (loopback), 2 verbs */
   uint32_t nodes;   /* with net: how many hosts (consecutive ranks each); 0: from the plan */
 };
 

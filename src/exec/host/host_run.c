@@ -14,7 +14,6 @@
 #include "exec/host/host_xctx.h"
 #include "exec/ops/packet.h"
 #include "transport/backoff.h"
-#include "transport/link_socket.h"
 #include "util/env.h"
 #include "util/log.h"
 
@@ -182,10 +181,10 @@ static void report(const struct shunt_world* w, const struct shunt_program* p, c
             j->X.why.seen);
   }
   /* Waits on other hosts: where those ranks are, so that a dead link or host can be found. */
-  if (w->net) {
+  if (w->bs.nnodes > 1) {
     appendf(err, len, &at, "\n  ranks of other hosts:");
     for (uint32_t r = 0; r < w->nranks; r++)
-      if (shunt_world_remote(w, r)) appendf(err, len, &at, " %u at %s", r, shunt_net_where(w->net, r));
+      if (shunt_world_remote(w, r)) appendf(err, len, &at, " %u at %s", r, w->where[r]);
   }
 }
 
