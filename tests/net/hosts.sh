@@ -8,8 +8,10 @@
 # test double, whose shared segment all namespaces see); the same ranks under one host
 # identity are served by the one-host plans. Last, a host's link goes down in the middle of a
 # run: every rank must end, with an error, within the timeout. The port channels between hosts
-# go over TCP (socket) or over verbs (ib: IBLIB names the verbs stand-in, whose wire runs
-# between the namespaces too). Needs root and iproute2 (skips otherwise, exit 77).
+# go over TCP (socket; SHUNT_NET=auto finding no verbs library) or over verbs (ib: IBLIB names
+# the verbs stand-in, whose wire runs between the namespaces too; and once with host 1's NIC
+# down under SHUNT_NET=auto, where every rank must agree on TCP). Needs root and iproute2
+# (skips otherwise, exit 77).
 # Usage: hosts.sh SHUNT_PERF NHOSTS RANKS_PER_HOST [socket|ib IBLIB]
 set -u
 perf=$1 hosts=$2 per=$3 net=${4:-socket} iblib=${5:-}
@@ -53,13 +55,15 @@ transport=$([ "$net" = ib ] && echo verbs || echo socket)
 # run NAME [ONE_ID|uneven]: every rank r on host r / per, in that host's namespace, with the
 # host's own identity, or ONE_ID on every host, or (uneven) one identity for the last rank and
 # another for all the others.
+# ALLENV: more VAR=VALUE words for every rank; H1ENV: for the ranks of host 1 only.
 run() {
-  local name=$1 one=${2:-} pids=() fail=0 id
+  local name=$1 one=${2:-} pids=() fail=0 id more
   for r in $(seq 0 $((n - 1))); do
     h=$((r / per))
     id=${one:-host$h}
     [ "$one" = uneven ] && { [ $r = $((n - 1)) ] && id=last || id=rest; }
-    ip netns exec "$tag-h$h" env "${common[@]}" SHUNT_PERF_RANK=$r SHUNT_HOSTID="$id" \
+    read -r -a more <<<"${ALLENV:-} $([ $h = 1 ] && echo "${H1ENV:-}")"
+    ip netns exec "$tag-h$h" env "${common[@]}" "${more[@]}" SHUNT_PERF_RANK=$r SHUNT_HOSTID="$id" \
       "$perf" "${args[@]}" >"$out/$name.$r.log" 2>&1 &
     pids+=($!)
   done
@@ -87,6 +91,21 @@ if run spread; then
   grep -qE '#wrong over ranks: [1-9]|FAILED' "$log" && { echo "wrong results"; fail=1; }
 else
   fail=1
+fi
+# Verbs under SHUNT_NET=auto, but host 1's NIC is down: every rank must agree on TCP instead.
+if [ "$net" = ib ] && [ "$hosts" = 2 ]; then
+  if ALLENV="SHUNT_NET=auto" H1ENV="FAKEIBV_DOWN=fakeibv0" run mixed; then
+    log=$out/mixed.0.log
+    grep -q "use TCP sockets (SHUNT_NET=auto; rank $per has no verbs transport)" "$log" ||
+      { echo "mixed: rank 0 did not fall back to TCP for rank $per's sake"; grep "NET" "$log"; fail=1; }
+    grep -q "socket transport connected to $((n - per)) rank(s) of other hosts" "$log" ||
+      { echo "mixed: rank 0 did not connect over TCP"; fail=1; }
+    served=$(grep -cE "^ +[0-9]+ +[0-9]+ +(float|int32) .* (allreduce|allgather)_${hosts}x${per}_hier_" "$log")
+    [ "$served" -gt 0 ] || { echo "mixed: no row served by the ${hosts}x${per} plans"; fail=1; }
+    grep -qE '#wrong over ranks: [1-9]|FAILED' "$log" && { echo "mixed: wrong results"; fail=1; }
+  else
+    fail=1
+  fi
 fi
 # Hosts of different sizes (n-1 ranks and 1): no uniform ranks per node, the same answer on
 # every rank, and NCCL serves. (Two hosts only: the topology logic is the same for more.)
