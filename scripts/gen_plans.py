@@ -25,9 +25,11 @@ THREADS = 1024
 RANKS = (2, 4, 8)
 
 # Size ranges (total bytes: allreduce = buffer size, allgather = output size). Per
-# (collective, ranks, in-place) the three families take disjoint ranges: LL up to LL_MAX,
-# memory Simple above it up to SIMPLE_MAX, port Simple above that up to PORT_MAX. Each
-# range starts at the smallest size its plan can serve. SHUNT_TUNING retunes them.
+# (collective, ranks, in-place) the memory families take disjoint ranges: LL up to LL_MAX,
+# memory Simple above it up to SIMPLE_MAX. Port Simple plans serve every size up to PORT_MAX:
+# they need no placement, so they are what ranks each on a host of its own (or hosts of
+# different sizes) run; on one host selection prefers the memory plans where they serve, so
+# there the port plans take the sizes above SIMPLE_MAX. SHUNT_TUNING retunes them.
 LL_MAX = 1 * MiB
 SIMPLE_MAX = 64 * MiB
 PORT_MAX = 1 * GiB
@@ -566,7 +568,7 @@ def all_plans():
             for inplace in (False, True):
                 plans.append(set_range(ll(n, inplace), 0, LL_MAX))
                 plans.append(set_range(simple(n, inplace), LL_MAX, SIMPLE_MAX))
-                plans.append(set_range(port(n, inplace), SIMPLE_MAX, PORT_MAX))
+                plans.append(set_range(port(n, inplace), 0, PORT_MAX))
     hier = {"allgather": allgather_hier, "allreduce": allreduce_hier}
     for collective in sorted(hier):
         for nodes, m in MULTI:

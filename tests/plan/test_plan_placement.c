@@ -58,12 +58,18 @@ int main(void) {
   CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLREDUCE, 8, 2, 4096), "allreduce_4x2_hier_outofplace");
   CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLGATHER, 16, 8, 1u << 20), "allgather_2x8_hier_outofplace");
   CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLGATHER, 4, 2, 64), "allgather_2x2_hier_outofplace");
-  /* Irregular hosts: only port-only plans (above 64 MiB); a shape with no plan: the same. */
-  CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLREDUCE, 8, SHUNT_RPN_IRREGULAR, 4096), "(none)");
+  /* One host below 64 MiB: the memory plans win over the port-only plans that serve the same sizes. */
+  CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLGATHER, 2, 2, 64), "allgather_2r_ll_outofplace");
+  /* Irregular hosts, and every rank on a host of its own: only port-only plans, at every size. */
+  CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLREDUCE, 8, SHUNT_RPN_IRREGULAR, 4096),
+                     "allreduce_8r_port_outofplace");
   CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLREDUCE, 8, SHUNT_RPN_IRREGULAR, 128u << 20),
                      "allreduce_8r_port_outofplace");
-  CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLREDUCE, 8, 1, 4096), "(none)");
+  CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLREDUCE, 8, 1, 4096), "allreduce_8r_port_outofplace");
   CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLREDUCE, 2, 1, 128u << 20), "allreduce_2r_port_outofplace");
+  CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLGATHER, 4, 1, 1), "allgather_4r_port_outofplace");
+  /* A rank count with no port plan: none. */
+  CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLREDUCE, 6, 1, 4096), "(none)");
   shunt_planset_free(ps);
   shunt_plan_errors_free(&e);
   CHECK_DONE();
