@@ -1,346 +1,67 @@
-/* The verbs transport (link_ib.h): set-up, the proxy's writes and their completions. */
+/* The host world's verbs link (link_ib.h). */
 #include "transport/link_ib.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "transport/backoff.h"
-#include "transport/ib_pick.h"
-#include "transport/ibv.h"
 #include "transport/link.h"
 #include "transport/world.h"
-#include "util/env.h"
-#include "util/log.h"
 
-#define IB_SEND_WR 64
-#define IB_MAX_WRITE (1ull << 30) /* below every device's max_msg_sz */
-#define IB_BOUNCE_SLOTS 4
-#define IB_BOUNCE_SLOT (1u << 20)
-
-struct ib_peer {
-  struct ibv_qp* qp; /* NULL: on this host */
-  uint64_t base;     /* its region, in its process */
-  uint32_t rkey;
-  char where[64];
-};
-
-struct shunt_ib {
-  const struct shunt_ibv* ibv;
-  struct shunt_world* w;
-  struct shunt_ib_port port;
-  struct ibv_pd* pd;
-  struct ibv_cq* cq;
-  struct ibv_mr* region; /* this rank's shared region */
-  struct ibv_mr* own;    /* counters and bounce slots */
-  char* mem;
-  uint64_t* counts; /* [nranks][SHUNT_WORLD_MAX_ORDINAL]: signals sent, the source of each signal */
-  char* bounce;
-  struct ib_peer* peers;
-  uint64_t posted, completed; /* work request ids, proxy thread only */
-  int timeout, retry;
-};
-
-void shunt_ib_card_where(const struct shunt_ib_card* c, char* out, size_t len) {
-  static const uint8_t v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  char s[INET6_ADDRSTRLEN] = "?";
-  if (!memcmp(c->gid, v4, 12))
-    inet_ntop(AF_INET, c->gid + 12, s, sizeof(s));
-  else
-    inet_ntop(AF_INET6, c->gid, s, sizeof(s));
-  if (c->link_layer == IBV_LINK_LAYER_INFINIBAND && c->lid)
-    snprintf(out, len, "LID %u (GID %s)", c->lid, s);
-  else
-    snprintf(out, len, "%s", s);
+static void world_fail(void* ctx, const char* msg) {
+  shunt_world_fail(ctx, "%s", msg);
 }
 
-void shunt_ib_close(struct shunt_ib* ib) {
-  if (!ib) return;
-  const struct shunt_ibv* v = ib->ibv;
-  if (ib->peers)
-    for (uint32_t r = 0; r < ib->w->nranks; r++)
-      if (ib->peers[r].qp) v->destroy_qp(ib->peers[r].qp);
-  if (ib->region) v->dereg_mr(ib->region);
-  if (ib->own) v->dereg_mr(ib->own);
-  if (ib->cq) v->destroy_cq(ib->cq);
-  if (ib->pd) v->dealloc_pd(ib->pd);
-  if (ib->port.ctx) v->close_device(ib->port.ctx);
-  free(ib->mem);
-  free(ib->peers);
-  free(ib);
-}
-
-int shunt_ib_open(struct shunt_world* w, uint32_t spread, struct shunt_ib** out, struct shunt_ib_card* card,
-                  char* err, size_t len) {
-  *out = NULL;
-  memset(card, 0, sizeof(*card));
-  const struct shunt_ibv* v = shunt_ibv_get(err, len);
-  if (!v) return -1;
-  struct shunt_ib* ib = calloc(1, sizeof(*ib));
-  if (!ib || !(ib->peers = calloc(w->nranks, sizeof(*ib->peers)))) {
-    free(ib);
-    snprintf(err, len, "out of memory");
-    return -1;
-  }
-  ib->ibv = v;
-  ib->w = w;
-  ib->timeout = (int)shunt_env_int("SHUNT_IB_TIMEOUT", 20, 1, 31);
-  ib->retry = (int)shunt_env_int("SHUNT_IB_RETRY_CNT", 7, 0, 7);
-  size_t counts = (size_t)w->nranks * SHUNT_WORLD_MAX_ORDINAL * sizeof(uint64_t);
-  size_t own = counts + (size_t)IB_BOUNCE_SLOTS * IB_BOUNCE_SLOT;
-  const struct shunt_shm* reg = &w->regions[w->rank];
-  int rc = shunt_ib_pick(v, NULL, spread, &ib->port, err, len);
-  if (rc == 0 && posix_memalign((void**)&ib->mem, 4096, own) != 0) {
-    ib->mem = NULL;
-    snprintf(err, len, "out of memory");
-    rc = -1;
-  }
-  if (rc == 0) {
-    memset(ib->mem, 0, own);
-    ib->counts = (uint64_t*)(void*)ib->mem;
-    ib->bounce = ib->mem + counts;
-    const char* what = NULL;
-    if (!(ib->pd = v->alloc_pd(ib->port.ctx)))
-      what = "allocate a protection domain";
-    else if (!(ib->cq = v->create_cq(ib->port.ctx, 2 * IB_SEND_WR, NULL, NULL, 0)))
-      what = "create a completion queue";
-    else if (!(ib->region = v->reg_mr(ib->pd, reg->base, reg->bytes,
-                                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)))
-      what = "register the shared region";
-    else if (!(ib->own = v->reg_mr(ib->pd, ib->mem, own, IBV_ACCESS_LOCAL_WRITE)))
-      what = "register the bounce buffer";
-    if (what) {
-      snprintf(err, len, "verbs: %s:%u: cannot %s: %s", ib->port.dev, ib->port.port, what, strerror(errno));
-      rc = -1;
-    }
-  }
-  if (rc != 0) {
-    shunt_ib_close(ib);
-    return -1;
-  }
-  memcpy(card->gid, ib->port.gid, 16);
-  card->base = (uint64_t)(uintptr_t)reg->base;
-  card->rkey = ib->region->rkey;
-  card->lid = ib->port.lid;
-  card->mtu = ib->port.mtu;
-  card->link_layer = ib->port.link_layer;
-  card->ok = 1;
-  SHUNT_INFO(SHUNT_NET,
-             "rank %u: verbs transport on %s:%u, region of %zu bytes registered, timeout %d, retries %d",
-             w->rank, ib->port.dev, ib->port.port, reg->bytes, ib->timeout, ib->retry);
-  *out = ib;
-  return 0;
-}
-
-static int to_rts(struct shunt_ib* ib, struct ib_peer* p, const struct shunt_ib_card* c, uint32_t dest_qpn,
-                  char* err, size_t len) {
-  const struct shunt_ibv* v = ib->ibv;
-  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
-                          .pkey_index = 0,
-                          .port_num = ib->port.port,
-                          .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE};
-  int rc = v->modify_qp(p->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-  const char* step = "INIT";
-  if (rc == 0) {
-    a = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTR,
-                             .path_mtu = c->mtu < ib->port.mtu ? c->mtu : ib->port.mtu,
-                             .dest_qp_num = dest_qpn,
-                             .rq_psn = 0,
-                             .max_dest_rd_atomic = 1,
-                             .min_rnr_timer = 12};
-    a.ah_attr.port_num = ib->port.port;
-    a.ah_attr.dlid = c->lid;
-    /* RoCE always routes by GID; InfiniBand inside one subnet by LID. */
-    a.ah_attr.is_global = ib->port.link_layer == IBV_LINK_LAYER_ETHERNET || !c->lid;
-    if (a.ah_attr.is_global) {
-      memcpy(a.ah_attr.grh.dgid.raw, c->gid, 16);
-      a.ah_attr.grh.sgid_index = (uint8_t)ib->port.gid_index;
-      a.ah_attr.grh.hop_limit = 255;
-    }
-    step = "RTR";
-    rc = v->modify_qp(p->qp, &a,
-                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-  }
-  if (rc == 0) {
-    a = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTS,
-                             .timeout = (uint8_t)ib->timeout,
-                             .retry_cnt = (uint8_t)ib->retry,
-                             .rnr_retry = 7,
-                             .sq_psn = 0,
-                             .max_rd_atomic = 1};
-    step = "RTS";
-    rc = v->modify_qp(p->qp, &a,
-                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                          IBV_QP_MAX_QP_RD_ATOMIC);
-  }
-  if (rc != 0)
-    snprintf(err, len, "verbs: queue pair to %s: moving to %s failed: %s", p->where, step, strerror(rc));
-  return rc ? -1 : 0;
-}
-
-int shunt_ib_connect(struct shunt_world* w, struct shunt_ib* ib, const struct shunt_ib_card* cards, char* err,
-                     size_t len) {
-  uint32_t n = w->nranks;
-  uint8_t* votes = calloc(n, 1);
-  uint32_t* qpn = calloc((size_t)n * n, sizeof(*qpn));
-  int rc = ib && votes && qpn ? 0 : -1;
-  if (ib && rc != 0) snprintf(err, len, "out of memory");
-  if (!ib) snprintf(err, len, "this rank has no verbs transport");
-  for (uint32_t r = 0; r < n && rc == 0; r++) {
-    if (r == w->rank || !shunt_world_remote(w, r)) continue;
-    struct ib_peer* p = &ib->peers[r];
-    p->base = cards[r].base;
-    p->rkey = cards[r].rkey;
-    shunt_ib_card_where(&cards[r], p->where, sizeof(p->where));
-    struct ibv_qp_init_attr qa = {
-        .send_cq = ib->cq,
-        .recv_cq = ib->cq,
-        .cap = {.max_send_wr = IB_SEND_WR, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1},
-        .qp_type = IBV_QPT_RC};
-    if (!(p->qp = ib->ibv->create_qp(ib->pd, &qa))) {
-      snprintf(err, len, "verbs: cannot create a queue pair for rank %u: %s", r, strerror(errno));
-      rc = -1;
-    } else {
-      qpn[(size_t)w->rank * n + r] = p->qp->qp_num;
-    }
-  }
-  /* Every rank takes part in the exchange and the vote, also after a failure, so none waits. */
-  if (qpn && w->bs.allgather(w->bs.ctx, qpn, (size_t)n * sizeof(*qpn)) != 0 && rc == 0) {
-    snprintf(err, len, "bootstrap allgather failed");
-    rc = -1;
-  }
-  for (uint32_t r = 0; r < n && rc == 0; r++)
-    if (ib->peers[r].qp) rc = to_rts(ib, &ib->peers[r], &cards[r], qpn[(size_t)r * n + w->rank], err, len);
-  char why[256];
-  if (votes && shunt_world_agree(&w->bs, w->rank, n, rc == 0, votes, why, sizeof(why)) != 0 && rc == 0) {
-    snprintf(err, len, "%s", why);
-    rc = -1;
-  }
-  free(votes);
-  free(qpn);
-  if (rc == 0) {
-    uint32_t k = 0;
-    for (uint32_t r = 0; r < n; r++) k += ib->peers[r].qp != NULL;
-    SHUNT_INFO(SHUNT_NET,
-               "rank %u: verbs transport connected to %u rank(s) of other hosts (one RC queue pair each)",
-               w->rank, k);
-  }
-  return rc;
-}
-
-/* ---- the proxy's side ----------------------------------------------------------------- */
-
-static bool give_up(const struct shunt_world* w) {
+static bool world_gives_up(void* ctx) {
+  const struct shunt_world* w = ctx;
   return atomic_load_explicit(&w->failed, memory_order_relaxed) ||
          atomic_load_explicit(&w->aborted, memory_order_relaxed) ||
          atomic_load_explicit(&w->broken, memory_order_relaxed);
 }
 
-/* Polls completions until request `id` has completed: 0, or -1 on an error completion (the
- * world is failed with it) or when the run gives up. */
-static int wait_for(struct shunt_ib* ib, uint32_t peer, uint64_t id) {
-  struct shunt_world* w = ib->w;
-  struct shunt_backoff bo = {0};
-  while (ib->completed < id) {
-    struct ibv_wc wc[8];
-    int k = ibv_poll_cq(ib->cq, 8, wc);
-    if (k < 0) {
-      shunt_world_fail(w, "verbs transport: %s:%u: polling completions failed", ib->port.dev, ib->port.port);
-      return -1;
-    }
-    for (int i = 0; i < k; i++) {
-      if (wc[i].status != IBV_WC_SUCCESS) {
-        shunt_world_fail(
-            w, "verbs transport: %s:%u to rank %u at %s (queue pair %u): %s (status %d, vendor error %u)",
-            ib->port.dev, ib->port.port, peer, ib->peers[peer].where, wc[i].qp_num,
-            shunt_ibv_status_str(wc[i].status), wc[i].status, wc[i].vendor_err);
-        return -1;
-      }
-      if (wc[i].wr_id > ib->completed) ib->completed = wc[i].wr_id;
-    }
-    if (k == 0) {
-      if (give_up(w)) return -1;
-      shunt_backoff(&bo, 0);
-    } else {
-      bo = (struct shunt_backoff){0};
-    }
-  }
-  return 0;
+int shunt_world_ib_open(struct shunt_world* w, struct shunt_ib_card* card, char* err, size_t len) {
+  const struct shunt_shm* reg = &w->regions[w->rank];
+  struct shunt_ib_config cfg = {.rank = w->rank,
+                                .nranks = w->nranks,
+                                .region = reg->base,
+                                .bytes = reg->bytes,
+                                .spread = w->rank,
+                                .signals = (size_t)w->nranks * SHUNT_WORLD_MAX_ORDINAL * sizeof(uint64_t),
+                                .ctx = w,
+                                .fail = world_fail,
+                                .give_up = world_gives_up};
+  return shunt_ib_open(&cfg, &w->ib, card, err, len);
 }
 
-static int post(struct shunt_ib* ib, uint32_t peer, const void* src, uint32_t lkey, uint64_t raddr,
-                uint32_t bytes, uint64_t* id) {
-  struct ib_peer* p = &ib->peers[peer];
-  /* Keep the send queue below its depth: wait for the oldest half first. */
-  if (ib->posted - ib->completed >= IB_SEND_WR / 2 && wait_for(ib, peer, ib->posted - IB_SEND_WR / 4) != 0)
-    return -1;
-  struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)src, .length = bytes, .lkey = lkey};
-  struct ibv_send_wr wr = {.wr_id = ib->posted + 1,
-                           .sg_list = &sge,
-                           .num_sge = 1,
-                           .opcode = IBV_WR_RDMA_WRITE,
-                           .send_flags = IBV_SEND_SIGNALED};
-  wr.wr.rdma.remote_addr = raddr;
-  wr.wr.rdma.rkey = p->rkey;
-  struct ibv_send_wr* bad = NULL;
-  int rc = ibv_post_send(p->qp, &wr, &bad);
-  if (rc != 0) {
-    shunt_world_fail(ib->w, "verbs transport: %s:%u to rank %u at %s: posting a write failed: %s",
-                     ib->port.dev, ib->port.port, peer, p->where, strerror(rc));
-    return -1;
-  }
-  *id = ++ib->posted;
-  return 0;
-}
-
-static int put(struct shunt_ib* ib, uint32_t peer, const char* src, uint64_t raddr, uint64_t size) {
-  const struct shunt_shm* reg = &ib->w->regions[ib->w->rank];
-  const char* lo = reg->base;
-  uint64_t id = 0;
-  if (src >= lo && (uint64_t)(src - lo) <= reg->bytes && size <= reg->bytes - (uint64_t)(src - lo)) {
-    for (uint64_t off = 0; off < size; off += IB_MAX_WRITE) {
-      uint64_t n = size - off < IB_MAX_WRITE ? size - off : IB_MAX_WRITE;
-      if (post(ib, peer, src + off, ib->region->lkey, raddr + off, (uint32_t)n, &id) != 0) return -1;
-    }
-    return 0;
-  }
-  /* The caller's own memory is not registered: through the bounce slots, a slot reused once its
-   * write has completed. */
-  uint64_t slot_id[IB_BOUNCE_SLOTS] = {0};
-  for (uint64_t off = 0, k = 0; off < size; off += IB_BOUNCE_SLOT, k++) {
-    uint32_t s = (uint32_t)(k % IB_BOUNCE_SLOTS);
-    if (slot_id[s] && wait_for(ib, peer, slot_id[s]) != 0) return -1;
-    uint64_t n = size - off < IB_BOUNCE_SLOT ? size - off : IB_BOUNCE_SLOT;
-    char* b = ib->bounce + (size_t)s * IB_BOUNCE_SLOT;
-    memcpy(b, src + off, n);
-    if (post(ib, peer, b, ib->own->lkey, raddr + off, (uint32_t)n, &slot_id[s]) != 0) return -1;
-  }
-  return 0;
+int shunt_world_ib_connect(struct shunt_world* w, const struct shunt_ib_card* cards, char* err, size_t len) {
+  bool* remote = calloc(w->nranks, sizeof(*remote));
+  for (uint32_t r = 0; remote && r < w->nranks; r++) remote[r] = shunt_world_remote(w, r);
+  /* Collective: called even without memory for the list (then as a rank without an endpoint). */
+  int rc =
+      shunt_ib_connect(remote && cards ? w->ib : NULL, w->rank, w->nranks, &w->bs, remote, cards, err, len);
+  free(remote);
+  return rc;
 }
 
 static int ib_trigger(struct shunt_world* w, const struct shunt_trigger* t, const char* src) {
   struct shunt_ib* ib = w->ib;
-  struct ib_peer* p = &ib->peers[t->peer];
   if (atomic_load_explicit(&w->failed, memory_order_relaxed)) return -1;
+  uint64_t id = 0;
   if ((t->type & SHUNT_TRIG_DATA) && t->size &&
-      put(ib, t->peer, src, p->base + shunt_world_buf_offset(w, t->dst_buf) + t->dst_off, t->size) != 0)
+      shunt_ib_write(ib, t->peer, src, t->size, shunt_world_buf_offset(w, t->dst_buf) + t->dst_off, NULL,
+                     &id) != 0)
     return -1;
   if (t->type & SHUNT_TRIG_FLAG) {
     /* Only this rank raises its channel's semaphore at the peer, so writing its own count is
      * the increment; on the same queue pair after the data, so it lands after them. */
-    uint64_t* c = &ib->counts[(size_t)t->peer * SHUNT_WORLD_MAX_ORDINAL + t->ordinal];
+    uint64_t* c = &shunt_ib_signals(ib)[(size_t)t->peer * SHUNT_WORLD_MAX_ORDINAL + t->ordinal];
     (*c)++;
     uint64_t sem = (uint64_t)shunt_world_sem(w, 2, w->rank, t->ordinal) * sizeof(uint64_t);
-    uint64_t id;
-    if (post(ib, t->peer, c, ib->own->lkey, p->base + sem, sizeof(*c), &id) != 0) return -1;
+    if (shunt_ib_write(ib, t->peer, c, sizeof(*c), sem, NULL, &id) != 0) return -1;
   }
   /* The writes have landed once acknowledged: the source may be reused, flush holds. */
-  return wait_for(ib, t->peer, ib->posted);
+  return shunt_ib_wait(ib, t->peer, 0);
 }
 
 const struct shunt_link_ops shunt_link_ib = {"verbs", ib_trigger};

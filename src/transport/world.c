@@ -69,7 +69,7 @@ static int open_net(struct shunt_world* w, const struct shunt_world_exchange* bs
                     struct announce* me, char* err, size_t len) {
   if (kind != NET_SOCKET) {
     char why[256];
-    if (shunt_ib_open(w, w->rank, &w->ib, &me->ib, why, sizeof(why)) != 0) {
+    if (shunt_world_ib_open(w, &me->ib, why, sizeof(why)) != 0) {
       if (kind == NET_IB) {
         snprintf(err, len, "SHUNT_NET=ib: %s", why);
         return -1;
@@ -111,7 +111,7 @@ static int connect_net(struct shunt_world* w, int kind, const struct announce* a
     struct shunt_ib_card* c = cards;
     for (uint32_t r = 0; c && r < n; r++) c[r] = all[r].ib;
     /* Collective: called even without memory for the cards, so that no peer waits. */
-    rc = shunt_ib_connect(w, c ? w->ib : NULL, c, err, len);
+    rc = shunt_world_ib_connect(w, c, err, len);
   } else {
     shunt_ib_close(w->ib);
     w->ib = NULL;

@@ -1,0 +1,74 @@
+/* A rank's verbs endpoint: RDMA writes into the registered regions of ranks of other hosts.
+ * Both backends' proxies use it for such peers (transport/link_ib.c for the host backend's
+ * world, the GPU backend's proxy for its device regions).
+ *
+ * Promises:
+ * - Opening loads libibverbs (transport/ibv.h), picks a port (transport/ib_pick.h) and
+ *   registers the caller's region (host memory, or device memory through the peer-memory
+ *   path of ibv_reg_mr) for remote writes, plus a bounce area and a signal area of its own;
+ *   nothing is registered per call.
+ * - Connecting is collective over the caller's exchange: one RC queue pair per peer marked
+ *   remote, numbers gathered, each moved to RTS (SHUNT_IB_TIMEOUT, SHUNT_IB_RETRY_CNT), then a
+ *   vote, so either every rank has its queue pairs or none keeps them.
+ * - Writes to one peer land in posting order (one queue pair); a write's completion means the
+ *   peer acknowledged it. A source outside the registered region goes through the bounce area.
+ * - A completion with an error status, or a failed post, is reported through the caller's
+ *   fail callback with the device, the peer's rank and address and the status; waits give up
+ *   when the caller's give_up says so. The proxy thread alone posts and waits. */
+#ifndef SHUNT_TRANSPORT_IB_EP_H
+#define SHUNT_TRANSPORT_IB_EP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct shunt_world_exchange;
+struct shunt_ib;
+
+/* What a rank publishes through the bootstrap. ok: 0 when it has no verbs transport. */
+struct shunt_ib_card {
+  uint8_t gid[16];
+  uint64_t base; /* its region's address in its own process */
+  uint32_t rkey;
+  uint16_t lid;
+  uint8_t mtu, link_layer;
+  uint8_t ok, pad_[7];
+};
+
+struct shunt_ib_config {
+  uint32_t rank, nranks;
+  void* region; /* registered for the peers' writes; its base is published */
+  size_t bytes;
+  bool device;     /* the region is GPU memory */
+  const char* gpu; /* the rank's GPU's sysfs path (NIC choice); NULL: none */
+  uint32_t spread; /* ties among NICs spread by it */
+  size_t signals;  /* bytes of the signal area (the sources of signal writes) */
+  void* ctx;       /* handed to the callbacks */
+  void (*fail)(void* ctx, const char* msg);
+  bool (*give_up)(void* ctx);
+};
+
+int shunt_ib_open(const struct shunt_ib_config* cfg, struct shunt_ib** out, struct shunt_ib_card* card,
+                  char* err, size_t len);
+/* Collective over bs (every rank calls it, one whose open failed with ib NULL). remote[r]:
+ * r is on another host. */
+int shunt_ib_connect(struct shunt_ib* ib, uint32_t rank, uint32_t nranks,
+                     const struct shunt_world_exchange* bs, const bool* remote,
+                     const struct shunt_ib_card* cards, char* err, size_t len);
+/* The signal area (registered, cfg.signals bytes), for the caller to keep values in. */
+uint64_t* shunt_ib_signals(struct shunt_ib* ib);
+/* Posts writes of [src, src + bytes) to the peer's region at offset dst_off; *id: the last
+ * one's (0 when bytes is 0). A source outside the region and the signal area is copied through
+ * the bounce area (copy: how, e.g. from device memory; NULL: memcpy), which may wait for
+ * earlier writes. 0, or -1 (failure reported). */
+int shunt_ib_write(struct shunt_ib* ib, uint32_t peer, const void* src, uint64_t bytes, uint64_t dst_off,
+                   int (*copy)(void* ctx, void* dst, const void* src, uint64_t bytes), uint64_t* id);
+/* Waits until write `id` (and every one before it) completed: 0, or -1 (a failure reported, or
+ * give_up). id 0: every write posted so far. */
+int shunt_ib_wait(struct shunt_ib* ib, uint32_t peer, uint64_t id);
+/* The GID of a card as an address: dotted IPv4 when it maps one, else IPv6 form. */
+void shunt_ib_card_where(const struct shunt_ib_card* c, char* out, size_t len);
+/* Destroys the queue pairs and frees what open made; NULL is fine. */
+void shunt_ib_close(struct shunt_ib* ib);
+
+#endif
