@@ -53,12 +53,6 @@ static void read_force(void) {
   }
 }
 
-/* The GPU executor reaches the ranks of one host (CUDA IPC): device calls of a communicator
- * spanning several go to NCCL. Host buffers run on the host backend, whose world joins hosts
- * through the socket transport. */
-#define SPANS_HOSTS \
-  "device buffers on ranks of several hosts: the GPU executor reaches the ranks of one host only"
-
 /* Ranks per node for selection: all ranks (one host), the uniform consecutive count, or a
  * placement that only plans free of placement can serve. */
 static uint32_t query_rpn(const struct shunt_comm* c) {
@@ -242,10 +236,8 @@ static ncclResult_t allreduce(const void* sendbuff, void* recvbuff, size_t count
     why = "plans disabled for this communicator";
   else if ((why = shunt_gpu_gate_call(c, &call, bytes, bytes)) != NULL) {
     /* asked once per call: the answer is the reason */
-  } else if (c->nnodes > 1 && call.on_gpu)
-    why = SPANS_HOSTS;
-  else if (sendbuff != recvbuff && (const char*)sendbuff < (const char*)recvbuff + bytes &&
-           (const char*)recvbuff < (const char*)sendbuff + bytes)
+  } else if (sendbuff != recvbuff && (const char*)sendbuff < (const char*)recvbuff + bytes &&
+             (const char*)recvbuff < (const char*)sendbuff + bytes)
     why = "send and receive buffers partly overlap";
   else {
     struct shunt_select_query q = {.coll = SHUNT_COLL_ALLREDUCE,
@@ -338,10 +330,8 @@ static ncclResult_t allgather(const void* sendbuff, void* recvbuff, size_t sendc
     why = "plans disabled for this communicator";
   else if ((why = shunt_gpu_gate_call(c, &call, per, total)) != NULL) {
     /* asked once per call: the answer is the reason */
-  } else if (c->nnodes > 1 && call.on_gpu)
-    why = SPANS_HOSTS;
-  else if (!inplace && (const char*)sendbuff < (const char*)recvbuff + total &&
-           (const char*)recvbuff < (const char*)sendbuff + per)
+  } else if (!inplace && (const char*)sendbuff < (const char*)recvbuff + total &&
+             (const char*)recvbuff < (const char*)sendbuff + per)
     why = "send and receive buffers partly overlap";
   else {
     struct shunt_select_query q = {.coll = SHUNT_COLL_ALLGATHER,

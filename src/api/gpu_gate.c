@@ -41,14 +41,21 @@ void shunt_gpu_gate_init(struct shunt_comm* c) {
   }
   /* Every rank decides from the same gathered facts, so all run the check or none does. */
   if (!c->plans_enabled || !c->gpu_everywhere) return;
-  if (c->nnodes > 1) {
-    /* The GPU executor reaches ranks of one host only: no check, and NCCL serves. */
+  static const char* const nets[] = {"auto", "ib", "socket"};
+  if (c->nnodes > 1 && shunt_env_choice("SHUNT_NET", NULL, nets, 3, 0) == 2) {
+    /* The GPU executor reaches other hosts through verbs only: no check, and NCCL serves. */
     atomic_store(&c->gpu_verdict, SHUNT_GPU_NCCL);
     SHUNT_INFO(SHUNT_INIT,
-               "rank %d: ranks on %d hosts: device calls go to NCCL (the GPU executor spans one host)",
+               "rank %d: ranks on %d hosts and SHUNT_NET=socket: device calls go to NCCL (the GPU executor "
+               "reaches other hosts through verbs only)",
                c->rank, c->nnodes);
     return;
   }
+  /* The placement selection will ask for (collectives.c): all ranks on one host, a uniform
+   * count per host, or none that memory plans could serve. */
+  uint32_t want = c->nnodes <= 1          ? (uint32_t)c->nranks
+                  : c->ranks_per_node > 0 ? (uint32_t)c->ranks_per_node
+                                          : 0;
   uint32_t n = shunt_planset_count(c->plans), k = 0;
   const struct shunt_plan** plans = calloc(n ? n : 1, sizeof(*plans));
   if (!plans) {
@@ -58,10 +65,11 @@ void shunt_gpu_gate_init(struct shunt_comm* c) {
   }
   for (uint32_t i = 0; i < n; i++) {
     const struct shunt_plan_entry* e = shunt_planset_entry(c->plans, i);
-    /* Plans this one-host communicator can select: multi-node shapes never serve it. */
+    /* Plans this communicator's placement can select: placement-free ones, and those made
+     * for it. */
     uint32_t rpn = e->plan ? e->plan->ranks_per_node : 0;
     if (e->status == SHUNT_PLAN_OK && e->plan && e->plan->ngpus == (uint32_t)c->nranks &&
-        (rpn == 0 || rpn == (uint32_t)c->nranks) &&
+        (rpn == 0 || (want && rpn == want)) &&
         (e->plan->coll == SHUNT_COLL_ALLREDUCE || e->plan->coll == SHUNT_COLL_ALLGATHER))
       plans[k++] = e->plan;
   }

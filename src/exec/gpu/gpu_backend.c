@@ -45,7 +45,7 @@ struct gpu_backend {
     char* tail;
     struct retired* next;
   } * retired;
-  const struct shunt_cu* cu;                 /* set with the first world, kept for the registrations */
+  const struct shunt_cu* cu; /* set with the first world, kept for the registrations */
   CUcontext ctx;
 };
 
@@ -131,18 +131,18 @@ static void retire_world(struct gpu_backend* g) {
   atomic_store(&g->world, NULL);
 }
 
-static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const struct shunt_split* s, char* err,
-                   size_t len) {
+static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const struct shunt_split* s,
+                   char* err, size_t len) {
   struct gpu_backend* g = (struct gpu_backend*)b;
   uint64_t scratch, in_need, out_need;
   shunt_split_needs(plan, s, &scratch, &in_need, &out_need);
   uint64_t tail_need = s->rest ? shunt_split_tail_bytes(plan, s) : 0;
   struct shunt_gpu_world* w = atomic_load(&g->world);
-  if (w && g->cfg.scratch_bytes >= scratch && g->cfg.input_bytes >= in_need && g->cfg.output_bytes >= out_need &&
-      g->tail_cap >= tail_need)
+  if (w && g->cfg.scratch_bytes >= scratch && g->cfg.input_bytes >= in_need &&
+      g->cfg.output_bytes >= out_need && g->tail_cap >= tail_need)
     return SHUNT_EXEC_OK;
-  struct shunt_gpu_world_config cfg = {shunt_backend_round(scratch), shunt_backend_round(in_need), shunt_backend_round(out_need), 0,
-                                       b->device};
+  struct shunt_gpu_world_config cfg = {shunt_backend_round(scratch), shunt_backend_round(in_need),
+                                       shunt_backend_round(out_need), 0, b->device};
   uint64_t tail_cap = tail_need ? shunt_backend_round(tail_need) : 0;
   if (w) {
     if (g->cfg.scratch_bytes > cfg.scratch_bytes) cfg.scratch_bytes = g->cfg.scratch_bytes;
@@ -169,8 +169,9 @@ static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const
     shunt_cu_leave(&cg);
     if (e != CUDA_SUCCESS) {
       /* Every rank tears its new world down with the others. */
-      if (err && len) snprintf(err, len, "device memory for a %llu-byte tail: %s", (unsigned long long)tail_cap,
-                               shunt_cu_error(e));
+      if (err && len)
+        snprintf(err, len, "device memory for a %llu-byte tail: %s", (unsigned long long)tail_cap,
+                 shunt_cu_error(e));
       shunt_gpu_world_destroy(made);
       return SHUNT_EXEC_NOMEM;
     }
@@ -188,7 +189,8 @@ static struct shunt_gpu_prog* upload_for(struct gpu_backend* g, struct shunt_gpu
                                          const struct shunt_plan* plan, const struct shunt_call_shape* shape,
                                          int* code, char* err, size_t len) {
   *code = SHUNT_GPU_INVALID;
-  const struct shunt_program* p = shunt_lower_cache_get(g->base.programs, plan, g->base.rank, shape, err, len);
+  const struct shunt_program* p =
+      shunt_lower_cache_get(g->base.programs, plan, g->base.rank, shape, err, len);
   if (!p) return NULL;
   pthread_mutex_lock(&g->mu);
   struct upload* hit = NULL;
@@ -233,7 +235,10 @@ static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const s
                        char* err, size_t len) {
   int code = 0;
   struct shunt_gpu_prog* gp = upload_for(g, w, c->plan, shape, &code, err, len);
-  if (!gp) return code == SHUNT_GPU_UNFIT ? SHUNT_EXEC_UNFIT : code == SHUNT_GPU_NOMEM ? SHUNT_EXEC_NOMEM : SHUNT_EXEC_INVALID;
+  if (!gp)
+    return code == SHUNT_GPU_UNFIT   ? SHUNT_EXEC_UNFIT
+           : code == SHUNT_GPU_NOMEM ? SHUNT_EXEC_NOMEM
+                                     : SHUNT_EXEC_INVALID;
   struct shunt_gpu_run r = {w, gp, in, out, c->scalar, c->timeout_ms * 1000000ull, true, NULL, NULL, 0, 0};
   if (z && z->out) {
     r.zc_out = z->out->table;
@@ -266,8 +271,9 @@ static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const stru
                  (const char*)c->in < (const char*)c->out + c->shape.out_bytes;
   uint64_t tail_bytes = shunt_split_tail_bytes(plan, s);
   if (tail_bytes > g->tail_cap) {
-    if (err && len) snprintf(err, len, "the tail staging holds %llu bytes, the call needs %llu",
-                             (unsigned long long)g->tail_cap, (unsigned long long)tail_bytes);
+    if (err && len)
+      snprintf(err, len, "the tail staging holds %llu bytes, the call needs %llu",
+               (unsigned long long)g->tail_cap, (unsigned long long)tail_bytes);
     return SHUNT_EXEC_INVALID;
   }
   char* tin = g->tail + shunt_split_tail_in(plan, s, g->base.rank, inplace);
@@ -280,7 +286,8 @@ static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const stru
   int rc = launch_part(g, w, c, &s->tail_shape, tin, g->tail, NULL, err, len);
   if (rc != SHUNT_EXEC_OK) return rc;
   for (uint32_t k = 0; k < shunt_split_slices(plan) && e == CUDA_SUCCESS; k++)
-    e = cu->MemcpyAsync(DP((char*)c->out + (uint64_t)k * R + s->head), DP(g->tail + (uint64_t)k * q), s->rest, st);
+    e = cu->MemcpyAsync(DP((char*)c->out + (uint64_t)k * R + s->head), DP(g->tail + (uint64_t)k * q), s->rest,
+                        st);
   if (e != CUDA_SUCCESS) {
     if (err && len) snprintf(err, len, "copying the tail out: %s", shunt_cu_error(e));
     return SHUNT_EXEC_INVALID;
@@ -298,9 +305,10 @@ static const struct shunt_gpu_reg* usable(struct gpu_backend* g, const void* p, 
    * before free; this keeps a program that forgot from reading stale memory). */
   if (!shunt_gpu_reg_current(g->cu ? g->cu : shunt_cu(NULL, 0), r)) {
     if (r->state != -2)
-      SHUNT_WARN("rank %u: registered buffer %p was freed and allocated again without ncclCommDeregister; calls "
-                 "on it are staged",
-                 g->base.rank, (void*)r->base);
+      SHUNT_WARN(
+          "rank %u: registered buffer %p was freed and allocated again without ncclCommDeregister; calls "
+          "on it are staged",
+          g->base.rank, (void*)r->base);
     r->state = -2;
     return NULL;
   }
@@ -339,15 +347,25 @@ static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char
     if (err && len) snprintf(err, len, "an earlier run on this communicator failed: %s", why);
     return SHUNT_EXEC_TIMEOUT;
   }
+  uint32_t ra, rb;
+  if (!shunt_gpu_world_fits(w, c->plan->ranks_per_node, &ra, &rb)) {
+    if (err && len)
+      snprintf(err, len, "plan %s joins ranks %u and %u through memory, but they are on different hosts",
+               c->plan->name, ra, rb);
+    return SHUNT_EXEC_INVALID;
+  }
+  /* Registered buffers are reached in place through CUDA IPC, which a rank of another host
+   * has not: a world across hosts stages them. */
   struct zc z = {NULL, NULL};
-  if (c->split.head) zero_copy(g, c, &z);
+  if (c->split.head && !shunt_gpu_world_spans(w)) zero_copy(g, c, &z);
   struct shunt_cu_guard cg = shunt_cu_enter(shunt_gpu_world_cu(w), shunt_gpu_world_ctx(w), 0);
   int rc = SHUNT_EXEC_INVALID;
   if (shunt_gpu_world_order_begin(w, (CUstream)c->stream, err, len) == 0) {
     rc = run_call(g, w, c, &z, err, len);
     /* Recorded even after a failure midway: what was enqueued is ordered before the next. */
     char why[256];
-    if (shunt_gpu_world_order_end(w, (CUstream)c->stream, true, why, sizeof(why)) != 0 && rc == SHUNT_EXEC_OK) {
+    if (shunt_gpu_world_order_end(w, (CUstream)c->stream, true, why, sizeof(why)) != 0 &&
+        rc == SHUNT_EXEC_OK) {
       if (err && len) snprintf(err, len, "%s", why);
       rc = SHUNT_EXEC_INVALID;
     }
@@ -411,5 +429,6 @@ int shunt_gpu_current_device(void) {
 bool shunt_gpu_stream_capturing(void* stream) {
   const struct shunt_cu* cu = shunt_cu(NULL, 0);
   int st = CU_STREAM_CAPTURE_STATUS_NONE;
-  return cu && cu->StreamIsCapturing((CUstream)stream, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+  return cu && cu->StreamIsCapturing((CUstream)stream, &st) == CUDA_SUCCESS &&
+         st != CU_STREAM_CAPTURE_STATUS_NONE;
 }

@@ -23,6 +23,8 @@
 #include "exec/gpu/gpu_steps.h"
 #include "plan/plan.h"
 #include "transport/backoff.h"
+#include "transport/ib_ep.h"
+#include "transport/ib_pick.h"
 #include "transport/world.h"
 #include "util/env.h"
 #include "util/host.h"
@@ -44,6 +46,8 @@ struct card {
   uint64_t region; /* base in the owner's address space */
   uint64_t scratch_bytes, input_bytes, output_bytes;
   CUipcMemHandle handle;
+  uint32_t node, pad_;     /* the exchange's host number */
+  struct shunt_ib_card ib; /* the verbs endpoint, for ranks of other hosts */
 };
 
 struct shunt_gpu_world {
@@ -61,7 +65,7 @@ struct shunt_gpu_world {
   struct shunt_gpu_fifo* fifo;     /* host view (mapped pinned memory) */
   struct shunt_gpu_fifo* fifo_dev; /* device view */
   uint64_t timeout_ns;
-  uint32_t sharing;     /* ranks of this world on this rank's GPU, this one included */
+  uint32_t sharing; /* ranks of this world on this rank's GPU, this one included */
   CUstream pstream; /* the proxy's stream */
   /* Launches of one world are ordered whatever stream they come on (as NCCL orders a
    * communicator's work): each waits for the event the previous one recorded. */
@@ -79,7 +83,14 @@ struct shunt_gpu_world {
   uint64_t* flag_ring; /* pinned: the values of the flag copies in flight (proxy thread only) */
   uint64_t ring_pos, ring_used;
   atomic_int proxy_failed;
-  char proxy_msg[256];
+  char proxy_msg[512];
+  /* Ranks of other hosts: reached only through the verbs endpoint. Their entries of the
+   * kernel's peer table hold this rank's own region, so that nothing the kernel writes through
+   * them (the abort words) leaves this rank; the proxy turns a trigger's address back into an
+   * offset. */
+  bool* remote;      /* [nranks] */
+  uint32_t* node_of; /* [nranks] each rank's host */
+  struct shunt_ib* ib;
 };
 
 static void setf(char* err, size_t len, const char* fmt, ...) SHUNT_PRINTF(3, 4);
@@ -113,22 +124,73 @@ static CUresult raise_abort(struct shunt_gpu_world* w) {
   return first;
 }
 
-static void proxy_fail(struct shunt_gpu_world* w, const char* what, CUresult e) {
+static void proxy_fail_msg(struct shunt_gpu_world* w, const char* msg) {
   if (atomic_exchange(&w->proxy_failed, 1)) return;
-  snprintf(w->proxy_msg, sizeof(w->proxy_msg), "rank %u proxy: %s: %s", w->rank, what, shunt_cu_error(e));
+  snprintf(w->proxy_msg, sizeof(w->proxy_msg), "rank %u proxy: %s", w->rank, msg);
+  SHUNT_WARN("%s", w->proxy_msg);
   /* Kernels waiting on this proxy give up at once rather than never. */
   raise_abort(w);
+}
+
+static void proxy_fail(struct shunt_gpu_world* w, const char* what, CUresult e) {
+  char msg[256];
+  snprintf(msg, sizeof(msg), "%s: %s", what, shunt_cu_error(e));
+  proxy_fail_msg(w, msg);
+}
+
+/* The verbs endpoint's callbacks (transport/ib_ep.h). */
+static void ib_failed(void* ctx, const char* msg) {
+  proxy_fail_msg(ctx, msg);
+}
+
+static bool ib_gives_up(void* ctx) {
+  struct shunt_gpu_world* w = ctx;
+  return atomic_load_explicit(&w->stop, memory_order_relaxed) || atomic_load(&w->proxy_failed) ||
+         __atomic_load_n(&w->fifo->error.code, __ATOMIC_RELAXED) != 0;
+}
+
+/* Device memory the endpoint has not registered (a user buffer), into its bounce area. */
+static int ib_copy(void* ctx, void* dst, const void* src, uint64_t bytes) {
+  struct shunt_gpu_world* w = ctx;
+  CUresult e = w->cu->MemcpyDtoHAsync(dst, DP(src), bytes, w->pstream);
+  if (e == CUDA_SUCCESS) e = w->cu->StreamSynchronize(w->pstream);
+  if (e != CUDA_SUCCESS) proxy_fail(w, "copy into the verbs bounce buffer", e);
+  return e == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* A trigger to a rank of another host: RDMA writes, the flag (this proxy's count for the
+ * channel, as for a local peer) after the data on the same queue pair; waited for here, so the
+ * value's slot and the source are free again and a later SYNC finds them complete. */
+static void handle_remote(struct shunt_gpu_world* w, const struct shunt_gpu_slot* s) {
+  const struct shunt_trigger* t = &s->t;
+  uint64_t id = 0;
+  if ((t->type & SHUNT_TRIG_DATA) && t->size &&
+      shunt_ib_write(w->ib, t->peer, (const void*)(uintptr_t)s->src_addr, t->size,
+                     s->dst_addr - (uint64_t)(uintptr_t)w->region, ib_copy, &id) != 0)
+    return;
+  if ((t->type & SHUNT_TRIG_FLAG) && t->ordinal < SHUNT_GPU_ORDINALS) {
+    uint64_t* v = shunt_ib_signals(w->ib);
+    *v = ++w->sent[(size_t)t->peer * SHUNT_GPU_ORDINALS + t->ordinal];
+    uint64_t dst =
+        w->lay.inbound +
+        (uint64_t)shunt_gpu_sem_index(w->nranks, SHUNT_CHAN_PORT, w->rank, t->ordinal) * sizeof(uint64_t);
+    if (shunt_ib_write(w->ib, t->peer, v, sizeof(*v), dst, NULL, &id) != 0) return;
+  }
+  shunt_ib_wait(w->ib, t->peer, 0);
 }
 
 static void handle(struct shunt_gpu_world* w, const struct shunt_gpu_slot* s, uint64_t pos) {
   const struct shunt_trigger* t = &s->t;
   CUresult e;
-  if ((t->type & SHUNT_TRIG_DATA) && t->size) {
+  if (t->peer < w->nranks && w->remote[t->peer] && !atomic_load(&w->proxy_failed)) {
+    handle_remote(w, s);
+  } else if ((t->type & SHUNT_TRIG_DATA) && t->size) {
     /* Packets too: copy engines write whole aligned 16-byte units, so a packet lands at once. */
     e = w->cu->MemcpyAsync((CUdeviceptr)s->dst_addr, (CUdeviceptr)s->src_addr, t->size, w->pstream);
     if (e != CUDA_SUCCESS) proxy_fail(w, "data copy", e);
   }
-  if ((t->type & SHUNT_TRIG_FLAG) && t->peer < w->nranks && t->ordinal < SHUNT_GPU_ORDINALS) {
+  if ((t->type & SHUNT_TRIG_FLAG) && t->peer < w->nranks && !w->remote[t->peer] &&
+      t->ordinal < SHUNT_GPU_ORDINALS) {
     /* Only this proxy writes the peer's counter for (port, this rank, ordinal): it knows the
      * next value, and a copy ordered after the data on the same stream publishes it. The value
      * sits in a pinned ring, so the copy is truly asynchronous (a pageable source is staged
@@ -195,6 +257,8 @@ static void release(struct shunt_gpu_world* w) {
     atomic_store_explicit(&w->stop, true, memory_order_release);
     pthread_join(w->thread, NULL);
   }
+  /* The queue pairs go before the memory they write from and into. */
+  shunt_ib_close(w->ib);
   const struct shunt_cu* cu = w->cu;
   if (cu && w->ctx) {
     struct shunt_cu_guard g = shunt_cu_enter(cu, w->ctx, 0);
@@ -215,6 +279,8 @@ static void release(struct shunt_gpu_world* w) {
   pthread_mutex_destroy(&w->grave_mu);
   free(w->peer);
   free(w->peer_ipc);
+  free(w->remote);
+  free(w->node_of);
   free(w->sent);
   free(w);
 }
@@ -222,11 +288,6 @@ static void release(struct shunt_gpu_world* w) {
 static int map_peer(struct shunt_gpu_world* w, const struct card* me, const struct card* c, uint32_t r,
                     char* err, size_t len) {
   const struct shunt_cu* cu = w->cu;
-  if (c->hostid != me->hostid) {
-    setf(err, len, "rank %u is on host %.64s, rank %u on %.64s: the GPU backend needs every rank on one host",
-         r, c->host, w->rank, me->host);
-    return -1;
-  }
   CUresult e;
   /* Signals and semaphores are atomics on the peer's memory: a pair of devices without native
    * peer atomics (PCIe-only) would lose increments. */
@@ -283,6 +344,35 @@ static int map_peer(struct shunt_gpu_world* w, const struct card* me, const stru
   return 0;
 }
 
+/* Ranks of other hosts are reached through the verbs endpoint on this rank's region (device
+ * memory registered through the peer-memory path); the socket transport has no GPU path. */
+static int open_net(struct shunt_gpu_world* w, struct card* me, char* err, size_t len) {
+  static const char* const kinds[] = {"auto", "ib", "socket"};
+  if (shunt_env_choice("SHUNT_NET", NULL, kinds, 3, 0) == 2) {
+    setf(err, len, "SHUNT_NET=socket: device buffers on ranks of other hosts need the verbs transport");
+    return SHUNT_GPU_INVALID;
+  }
+  char gpu[4096] = "";
+  if (shunt_ib_bus_path("/sys", me->busid, gpu, sizeof(gpu)) != 0) gpu[0] = 0;
+  struct shunt_ib_config c = {.rank = w->rank,
+                              .nranks = w->nranks,
+                              .region = w->region,
+                              .bytes = w->lay.total,
+                              .device = true,
+                              .gpu = gpu[0] ? gpu : NULL,
+                              .spread = w->rank,
+                              .signals = sizeof(uint64_t),
+                              .ctx = w,
+                              .fail = ib_failed,
+                              .give_up = ib_gives_up};
+  char why[256];
+  if (shunt_ib_open(&c, &w->ib, &me->ib, why, sizeof(why)) != 0) {
+    setf(err, len, "rank %u: ranks of other hosts need the verbs transport: %s", w->rank, why);
+    return SHUNT_GPU_INVALID;
+  }
+  return SHUNT_GPU_OK;
+}
+
 /* An MPS control daemon serves this machine (its pipe directory, as CUDA looks for it). */
 static bool mps_active(void) {
   const char* dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
@@ -299,9 +389,8 @@ static int local_setup(struct shunt_gpu_world* w, int dev, char* err, size_t len
   const struct shunt_cu* cu = w->cu;
   CUresult e = CUDA_SUCCESS;
   const char* what = NULL;
-#define TRY(x)                             \
-  if (!what && (e = (x)) != CUDA_SUCCESS) \
-  what = #x
+#define TRY(x) \
+  if (!what && (e = (x)) != CUDA_SUCCESS) what = #x
   TRY(cu->DevicePrimaryCtxRetain(&w->ctx, dev));
   if (!what) cu->CtxSetCurrent(w->ctx);
   if (!what && shunt_gpu_kernels_get(cu, dev, &w->fns, err, len) != 0) return SHUNT_GPU_CUDA;
@@ -312,7 +401,8 @@ static int local_setup(struct shunt_gpu_world* w, int dev, char* err, size_t len
   w->region = (char*)(uintptr_t)region;
   TRY(cu->MemsetD8Async(region, 0, w->lay.total, w->pstream));
   TRY(cu->StreamSynchronize(w->pstream));
-  TRY(cu->MemHostAlloc((void**)&w->fifo, sizeof(*w->fifo), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
+  TRY(cu->MemHostAlloc((void**)&w->fifo, sizeof(*w->fifo),
+                       CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
   TRY(cu->MemHostAlloc((void**)&w->flag_ring, FLAG_RING * sizeof(uint64_t), CU_MEMHOSTALLOC_PORTABLE));
   if (!what) memset(w->fifo, 0, sizeof(*w->fifo));
   CUdeviceptr fifo_dev = 0;
@@ -375,7 +465,10 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
   shunt_gpu_region_layout(&w->lay, nranks, cfg->scratch_bytes, cfg->input_bytes, cfg->output_bytes);
   w->peer = calloc(nranks, sizeof(*w->peer));
   w->peer_ipc = calloc(nranks, sizeof(*w->peer_ipc));
+  w->remote = calloc(nranks, sizeof(*w->remote));
+  w->node_of = calloc(nranks, sizeof(*w->node_of));
   w->sent = calloc((size_t)nranks * SHUNT_GPU_ORDINALS, sizeof(*w->sent));
+  bool spans = bs->nnodes > 1;
 
   /* Local setup; whatever fails, this rank still takes part in both exchanges so that no
    * peer waits for it. */
@@ -384,7 +477,7 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
   if (!cu) {
     shunt_cu(err, len);
     rc = SHUNT_GPU_CUDA;
-  } else if (!w->peer || !w->peer_ipc || !w->sent) {
+  } else if (!w->peer || !w->peer_ipc || !w->remote || !w->node_of || !w->sent) {
     setf(err, len, "out of memory");
     rc = SHUNT_GPU_NOMEM;
   }
@@ -411,7 +504,9 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
     me->output_bytes = cfg->output_bytes;
     /* Only peers in other processes need the handle; failing to export is an error only then. */
     me->has_handle = cu->IpcGetMemHandle(&me->handle, DP(w->region)) == CUDA_SUCCESS;
+    me->node = bs->node;
   }
+  if (rc == 0 && spans) rc = open_net(w, me, err, len);
   if (bs->allgather(bs->ctx, all, sizeof(*all)) != 0) {
     if (rc == 0) setf(err, len, "bootstrap allgather failed");
     rc = SHUNT_GPU_INVALID;
@@ -425,11 +520,25 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
                c->input_bytes != cfg->input_bytes || c->output_bytes != cfg->output_bytes) {
       setf(err, len, "rank %u asked for different world sizes than rank %u", r, rank);
       rc = SHUNT_GPU_INVALID;
-    } else if (r == rank) {
-      w->peer[r] = w->region;
+    } else if ((w->node_of[r] = c->node), r == rank || c->node != me->node) {
+      w->peer[r] = w->region; /* another host's: see `remote` */
+      w->remote[r] = r != rank;
     } else if (map_peer(w, me, c, r, err, len) != 0) {
       rc = SHUNT_GPU_CUDA;
     }
+  }
+  /* Connecting is collective: every rank takes part, also one that failed above. */
+  if (spans) {
+    char why[256];
+    struct shunt_ib_card* cards = calloc(nranks, sizeof(*cards));
+    for (uint32_t r = 0; cards && r < nranks; r++) cards[r] = all[r].ib;
+    bool ok = rc == 0 && cards;
+    if (shunt_ib_connect(ok ? w->ib : NULL, rank, nranks, bs, w->remote, cards, why, sizeof(why)) != 0 &&
+        rc == 0) {
+      setf(err, len, "%s", cards ? why : "out of memory");
+      rc = SHUNT_GPU_INVALID;
+    }
+    free(cards);
   }
   /* Ranks sharing this GPU (gpu_residency.h): their blocks must all be resident together, and
    * kernels of different processes run together only under MPS. */
@@ -454,8 +563,8 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
       rc = SHUNT_GPU_NOMEM;
     } else {
       for (uint32_t r = 0; r < nranks; r++) table[r] = (uint64_t)(uintptr_t)w->peer[r];
-      CUresult e =
-          cu->MemcpyHtoDAsync(DP(w->region + w->lay.peers), table, (size_t)nranks * sizeof(uint64_t), w->pstream);
+      CUresult e = cu->MemcpyHtoDAsync(DP(w->region + w->lay.peers), table, (size_t)nranks * sizeof(uint64_t),
+                                       w->pstream);
       if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(w->pstream);
       free(table);
       if (e != CUDA_SUCCESS) {
@@ -503,6 +612,21 @@ void shunt_gpu_world_release(struct shunt_gpu_world* w) {
 }
 
 /* ---- Accessors ---------------------------------------------------------------------------------- */
+
+bool shunt_gpu_world_spans(const struct shunt_gpu_world* w) {
+  return w->ib != NULL;
+}
+
+bool shunt_gpu_world_fits(const struct shunt_gpu_world* w, uint32_t rpn, uint32_t* a, uint32_t* b) {
+  if (!rpn || !w->ib) return true;
+  for (uint32_t r = 0; r < w->nranks; r++)
+    if (r % rpn && w->node_of[r] != w->node_of[r - r % rpn]) {
+      *a = r - r % rpn;
+      *b = r;
+      return false;
+    }
+  return true;
+}
 
 bool shunt_gpu_world_broken(const struct shunt_gpu_world* w) {
   const volatile struct shunt_gpu_error* e = &w->fifo->error;
@@ -557,7 +681,8 @@ int shunt_gpu_world_order_begin(struct shunt_gpu_world* w, CUstream stream, char
   return -1;
 }
 
-int shunt_gpu_world_order_end(struct shunt_gpu_world* w, CUstream stream, bool enqueued, char* err, size_t len) {
+int shunt_gpu_world_order_end(struct shunt_gpu_world* w, CUstream stream, bool enqueued, char* err,
+                              size_t len) {
   CUresult e = CUDA_SUCCESS;
   if (enqueued && !capturing(w->cu, stream)) e = w->cu->EventRecord(w->last, stream);
   pthread_mutex_unlock(&w->launch_mu);

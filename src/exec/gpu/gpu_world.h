@@ -12,12 +12,16 @@
  *   counters, scratch, staging for input and output. Ranks that are threads of one process
  *   reach each other's regions through plain device pointers (peer access is enabled when
  *   they use different devices); ranks in other processes on the same host through CUDA IPC
- *   (cuIpcGetMemHandle / cuIpcOpenMemHandle). Ranks on other hosts are refused.
+ *   (cuIpcGetMemHandle / cuIpcOpenMemHandle). Ranks on other hosts are reached through the
+ *   verbs endpoint (transport/ib_ep.h) on this rank's region, registered for their writes:
+ *   their port channels are RDMA writes; no memory channel may join them (checked per plan:
+ *   shunt_gpu_world_fits). Without a verbs transport such a world is not made.
  * - Each rank runs one proxy thread that serves the kernel's port-channel triggers in FIFO
  *   order on its own stream: data with cuMemcpyAsync, then the flag (the peer's counter is
  *   written with the next value by a copy ordered after the data), and a SYNC trigger
- *   publishes completion once the stream has drained. The proxy never blocks on anything but
- *   its own stream, and is immune to other threads' stream capture.
+ *   publishes completion once the stream has drained. A trigger to a rank of another host is
+ *   RDMA writes of the data, then of the count, waited for before the next trigger. The proxy never blocks on
+ * anything but its own stream, and is immune to other threads' stream capture.
  * - Failures are reported through shunt_gpu_world_check, which reads the first failure the
  *   kernel recorded without any CUDA call; once a run failed the world is broken and every
  *   later launch is refused.
@@ -87,6 +91,11 @@ int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program*
  * communicator abort; the world must outlive the call. */
 int shunt_gpu_world_abort(struct shunt_gpu_world* w);
 bool shunt_gpu_world_broken(const struct shunt_gpu_world* w);
+/* Whether ranks of this world sit on several hosts (joined by verbs). */
+bool shunt_gpu_world_spans(const struct shunt_gpu_world* w);
+/* Whether a plan's memory groups (rpn consecutive ranks; 0: none) each lie on one host; if not,
+ * *a and *b are two ranks of a group apart. */
+bool shunt_gpu_world_fits(const struct shunt_gpu_world* w, uint32_t rpn, uint32_t* a, uint32_t* b);
 
 /* For the launcher: launches of one world are ordered as NCCL orders a communicator's work,
  * whatever stream they come on and whichever thread makes them. begin takes the world's launch

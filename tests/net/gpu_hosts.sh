@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Device buffers on ranks of several hosts: the GPU backend over the CUDA stand-in, ranks as
+# processes on loopback, each host its own identity (SHUNT_HOSTID), its ranks' memory channels
+# over (stand-in) CUDA IPC and port channels between hosts as RDMA writes over the verbs
+# stand-in. Checks: every row of 2 hosts x 1 rank served by the port-only plans and of 2 x 2 by
+# the multi-node plans, exactly; a completion error in the middle of the calls (the self-check
+# skipped) fails the ranks, naming the peer and the status; SHUNT_NET=socket sends device calls
+# to NCCL (the computing double), exactly.
+# Usage: gpu_hosts.sh SHUNT_PERF FAKEIBV FAKECUDA_DIR FAKENCCL (SHUNT_PLAN_DIR: the shipped plans)
+set -u
+perf=$1 iblib=$2 cudadir=$3 nccl=$4
+out=$(mktemp -d)
+trap '[ -n "${KEEP:-}" ] || rm -rf "$out"' EXIT
+# run NAME NRANKS PER [VAR=VALUE...] -- [shunt-perf args]
+run() {
+  local name=$1 n=$2 per=$3 pids=() fail=0 extra=() port=$((20000 + RANDOM % 30000))
+  shift 3
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do extra+=("$1"); shift; done
+  shift
+  for r in $(seq 0 $((n - 1))); do
+    env LD_LIBRARY_PATH="$cudadir" FAKECUDA_DEVICES=1 SHUNT_GPU_CHECK_TIMEOUT=60 SHUNT_FALLBACK=0 \
+      SHUNT_NCCL_LIB=/nonexistent/libnccl.so.2 SHUNT_IB_LIB="$iblib" FAKEIBV_ADDR=127.0.0.1 \
+      SHUNT_PERF_NRANKS=$n SHUNT_PERF_RANK=$r SHUNT_PERF_ROOT=127.0.0.1:$port SHUNT_BOOTSTRAP_TIMEOUT=60 \
+      SHUNT_HOSTID=host$((r / per)) SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,NET "${extra[@]}" \
+      "$perf" "$@" >"$out/$name.$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for r in "${!pids[@]}"; do wait "${pids[$r]}" || fail=1; done
+  return $fail
+}
+rows() { grep -cE '^ +[0-9]+ +[0-9]+ +(float|int8) ' "$1"; }
+served() { grep -cE "^ +[0-9]+ +[0-9]+ +(float|int8) .* $2" "$1"; }
+fail=0
+args=(-b 1K -e 64K -f 8 -n 2 -w 1 -d float,int8 -o sum)
+for shape in "2 1 (allreduce|allgather)_2r_port_" "4 2 (allreduce|allgather)_2x2_hier_"; do
+  read -r n per want <<<"$shape"
+  name=gpu${n}x$per
+  if run "$name" "$n" "$per" SHUNT_NET=ib -- "${args[@]}"; then
+    log=$out/$name.0.log
+    total=$(rows "$log") hit=$(served "$log" "$want")
+    [ "$total" -gt 0 ] && [ "$total" = "$hit" ] ||
+      { echo "$name: $hit of $total rows served by $want (all must be)"; cat "$log"; fail=1; }
+    grep -q "GPU region of .* bytes registered" "$log" || { echo "$name: no GPU region registered for verbs"; fail=1; }
+    grep -q "GPU self-check passed" "$log" || { echo "$name: the self-check did not pass"; grep WARN "$log"; fail=1; }
+    grep -qE '#wrong over ranks: [1-9]|FAILED' "$log" && { echo "$name: wrong results"; fail=1; }
+  else
+    echo "$name: a rank failed"; tail -n 20 "$out/$name".*.log; fail=1
+  fi
+done
+# A completion error in the middle of the calls (the self-check skipped, so that it is a call
+# that meets it): every rank ends with an error; a failure names the peer and the status.
+if run fault 2 1 SHUNT_NET=ib SHUNT_GPU=on FAKEIBV_FAULT=wc_error:25 SHUNT_IB_TIMEOUT=14 SHUNT_IB_RETRY_CNT=1 \
+  -- -b 64K -e 64K -n 20 -w 1 -d float -o sum --coll allreduce; then
+  echo "fault: the ranks succeeded through a completion error"; fail=1
+fi
+grep -qE "verbs transport: fakeibv0:1 to rank [01] at 127\.0\.0\.1 \(queue pair [0-9]+\): remote access error" \
+  "$out"/fault.*.log || { echo "fault: no failure named the peer and the status"; grep -h WARN "$out"/fault.*.log; fail=1; }
+# SHUNT_NET=socket: the GPU executor has no TCP path; NCCL (the double) serves device calls.
+if run socket 2 1 SHUNT_NET=socket SHUNT_FALLBACK=1 SHUNT_NCCL_LIB="$nccl" -- -b 4K -e 4K -n 1 -w 0 -d float -o sum; then
+  log=$out/socket.0.log
+  grep -q "SHUNT_NET=socket: device calls go to NCCL" "$log" || { echo "socket: no reason given"; fail=1; }
+  [ "$(served "$log" nccl)" = "$(rows "$log")" ] || { echo "socket: a row not served by NCCL"; cat "$log"; fail=1; }
+  grep -qE '#wrong over ranks: [1-9]|FAILED' "$log" && { echo "socket: wrong results"; fail=1; }
+else
+  echo "socket: a rank failed"; tail -n 20 "$out"/socket.*.log; fail=1
+fi
+[ $fail = 0 ] && echo "device buffers on 2 hosts: port-only and multi-node plans over verbs, exact; a completion error fails the ranks; SHUNT_NET=socket: NCCL"
+exit $fail
