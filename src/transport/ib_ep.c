@@ -83,6 +83,25 @@ void shunt_ib_close(struct shunt_ib* ib) {
   free(ib);
 }
 
+/* Device memory by its dma-buf first (nothing needed beyond the GPU driver), else through
+ * ibv_reg_mr, which for device memory needs the peer-memory module. */
+static struct ibv_mr* reg_region(struct shunt_ib* ib) {
+  const struct shunt_ibv* v = ib->ibv;
+  const struct shunt_ib_config* c = &ib->cfg;
+  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  if (c->device && c->dmabuf_fd >= 0 && v->reg_dmabuf_mr) {
+    struct ibv_mr* mr =
+        v->reg_dmabuf_mr(ib->pd, 0, c->bytes, (uint64_t)(uintptr_t)c->region, c->dmabuf_fd, access);
+    SHUNT_INFO(SHUNT_NET, "rank %u: GPU region registered by its dma-buf: %s", c->rank,
+               mr ? "yes" : strerror(errno));
+    if (mr) return mr;
+  } else if (c->device) {
+    SHUNT_INFO(SHUNT_NET, "rank %u: GPU region registered through peer memory (%s)", c->rank,
+               c->dmabuf_fd < 0 ? "the driver gave no dma-buf" : "libibverbs has no ibv_reg_dmabuf_mr");
+  }
+  return v->reg_mr(ib->pd, c->region, c->bytes, access);
+}
+
 static size_t sig_bytes(const struct shunt_ib* ib) {
   return (ib->cfg.signals + 4095) & ~(size_t)4095;
 }
@@ -118,8 +137,7 @@ int shunt_ib_open(const struct shunt_ib_config* cfg, struct shunt_ib** out, stru
       what = "allocate a protection domain";
     else if (!(ib->cq = v->create_cq(ib->port.ctx, 2 * IB_SEND_WR, NULL, NULL, 0)))
       what = "create a completion queue";
-    else if (!(ib->region = v->reg_mr(ib->pd, cfg->region, cfg->bytes,
-                                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)))
+    else if (!(ib->region = reg_region(ib)))
       what = cfg->device ? "register the GPU region (peer memory: is nvidia-peermem loaded?)"
                          : "register the shared region";
     else if (!(ib->own = v->reg_mr(ib->pd, ib->mem, own, IBV_ACCESS_LOCAL_WRITE)))

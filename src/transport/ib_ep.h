@@ -4,9 +4,10 @@
  *
  * Promises:
  * - Opening loads libibverbs (transport/ibv.h), picks a port (transport/ib_pick.h) and
- *   registers the caller's region (host memory, or device memory through the peer-memory
- *   path of ibv_reg_mr) for remote writes, plus a bounce area and a signal area of its own;
- *   nothing is registered per call.
+ *   registers the caller's region for remote writes (host memory with ibv_reg_mr; device
+ *   memory by its dma-buf, ibv_reg_dmabuf_mr, when the caller has one, else through the
+ *   peer-memory path of ibv_reg_mr, nvidia-peermem), plus a bounce area and a signal area of
+ *   its own; nothing is registered per call.
  * - Connecting is collective over the caller's exchange: one RC queue pair per peer marked
  *   remote, numbers gathered, each moved to RTS (SHUNT_IB_TIMEOUT, SHUNT_IB_RETRY_CNT), then a
  *   vote, so either every rank has its queue pairs or none keeps them.
@@ -40,6 +41,7 @@ struct shunt_ib_config {
   void* region; /* registered for the peers' writes; its base is published */
   size_t bytes;
   bool device;     /* the region is GPU memory */
+  int dmabuf_fd;   /* device: its dma-buf (offset 0 at region), tried first; -1: none */
   const char* gpu; /* the rank's GPU's sysfs path (NIC choice); NULL: none */
   uint32_t spread; /* ties among NICs spread by it */
   size_t signals;  /* bytes of the signal area (the sources of signal writes) */

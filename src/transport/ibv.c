@@ -58,7 +58,10 @@ static int load(void) {
       dlclose(h);
       return -1;
     }
-  SHUNT_INFO(SHUNT_NET, "verbs: opened %s", g_ibv.path);
+  g_ibv.reg_dmabuf_mr = (struct ibv_mr * (*)(struct ibv_pd*, uint64_t, size_t, uint64_t, int, int))
+      dlsym(h, "ibv_reg_dmabuf_mr");
+  SHUNT_INFO(SHUNT_NET, "verbs: opened %s%s", g_ibv.path,
+             g_ibv.reg_dmabuf_mr ? "" : " (no ibv_reg_dmabuf_mr)");
   return 0;
 }
 

@@ -33,6 +33,9 @@ struct shunt_ibv {
   struct ibv_qp* (*create_qp)(struct ibv_pd* pd, struct ibv_qp_init_attr* attr);
   int (*modify_qp)(struct ibv_qp* qp, struct ibv_qp_attr* attr, int mask);
   int (*destroy_qp)(struct ibv_qp* qp);
+  /* Optional (NULL before rdma-core 34): registering device memory by its dma-buf. */
+  struct ibv_mr* (*reg_dmabuf_mr)(struct ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
+                                  int access);
   const char* path; /* the file opened */
 };
 

@@ -26,6 +26,7 @@ int shunt_world_ib_open(struct shunt_world* w, struct shunt_ib_card* card, char*
                                 .nranks = w->nranks,
                                 .region = reg->base,
                                 .bytes = reg->bytes,
+                                .dmabuf_fd = -1,
                                 .spread = w->rank,
                                 .signals = (size_t)w->nranks * SHUNT_WORLD_MAX_ORDINAL * sizeof(uint64_t),
                                 .ctx = w,

@@ -97,6 +97,20 @@ FC_EXPORT int cuMemAlloc_v2(unsigned long long* dptr, size_t bytes) {
   return FC_SUCCESS;
 }
 
+/* A dma-buf of device memory, as a NIC registers it: here the allocation's memfd, so the
+ * range must start where the allocation does (offset 0 of the file is dptr). */
+FC_EXPORT int cuMemGetHandleForAddressRange(void* handle, unsigned long long dptr, size_t size, int type,
+                                            unsigned long long flags) {
+  struct alloc a;
+  if (type != 1 || flags || !find((uintptr_t)dptr, &a) || a.kind != KIND_DEVICE || a.lo != dptr ||
+      size > a.hi - a.lo || size % 4096)
+    return FC_ERROR_INVALID_VALUE;
+  int fd = dup(a.fd);
+  if (fd < 0) return FC_ERROR_OUT_OF_MEMORY;
+  *(int*)handle = fd;
+  return FC_SUCCESS;
+}
+
 /* As if the device allocation at p were freed and another allocated at the same address: new
  * memory (zeroed), a new buffer id; mappings other processes hold still show the old memory. */
 FC_EXPORT int fakecuda_replace(void* p) {

@@ -47,7 +47,16 @@ struct fib_mr {
   struct fib_pd* pd;
   int access;
   uint64_t id;
+  // Where mr.addr is in this process: mr.addr itself, or for a dma-buf region (mr.addr the
+  // consumer's iova) the stand-in's own mapping of the buffer.
+  uint8_t* backing;
+  size_t mapped;  // bytes of that mapping to unmap (0: none)
 };
+
+// This process's address of byte `addr` (in the MR's address space) of m.
+static inline uint8_t* fib_mr_host(const struct fib_mr* m, uint64_t addr) {
+  return m->backing + (addr - (uint64_t)(uintptr_t)m->mr.addr);
+}
 
 struct fib_cq {
   struct ibv_cq cq;

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -91,6 +92,7 @@ FIB_EXPORT struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t lengt
   m->mr.pd = pd;
   m->mr.addr = addr;
   m->mr.length = length;
+  m->backing = addr;
   m->mr.lkey = m->mr.rkey = new_key();
   m->mr.handle = m->mr.lkey;
   m->pd = FIB_CONTAINER(pd, struct fib_pd, pd);
@@ -114,11 +116,28 @@ FIB_EXPORT struct ibv_mr* ibv_reg_mr_iova2(struct ibv_pd* pd, void* addr, size_t
   return ibv_reg_mr(pd, addr, length, (int)access);
 }
 
+// A dma-buf as a NIC sees it: the stand-in maps the file itself (the exporter's memory, e.g. a
+// GPU allocation the CUDA stand-in keeps in a memfd), and remote addresses are the iova range.
 FIB_EXPORT struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova,
                                             int fd, int access) {
-  (void)pd, (void)offset, (void)length, (void)iova, (void)fd, (void)access;
-  errno = EOPNOTSUPP;
-  return NULL;
+  long page = sysconf(_SC_PAGESIZE);
+  if (!pd || fd < 0 || !length || offset % (uint64_t)page) {
+    errno = EINVAL;
+    return NULL;
+  }
+  void* p = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)offset);
+  if (p == MAP_FAILED) return NULL;  // errno from mmap: EBADF, ENODEV, ...
+  struct ibv_mr* mr = ibv_reg_mr(pd, (void*)(uintptr_t)iova, length, access);
+  if (!mr) {
+    int e = errno;
+    munmap(p, length);
+    errno = e;
+    return NULL;
+  }
+  struct fib_mr* m = FIB_CONTAINER(mr, struct fib_mr, mr);
+  m->backing = p;
+  m->mapped = length;
+  return mr;
 }
 
 FIB_EXPORT int ibv_dereg_mr(struct ibv_mr* mr) {
@@ -135,6 +154,7 @@ FIB_EXPORT int ibv_dereg_mr(struct ibv_mr* mr) {
   }
   m->pd->refs--;
   pthread_mutex_unlock(&ctx->lock);
+  if (m->mapped) munmap(m->backing, m->mapped);
   free(m);
   return 0;
 }
@@ -171,6 +191,7 @@ void fib_mr_free_all(struct fib_context* ctx) {
   while (ctx->mrs) {
     struct fib_mr* m = ctx->mrs;
     ctx->mrs = m->next;
+    if (m->mapped) munmap(m->backing, m->mapped);
     free(m);
   }
 }

@@ -317,8 +317,9 @@ static int copy_wr(struct fib_qp* q, const struct ibv_send_wr* wr, struct fib_wr
     for (int i = 0; i < wr->num_sge; i++) {
       const struct ibv_sge* s = &wr->sg_list[i];
       if (!s->length) continue;
-      if (!fib_mr_find_local(q->ctx, s->lkey, s->addr, s->length)) w->fail = IBV_WC_LOC_PROT_ERR;
-      w->iov[w->niov++] = (struct iovec){(void*)(uintptr_t)s->addr, s->length};
+      struct fib_mr* m = fib_mr_find_local(q->ctx, s->lkey, s->addr, s->length);
+      if (!m) w->fail = IBV_WC_LOC_PROT_ERR;
+      w->iov[w->niov++] = (struct iovec){m ? fib_mr_host(m, s->addr) : (void*)(uintptr_t)s->addr, s->length};
     }
   }
   *out = w;

@@ -404,13 +404,14 @@ static int on_header(struct fib_context* ctx, struct fib_in* in, uint64_t now) {
 
 // Moves staged payload bytes into the region, as whole 8-byte words where the write allows it.
 static void apply_stage(struct fib_context* ctx, struct fib_in* in) {
-  if (in->status == IBV_WC_SUCCESS && !fib_mr_by_id(ctx, in->mr_id)) in->status = IBV_WC_REM_ACCESS_ERR;
+  struct fib_mr* m = in->status == IBV_WC_SUCCESS ? fib_mr_by_id(ctx, in->mr_id) : NULL;
+  if (!m) in->status = in->status == IBV_WC_SUCCESS ? IBV_WC_REM_ACCESS_ERR : in->status;
   if (in->status != IBV_WC_SUCCESS) {
     in->applied += in->stage_len;
     in->stage_len = 0;
     return;
   }
-  uint8_t* dst = (uint8_t*)(uintptr_t)(in->cur.remote_addr + in->applied);
+  uint8_t* dst = fib_mr_host(m, in->cur.remote_addr + in->applied);
   if (!in->atomic) {
     memcpy(dst, in->stage, in->stage_len);
     in->applied += in->stage_len;

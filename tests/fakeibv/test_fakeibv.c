@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -445,7 +446,21 @@ static void test_local_api(void) {
   struct ibv_pd* pd = V.alloc_pd(c0);
   EXPECT(pd && pd->context == c0, "alloc_pd");
   errno = 0;
-  EXPECT(V.reg_dmabuf_mr(pd, 0, 4096, 0, 3, IBV_ACCESS_LOCAL_WRITE) == NULL && errno == EOPNOTSUPP, "dmabuf");
+  EXPECT(V.reg_dmabuf_mr(pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE) == NULL && errno == EINVAL,
+         "dmabuf, no fd");
+  {
+    /* A dma-buf's region is addressed by its iova, which need not be mapped here. */
+    int fd = memfd_create("dmabuf", 0);
+    EXPECT(fd >= 0 && ftruncate(fd, 8192) == 0, "memfd");
+    uint64_t iova = 0x7e0000000000ull;
+    struct ibv_mr* dm =
+        V.reg_dmabuf_mr(pd, 0, 8192, iova, fd, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    EXPECT(dm && (uint64_t)(uintptr_t)dm->addr == iova && dm->length == 8192 && dm->rkey, "dmabuf MR");
+    EXPECT(V.reg_dmabuf_mr(pd, 100, 4096, iova, fd, IBV_ACCESS_LOCAL_WRITE) == NULL && errno == EINVAL,
+           "dmabuf offset not page aligned");
+    if (dm) EXPECT(V.dereg_mr(dm) == 0, "dereg dmabuf MR");
+    if (fd >= 0) close(fd);
+  }
   static uint8_t area[8192];
   struct ibv_mr* m1 = V.reg_mr(pd, area, 4096, IBV_ACCESS_LOCAL_WRITE);
   struct ibv_mr* m2 = V.reg_mr(pd, area + 4096, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);

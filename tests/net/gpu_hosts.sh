@@ -2,7 +2,7 @@
 # Device buffers on ranks of several hosts: the GPU backend over the CUDA stand-in, ranks as
 # processes on loopback, each host its own identity (SHUNT_HOSTID), its ranks' memory channels
 # over (stand-in) CUDA IPC and port channels between hosts as RDMA writes over the verbs
-# stand-in. Checks: every row of 2 hosts x 1 rank served by the port-only plans and of 2 x 2 by
+# stand-in, into device regions registered by their dma-buf (the CUDA stand-in's memfd). Checks: every row of 2 hosts x 1 rank served by the port-only plans and of 2 x 2 by
 # the multi-node plans, exactly; a completion error in the middle of the calls (the self-check
 # skipped) fails the ranks, naming the peer and the status; SHUNT_NET=socket sends device calls
 # to NCCL (the computing double), exactly.
@@ -41,6 +41,7 @@ for shape in "2 1 (allreduce|allgather)_2r_port_" "4 2 (allreduce|allgather)_2x2
     [ "$total" -gt 0 ] && [ "$total" = "$hit" ] ||
       { echo "$name: $hit of $total rows served by $want (all must be)"; cat "$log"; fail=1; }
     grep -q "GPU region of .* bytes registered" "$log" || { echo "$name: no GPU region registered for verbs"; fail=1; }
+    grep -q "GPU region registered by its dma-buf: yes" "$log" || { echo "$name: not registered by its dma-buf"; fail=1; }
     grep -q "GPU self-check passed" "$log" || { echo "$name: the self-check did not pass"; grep WARN "$log"; fail=1; }
     grep -qE '#wrong over ranks: [1-9]|FAILED' "$log" && { echo "$name: wrong results"; fail=1; }
   else

@@ -14,7 +14,8 @@ static const struct {
   const char* name;
   size_t offset;
 } syms[] = {
-#define S(field, name) {name, offsetof(struct shunt_cu, field)}
+#define S(field, name) \
+  { name, offsetof(struct shunt_cu, field) }
     S(GetErrorString, "cuGetErrorString"),
     S(DeviceGet, "cuDeviceGet"),
     S(DeviceGetAttribute, "cuDeviceGetAttribute"),
@@ -76,7 +77,11 @@ const struct shunt_cu* shunt_cu(char* err, size_t len) {
       else
         memcpy((char*)&table + syms[i].offset, &f, sizeof(f));
     }
-    if (!missing) __atomic_store_n(&found, 1, __ATOMIC_RELEASE);
+    if (!missing) {
+      void* f = shunt_driver_sym("cuMemGetHandleForAddressRange");
+      memcpy(&table.MemGetHandleForAddressRange, &f, sizeof(f));
+      __atomic_store_n(&found, 1, __ATOMIC_RELEASE);
+    }
   }
   pthread_mutex_unlock(&mu);
   if (!missing) return &table;

@@ -4,9 +4,9 @@
  * the same calls. The driver's types and constants are declared here from its published ABI,
  * so this builds without the CUDA toolkit. Private to src/exec/gpu.
  *
- * Promises: shunt_cu() returns the table with every entry set, or NULL with a message when the
- * driver is not in the process or lacks one of them; the table never changes once found.
- * Safe from any thread. */
+ * Promises: shunt_cu() returns the table with every entry set (but those marked optional), or
+ * NULL with a message when the driver is not in the process or lacks one of them; the table never changes
+ * once found. Safe from any thread. */
 #ifndef SHUNT_EXEC_GPU_CU_H
 #define SHUNT_EXEC_GPU_CU_H
 
@@ -93,7 +93,12 @@ struct shunt_cu {
   CUresult (*OccupancyMaxActiveBlocksPerMultiprocessor)(int*, CUfunction, int, size_t);
   CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                            CUstream, void**, void**);
+  /* Optional (NULL when the driver lacks it): a dma-buf file descriptor for device memory, the
+   * way a NIC registers it (CUDA 11.7 and later). */
+  CUresult (*MemGetHandleForAddressRange)(void* handle, CUdeviceptr dptr, size_t size, int type,
+                                          unsigned long long flags);
 };
+#define CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD 1
 
 const struct shunt_cu* shunt_cu(char* err, size_t len);
 

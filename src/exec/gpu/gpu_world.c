@@ -90,6 +90,9 @@ struct shunt_gpu_world {
    * offset. */
   bool* remote;      /* [nranks] */
   uint32_t* node_of; /* [nranks] each rank's host */
+  /* The region's allocation: lay.total, or whole 2 MiB pages across hosts, where a NIC
+   * registers it by its dma-buf (which wants page-aligned ranges). */
+  uint64_t alloc_bytes;
   struct shunt_ib* ib;
 };
 
@@ -354,11 +357,18 @@ static int open_net(struct shunt_gpu_world* w, struct card* me, char* err, size_
   }
   char gpu[4096] = "";
   if (shunt_ib_bus_path("/sys", me->busid, gpu, sizeof(gpu)) != 0) gpu[0] = 0;
+  int fd = -1;
+  const struct shunt_cu* cu = w->cu;
+  if (cu->MemGetHandleForAddressRange &&
+      cu->MemGetHandleForAddressRange(&fd, DP(w->region), w->alloc_bytes, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+                                      0) != CUDA_SUCCESS)
+    fd = -1;
   struct shunt_ib_config c = {.rank = w->rank,
                               .nranks = w->nranks,
                               .region = w->region,
-                              .bytes = w->lay.total,
+                              .bytes = w->alloc_bytes,
                               .device = true,
+                              .dmabuf_fd = fd,
                               .gpu = gpu[0] ? gpu : NULL,
                               .spread = w->rank,
                               .signals = sizeof(uint64_t),
@@ -366,7 +376,9 @@ static int open_net(struct shunt_gpu_world* w, struct card* me, char* err, size_
                               .fail = ib_failed,
                               .give_up = ib_gives_up};
   char why[256];
-  if (shunt_ib_open(&c, &w->ib, &me->ib, why, sizeof(why)) != 0) {
+  int rc = shunt_ib_open(&c, &w->ib, &me->ib, why, sizeof(why));
+  if (fd >= 0) close(fd); /* the registration holds what it needs */
+  if (rc != 0) {
     setf(err, len, "rank %u: ranks of other hosts need the verbs transport: %s", w->rank, why);
     return SHUNT_GPU_INVALID;
   }
@@ -397,7 +409,7 @@ static int local_setup(struct shunt_gpu_world* w, int dev, char* err, size_t len
   TRY(cu->StreamCreate(&w->pstream, CU_STREAM_NON_BLOCKING));
   TRY(cu->EventCreate(&w->last, CU_EVENT_DISABLE_TIMING));
   CUdeviceptr region = 0;
-  TRY(cu->MemAlloc(&region, w->lay.total));
+  TRY(cu->MemAlloc(&region, w->alloc_bytes));
   w->region = (char*)(uintptr_t)region;
   TRY(cu->MemsetD8Async(region, 0, w->lay.total, w->pstream));
   TRY(cu->StreamSynchronize(w->pstream));
@@ -469,6 +481,7 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
   w->node_of = calloc(nranks, sizeof(*w->node_of));
   w->sent = calloc((size_t)nranks * SHUNT_GPU_ORDINALS, sizeof(*w->sent));
   bool spans = bs->nnodes > 1;
+  w->alloc_bytes = spans ? (w->lay.total + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1) : w->lay.total;
 
   /* Local setup; whatever fails, this rank still takes part in both exchanges so that no
    * peer waits for it. */
