@@ -17,7 +17,7 @@
 #include "comm/redop.h"
 #include "api/unavailable.h"
 #include "comm/comm.h"
-#include "exec/driver.h"
+#include "transport/cuda_driver.h"
 #include "exec/lower.h"
 #include "exec/split.h"
 #include "fallback/real_nccl.h"

@@ -1,12 +1,12 @@
 /* See memkind.h. The driver's cuPointerGetAttribute answers for every address once CUDA is in
- * use; exec/driver.h finds it without ever bringing the driver into a process. */
+ * use; transport/cuda_driver.h finds it without ever bringing the driver into a process. */
 #include "exec/memkind.h"
 
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "exec/driver.h"
+#include "transport/cuda_driver.h"
 
 /* From the CUDA driver API (cuda.h): the attribute and its values, and success. */
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2

@@ -22,7 +22,7 @@
 #include <time.h>
 
 #include "exec/elem.h"
-#include "exec/gpu/cu.h"
+#include "transport/cu.h"
 #include "exec/gpu/gpu_kernels.h"
 #include "exec/gpu/gpu_run.h"
 #include "exec/gpu/gpu_world.h"

@@ -21,10 +21,10 @@
 #include <stdint.h>
 
 #include "exec/program.h"
+#include "transport/gpu_fifo.h"
 #include "transport/trigger.h"
 
-#define SHUNT_GPU_FIFO_SLOTS 1024u /* triggers in flight per rank */
-#define SHUNT_GPU_BARRIERS 16u     /* barrier ids (plan-format.md §9) */
+#define SHUNT_GPU_BARRIERS 16u /* barrier ids (plan-format.md §9) */
 #define SHUNT_GPU_ORDINALS SHUNT_PROG_MAX_ORDINAL
 #define SHUNT_GPU_ALIGN 256u        /* alignment of every section of a region */
 #define SHUNT_GPU_MAX_THREADS 1024u /* the kernel's launch bound */
@@ -63,40 +63,6 @@ enum shunt_gpu_wait_kind {
   SHUNT_GPU_WAIT_FIFO,      /* room in the trigger FIFO; where = FIFO position */
   SHUNT_GPU_WAIT_FLUSH,     /* the proxy's completion of a FIFO position (where) */
   SHUNT_GPU_WAIT_COUNT
-};
-
-/* The first failure of a rank, written once by the thread that claimed it (ctrl.err_claim).
- * Lives in mapped host memory, so the host reads it without a CUDA call. */
-struct shunt_gpu_error {
-  uint32_t code; /* 0: none; SHUNT_GPU_ERR_* (written last, after a system fence) */
-  uint32_t what; /* enum shunt_gpu_wait_kind */
-  uint32_t rank, block, thread, op;
-  uint32_t chan_type, peer, ordinal, pad_;
-  uint64_t awaited, seen, where;
-};
-#define SHUNT_GPU_ERR_TIMEOUT 1u /* this thread's wait ran past the timeout */
-#define SHUNT_GPU_ERR_ABORTED 2u /* this thread gave up because another rank or block had */
-
-/* One trigger in the FIFO. Addresses are absolute in the pushing process, computed on the
- * device (this execution's bound buffers, the peer's region), so the proxy needs no per-call
- * binding and a replayed graph works without the host. */
-struct shunt_gpu_slot {
-  struct shunt_trigger t;
-  uint64_t src_addr; /* DATA: source */
-  uint64_t dst_addr; /* DATA: destination */
-  uint64_t seq;      /* pos + 1 once the slot holds the trigger at position pos */
-  uint64_t pad_;
-};
-
-/* A rank's FIFO, in mapped pinned host memory: the kernel writes slots, the proxy the counters. */
-struct shunt_gpu_fifo {
-  uint64_t consumed; /* positions below have been read by the proxy: their slots are free */
-  uint64_t pad0_[7];
-  uint64_t done; /* positions below are complete (published at each SYNC trigger) */
-  uint64_t pad1_[7];
-  struct shunt_gpu_error error;
-  uint64_t pad2_[1];
-  struct shunt_gpu_slot slots[SHUNT_GPU_FIFO_SLOTS];
 };
 
 /* Byte offsets of the sections of a region (the same on every rank) and their sizes. */

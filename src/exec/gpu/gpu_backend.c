@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "exec/backend.h"
-#include "exec/gpu/cu.h"
+#include "transport/cu.h"
 #include "exec/gpu/gpu_backend.h"
 #include "exec/gpu/gpu_reg.h"
 #include "exec/gpu/gpu_run.h"

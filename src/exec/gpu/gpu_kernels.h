@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "exec/gpu/cu.h"
+#include "transport/cu.h"
 
 struct shunt_gpu_kernels {
   CUfunction exec, pre, post, check;

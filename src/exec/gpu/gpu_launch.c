@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "exec/gpu/cu.h"
+#include "transport/cu.h"
 #include "exec/gpu/gpu_kernels.h"
 #include "exec/gpu/gpu_run.h"
 #include "exec/gpu/gpu_steps.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "exec/backend.h"
-#include "exec/gpu/cu.h"
+#include "transport/cu.h"
 
 /* Every allocation made here, so that ncclMemFree can tell its own from NCCL's. */
 struct mem {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/gpu/cu.h"
+#include "transport/cu.h"
 #include "util/host.h"
 
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))

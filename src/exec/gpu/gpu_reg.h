@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "exec/gpu/cu.h"
+#include "transport/cu.h"
 #include "transport/world.h"
 
 struct shunt_gpu_reg {

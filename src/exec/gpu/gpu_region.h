@@ -24,11 +24,6 @@ void shunt_gpu_region_layout(struct shunt_gpu_layout* L, uint32_t nranks, uint64
 void shunt_gpu_kargs_world(struct shunt_gpu_kargs* k, char* region, const struct shunt_gpu_layout* lay,
                            struct shunt_gpu_fifo* fifo, uint64_t timeout_ns, uint32_t rank, uint32_t nranks);
 
-/* The proxy takes the trigger at FIFO position pos: false while the kernel has not published it
- * (its seq, acquire); else the slot is copied to *out and freed (consumed = pos + 1, release),
- * so the kernel may reuse it while the proxy serves the copy. */
-bool shunt_gpu_fifo_take(struct shunt_gpu_fifo* f, uint64_t pos, struct shunt_gpu_slot* out);
-
 #ifdef __cplusplus
 }
 #endif

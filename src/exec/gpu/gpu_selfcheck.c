@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "exec/backend.h"
-#include "exec/gpu/cu.h"
+#include "transport/cu.h"
 #include "exec/gpu/gpu_backend.h"
 #include "exec/gpu/gpu_kernels.h"
 #include "exec/gpu/gpu_selfcheck_values.h"

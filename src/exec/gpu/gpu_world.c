@@ -1,5 +1,6 @@
-/* GPU world: regions, peer mapping (plain pointers or CUDA IPC), the proxy thread, program
- * upload, failure reports. */
+/* GPU world: regions, their peers (CUDA IPC on this host: transport/cuda_ipc.h; verbs to other
+ * hosts: transport/ib_ep.h), the proxy (transport/gpu_proxy.h), program upload, failure
+ * reports. */
 #include "exec/gpu/gpu_world.h"
 
 #include <inttypes.h>
@@ -14,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "exec/gpu/cu.h"
+#include "transport/cu.h"
 #include "exec/gpu/gpu_kernels.h"
 #include "exec/gpu/gpu_region.h"
 #include "exec/gpu/gpu_report.h"
@@ -23,6 +24,8 @@
 #include "exec/gpu/gpu_steps.h"
 #include "plan/plan.h"
 #include "transport/backoff.h"
+#include "transport/cuda_ipc.h"
+#include "transport/gpu_proxy.h"
 #include "transport/ib_ep.h"
 #include "transport/ib_pick.h"
 #include "transport/world.h"
@@ -37,15 +40,8 @@ struct card {
   uint64_t magic;
   uint32_t ok; /* the rank's region exists */
   uint32_t nranks;
-  uint64_t proc;   /* shunt_process_token: same value, same process */
-  uint64_t hostid; /* shunt_host_identity: same value, same machine */
-  char host[64];   /* the host name, for messages */
-  char busid[32];  /* the device's PCI bus id: ordinals differ between processes */
-  int32_t device;
-  uint32_t has_handle;
-  uint64_t region; /* base in the owner's address space */
+  struct shunt_cuda_peer cp; /* its region, for ranks of its host */
   uint64_t scratch_bytes, input_bytes, output_bytes;
-  CUipcMemHandle handle;
   uint32_t node, pad_;     /* the exchange's host number */
   struct shunt_ib_card ib; /* the verbs endpoint, for ranks of other hosts */
 };
@@ -66,7 +62,7 @@ struct shunt_gpu_world {
   struct shunt_gpu_fifo* fifo_dev; /* device view */
   uint64_t timeout_ns;
   uint32_t sharing; /* ranks of this world on this rank's GPU, this one included */
-  CUstream pstream; /* the proxy's stream */
+  CUstream pstream; /* the world's own stream: set-up copies */
   /* Launches of one world are ordered whatever stream they come on (as NCCL orders a
    * communicator's work): each waits for the event the previous one recorded. */
   pthread_mutex_t launch_mu;
@@ -76,14 +72,7 @@ struct shunt_gpu_world {
   pthread_mutex_t grave_mu;
   void** grave;
   size_t ngrave, grave_cap;
-  pthread_t thread;
-  bool thread_started;
-  atomic_bool stop;
-  uint64_t* sent;      /* [nranks * ORDINALS]: flags the proxy sent per (peer, port ordinal) */
-  uint64_t* flag_ring; /* pinned: the values of the flag copies in flight (proxy thread only) */
-  uint64_t ring_pos, ring_used;
-  atomic_int proxy_failed;
-  char proxy_msg[512];
+  struct shunt_gpu_proxy* proxy; /* serves the kernel's port channels (transport/gpu_proxy.h) */
   /* Ranks of other hosts: reached only through the verbs endpoint. Their entries of the
    * kernel's peer table hold this rank's own region, so that nothing the kernel writes through
    * them (the abort words) leaves this rank; the proxy turns a trigger's address back into an
@@ -105,161 +94,13 @@ static void setf(char* err, size_t len, const char* fmt, ...) {
   va_end(ap);
 }
 
-#define PROXY_SPIN_NS 200000ull
-#define FLAG_RING 4096u
-#define PROXY_NAP_NS 20000L
-
-/* ---- Proxy ------------------------------------------------------------------------------------- */
-
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
-
-/* Raises every rank's abort word with stream copies on the proxy's stream, which holds copies
- * only, never a kernel, so the words land while kernels run. The source is static: a pageable
- * copy is staged before the call returns. */
-static CUresult raise_abort(struct shunt_gpu_world* w) {
-  static const uint32_t one = 1;
-  CUresult first = CUDA_SUCCESS;
-  for (uint32_t r = 0; r < w->nranks; r++) {
-    char* word = w->peer[r] + shunt_gpu_abort_offset(&w->lay);
-    CUresult e = w->cu->MemcpyHtoDAsync(DP(word), &one, sizeof(one), w->pstream);
-    if (e != CUDA_SUCCESS && first == CUDA_SUCCESS) first = e;
-  }
-  return first;
-}
-
-static void proxy_fail_msg(struct shunt_gpu_world* w, const char* msg) {
-  if (atomic_exchange(&w->proxy_failed, 1)) return;
-  snprintf(w->proxy_msg, sizeof(w->proxy_msg), "rank %u proxy: %s", w->rank, msg);
-  SHUNT_WARN("%s", w->proxy_msg);
-  /* Kernels waiting on this proxy give up at once rather than never. */
-  raise_abort(w);
-}
-
-static void proxy_fail(struct shunt_gpu_world* w, const char* what, CUresult e) {
-  char msg[256];
-  snprintf(msg, sizeof(msg), "%s: %s", what, shunt_cu_error(e));
-  proxy_fail_msg(w, msg);
-}
-
-/* The verbs endpoint's callbacks (transport/ib_ep.h). */
-static void ib_failed(void* ctx, const char* msg) {
-  proxy_fail_msg(ctx, msg);
-}
-
-static bool ib_gives_up(void* ctx) {
-  struct shunt_gpu_world* w = ctx;
-  return atomic_load_explicit(&w->stop, memory_order_relaxed) || atomic_load(&w->proxy_failed) ||
-         __atomic_load_n(&w->fifo->error.code, __ATOMIC_RELAXED) != 0;
-}
-
-/* Device memory the endpoint has not registered (a user buffer), into its bounce area. */
-static int ib_copy(void* ctx, void* dst, const void* src, uint64_t bytes) {
-  struct shunt_gpu_world* w = ctx;
-  CUresult e = w->cu->MemcpyDtoHAsync(dst, DP(src), bytes, w->pstream);
-  if (e == CUDA_SUCCESS) e = w->cu->StreamSynchronize(w->pstream);
-  if (e != CUDA_SUCCESS) proxy_fail(w, "copy into the verbs bounce buffer", e);
-  return e == CUDA_SUCCESS ? 0 : -1;
-}
-
-/* A trigger to a rank of another host: RDMA writes, the flag (this proxy's count for the
- * channel, as for a local peer) after the data on the same queue pair; waited for here, so the
- * value's slot and the source are free again and a later SYNC finds them complete. */
-static void handle_remote(struct shunt_gpu_world* w, const struct shunt_gpu_slot* s) {
-  const struct shunt_trigger* t = &s->t;
-  uint64_t id = 0;
-  if ((t->type & SHUNT_TRIG_DATA) && t->size &&
-      shunt_ib_write(w->ib, t->peer, (const void*)(uintptr_t)s->src_addr, t->size,
-                     s->dst_addr - (uint64_t)(uintptr_t)w->region, ib_copy, &id) != 0)
-    return;
-  if ((t->type & SHUNT_TRIG_FLAG) && t->ordinal < SHUNT_GPU_ORDINALS) {
-    uint64_t* v = shunt_ib_signals(w->ib);
-    *v = ++w->sent[(size_t)t->peer * SHUNT_GPU_ORDINALS + t->ordinal];
-    uint64_t dst =
-        w->lay.inbound +
-        (uint64_t)shunt_gpu_sem_index(w->nranks, SHUNT_CHAN_PORT, w->rank, t->ordinal) * sizeof(uint64_t);
-    if (shunt_ib_write(w->ib, t->peer, v, sizeof(*v), dst, NULL, &id) != 0) return;
-  }
-  shunt_ib_wait(w->ib, t->peer, 0);
-}
-
-static void handle(struct shunt_gpu_world* w, const struct shunt_gpu_slot* s, uint64_t pos) {
-  const struct shunt_trigger* t = &s->t;
-  CUresult e;
-  if (t->peer < w->nranks && w->remote[t->peer] && !atomic_load(&w->proxy_failed)) {
-    handle_remote(w, s);
-  } else if ((t->type & SHUNT_TRIG_DATA) && t->size) {
-    /* Packets too: copy engines write whole aligned 16-byte units, so a packet lands at once. */
-    e = w->cu->MemcpyAsync((CUdeviceptr)s->dst_addr, (CUdeviceptr)s->src_addr, t->size, w->pstream);
-    if (e != CUDA_SUCCESS) proxy_fail(w, "data copy", e);
-  }
-  if ((t->type & SHUNT_TRIG_FLAG) && t->peer < w->nranks && !w->remote[t->peer] &&
-      t->ordinal < SHUNT_GPU_ORDINALS) {
-    /* Only this proxy writes the peer's counter for (port, this rank, ordinal): it knows the
-     * next value, and a copy ordered after the data on the same stream publishes it. The value
-     * sits in a pinned ring, so the copy is truly asynchronous (a pageable source is staged
-     * synchronously); an entry is reused only after the stream has drained past its copy: at
-     * a SYNC, or here when the ring would wrap first. */
-    if (w->ring_used == FLAG_RING) {
-      e = w->cu->StreamSynchronize(w->pstream);
-      if (e != CUDA_SUCCESS) proxy_fail(w, "stream synchronize", e);
-      w->ring_used = 0;
-    }
-    uint64_t* v = &w->flag_ring[w->ring_pos++ % FLAG_RING];
-    w->ring_used++;
-    *v = ++w->sent[(size_t)t->peer * SHUNT_GPU_ORDINALS + t->ordinal];
-    uint64_t* dst = (uint64_t*)(w->peer[t->peer] + w->lay.inbound) +
-                    shunt_gpu_sem_index(w->nranks, SHUNT_CHAN_PORT, w->rank, t->ordinal);
-    e = w->cu->MemcpyHtoDAsync(DP(dst), v, sizeof(*v), w->pstream);
-    if (e != CUDA_SUCCESS) proxy_fail(w, "flag write", e);
-  }
-  if (t->type & SHUNT_TRIG_SYNC) {
-    e = w->cu->StreamSynchronize(w->pstream);
-    if (e != CUDA_SUCCESS) proxy_fail(w, "stream synchronize", e);
-    w->ring_used = 0;
-    __atomic_store_n(&w->fifo->done, pos + 1, __ATOMIC_RELEASE);
-  }
-}
-
-static void* proxy_main(void* arg) {
-  struct shunt_gpu_world* w = arg;
-  w->cu->CtxSetCurrent(w->ctx);
-  /* A thread capturing a graph in global mode must not make this thread's stream calls fail. */
-  int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-  w->cu->ThreadExchangeStreamCaptureMode(&mode);
-  uint64_t pos = 0;
-  /* A kernel waits for its triggers: the proxy polls without sleeping for PROXY_SPIN_NS after
-   * its last trigger (a plan's triggers come in bursts), then sleeps at most PROXY_NAP_NS at a
-   * time, so the first trigger after a pause waits microseconds, not a growing backoff. */
-  uint64_t idle_since = 0;
-  struct shunt_gpu_slot s;
-  while (true) {
-    if (!shunt_gpu_fifo_take(w->fifo, pos, &s)) {
-      if (atomic_load_explicit(&w->stop, memory_order_acquire)) break;
-      uint64_t now = shunt_now_ns();
-      if (!idle_since) idle_since = now;
-      if (now - idle_since < PROXY_SPIN_NS) {
-        sched_yield();
-      } else {
-        struct timespec ts = {0, PROXY_NAP_NS};
-        nanosleep(&ts, NULL);
-      }
-      continue;
-    }
-    idle_since = 0;
-    handle(w, &s, pos);
-    pos++;
-  }
-  return NULL;
-}
 
 /* ---- Creation ---------------------------------------------------------------------------------- */
 
 static void release(struct shunt_gpu_world* w) {
   if (!w) return;
-  if (w->thread_started) {
-    atomic_store_explicit(&w->stop, true, memory_order_release);
-    pthread_join(w->thread, NULL);
-  }
+  shunt_gpu_proxy_free(w->proxy);
   /* The queue pairs go before the memory they write from and into. */
   shunt_ib_close(w->ib);
   const struct shunt_cu* cu = w->cu;
@@ -268,12 +109,11 @@ static void release(struct shunt_gpu_world* w) {
     if (w->pstream) cu->StreamSynchronize(w->pstream);
     if (w->peer)
       for (uint32_t r = 0; r < w->nranks; r++)
-        if (w->peer_ipc && w->peer_ipc[r] && w->peer[r]) cu->IpcCloseMemHandle(DP(w->peer[r]));
+        if (w->peer_ipc) shunt_cuda_peer_unmap(cu, w->peer[r], w->peer_ipc[r]);
     if (w->region) cu->MemFree(DP(w->region));
     for (size_t i = 0; i < w->ngrave; i++) cu->MemFree(DP(w->grave[i]));
     if (w->last) cu->EventDestroy(w->last);
     if (w->fifo) cu->MemFreeHost(w->fifo);
-    if (w->flag_ring) cu->MemFreeHost(w->flag_ring);
     if (w->pstream) cu->StreamDestroy(w->pstream);
     shunt_cu_leave(&g);
   }
@@ -284,67 +124,7 @@ static void release(struct shunt_gpu_world* w) {
   free(w->peer_ipc);
   free(w->remote);
   free(w->node_of);
-  free(w->sent);
   free(w);
-}
-
-static int map_peer(struct shunt_gpu_world* w, const struct card* me, const struct card* c, uint32_t r,
-                    char* err, size_t len) {
-  const struct shunt_cu* cu = w->cu;
-  CUresult e;
-  /* Signals and semaphores are atomics on the peer's memory: a pair of devices without native
-   * peer atomics (PCIe-only) would lose increments. */
-  if (strcmp(c->busid, me->busid) != 0) {
-    CUdevice peer_dev = -1;
-    int atomics = 0;
-    if (c->proc == me->proc)
-      peer_dev = c->device;
-    else if (cu->DeviceGetByPCIBusId(&peer_dev, c->busid) != CUDA_SUCCESS)
-      peer_dev = -1; /* not visible here: the IPC mapping decides */
-    if (peer_dev >= 0 &&
-        cu->DeviceGetP2PAttribute(&atomics, CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, me->device,
-                                  peer_dev) == CUDA_SUCCESS &&
-        !atomics) {
-      setf(err, len,
-           "devices %s (rank %u) and %s (rank %u) have no native peer atomics (a PCIe-only pair): the "
-           "GPU backend needs them for its signals",
-           me->busid, w->rank, c->busid, r);
-      return -1;
-    }
-  }
-  if (c->proc == me->proc) {
-    /* Same process: the pointer is valid here; another device needs peer access. */
-    if (c->device != me->device) {
-      int can = 0;
-      CUcontext pctx = NULL;
-      if (cu->DeviceCanAccessPeer(&can, me->device, c->device) != CUDA_SUCCESS || !can) {
-        setf(err, len, "device %d (rank %u) cannot access device %d (rank %u)", me->device, w->rank,
-             c->device, r);
-        return -1;
-      }
-      e = cu->DevicePrimaryCtxRetain(&pctx, c->device);
-      if (e == CUDA_SUCCESS) e = cu->CtxEnablePeerAccess(pctx, 0);
-      if (e != CUDA_SUCCESS && e != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
-        setf(err, len, "peer access to device %d: %s", c->device, shunt_cu_error(e));
-        return -1;
-      }
-    }
-    w->peer[r] = (char*)(uintptr_t)c->region;
-    return 0;
-  }
-  if (!c->has_handle) {
-    setf(err, len, "rank %u (another process) could not export its memory through CUDA IPC", r);
-    return -1;
-  }
-  CUdeviceptr p = 0;
-  e = cu->IpcOpenMemHandle(&p, c->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-  if (e != CUDA_SUCCESS) {
-    setf(err, len, "cuIpcOpenMemHandle for rank %u: %s", r, shunt_cu_error(e));
-    return -1;
-  }
-  w->peer[r] = (char*)(uintptr_t)p;
-  w->peer_ipc[r] = true;
-  return 0;
 }
 
 /* Ranks of other hosts are reached through the verbs endpoint on this rank's region (device
@@ -356,7 +136,7 @@ static int open_net(struct shunt_gpu_world* w, struct card* me, char* err, size_
     return SHUNT_GPU_INVALID;
   }
   char gpu[4096] = "";
-  if (shunt_ib_bus_path("/sys", me->busid, gpu, sizeof(gpu)) != 0) gpu[0] = 0;
+  if (shunt_ib_bus_path("/sys", me->cp.busid, gpu, sizeof(gpu)) != 0) gpu[0] = 0;
   int fd = -1;
   const struct shunt_cu* cu = w->cu;
   if (cu->MemGetHandleForAddressRange &&
@@ -371,10 +151,8 @@ static int open_net(struct shunt_gpu_world* w, struct card* me, char* err, size_
                               .dmabuf_fd = fd,
                               .gpu = gpu[0] ? gpu : NULL,
                               .spread = w->rank,
-                              .signals = sizeof(uint64_t),
-                              .ctx = w,
-                              .fail = ib_failed,
-                              .give_up = ib_gives_up};
+                              .signals = sizeof(uint64_t)};
+  shunt_gpu_proxy_ib_callbacks(w->proxy, &c);
   char why[256];
   int rc = shunt_ib_open(&c, &w->ib, &me->ib, why, sizeof(why));
   if (fd >= 0) close(fd); /* the registration holds what it needs */
@@ -415,7 +193,6 @@ static int local_setup(struct shunt_gpu_world* w, int dev, char* err, size_t len
   TRY(cu->StreamSynchronize(w->pstream));
   TRY(cu->MemHostAlloc((void**)&w->fifo, sizeof(*w->fifo),
                        CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
-  TRY(cu->MemHostAlloc((void**)&w->flag_ring, FLAG_RING * sizeof(uint64_t), CU_MEMHOSTALLOC_PORTABLE));
   if (!what) memset(w->fifo, 0, sizeof(*w->fifo));
   CUdeviceptr fifo_dev = 0;
   TRY(cu->MemHostGetDevicePointer(&fifo_dev, w->fifo, 0));
@@ -448,8 +225,6 @@ int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gp
   w->cfg = *cfg;
   w->bs = *bs;
   w->cu = shunt_cu(NULL, 0);
-  atomic_init(&w->stop, false);
-  atomic_init(&w->proxy_failed, 0);
   pthread_mutex_init(&w->launch_mu, NULL);
   pthread_mutex_init(&w->grave_mu, NULL);
   /* Relaxed capture mode: a world made or grown by a call that is being captured (a size larger
@@ -479,7 +254,6 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
   w->peer_ipc = calloc(nranks, sizeof(*w->peer_ipc));
   w->remote = calloc(nranks, sizeof(*w->remote));
   w->node_of = calloc(nranks, sizeof(*w->node_of));
-  w->sent = calloc((size_t)nranks * SHUNT_GPU_ORDINALS, sizeof(*w->sent));
   bool spans = bs->nnodes > 1;
   w->alloc_bytes = spans ? (w->lay.total + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1) : w->lay.total;
 
@@ -490,7 +264,7 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
   if (!cu) {
     shunt_cu(err, len);
     rc = SHUNT_GPU_CUDA;
-  } else if (!w->peer || !w->peer_ipc || !w->remote || !w->node_of || !w->sent) {
+  } else if (!w->peer || !w->peer_ipc || !w->remote || !w->node_of) {
     setf(err, len, "out of memory");
     rc = SHUNT_GPU_NOMEM;
   }
@@ -502,21 +276,29 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
   w->device = dev;
   if (rc == 0) rc = local_setup(w, dev, err, len);
   if (rc == 0) {
+    struct shunt_gpu_proxy_config pc = {
+        .cu = cu,
+        .ctx = w->ctx,
+        .rank = rank,
+        .nranks = nranks,
+        .fifo = w->fifo,
+        .peer = w->peer,
+        .remote = w->remote,
+        .region = w->region,
+        .abort_off = shunt_gpu_abort_offset(&w->lay),
+        .flag_off = w->lay.inbound +
+                    (uint64_t)shunt_gpu_sem_index(nranks, SHUNT_CHAN_PORT, rank, 0) * sizeof(uint64_t),
+        .ordinals = SHUNT_GPU_ORDINALS};
+    if (shunt_gpu_proxy_new(&pc, &w->proxy, err, len) != 0) rc = SHUNT_GPU_CUDA;
+  }
+  if (rc == 0) {
     me->ok = 1;
     me->magic = CARD_MAGIC;
     me->nranks = nranks;
-    me->proc = shunt_process_token();
-    me->hostid = shunt_host_identity();
-    gethostname(me->host, sizeof(me->host) - 1);
-    if (cu->DeviceGetPCIBusId(me->busid, sizeof(me->busid), dev) != CUDA_SUCCESS)
-      snprintf(me->busid, sizeof(me->busid), "device %d", dev);
-    me->device = dev;
-    me->region = (uint64_t)(uintptr_t)w->region;
+    shunt_cuda_peer_describe(cu, dev, w->region, &me->cp);
     me->scratch_bytes = cfg->scratch_bytes;
     me->input_bytes = cfg->input_bytes;
     me->output_bytes = cfg->output_bytes;
-    /* Only peers in other processes need the handle; failing to export is an error only then. */
-    me->has_handle = cu->IpcGetMemHandle(&me->handle, DP(w->region)) == CUDA_SUCCESS;
     me->node = bs->node;
   }
   if (rc == 0 && spans) rc = open_net(w, me, err, len);
@@ -536,7 +318,8 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
     } else if ((w->node_of[r] = c->node), r == rank || c->node != me->node) {
       w->peer[r] = w->region; /* another host's: see `remote` */
       w->remote[r] = r != rank;
-    } else if (map_peer(w, me, c, r, err, len) != 0) {
+    } else if (shunt_cuda_peer_map(cu, rank, &me->cp, r, &c->cp, &w->peer[r], &w->peer_ipc[r], err, len) !=
+               0) {
       rc = SHUNT_GPU_CUDA;
     }
   }
@@ -558,14 +341,14 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
   w->sharing = 0;
   for (uint32_t r = 0; r < nranks && rc == 0; r++) {
     const struct card* c = &all[r];
-    if (c->hostid != me->hostid || strcmp(c->busid, me->busid) != 0) continue;
+    if (c->cp.hostid != me->cp.hostid || strcmp(c->cp.busid, me->cp.busid) != 0) continue;
     w->sharing++;
-    if (c->proc != me->proc && !mps_active()) {
+    if (c->cp.proc != me->cp.proc && !mps_active()) {
       setf(err, len,
            "ranks %u and %u share GPU %s from different processes: without MPS their kernels are "
            "time-sliced, never concurrent, and would wait for each other forever; run them as threads "
            "of one process, start MPS, or give each rank its own GPU",
-           rank, r, me->busid);
+           rank, r, me->cp.busid);
       rc = SHUNT_GPU_INVALID;
     }
   }
@@ -587,12 +370,8 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
     }
   }
   if (rc == 0) {
-    if (pthread_create(&w->thread, NULL, proxy_main, w) != 0) {
-      setf(err, len, "cannot start the proxy thread");
-      rc = SHUNT_GPU_INVALID;
-    } else {
-      w->thread_started = true;
-    }
+    shunt_gpu_proxy_set_ib(w->proxy, w->ib);
+    if (shunt_gpu_proxy_start(w->proxy, err, len) != 0) rc = SHUNT_GPU_INVALID;
   }
   /* Every rank learns whether all others succeeded, so either all have a world or none keeps one. */
   if (shunt_world_agree(bs, rank, nranks, rc == 0, (uint8_t*)all, err, len) != 0 && rc == 0)
@@ -643,7 +422,7 @@ bool shunt_gpu_world_fits(const struct shunt_gpu_world* w, uint32_t rpn, uint32_
 
 bool shunt_gpu_world_broken(const struct shunt_gpu_world* w) {
   const volatile struct shunt_gpu_error* e = &w->fifo->error;
-  return e->code != 0 || atomic_load(&((struct shunt_gpu_world*)w)->proxy_failed) != 0;
+  return e->code != 0 || (w->proxy && shunt_gpu_proxy_failed(w->proxy));
 }
 
 void shunt_gpu_world_kargs(const struct shunt_gpu_world* w, struct shunt_gpu_kargs* k) {
@@ -669,8 +448,8 @@ struct CUctx_st* shunt_gpu_world_ctx(const struct shunt_gpu_world* w) {
 int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program* p, char* err, size_t len) {
   if (err && len) err[0] = 0;
   if (!w) return SHUNT_GPU_INVALID;
-  if (atomic_load(&w->proxy_failed)) {
-    setf(err, len, "%s", w->proxy_msg);
+  if (w->proxy && shunt_gpu_proxy_failed(w->proxy)) {
+    setf(err, len, "%s", shunt_gpu_proxy_msg(w->proxy));
     return SHUNT_GPU_CUDA;
   }
   struct shunt_gpu_error e;
@@ -706,11 +485,11 @@ int shunt_gpu_world_order_end(struct shunt_gpu_world* w, CUstream stream, bool e
 
 int shunt_gpu_world_abort(struct shunt_gpu_world* w) {
   if (!w) return SHUNT_GPU_INVALID;
+  if (!w->proxy) return SHUNT_GPU_INVALID;
   struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 0);
-  CUresult e = raise_abort(w);
-  if (e == CUDA_SUCCESS) e = w->cu->StreamSynchronize(w->pstream);
+  int rc = shunt_gpu_proxy_abort(w->proxy);
   shunt_cu_leave(&g);
-  return e == CUDA_SUCCESS ? SHUNT_GPU_OK : SHUNT_GPU_CUDA;
+  return rc == 0 ? SHUNT_GPU_OK : SHUNT_GPU_CUDA;
 }
 
 /* ---- Programs ------------------------------------------------------------------------------------ */

@@ -113,7 +113,7 @@ void shunt_gpu_world_kargs(const struct shunt_gpu_world* w, struct shunt_gpu_kar
 char* shunt_gpu_world_stage(const struct shunt_gpu_world* w, unsigned buf);
 int shunt_gpu_world_device(const struct shunt_gpu_world* w);
 /* For the launcher: the driver table, the kernels of the world's device and its context
- * (gpu/cu.h, gpu_kernels.h; opaque here). */
+ * (transport/cu.h, gpu_kernels.h; opaque here). */
 const struct shunt_cu* shunt_gpu_world_cu(const struct shunt_gpu_world* w);
 const struct shunt_gpu_kernels* shunt_gpu_world_fns(const struct shunt_gpu_world* w);
 struct CUctx_st* shunt_gpu_world_ctx(const struct shunt_gpu_world* w);

@@ -1,4 +1,4 @@
-#include "exec/driver.h"
+#include "transport/cuda_driver.h"
 
 #include <dlfcn.h>
 #include <link.h>

@@ -1,11 +1,11 @@
-#include "exec/gpu/cu.h"
+#include "transport/cu.h"
 
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "exec/driver.h"
+#include "transport/cuda_driver.h"
 
 /* Versioned names where the driver keeps an older ABI under the plain one (a plain cuMemAlloc
  * takes 32-bit sizes); the legacy default-stream forms, which the caller's streams select

@@ -1,14 +1,14 @@
-/* The CUDA driver calls the GPU backend makes, found at run time in the driver the process has
- * already loaded (exec/driver.h): libshunt has no link dependency on CUDA, a process without
- * CUDA loads it and never gets here, and a test double of the driver (tests/fakecuda) serves
- * the same calls. The driver's types and constants are declared here from its published ABI,
- * so this builds without the CUDA toolkit. Private to src/exec/gpu.
+/* The CUDA driver calls the GPU backend and its transports (CUDA IPC, the GPU proxy) make, found
+ * at run time in the driver the process has already loaded (transport/cuda_driver.h): libshunt
+ * has no link dependency on CUDA, a process without CUDA loads it and never gets here, and a
+ * test double of the driver (tests/fakecuda) serves the same calls. The driver's types and
+ * constants are declared here from its published ABI, so this builds without the CUDA toolkit.
  *
  * Promises: shunt_cu() returns the table with every entry set (but those marked optional), or
- * NULL with a message when the driver is not in the process or lacks one of them; the table never changes
- * once found. Safe from any thread. */
-#ifndef SHUNT_EXEC_GPU_CU_H
-#define SHUNT_EXEC_GPU_CU_H
+ * NULL with a message when the driver is not in the process or lacks one of them; the table
+ * never changes once found. Safe from any thread. */
+#ifndef SHUNT_TRANSPORT_CU_H
+#define SHUNT_TRANSPORT_CU_H
 
 #include <stddef.h>
 

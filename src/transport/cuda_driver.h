@@ -4,8 +4,8 @@
  * process without CUDA gets "not there" answers; it is looked up again only after the process
  * loaded another library, so asking is cheap. Once found, the
  * driver stays (it is never unloaded while the process runs). Safe from any thread. */
-#ifndef SHUNT_EXEC_DRIVER_H
-#define SHUNT_EXEC_DRIVER_H
+#ifndef SHUNT_TRANSPORT_CUDA_DRIVER_H
+#define SHUNT_TRANSPORT_CUDA_DRIVER_H
 
 /* The driver's function `name`, or NULL when the driver is not in the process or lacks it. */
 void* shunt_driver_sym(const char* name);

@@ -1,0 +1,64 @@
+/* The trigger FIFO between a GPU kernel and its rank's proxy thread (transport/gpu_proxy.h),
+ * in mapped pinned host memory, and the record of a rank's first failure that lives beside it.
+ *
+ * Promises: plain structs of fixed-width fields, the same size and layout for gcc (C11) and
+ * nvcc (CUDA C), so the kernel writes slots and the error record and the proxy reads them (and
+ * the reverse for the counters) without any CUDA call. */
+#ifndef SHUNT_TRANSPORT_GPU_FIFO_H
+#define SHUNT_TRANSPORT_GPU_FIFO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "transport/trigger.h"
+
+#define SHUNT_GPU_FIFO_SLOTS 1024u /* triggers in flight per rank */
+
+/* The first failure of a rank, written once by the thread that claimed it (ctrl.err_claim).
+ * Lives in mapped host memory, so the host reads it without a CUDA call. */
+struct shunt_gpu_error {
+  uint32_t code; /* 0: none; SHUNT_GPU_ERR_* (written last, after a system fence) */
+  uint32_t what; /* enum shunt_gpu_wait_kind */
+  uint32_t rank, block, thread, op;
+  uint32_t chan_type, peer, ordinal, pad_;
+  uint64_t awaited, seen, where;
+};
+#define SHUNT_GPU_ERR_TIMEOUT 1u /* this thread's wait ran past the timeout */
+#define SHUNT_GPU_ERR_ABORTED 2u /* this thread gave up because another rank or block had */
+
+/* One trigger in the FIFO. Addresses are absolute in the pushing process, computed on the
+ * device (this execution's bound buffers, the peer's region), so the proxy needs no per-call
+ * binding and a replayed graph works without the host. */
+struct shunt_gpu_slot {
+  struct shunt_trigger t;
+  uint64_t src_addr; /* DATA: source */
+  uint64_t dst_addr; /* DATA: destination */
+  uint64_t seq;      /* pos + 1 once the slot holds the trigger at position pos */
+  uint64_t pad_;
+};
+
+/* A rank's FIFO, in mapped pinned host memory: the kernel writes slots, the proxy the counters. */
+struct shunt_gpu_fifo {
+  uint64_t consumed; /* positions below have been read by the proxy: their slots are free */
+  uint64_t pad0_[7];
+  uint64_t done; /* positions below are complete (published at each SYNC trigger) */
+  uint64_t pad1_[7];
+  struct shunt_gpu_error error;
+  uint64_t pad2_[1];
+  struct shunt_gpu_slot slots[SHUNT_GPU_FIFO_SLOTS];
+};
+
+#ifndef __CUDACC__
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* The proxy takes the trigger at FIFO position pos: false while the kernel has not published it
+ * (its seq, acquire); else the slot is copied to *out and freed (consumed = pos + 1, release),
+ * so the kernel may reuse it while the proxy serves the copy. */
+bool shunt_gpu_fifo_take(struct shunt_gpu_fifo* f, uint64_t pos, struct shunt_gpu_slot* out);
+#ifdef __cplusplus
+}
+#endif
+#endif
+
+#endif

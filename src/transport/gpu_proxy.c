@@ -1,0 +1,252 @@
+/* The GPU backend's proxy thread (gpu_proxy.h). */
+#include "transport/gpu_proxy.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "transport/backoff.h"
+#include "transport/ib_ep.h"
+#include "util/log.h"
+
+#define PROXY_SPIN_NS 200000ull
+#define PROXY_NAP_NS 20000L
+#define FLAG_RING 4096u
+
+#define DP(p) ((CUdeviceptr)(uintptr_t)(p))
+
+struct shunt_gpu_proxy {
+  struct shunt_gpu_proxy_config cfg;
+  CUstream stream;
+  uint64_t* sent;      /* [nranks * ordinals]: flags sent per (peer, port ordinal) */
+  uint64_t* flag_ring; /* pinned: the values of the flag copies in flight (proxy thread only) */
+  uint64_t ring_pos, ring_used;
+  struct shunt_ib* ib;
+  pthread_t thread;
+  bool started;
+  atomic_bool stop;
+  atomic_int failed;
+  char msg[512];
+};
+
+/* Raises every rank's abort word with stream copies on the proxy's stream, which holds copies
+ * only, never a kernel, so the words land while kernels run. The source is static: a pageable
+ * copy is staged before the call returns. A rank of another host has this rank's own region as
+ * its entry, so its word is this rank's, raised twice. */
+static CUresult raise_abort(struct shunt_gpu_proxy* p) {
+  static const uint32_t one = 1;
+  CUresult first = CUDA_SUCCESS;
+  for (uint32_t r = 0; r < p->cfg.nranks; r++) {
+    char* word = p->cfg.peer[r] + p->cfg.abort_off;
+    CUresult e = p->cfg.cu->MemcpyHtoDAsync(DP(word), &one, sizeof(one), p->stream);
+    if (e != CUDA_SUCCESS && first == CUDA_SUCCESS) first = e;
+  }
+  return first;
+}
+
+static void fail_msg(struct shunt_gpu_proxy* p, const char* msg) {
+  if (atomic_exchange(&p->failed, 1)) return;
+  snprintf(p->msg, sizeof(p->msg), "rank %u proxy: %s", p->cfg.rank, msg);
+  SHUNT_WARN("%s", p->msg);
+  /* Kernels waiting on this proxy give up at once rather than never. */
+  raise_abort(p);
+}
+
+static void fail_cu(struct shunt_gpu_proxy* p, const char* what, CUresult e) {
+  char msg[256];
+  snprintf(msg, sizeof(msg), "%s: %s", what, shunt_cu_error(e));
+  fail_msg(p, msg);
+}
+
+/* ---- the verbs endpoint's callbacks ------------------------------------------------------ */
+
+static void ib_failed(void* ctx, const char* msg) {
+  fail_msg(ctx, msg);
+}
+
+static bool ib_gives_up(void* ctx) {
+  struct shunt_gpu_proxy* p = ctx;
+  return atomic_load_explicit(&p->stop, memory_order_relaxed) || atomic_load(&p->failed) ||
+         __atomic_load_n(&p->cfg.fifo->error.code, __ATOMIC_RELAXED) != 0;
+}
+
+void shunt_gpu_proxy_ib_callbacks(struct shunt_gpu_proxy* p, struct shunt_ib_config* c) {
+  c->ctx = p;
+  c->fail = ib_failed;
+  c->give_up = ib_gives_up;
+}
+
+void shunt_gpu_proxy_set_ib(struct shunt_gpu_proxy* p, struct shunt_ib* ib) {
+  p->ib = ib;
+}
+
+/* Device memory the endpoint has not registered (a user buffer), into its bounce area. */
+static int ib_copy(void* ctx, void* dst, const void* src, uint64_t bytes) {
+  struct shunt_gpu_proxy* p = ctx;
+  CUresult e = p->cfg.cu->MemcpyDtoHAsync(dst, DP(src), bytes, p->stream);
+  if (e == CUDA_SUCCESS) e = p->cfg.cu->StreamSynchronize(p->stream);
+  if (e != CUDA_SUCCESS) fail_cu(p, "copy into the verbs bounce buffer", e);
+  return e == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* ---- serving triggers -------------------------------------------------------------------- */
+
+/* A trigger to a rank of another host: RDMA writes, the flag (this proxy's count for the
+ * channel, as for a local peer) after the data on the same queue pair; waited for here, so the
+ * value's slot and the source are free again and a later SYNC finds them complete. */
+static void handle_remote(struct shunt_gpu_proxy* p, const struct shunt_gpu_slot* s) {
+  const struct shunt_trigger* t = &s->t;
+  uint64_t id = 0;
+  if ((t->type & SHUNT_TRIG_DATA) && t->size &&
+      shunt_ib_write(p->ib, t->peer, (const void*)(uintptr_t)s->src_addr, t->size,
+                     s->dst_addr - (uint64_t)(uintptr_t)p->cfg.region, ib_copy, &id) != 0)
+    return;
+  if ((t->type & SHUNT_TRIG_FLAG) && t->ordinal < p->cfg.ordinals) {
+    uint64_t* v = shunt_ib_signals(p->ib);
+    *v = ++p->sent[(size_t)t->peer * p->cfg.ordinals + t->ordinal];
+    uint64_t dst = p->cfg.flag_off + (uint64_t)t->ordinal * sizeof(uint64_t);
+    if (shunt_ib_write(p->ib, t->peer, v, sizeof(*v), dst, NULL, &id) != 0) return;
+  }
+  shunt_ib_wait(p->ib, t->peer, 0);
+}
+
+static void handle(struct shunt_gpu_proxy* p, const struct shunt_gpu_slot* s, uint64_t pos) {
+  const struct shunt_trigger* t = &s->t;
+  const struct shunt_cu* cu = p->cfg.cu;
+  bool remote = t->peer < p->cfg.nranks && p->cfg.remote[t->peer];
+  CUresult e;
+  if (remote && p->ib && !atomic_load(&p->failed)) {
+    handle_remote(p, s);
+  } else if (!remote && (t->type & SHUNT_TRIG_DATA) && t->size) {
+    /* Packets too: copy engines write whole aligned 16-byte units, so a packet lands at once. */
+    e = cu->MemcpyAsync((CUdeviceptr)s->dst_addr, (CUdeviceptr)s->src_addr, t->size, p->stream);
+    if (e != CUDA_SUCCESS) fail_cu(p, "data copy", e);
+  }
+  if ((t->type & SHUNT_TRIG_FLAG) && t->peer < p->cfg.nranks && !remote && t->ordinal < p->cfg.ordinals) {
+    /* Only this proxy writes the peer's counter for (port, this rank, ordinal): it knows the
+     * next value, and a copy ordered after the data on the same stream publishes it. The value
+     * sits in a pinned ring, so the copy is truly asynchronous (a pageable source is staged
+     * synchronously); an entry is reused only after the stream has drained past its copy: at
+     * a SYNC, or here when the ring would wrap first. */
+    if (p->ring_used == FLAG_RING) {
+      e = cu->StreamSynchronize(p->stream);
+      if (e != CUDA_SUCCESS) fail_cu(p, "stream synchronize", e);
+      p->ring_used = 0;
+    }
+    uint64_t* v = &p->flag_ring[p->ring_pos++ % FLAG_RING];
+    p->ring_used++;
+    *v = ++p->sent[(size_t)t->peer * p->cfg.ordinals + t->ordinal];
+    char* dst = p->cfg.peer[t->peer] + p->cfg.flag_off + (uint64_t)t->ordinal * sizeof(uint64_t);
+    e = cu->MemcpyHtoDAsync(DP(dst), v, sizeof(*v), p->stream);
+    if (e != CUDA_SUCCESS) fail_cu(p, "flag write", e);
+  }
+  if (t->type & SHUNT_TRIG_SYNC) {
+    e = cu->StreamSynchronize(p->stream);
+    if (e != CUDA_SUCCESS) fail_cu(p, "stream synchronize", e);
+    p->ring_used = 0;
+    __atomic_store_n(&p->cfg.fifo->done, pos + 1, __ATOMIC_RELEASE);
+  }
+}
+
+static void* proxy_main(void* arg) {
+  struct shunt_gpu_proxy* p = arg;
+  p->cfg.cu->CtxSetCurrent(p->cfg.ctx);
+  /* A thread capturing a graph in global mode must not make this thread's stream calls fail. */
+  int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  p->cfg.cu->ThreadExchangeStreamCaptureMode(&mode);
+  uint64_t pos = 0;
+  /* A kernel waits for its triggers: the proxy polls without sleeping for PROXY_SPIN_NS after
+   * its last trigger (a plan's triggers come in bursts), then sleeps at most PROXY_NAP_NS at a
+   * time, so the first trigger after a pause waits microseconds, not a growing backoff. */
+  uint64_t idle_since = 0;
+  struct shunt_gpu_slot s;
+  while (true) {
+    if (!shunt_gpu_fifo_take(p->cfg.fifo, pos, &s)) {
+      if (atomic_load_explicit(&p->stop, memory_order_acquire)) break;
+      uint64_t now = shunt_now_ns();
+      if (!idle_since) idle_since = now;
+      if (now - idle_since < PROXY_SPIN_NS) {
+        sched_yield();
+      } else {
+        struct timespec ts = {0, PROXY_NAP_NS};
+        nanosleep(&ts, NULL);
+      }
+      continue;
+    }
+    idle_since = 0;
+    handle(p, &s, pos);
+    pos++;
+  }
+  return NULL;
+}
+
+/* ---- life -------------------------------------------------------------------------------- */
+
+int shunt_gpu_proxy_new(const struct shunt_gpu_proxy_config* cfg, struct shunt_gpu_proxy** out, char* err,
+                        size_t len) {
+  *out = NULL;
+  struct shunt_gpu_proxy* p = calloc(1, sizeof(*p));
+  if (!p || !(p->sent = calloc((size_t)cfg->nranks * cfg->ordinals, sizeof(*p->sent)))) {
+    free(p);
+    snprintf(err, len, "out of memory");
+    return -1;
+  }
+  p->cfg = *cfg;
+  atomic_init(&p->stop, false);
+  atomic_init(&p->failed, 0);
+  const struct shunt_cu* cu = cfg->cu;
+  CUresult e = cu->StreamCreate(&p->stream, CU_STREAM_NON_BLOCKING);
+  const char* what = "cuStreamCreate";
+  if (e == CUDA_SUCCESS) {
+    what = "cuMemHostAlloc";
+    e = cu->MemHostAlloc((void**)&p->flag_ring, FLAG_RING * sizeof(uint64_t), CU_MEMHOSTALLOC_PORTABLE);
+  }
+  if (e != CUDA_SUCCESS) {
+    snprintf(err, len, "rank %u proxy: %s: %s", cfg->rank, what, shunt_cu_error(e));
+    shunt_gpu_proxy_free(p);
+    return -1;
+  }
+  *out = p;
+  return 0;
+}
+
+int shunt_gpu_proxy_start(struct shunt_gpu_proxy* p, char* err, size_t len) {
+  if (pthread_create(&p->thread, NULL, proxy_main, p) != 0) {
+    snprintf(err, len, "cannot start the proxy thread");
+    return -1;
+  }
+  p->started = true;
+  return 0;
+}
+
+int shunt_gpu_proxy_abort(struct shunt_gpu_proxy* p) {
+  CUresult e = raise_abort(p);
+  if (e == CUDA_SUCCESS) e = p->cfg.cu->StreamSynchronize(p->stream);
+  return e == CUDA_SUCCESS ? 0 : -1;
+}
+
+bool shunt_gpu_proxy_failed(struct shunt_gpu_proxy* p) {
+  return atomic_load(&p->failed) != 0;
+}
+
+const char* shunt_gpu_proxy_msg(const struct shunt_gpu_proxy* p) {
+  return p->msg;
+}
+
+void shunt_gpu_proxy_free(struct shunt_gpu_proxy* p) {
+  if (!p) return;
+  if (p->started) {
+    atomic_store_explicit(&p->stop, true, memory_order_release);
+    pthread_join(p->thread, NULL);
+  }
+  const struct shunt_cu* cu = p->cfg.cu;
+  if (p->stream) cu->StreamSynchronize(p->stream);
+  if (p->flag_ring) cu->MemFreeHost(p->flag_ring);
+  if (p->stream) cu->StreamDestroy(p->stream);
+  free(p->sent);
+  free(p);
+}

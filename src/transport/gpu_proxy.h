@@ -1,0 +1,60 @@
+/* The GPU backend's proxy: one thread per rank that serves its kernel's port-channel triggers
+ * (transport/gpu_fifo.h), the way the host world's proxy serves its fibers' (proxy.h).
+ *
+ * Promises:
+ * - Triggers are served strictly in FIFO order on the proxy's own stream: to a rank of this
+ *   host, data with cuMemcpyAsync into its region (mapped: a pointer or CUDA IPC), then the
+ *   flag, the peer's counter written with the next value by a copy ordered after the data; to a
+ *   rank of another host, RDMA writes through the verbs endpoint (transport/ib_ep.h), the count
+ *   after the data on the same queue pair, waited for before the next trigger. A SYNC trigger
+ *   publishes completion (fifo->done) once the stream has drained.
+ * - The proxy never blocks on anything but its own stream and its own writes, and is immune to
+ *   other threads' stream capture.
+ * - A failure (a CUDA call, an error completion) is recorded once with a message and raises
+ *   the abort word of every rank of this host, so their kernels give up instead of waiting; a
+ *   rank of another host learns of it from its own transport or timeout. */
+#ifndef SHUNT_TRANSPORT_GPU_PROXY_H
+#define SHUNT_TRANSPORT_GPU_PROXY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport/cu.h"
+#include "transport/gpu_fifo.h"
+
+struct shunt_ib;
+struct shunt_ib_config;
+struct shunt_gpu_proxy;
+
+struct shunt_gpu_proxy_config {
+  const struct shunt_cu* cu;
+  CUcontext ctx;
+  uint32_t rank, nranks;
+  struct shunt_gpu_fifo* fifo; /* host view */
+  char* const* peer;           /* [nranks] every rank's region as this process sees it */
+  const bool* remote;          /* [nranks] on another host: its peer entry is this rank's region */
+  char* region;                /* this rank's region */
+  uint64_t abort_off;          /* offset of the abort word (uint32) in every region */
+  uint64_t flag_off;           /* offset of the counter (port, this rank, ordinal 0) in every region */
+  uint32_t ordinals;           /* counters per peer: ordinal k at flag_off + 8k */
+};
+
+/* Its stream and pinned memory, in cfg->ctx (current on the calling thread); not yet running. */
+int shunt_gpu_proxy_new(const struct shunt_gpu_proxy_config* cfg, struct shunt_gpu_proxy** out, char* err,
+                        size_t len);
+/* Points a verbs endpoint's callbacks (failure, giving up, copies out of device memory) at p. */
+void shunt_gpu_proxy_ib_callbacks(struct shunt_gpu_proxy* p, struct shunt_ib_config* c);
+/* The endpoint that reaches the ranks of other hosts (the caller keeps it, and closes it only
+ * after shunt_gpu_proxy_free). */
+void shunt_gpu_proxy_set_ib(struct shunt_gpu_proxy* p, struct shunt_ib* ib);
+int shunt_gpu_proxy_start(struct shunt_gpu_proxy* p, char* err, size_t len);
+/* Raises every rank's abort word of this host on the proxy's stream and waits for it. */
+int shunt_gpu_proxy_abort(struct shunt_gpu_proxy* p);
+/* Whether it failed; the message ("rank R proxy: ..."). */
+bool shunt_gpu_proxy_failed(struct shunt_gpu_proxy* p);
+const char* shunt_gpu_proxy_msg(const struct shunt_gpu_proxy* p);
+/* Stops the thread, drains the stream, frees; NULL is fine. */
+void shunt_gpu_proxy_free(struct shunt_gpu_proxy* p);
+
+#endif
