@@ -12,8 +12,8 @@
 #include "util/env.h"
 #include "util/log.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SHUNT_DEEPBIND 0 /* AddressSanitizer aborts on RTLD_DEEPBIND */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SHUNT_DEEPBIND 0 /* the sanitizers' runtimes refuse RTLD_DEEPBIND */
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define SHUNT_DEEPBIND 0

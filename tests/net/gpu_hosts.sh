@@ -12,20 +12,28 @@ perf=$1 iblib=$2 cudadir=$3 nccl=$4
 out=$(mktemp -d)
 trap '[ -n "${KEEP:-}" ] || rm -rf "$out"' EXIT
 # run NAME NRANKS PER [VAR=VALUE...] -- [shunt-perf args]
+# The id comes from `shunt-perf --make-id` (its bootstrap root on a port the system picks, so
+# that runs beside other tests never collide), which lives until the ranks are done.
 run() {
-  local name=$1 n=$2 per=$3 pids=() fail=0 extra=() port=$((20000 + RANDOM % 30000))
+  local name=$1 n=$2 per=$3 pids=() fail=0 extra=() id idpid
   shift 3
   while [ $# -gt 0 ] && [ "$1" != -- ]; do extra+=("$1"); shift; done
   shift
+  local base=(LD_LIBRARY_PATH="$cudadir" FAKECUDA_DEVICES=1 SHUNT_GPU_CHECK_TIMEOUT=60 SHUNT_FALLBACK=0
+              SHUNT_NCCL_LIB=/nonexistent/libnccl.so.2 SHUNT_IB_LIB="$iblib" FAKEIBV_ADDR=127.0.0.1
+              SHUNT_BOOTSTRAP_TIMEOUT=60 SHUNT_SOCKET_IFNAME=lo SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,NET
+              "${extra[@]}")
+  exec {idfd}< <(env "${base[@]}" "$perf" --make-id 2>"$out/$name.id.log")
+  idpid=$!
+  read -r -t 30 id <&$idfd || { echo "$name: no id from shunt-perf --make-id"; cat "$out/$name.id.log"; return 1; }
   for r in $(seq 0 $((n - 1))); do
-    env LD_LIBRARY_PATH="$cudadir" FAKECUDA_DEVICES=1 SHUNT_GPU_CHECK_TIMEOUT=60 SHUNT_FALLBACK=0 \
-      SHUNT_NCCL_LIB=/nonexistent/libnccl.so.2 SHUNT_IB_LIB="$iblib" FAKEIBV_ADDR=127.0.0.1 \
-      SHUNT_PERF_NRANKS=$n SHUNT_PERF_RANK=$r SHUNT_PERF_ROOT=127.0.0.1:$port SHUNT_BOOTSTRAP_TIMEOUT=60 \
-      SHUNT_HOSTID=host$((r / per)) SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,NET "${extra[@]}" \
+    env "${base[@]}" SHUNT_PERF_NRANKS=$n SHUNT_PERF_RANK=$r SHUNT_PERF_ID="$id" SHUNT_HOSTID=host$((r / per)) \
       "$perf" "$@" >"$out/$name.$r.log" 2>&1 &
     pids+=($!)
   done
   for r in "${!pids[@]}"; do wait "${pids[$r]}" || fail=1; done
+  kill "$idpid" 2>/dev/null
+  exec {idfd}<&-
   return $fail
 }
 rows() { grep -cE '^ +[0-9]+ +[0-9]+ +(float|int8) ' "$1"; }
