@@ -40,6 +40,7 @@ void __tsan_release(void* addr);
 #define NET_STRIPE_MIN (256u << 10)
 #define NET_PENDING 1024u      /* flags waiting for striped data, per peer */
 #define NET_BOUNCE (64u << 10) /* packets land through it, whole words at a time */
+#define NET_STAGE (1u << 20)   /* staged mode: everything lands through it, handed on per piece */
 #define NET_POLL_MS 100
 
 enum { MSG_DATA = 1, MSG_FLAG = 2, MSG_PACKETS = 4, MSG_BYE = 8 };
@@ -92,12 +93,14 @@ struct rx_sock {
 };
 
 struct shunt_net {
-  struct shunt_world* w;
+  struct shunt_net_config cfg;
+  const bool* remote; /* [nranks], from connect */
   int lfd;
   uint64_t nonce;
   uint32_t nsocks;
   int64_t timeout_ms;
   struct net_peer* peers; /* [nranks] */
+  uint32_t bcap;          /* bounce bytes per receiving socket */
   struct rx_sock* rx;
   uint32_t nrx;
   struct pollfd* pfd;
@@ -118,21 +121,22 @@ static void sock_opts(int fd, int64_t timeout_ms) {
   if (uto) setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
 }
 
-int shunt_net_open(struct shunt_world* w, const struct sockaddr_storage* where, struct shunt_net** out,
-                   struct shunt_net_card* card, char* err, size_t len) {
+int shunt_net_open(const struct shunt_net_config* cfg, const struct sockaddr_storage* where,
+                   struct shunt_net** out, struct shunt_net_card* card, char* err, size_t len) {
   *out = NULL;
   memset(card, 0, sizeof(*card));
   struct shunt_net* n = calloc(1, sizeof(*n));
-  if (!n || !(n->peers = calloc(w->nranks, sizeof(*n->peers)))) {
+  if (!n || !(n->peers = calloc(cfg->nranks, sizeof(*n->peers)))) {
     free(n);
     snprintf(err, len, "out of memory");
     return -1;
   }
-  n->w = w;
+  n->cfg = *cfg;
+  n->bcap = cfg->staged ? NET_STAGE : NET_BOUNCE;
   n->lfd = -1;
   atomic_init(&n->stop, false);
   atomic_init(&n->leaving, false);
-  for (uint32_t r = 0; r < w->nranks; r++)
+  for (uint32_t r = 0; r < cfg->nranks; r++)
     for (int s = 0; s < NET_MAX_SOCKS; s++) n->peers[r].fd[s] = -1;
   n->nsocks = (uint32_t)shunt_env_int("SHUNT_SOCKET_NSOCKS", 2, 1, NET_MAX_SOCKS);
   n->timeout_ms = shunt_env_int("SHUNT_HOST_TIMEOUT_MS", 30000, 1, INT64_MAX);
@@ -159,7 +163,7 @@ int shunt_net_open(struct shunt_world* w, const struct sockaddr_storage* where, 
   card->nonce = n->nonce;
   card->nsocks = n->nsocks;
   char s[80];
-  SHUNT_INFO(SHUNT_NET, "rank %u: socket transport listening on %s, %u socket(s) per peer", w->rank,
+  SHUNT_INFO(SHUNT_NET, "rank %u: socket transport listening on %s, %u socket(s) per peer", cfg->rank,
              shunt_sock_str(&a, s, sizeof(s)), n->nsocks);
   *out = n;
   return 0;
@@ -167,20 +171,18 @@ int shunt_net_open(struct shunt_world* w, const struct sockaddr_storage* where, 
 
 /* ---- receiving ---------------------------------------------------------------------- */
 
-static uint64_t buf_cap(const struct shunt_world* w, unsigned type) {
-  return type == 0 ? w->cfg.input_bytes : type == 1 ? w->cfg.output_bytes : w->cfg.scratch_bytes;
+static uint64_t buf_cap(const struct shunt_net* n, unsigned type) {
+  return type < 4 ? n->cfg.caps[type] : 0;
 }
 
 /* Raises the flags of `peer` whose data are all in, in order. */
 static void apply_flags(struct shunt_net* n, uint32_t peer) {
   struct net_peer* p = &n->peers[peer];
-  struct shunt_world* w = n->w;
   while (p->qlen) {
     const struct pending* f = &p->q[p->qhead];
     for (uint32_t s = 0; s < p->nsocks; s++)
       if (p->got[s] < f->need[s]) return;
-    _Atomic uint64_t* sem = &w->peers[w->rank].inbound[shunt_world_sem(w, 2, peer, f->ordinal)];
-    atomic_fetch_add_explicit(sem, 1, memory_order_release);
+    n->cfg.signal(n->cfg.ctx, peer, f->ordinal);
     p->qhead = (p->qhead + 1) % NET_PENDING;
     p->qlen--;
   }
@@ -190,31 +192,32 @@ static int rx_fail(struct shunt_net* n, struct rx_sock* r, const char* what) {
   struct net_peer* p = &n->peers[r->peer];
   r->dead = true;
   if (p->left || atomic_load(&n->leaving) || atomic_load(&n->stop)) return 0;
-  shunt_world_fail(n->w, "socket transport: connection %u to rank %u at %s: %s", r->idx, r->peer, p->where,
-                   what);
+  char msg[512];
+  snprintf(msg, sizeof(msg), "socket transport: connection %u to rank %u at %s: %s", r->idx, r->peer,
+           p->where, what);
+  n->cfg.fail(n->cfg.ctx, msg);
   return -1;
 }
 
 static int header_done(struct shunt_net* n, struct rx_sock* r) {
   struct net_msg* h = &r->h;
   struct net_peer* p = &n->peers[r->peer];
-  struct shunt_world* w = n->w;
   if (h->kind & MSG_BYE) {
     p->left = true;
-    SHUNT_INFO(SHUNT_NET, "rank %u: rank %u at %s leaves", w->rank, r->peer, p->where);
+    SHUNT_INFO(SHUNT_NET, "rank %u: rank %u at %s leaves", n->cfg.rank, r->peer, p->where);
     return 0;
   }
-  if ((h->kind & ~(uint32_t)(MSG_DATA | MSG_FLAG | MSG_PACKETS)) || h->dst_buf > 2 ||
+  if ((h->kind & ~(uint32_t)(MSG_DATA | MSG_FLAG | MSG_PACKETS)) || h->dst_buf > 3 ||
       h->ordinal >= SHUNT_WORLD_MAX_ORDINAL || ((h->kind & MSG_FLAG) && r->idx != 0) ||
-      (!(h->kind & MSG_DATA) && h->size) || h->size > buf_cap(w, h->dst_buf) ||
-      h->dst_off > buf_cap(w, h->dst_buf) - h->size ||
+      (!(h->kind & MSG_DATA) && h->size) || h->size > buf_cap(n, h->dst_buf) ||
+      h->dst_off > buf_cap(n, h->dst_buf) - h->size ||
       ((h->kind & MSG_PACKETS) && (r->idx != 0 || h->size % 8)))
     return rx_fail(n, r, "malformed message");
   if ((h->kind & MSG_DATA) && h->size) {
     r->in_payload = true;
     r->pgot = 0;
     r->bfill = 0;
-    r->dst = shunt_world_buf(w, w->rank, h->dst_buf) + h->dst_off;
+    r->dst = n->cfg.staged ? NULL : n->cfg.sink(n->cfg.ctx, h->dst_buf, h->dst_off);
     return 0;
   }
   return 1; /* complete */
@@ -248,8 +251,8 @@ static int rx_progress(struct shunt_net* n, struct rx_sock* r) {
     } else {
       NET_TSAN_ACQUIRE(&n->tsan_clock);
       uint64_t left = r->h.size - r->pgot;
-      if (r->h.kind & MSG_PACKETS) {
-        uint64_t room = NET_BOUNCE - r->bfill;
+      if ((r->h.kind & MSG_PACKETS) || n->cfg.staged) {
+        uint64_t room = n->bcap - r->bfill;
         left -= r->bfill;
         got = recv(r->fd, r->bounce + r->bfill, left < room ? left : room, 0);
       } else {
@@ -273,7 +276,17 @@ static int rx_progress(struct shunt_net* n, struct rx_sock* r) {
       if (rc == 1) msg_done(n, r);
       continue;
     }
-    if (r->h.kind & MSG_PACKETS) {
+    if (n->cfg.staged) {
+      /* Through the bounce buffer, handed on when full or at the message's end (packets whole:
+       * the buffer holds whole words and a packet message is whole words). */
+      r->bfill += (uint32_t)got;
+      if (r->bfill == n->bcap || r->pgot + r->bfill == r->h.size) {
+        if (n->cfg.landed(n->cfg.ctx, r->h.dst_buf, r->h.dst_off + r->pgot, r->bounce, r->bfill) != 0)
+          return rx_fail(n, r, "cannot place the data it sent");
+        r->pgot += r->bfill;
+        r->bfill = 0;
+      }
+    } else if (r->h.kind & MSG_PACKETS) {
       r->bfill += (uint32_t)got;
       uint32_t whole = r->bfill & ~7u;
       shunt_copy_words(r->dst + r->pgot, r->bounce, whole);
@@ -310,7 +323,6 @@ static void* rx_main(void* arg) {
 /* ---- connecting --------------------------------------------------------------------- */
 
 static int accept_one(struct shunt_net* n, int64_t deadline, char* err, size_t len) {
-  struct shunt_world* w = n->w;
   struct pollfd pf = {n->lfd, POLLIN, 0};
   int64_t left = deadline - shunt_sock_now_ms();
   if (left <= 0 || poll(&pf, 1, (int)(left < 1000 ? left : 1000)) < 0) {
@@ -327,14 +339,14 @@ static int accept_one(struct shunt_net* n, int64_t deadline, char* err, size_t l
   const char* bad = NULL;
   if (shunt_sock_recv(fd, &h, sizeof(h), hello_by < deadline ? hello_by : deadline, why, sizeof(why)) != 0)
     bad = why;
-  else if (h.magic != NET_MAGIC || h.nonce != n->nonce || h.nranks != w->nranks)
+  else if (h.magic != NET_MAGIC || h.nonce != n->nonce || h.nranks != n->cfg.nranks)
     bad = "not a rank of this communicator";
-  else if (h.rank >= w->rank || !shunt_world_remote(w, h.rank))
+  else if (h.rank >= n->cfg.rank || !n->remote[h.rank])
     bad = "not a rank of another host that connects to this one";
   else if (h.sock >= n->peers[h.rank].nsocks || n->peers[h.rank].fd[h.sock] >= 0)
     bad = "a connection this rank does not expect";
   if (bad) {
-    SHUNT_WARN("rank %u: socket transport refused a connection from %s: %s", w->rank, from, bad);
+    SHUNT_WARN("rank %u: socket transport refused a connection from %s: %s", n->cfg.rank, from, bad);
     close(fd);
     return 0;
   }
@@ -349,12 +361,14 @@ static int accept_one(struct shunt_net* n, int64_t deadline, char* err, size_t l
   return 1;
 }
 
-int shunt_net_connect(struct shunt_net* n, const struct shunt_net_card* cards, char* err, size_t len) {
-  struct shunt_world* w = n->w;
+int shunt_net_connect(struct shunt_net* n, const bool* remote, const struct shunt_net_card* cards, char* err,
+                      size_t len) {
+  const uint32_t me = n->cfg.rank, nranks = n->cfg.nranks;
+  n->remote = remote;
   int64_t deadline = shunt_sock_now_ms() + n->timeout_ms;
   uint32_t expect = 0, total = 0;
-  for (uint32_t r = 0; r < w->nranks; r++) {
-    if (r == w->rank || !shunt_world_remote(w, r)) continue;
+  for (uint32_t r = 0; r < nranks; r++) {
+    if (r == me || !remote[r]) continue;
     struct net_peer* p = &n->peers[r];
     p->nsocks = cards[r].nsocks < n->nsocks ? cards[r].nsocks : n->nsocks;
     if (p->nsocks < 1 || p->nsocks > NET_MAX_SOCKS) {
@@ -371,17 +385,17 @@ int shunt_net_connect(struct shunt_net* n, const struct shunt_net_card* cards, c
       return -1;
     }
     total += p->nsocks;
-    if (r < w->rank) expect += p->nsocks;
+    if (r < me) expect += p->nsocks;
   }
   /* Lower ranks connect: send every hello first, since handshakes complete in the listener's
    * backlog before it accepts; then accept; then collect the acknowledgements. */
   char why[256];
-  for (uint32_t r = w->rank + 1; r < w->nranks; r++) {
-    if (!shunt_world_remote(w, r)) continue;
+  for (uint32_t r = me + 1; r < nranks; r++) {
+    if (!remote[r]) continue;
     struct net_peer* p = &n->peers[r];
     for (uint32_t s = 0; s < p->nsocks; s++) {
       int fd = shunt_sock_connect(&p->addr, deadline, why, sizeof(why));
-      struct net_hello h = {NET_MAGIC, cards[r].nonce, w->rank, s, w->nranks, 0};
+      struct net_hello h = {NET_MAGIC, cards[r].nonce, me, s, nranks, 0};
       if (fd < 0 || shunt_sock_send(fd, &h, sizeof(h), deadline, why, sizeof(why)) != 0) {
         if (fd >= 0) close(fd);
         snprintf(err, len, "rank %u at %s: %s", r, p->where, why);
@@ -396,8 +410,8 @@ int shunt_net_connect(struct shunt_net* n, const struct shunt_net_card* cards, c
     if (rc < 0) return -1;
     got += (uint32_t)rc;
   }
-  for (uint32_t r = w->rank + 1; r < w->nranks; r++) {
-    if (!shunt_world_remote(w, r)) continue;
+  for (uint32_t r = me + 1; r < nranks; r++) {
+    if (!remote[r]) continue;
     for (uint32_t s = 0; s < n->peers[r].nsocks; s++) {
       char ack = 0;
       if (shunt_sock_recv(n->peers[r].fd[s], &ack, 1, deadline, why, sizeof(why)) != 0 || ack != 'Y') {
@@ -413,13 +427,13 @@ int shunt_net_connect(struct shunt_net* n, const struct shunt_net_card* cards, c
     snprintf(err, len, "out of memory");
     return -1;
   }
-  for (uint32_t r = 0; r < w->nranks; r++)
+  for (uint32_t r = 0; r < nranks; r++)
     for (uint32_t s = 0; s < n->peers[r].nsocks; s++) {
       struct rx_sock* x = &n->rx[n->nrx++];
       x->fd = n->peers[r].fd[s];
       x->peer = r;
       x->idx = s;
-      if (s == 0 && !(x->bounce = malloc(NET_BOUNCE))) {
+      if ((s == 0 || n->cfg.staged) && !(x->bounce = malloc(n->bcap))) {
         snprintf(err, len, "out of memory");
         return -1;
       }
@@ -430,9 +444,9 @@ int shunt_net_connect(struct shunt_net* n, const struct shunt_net_card* cards, c
   }
   n->thread_live = true;
   uint32_t npeers = 0;
-  for (uint32_t r = 0; r < w->nranks; r++) npeers += n->peers[r].nsocks > 0;
+  for (uint32_t r = 0; r < nranks; r++) npeers += n->peers[r].nsocks > 0;
   SHUNT_INFO(SHUNT_NET, "rank %u: socket transport connected to %u rank(s) of other hosts over %u socket(s)",
-             w->rank, npeers, total);
+             me, npeers, total);
   return 0;
 }
 
@@ -472,15 +486,12 @@ static int tx_step(struct tx* t) {
   return 0;
 }
 
-static bool give_up(const struct shunt_world* w) {
-  return atomic_load_explicit(&w->failed, memory_order_relaxed) ||
-         atomic_load_explicit(&w->aborted, memory_order_relaxed) ||
-         atomic_load_explicit(&w->broken, memory_order_relaxed);
+static bool give_up(const struct shunt_net* n) {
+  return n->cfg.give_up(n->cfg.ctx);
 }
 
 /* Sends every message of txs (one per socket), interleaved as the sockets take them. */
 static int tx_all(struct shunt_net* n, uint32_t peer, struct tx* txs, uint32_t k) {
-  struct shunt_world* w = n->w;
   for (;;) {
     bool all = true, moved = false;
     struct pollfd pf[NET_MAX_SOCKS];
@@ -497,8 +508,10 @@ static int tx_all(struct shunt_net* n, uint32_t peer, struct tx* txs, uint32_t k
       size_t before = txs[i].hsent + (size_t)txs[i].sent;
       if (tx_step(&txs[i]) != 0) {
         n->peers[peer].torn = true;
-        shunt_world_fail(w, "socket transport: connection to rank %u at %s: send failed: %s", peer,
-                         n->peers[peer].where, strerror(errno));
+        char msg[512];
+        snprintf(msg, sizeof(msg), "socket transport: connection to rank %u at %s: send failed: %s", peer,
+                 n->peers[peer].where, strerror(errno));
+        n->cfg.fail(n->cfg.ctx, msg);
         return -1;
       }
       moved |= txs[i].hsent + (size_t)txs[i].sent != before;
@@ -511,7 +524,7 @@ static int tx_all(struct shunt_net* n, uint32_t peer, struct tx* txs, uint32_t k
       NET_TSAN_RELEASE(&n->tsan_clock);
       return 0;
     }
-    if (give_up(w)) {
+    if (give_up(n)) {
       n->peers[peer].torn = true;
       return -1;
     }
@@ -519,10 +532,8 @@ static int tx_all(struct shunt_net* n, uint32_t peer, struct tx* txs, uint32_t k
   }
 }
 
-static int socket_trigger(struct shunt_world* w, const struct shunt_trigger* t, const char* src) {
-  struct shunt_net* n = w->net;
+int shunt_net_send(struct shunt_net* n, const struct shunt_trigger* t, const char* src) {
   struct net_peer* p = &n->peers[t->peer];
-  if (atomic_load_explicit(&w->failed, memory_order_relaxed)) return -1;
   bool data = (t->type & SHUNT_TRIG_DATA) && t->size, flag = (t->type & SHUNT_TRIG_FLAG) != 0;
   bool packets = (t->type & SHUNT_TRIG_PACKETS) != 0;
   struct tx txs[NET_MAX_SOCKS];
@@ -561,13 +572,67 @@ static int socket_trigger(struct shunt_world* w, const struct shunt_trigger* t, 
   return tx_all(n, t->peer, txs, k);
 }
 
+/* ---- the host world's link ------------------------------------------------------------- */
+
+static char* world_sink(void* ctx, unsigned buf, uint64_t off) {
+  struct shunt_world* w = ctx;
+  return shunt_world_buf(w, w->rank, buf) + off;
+}
+
+static void world_signal(void* ctx, uint32_t peer, uint16_t ordinal) {
+  struct shunt_world* w = ctx;
+  _Atomic uint64_t* sem = &w->peers[w->rank].inbound[shunt_world_sem(w, 2, peer, ordinal)];
+  atomic_fetch_add_explicit(sem, 1, memory_order_release);
+}
+
+static void world_fail(void* ctx, const char* msg) {
+  shunt_world_fail(ctx, "%s", msg);
+}
+
+static bool world_gives_up(void* ctx) {
+  const struct shunt_world* w = ctx;
+  return atomic_load_explicit(&w->failed, memory_order_relaxed) ||
+         atomic_load_explicit(&w->aborted, memory_order_relaxed) ||
+         atomic_load_explicit(&w->broken, memory_order_relaxed);
+}
+
+int shunt_world_net_open(struct shunt_world* w, const struct sockaddr_storage* where,
+                         struct shunt_net_card* card, char* err, size_t len) {
+  struct shunt_net_config c = {.rank = w->rank,
+                               .nranks = w->nranks,
+                               .caps = {w->cfg.input_bytes, w->cfg.output_bytes, w->cfg.scratch_bytes, 0},
+                               .ctx = w,
+                               .sink = world_sink,
+                               .signal = world_signal,
+                               .fail = world_fail,
+                               .give_up = world_gives_up};
+  return shunt_net_open(&c, where, &w->net, card, err, len);
+}
+
+int shunt_world_net_connect(struct shunt_world* w, const struct shunt_net_card* cards, char* err,
+                            size_t len) {
+  bool* remote = calloc(w->nranks, sizeof(*remote));
+  if (!remote) {
+    snprintf(err, len, "out of memory");
+    return -1;
+  }
+  for (uint32_t r = 0; r < w->nranks; r++) remote[r] = shunt_world_remote(w, r);
+  w->net_remote = remote; /* the endpoint keeps the list; freed with the world */
+  return shunt_net_connect(w->net, remote, cards, err, len);
+}
+
+static int socket_trigger(struct shunt_world* w, const struct shunt_trigger* t, const char* src) {
+  if (atomic_load_explicit(&w->failed, memory_order_relaxed)) return -1;
+  return shunt_net_send(w->net, t, src);
+}
+
 const struct shunt_link_ops shunt_link_socket = {"socket", socket_trigger};
 
 /* ---- teardown ------------------------------------------------------------------------- */
 
 void shunt_net_leave(struct shunt_net* n) {
   if (!n || atomic_exchange(&n->leaving, true)) return;
-  for (uint32_t r = 0; r < n->w->nranks; r++) {
+  for (uint32_t r = 0; r < n->cfg.nranks; r++) {
     struct net_peer* p = &n->peers[r];
     /* A goodbye after half a message would read as a malformed one: the peer then learns of
      * the departure from the closed connection. */
@@ -588,7 +653,7 @@ void shunt_net_close(struct shunt_net* n) {
   if (!n) return;
   atomic_store_explicit(&n->stop, true, memory_order_release);
   if (n->thread_live) pthread_join(n->thread, NULL);
-  for (uint32_t r = 0; r < n->w->nranks; r++) {
+  for (uint32_t r = 0; r < n->cfg.nranks; r++) {
     for (int s = 0; s < NET_MAX_SOCKS; s++)
       if (n->peers[r].fd[s] >= 0) close(n->peers[r].fd[s]);
     free(n->peers[r].q);

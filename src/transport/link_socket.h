@@ -16,6 +16,7 @@
 #ifndef SHUNT_TRANSPORT_LINK_SOCKET_H
 #define SHUNT_TRANSPORT_LINK_SOCKET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -24,6 +25,7 @@
 
 struct shunt_world;
 struct shunt_net;
+struct shunt_trigger;
 
 /* What a rank publishes through the bootstrap for its peers to connect. */
 struct shunt_net_card {
@@ -33,15 +35,44 @@ struct shunt_net_card {
   uint32_t pad_;
 };
 
+/* Where what arrives goes: the endpoint serves the host world (data written in place) and the
+ * GPU backend (staged: data handed on piece by piece, to be copied to the device). */
+struct shunt_net_config {
+  uint32_t rank, nranks;
+  uint64_t caps[4]; /* bytes of each destination buffer (0 input, 1 output, 2 scratch, 3 a
+                       whole region by offset); a message beyond them is malformed */
+  bool staged;
+  void* ctx;
+  /* Not staged: where bytes for (buf, off) go in this process. */
+  char* (*sink)(void* ctx, unsigned buf, uint64_t off);
+  /* Staged: bytes for (buf, off) arrived in `at` (whole 8-byte words for packets); 0, or -1 to
+   * fail the connection. */
+  int (*landed)(void* ctx, unsigned buf, uint64_t off, const char* at, uint64_t bytes);
+  /* A flag from `peer` on channel `ordinal`, after all its data landed. */
+  void (*signal)(void* ctx, uint32_t peer, uint16_t ordinal);
+  void (*fail)(void* ctx, const char* msg);
+  bool (*give_up)(void* ctx);
+};
+
 /* Listens on `where`'s address (port chosen here) and fills this rank's card. */
-int shunt_net_open(struct shunt_world* w, const struct sockaddr_storage* where, struct shunt_net** out,
-                   struct shunt_net_card* card, char* err, size_t len);
+int shunt_net_open(const struct shunt_net_config* cfg, const struct sockaddr_storage* where,
+                   struct shunt_net** out, struct shunt_net_card* card, char* err, size_t len);
 /* Collective among the ranks with a network peer: connects to every rank of another host
- * (cards: every rank's, in rank order; w->node_of set) and starts the receiving thread. */
-int shunt_net_connect(struct shunt_net* n, const struct shunt_net_card* cards, char* err, size_t len);
+ * (remote[r]; kept until close; cards: every rank's, in rank order) and starts the receiving
+ * thread. */
+int shunt_net_connect(struct shunt_net* n, const bool* remote, const struct shunt_net_card* cards, char* err,
+                      size_t len);
+/* Sends a trigger's data (from src, in this process's memory) and flag to t->peer; returns when
+ * src may be reused, 0, or -1 (a failure reported, or giving up). */
+int shunt_net_send(struct shunt_net* n, const struct shunt_trigger* t, const char* src);
 /* Tells peers this rank leaves in order, and stops counting their departures as faults. */
 void shunt_net_leave(struct shunt_net* n);
 /* Closes every connection and joins the receiving thread. */
 void shunt_net_close(struct shunt_net* n);
+
+/* The host world's use of it: open on the world's region, connect to its ranks of other hosts. */
+int shunt_world_net_open(struct shunt_world* w, const struct sockaddr_storage* where,
+                         struct shunt_net_card* card, char* err, size_t len);
+int shunt_world_net_connect(struct shunt_world* w, const struct shunt_net_card* cards, char* err, size_t len);
 
 #endif

@@ -54,6 +54,7 @@ static void release(struct shunt_world* w) {
   free(w->regions);
   free(w->node_of);
   free(w->where);
+  free(w->net_remote);
   free((void*)w->links);
   free(w->peers);
   free(w->expected);
@@ -78,7 +79,7 @@ static int open_net(struct shunt_world* w, const struct shunt_world_exchange* bs
     }
   }
   if (kind == NET_IB) return 0;
-  return shunt_net_open(w, bs->net_addr.ss_family ? &bs->net_addr : NULL, &w->net, &me->card, err, len);
+  return shunt_world_net_open(w, bs->net_addr.ss_family ? &bs->net_addr : NULL, &me->card, err, len);
 }
 
 /* Collective among all ranks: every rank reaches its peers of other hosts the same way, verbs
@@ -117,7 +118,7 @@ static int connect_net(struct shunt_world* w, int kind, const struct announce* a
     w->ib = NULL;
     struct shunt_net_card* c = cards;
     for (uint32_t r = 0; c && r < n; r++) c[r] = all[r].card;
-    rc = c ? shunt_net_connect(w->net, c, err, len) : -1;
+    rc = c ? shunt_world_net_connect(w, c, err, len) : -1;
   }
   if (!cards && rc == 0) rc = -1;
   if (!cards) snprintf(err, len, "out of memory");

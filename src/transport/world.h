@@ -83,6 +83,7 @@ struct shunt_world {
   uint32_t* node_of;                         /* [nranks] each rank's host */
   const struct shunt_link_ops* const* links; /* [nranks] how port channels reach each peer */
   struct shunt_net* net;                     /* the socket transport, when it carries them */
+  bool* net_remote;                          /* [nranks] the socket transport's list of remote ranks */
   struct shunt_ib* ib;                       /* the verbs transport, when it carries them */
   char (*where)[64];                         /* [nranks] a rank of another host's address, else "" */
   /* A transport failed (a connection reset, a peer gone): every wait gives up, later runs
