@@ -41,16 +41,6 @@ void shunt_gpu_gate_init(struct shunt_comm* c) {
   }
   /* Every rank decides from the same gathered facts, so all run the check or none does. */
   if (!c->plans_enabled || !c->gpu_everywhere) return;
-  static const char* const nets[] = {"auto", "ib", "socket"};
-  if (c->nnodes > 1 && shunt_env_choice("SHUNT_NET", NULL, nets, 3, 0) == 2) {
-    /* The GPU executor reaches other hosts through verbs only: no check, and NCCL serves. */
-    atomic_store(&c->gpu_verdict, SHUNT_GPU_NCCL);
-    SHUNT_INFO(SHUNT_INIT,
-               "rank %d: ranks on %d hosts and SHUNT_NET=socket: device calls go to NCCL (the GPU executor "
-               "reaches other hosts through verbs only)",
-               c->rank, c->nnodes);
-    return;
-  }
   /* The placement selection will ask for (collectives.c): all ranks on one host, a uniform
    * count per host, or none that memory plans could serve. */
   uint32_t want = c->nnodes <= 1          ? (uint32_t)c->nranks

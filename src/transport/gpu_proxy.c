@@ -11,11 +11,13 @@
 
 #include "transport/backoff.h"
 #include "transport/ib_ep.h"
+#include "transport/link_socket.h"
 #include "util/log.h"
 
 #define PROXY_SPIN_NS 200000ull
 #define PROXY_NAP_NS 20000L
 #define FLAG_RING 4096u
+#define NET_PIECE (1u << 20) /* device data sent over TCP in pieces of this size */
 
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
 
@@ -26,6 +28,12 @@ struct shunt_gpu_proxy {
   uint64_t* flag_ring; /* pinned: the values of the flag copies in flight (proxy thread only) */
   uint64_t ring_pos, ring_used;
   struct shunt_ib* ib;
+  struct shunt_net* net;
+  char* piece;       /* pinned: device data on their way to a socket (proxy thread only) */
+  CUstream rx;       /* the receiving thread's copies into this rank's region */
+  uint64_t* rx_flag; /* pinned: the count the receiving thread writes */
+  uint64_t* got;     /* [nranks * ordinals]: flags received per (peer, ordinal) */
+  uint64_t region_bytes;
   pthread_t thread;
   bool started;
   atomic_bool stop;
@@ -84,6 +92,78 @@ void shunt_gpu_proxy_set_ib(struct shunt_gpu_proxy* p, struct shunt_ib* ib) {
   p->ib = ib;
 }
 
+/* The socket transport's receiving thread: into this rank's region on the proxy's receiving
+ * stream, waited for, since the bytes at `at` are reused as soon as this returns. */
+static int net_landed(void* ctx, unsigned buf, uint64_t off, const char* at, uint64_t bytes) {
+  struct shunt_gpu_proxy* p = ctx;
+  const struct shunt_cu* cu = p->cfg.cu;
+  if (buf != 3 || off > p->region_bytes || bytes > p->region_bytes - off) return -1;
+  cu->CtxSetCurrent(p->cfg.ctx);
+  CUresult e = cu->MemcpyHtoDAsync(DP(p->cfg.region + off), at, bytes, p->rx);
+  if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(p->rx);
+  if (e != CUDA_SUCCESS) fail_cu(p, "copy of received data into the region", e);
+  return e == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* Only `peer` raises this counter, and the receiving thread sees its flags in order: the count
+ * it keeps is the counter's value, written after the data copies on the same stream. */
+static void net_signal(void* ctx, uint32_t peer, uint16_t ordinal) {
+  struct shunt_gpu_proxy* p = ctx;
+  const struct shunt_cu* cu = p->cfg.cu;
+  if (peer >= p->cfg.nranks || ordinal >= p->cfg.ordinals) return;
+  size_t k = (size_t)peer * p->cfg.ordinals + ordinal;
+  *p->rx_flag = ++p->got[k];
+  char* dst = p->cfg.region + p->cfg.port_off + k * sizeof(uint64_t);
+  cu->CtxSetCurrent(p->cfg.ctx);
+  CUresult e = cu->MemcpyHtoDAsync(DP(dst), p->rx_flag, sizeof(uint64_t), p->rx);
+  if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(p->rx);
+  if (e != CUDA_SUCCESS) fail_cu(p, "write of a received flag", e);
+}
+
+void shunt_gpu_proxy_net_callbacks(struct shunt_gpu_proxy* p, uint64_t bytes, struct shunt_net_config* c) {
+  p->region_bytes = bytes;
+  c->caps[3] = bytes;
+  c->staged = true;
+  c->ctx = p;
+  c->landed = net_landed;
+  c->signal = net_signal;
+  c->fail = ib_failed;
+  c->give_up = ib_gives_up;
+}
+
+void shunt_gpu_proxy_set_net(struct shunt_gpu_proxy* p, struct shunt_net* net) {
+  p->net = net;
+}
+
+/* A trigger to a rank of another host over TCP: the data copied out of device memory a piece
+ * at a time and sent as writes into the peer's region (by offset), then the flag. */
+static void handle_socket(struct shunt_gpu_proxy* p, const struct shunt_gpu_slot* s) {
+  const struct shunt_trigger* t = &s->t;
+  const struct shunt_cu* cu = p->cfg.cu;
+  if ((t->type & SHUNT_TRIG_DATA) && t->size) {
+    uint64_t off = s->dst_addr - (uint64_t)(uintptr_t)p->cfg.region;
+    for (uint64_t done = 0; done < t->size; done += NET_PIECE) {
+      uint64_t n = t->size - done < NET_PIECE ? t->size - done : NET_PIECE;
+      CUresult e = cu->MemcpyDtoHAsync(p->piece, (CUdeviceptr)(s->src_addr + done), n, p->stream);
+      if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(p->stream);
+      if (e != CUDA_SUCCESS) {
+        fail_cu(p, "copy of data to send", e);
+        return;
+      }
+      struct shunt_trigger d = {.dst_off = off + done,
+                                .size = n,
+                                .peer = t->peer,
+                                .type = (uint8_t)(SHUNT_TRIG_DATA | (t->type & SHUNT_TRIG_PACKETS)),
+                                .dst_buf = 3};
+      if (shunt_net_send(p->net, &d, p->piece) != 0) return;
+    }
+  }
+  if (t->type & SHUNT_TRIG_FLAG) {
+    struct shunt_trigger f = {.peer = t->peer, .ordinal = t->ordinal, .type = SHUNT_TRIG_FLAG};
+    shunt_net_send(p->net, &f, NULL);
+  }
+}
+
 /* Device memory the endpoint has not registered (a user buffer), into its bounce area. */
 static int ib_copy(void* ctx, void* dst, const void* src, uint64_t bytes) {
   struct shunt_gpu_proxy* p = ctx;
@@ -108,7 +188,8 @@ static void handle_remote(struct shunt_gpu_proxy* p, const struct shunt_gpu_slot
   if ((t->type & SHUNT_TRIG_FLAG) && t->ordinal < p->cfg.ordinals) {
     uint64_t* v = shunt_ib_signals(p->ib);
     *v = ++p->sent[(size_t)t->peer * p->cfg.ordinals + t->ordinal];
-    uint64_t dst = p->cfg.flag_off + (uint64_t)t->ordinal * sizeof(uint64_t);
+    uint64_t dst =
+        p->cfg.port_off + ((uint64_t)p->cfg.rank * p->cfg.ordinals + t->ordinal) * sizeof(uint64_t);
     if (shunt_ib_write(p->ib, t->peer, v, sizeof(*v), dst, NULL, &id) != 0) return;
   }
   shunt_ib_wait(p->ib, t->peer, 0);
@@ -121,6 +202,8 @@ static void handle(struct shunt_gpu_proxy* p, const struct shunt_gpu_slot* s, ui
   CUresult e;
   if (remote && p->ib && !atomic_load(&p->failed)) {
     handle_remote(p, s);
+  } else if (remote && p->net && !atomic_load(&p->failed)) {
+    handle_socket(p, s);
   } else if (!remote && (t->type & SHUNT_TRIG_DATA) && t->size) {
     /* Packets too: copy engines write whole aligned 16-byte units, so a packet lands at once. */
     e = cu->MemcpyAsync((CUdeviceptr)s->dst_addr, (CUdeviceptr)s->src_addr, t->size, p->stream);
@@ -140,7 +223,8 @@ static void handle(struct shunt_gpu_proxy* p, const struct shunt_gpu_slot* s, ui
     uint64_t* v = &p->flag_ring[p->ring_pos++ % FLAG_RING];
     p->ring_used++;
     *v = ++p->sent[(size_t)t->peer * p->cfg.ordinals + t->ordinal];
-    char* dst = p->cfg.peer[t->peer] + p->cfg.flag_off + (uint64_t)t->ordinal * sizeof(uint64_t);
+    char* dst = p->cfg.peer[t->peer] + p->cfg.port_off +
+                ((uint64_t)p->cfg.rank * p->cfg.ordinals + t->ordinal) * sizeof(uint64_t);
     e = cu->MemcpyHtoDAsync(DP(dst), v, sizeof(*v), p->stream);
     if (e != CUDA_SUCCESS) fail_cu(p, "flag write", e);
   }
@@ -190,7 +274,9 @@ int shunt_gpu_proxy_new(const struct shunt_gpu_proxy_config* cfg, struct shunt_g
                         size_t len) {
   *out = NULL;
   struct shunt_gpu_proxy* p = calloc(1, sizeof(*p));
-  if (!p || !(p->sent = calloc((size_t)cfg->nranks * cfg->ordinals, sizeof(*p->sent)))) {
+  if (!p || !(p->sent = calloc((size_t)cfg->nranks * cfg->ordinals, sizeof(*p->sent))) ||
+      !(p->got = calloc((size_t)cfg->nranks * cfg->ordinals, sizeof(*p->got)))) {
+    if (p) free(p->sent);
     free(p);
     snprintf(err, len, "out of memory");
     return -1;
@@ -201,10 +287,14 @@ int shunt_gpu_proxy_new(const struct shunt_gpu_proxy_config* cfg, struct shunt_g
   const struct shunt_cu* cu = cfg->cu;
   CUresult e = cu->StreamCreate(&p->stream, CU_STREAM_NON_BLOCKING);
   const char* what = "cuStreamCreate";
+  if (e == CUDA_SUCCESS) e = cu->StreamCreate(&p->rx, CU_STREAM_NON_BLOCKING);
   if (e == CUDA_SUCCESS) {
     what = "cuMemHostAlloc";
     e = cu->MemHostAlloc((void**)&p->flag_ring, FLAG_RING * sizeof(uint64_t), CU_MEMHOSTALLOC_PORTABLE);
   }
+  if (e == CUDA_SUCCESS)
+    e = cu->MemHostAlloc((void**)&p->rx_flag, sizeof(uint64_t), CU_MEMHOSTALLOC_PORTABLE);
+  if (e == CUDA_SUCCESS) e = cu->MemHostAlloc((void**)&p->piece, NET_PIECE, CU_MEMHOSTALLOC_PORTABLE);
   if (e != CUDA_SUCCESS) {
     snprintf(err, len, "rank %u proxy: %s: %s", cfg->rank, what, shunt_cu_error(e));
     shunt_gpu_proxy_free(p);
@@ -237,16 +327,25 @@ const char* shunt_gpu_proxy_msg(const struct shunt_gpu_proxy* p) {
   return p->msg;
 }
 
+void shunt_gpu_proxy_stop(struct shunt_gpu_proxy* p) {
+  if (!p || !p->started) return;
+  atomic_store_explicit(&p->stop, true, memory_order_release);
+  pthread_join(p->thread, NULL);
+  p->started = false;
+}
+
 void shunt_gpu_proxy_free(struct shunt_gpu_proxy* p) {
   if (!p) return;
-  if (p->started) {
-    atomic_store_explicit(&p->stop, true, memory_order_release);
-    pthread_join(p->thread, NULL);
-  }
+  shunt_gpu_proxy_stop(p);
   const struct shunt_cu* cu = p->cfg.cu;
   if (p->stream) cu->StreamSynchronize(p->stream);
+  if (p->rx) cu->StreamSynchronize(p->rx);
   if (p->flag_ring) cu->MemFreeHost(p->flag_ring);
+  if (p->rx_flag) cu->MemFreeHost(p->rx_flag);
+  if (p->piece) cu->MemFreeHost(p->piece);
   if (p->stream) cu->StreamDestroy(p->stream);
+  if (p->rx) cu->StreamDestroy(p->rx);
   free(p->sent);
+  free(p->got);
   free(p);
 }

@@ -6,8 +6,12 @@
  *   host, data with cuMemcpyAsync into its region (mapped: a pointer or CUDA IPC), then the
  *   flag, the peer's counter written with the next value by a copy ordered after the data; to a
  *   rank of another host, RDMA writes through the verbs endpoint (transport/ib_ep.h), the count
- *   after the data on the same queue pair, waited for before the next trigger. A SYNC trigger
- *   publishes completion (fifo->done) once the stream has drained.
+ *   after the data on the same queue pair, waited for before the next trigger; or, over the
+ *   socket transport, the data copied out of device memory piece by piece and sent, then the
+ *   flag. A SYNC trigger publishes completion (fifo->done) once the stream has drained.
+ * - Over the socket transport the receiving side is the proxy's too: data that arrive are
+ *   copied into this rank's region, and a flag's count written after them, on a stream of its
+ *   own, before the receiving thread reads on.
  * - The proxy never blocks on anything but its own stream and its own writes, and is immune to
  *   other threads' stream capture.
  * - A failure (a CUDA call, an error completion) is recorded once with a message and raises
@@ -36,8 +40,10 @@ struct shunt_gpu_proxy_config {
   const bool* remote;          /* [nranks] on another host: its peer entry is this rank's region */
   char* region;                /* this rank's region */
   uint64_t abort_off;          /* offset of the abort word (uint32) in every region */
-  uint64_t flag_off;           /* offset of the counter (port, this rank, ordinal 0) in every region */
-  uint32_t ordinals;           /* counters per peer: ordinal k at flag_off + 8k */
+  /* Offset of the port-channel counters in every region: the one raised by rank p's channel of
+   * ordinal k is at port_off + 8 (p * ordinals + k). */
+  uint64_t port_off;
+  uint32_t ordinals;
 };
 
 /* Its stream and pinned memory, in cfg->ctx (current on the calling thread); not yet running. */
@@ -46,15 +52,22 @@ int shunt_gpu_proxy_new(const struct shunt_gpu_proxy_config* cfg, struct shunt_g
 /* Points a verbs endpoint's callbacks (failure, giving up, copies out of device memory) at p. */
 void shunt_gpu_proxy_ib_callbacks(struct shunt_gpu_proxy* p, struct shunt_ib_config* c);
 /* The endpoint that reaches the ranks of other hosts (the caller keeps it, and closes it only
- * after shunt_gpu_proxy_free). */
+ * after shunt_gpu_proxy_stop). */
 void shunt_gpu_proxy_set_ib(struct shunt_gpu_proxy* p, struct shunt_ib* ib);
+/* The socket transport's receiving side (staged, into this rank's region of `bytes`). */
+struct shunt_net_config;
+struct shunt_net;
+void shunt_gpu_proxy_net_callbacks(struct shunt_gpu_proxy* p, uint64_t bytes, struct shunt_net_config* c);
+void shunt_gpu_proxy_set_net(struct shunt_gpu_proxy* p, struct shunt_net* net);
 int shunt_gpu_proxy_start(struct shunt_gpu_proxy* p, char* err, size_t len);
 /* Raises every rank's abort word of this host on the proxy's stream and waits for it. */
 int shunt_gpu_proxy_abort(struct shunt_gpu_proxy* p);
 /* Whether it failed; the message ("rank R proxy: ..."). */
 bool shunt_gpu_proxy_failed(struct shunt_gpu_proxy* p);
 const char* shunt_gpu_proxy_msg(const struct shunt_gpu_proxy* p);
-/* Stops the thread, drains the stream, frees; NULL is fine. */
+/* Stops the thread (before the endpoints it drives are closed); NULL is fine. */
+void shunt_gpu_proxy_stop(struct shunt_gpu_proxy* p);
+/* Stops it if running, drains its streams, frees; NULL is fine. */
 void shunt_gpu_proxy_free(struct shunt_gpu_proxy* p);
 
 #endif

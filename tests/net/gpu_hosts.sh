@@ -4,11 +4,11 @@
 # over (stand-in) CUDA IPC and port channels between hosts as RDMA writes over the verbs
 # stand-in, into device regions registered by their dma-buf (the CUDA stand-in's memfd). Checks: every row of 2 hosts x 1 rank served by the port-only plans and of 2 x 2 by
 # the multi-node plans, exactly; a completion error in the middle of the calls (the self-check
-# skipped) fails the ranks, naming the peer and the status; SHUNT_NET=socket sends device calls
-# to NCCL (the computing double), exactly.
-# Usage: gpu_hosts.sh SHUNT_PERF FAKEIBV FAKECUDA_DIR FAKENCCL (SHUNT_PLAN_DIR: the shipped plans)
+# skipped) fails the ranks, naming the peer and the status; the same plans over TCP
+# (SHUNT_NET=socket, and auto when no rank has an active verbs port), exactly.
+# Usage: gpu_hosts.sh SHUNT_PERF FAKEIBV FAKECUDA_DIR (SHUNT_PLAN_DIR: the shipped plans)
 set -u
-perf=$1 iblib=$2 cudadir=$3 nccl=$4
+perf=$1 iblib=$2 cudadir=$3
 out=$(mktemp -d)
 trap '[ -n "${KEEP:-}" ] || rm -rf "$out"' EXIT
 # run NAME NRANKS PER [VAR=VALUE...] -- [shunt-perf args]
@@ -64,14 +64,22 @@ if run fault 2 1 SHUNT_NET=ib SHUNT_GPU=on FAKEIBV_FAULT=wc_error:25 SHUNT_IB_TI
 fi
 grep -qE "verbs transport: fakeibv0:1 to rank [01] at 127\.0\.0\.1 \(queue pair [0-9]+\): remote access error" \
   "$out"/fault.*.log || { echo "fault: no failure named the peer and the status"; grep -h WARN "$out"/fault.*.log; fail=1; }
-# SHUNT_NET=socket: the GPU executor has no TCP path; NCCL (the double) serves device calls.
-if run socket 2 1 SHUNT_NET=socket SHUNT_FALLBACK=1 SHUNT_NCCL_LIB="$nccl" -- -b 4K -e 4K -n 1 -w 0 -d float -o sum; then
-  log=$out/socket.0.log
-  grep -q "SHUNT_NET=socket: device calls go to NCCL" "$log" || { echo "socket: no reason given"; fail=1; }
-  [ "$(served "$log" nccl)" = "$(rows "$log")" ] || { echo "socket: a row not served by NCCL"; cat "$log"; fail=1; }
-  grep -qE '#wrong over ranks: [1-9]|FAILED' "$log" && { echo "socket: wrong results"; fail=1; }
-else
-  echo "socket: a rank failed"; tail -n 20 "$out"/socket.*.log; fail=1
-fi
-[ $fail = 0 ] && echo "device buffers on 2 hosts: port-only and multi-node plans over verbs, exact; a completion error fails the ranks; SHUNT_NET=socket: NCCL"
+# Over TCP (SHUNT_NET=socket; and auto with no active verbs port anywhere): the proxy copies
+# device data out and sends it, the receiving thread copies it into the region, exactly.
+for shape in "socket 4 2 SHUNT_NET=socket (allreduce|allgather)_2x2_hier_" \
+             "fallback 2 1 FAKEIBV_DOWN=fakeibv0 (allreduce|allgather)_2r_port_"; do
+  read -r name n per env want <<<"$shape"
+  if run "$name" "$n" "$per" "$env" -- "${args[@]}"; then
+    log=$out/$name.0.log
+    total=$(rows "$log") hit=$(served "$log" "$want")
+    [ "$total" -gt 0 ] && [ "$total" = "$hit" ] ||
+      { echo "$name: $hit of $total rows served by $want (all must be)"; cat "$log"; fail=1; }
+    grep -q "GPU port channels to other hosts use TCP sockets" "$log" || { echo "$name: not over TCP"; fail=1; }
+    grep -q "socket transport connected to $((n - per)) rank(s)" "$log" || { echo "$name: no TCP connections"; fail=1; }
+    grep -qE '#wrong over ranks: [1-9]|FAILED' "$log" && { echo "$name: wrong results"; fail=1; }
+  else
+    echo "$name: a rank failed"; tail -n 20 "$out/$name".*.log; fail=1
+  fi
+done
+[ $fail = 0 ] && echo "device buffers on 2 hosts: port-only and multi-node plans over verbs and over TCP, exact; a completion error fails the ranks"
 exit $fail
