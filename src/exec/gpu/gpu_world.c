@@ -26,9 +26,7 @@
 #include "transport/backoff.h"
 #include "transport/cuda_ipc.h"
 #include "transport/gpu_proxy.h"
-#include "transport/ib_ep.h"
-#include "transport/ib_pick.h"
-#include "transport/link_socket.h"
+#include "transport/gpu_net.h"
 #include "transport/world.h"
 #include "util/env.h"
 #include "util/host.h"
@@ -43,9 +41,8 @@ struct card {
   uint32_t nranks;
   struct shunt_cuda_peer cp; /* its region, for ranks of its host */
   uint64_t scratch_bytes, input_bytes, output_bytes;
-  uint32_t node, pad_;       /* the exchange's host number */
-  struct shunt_ib_card ib;   /* the verbs endpoint, for ranks of other hosts */
-  struct shunt_net_card net; /* the socket transport, for them when verbs is not everywhere */
+  uint32_t node, pad_;           /* the exchange's host number */
+  struct shunt_gpu_net_card net; /* how ranks of other hosts reach it */
 };
 
 struct shunt_gpu_world {
@@ -84,8 +81,7 @@ struct shunt_gpu_world {
   /* The region's allocation: lay.total, or whole 2 MiB pages across hosts, where a NIC
    * registers it by its dma-buf (which wants page-aligned ranges). */
   uint64_t alloc_bytes;
-  struct shunt_ib* ib;
-  struct shunt_net* net;
+  struct shunt_gpu_net* net; /* ranks of other hosts (transport/gpu_net.h); NULL: all on this host */
 };
 
 static void setf(char* err, size_t len, const char* fmt, ...) SHUNT_PRINTF(3, 4);
@@ -107,9 +103,7 @@ static void release(struct shunt_gpu_world* w) {
    * transport's receiver copies with the proxy's stream) before the proxy's streams; the queue
    * pairs go before the memory they write from and into. */
   shunt_gpu_proxy_stop(w->proxy);
-  shunt_net_leave(w->net);
-  shunt_net_close(w->net);
-  shunt_ib_close(w->ib);
+  shunt_gpu_net_close(w->net);
   shunt_gpu_proxy_free(w->proxy);
   const struct shunt_cu* cu = w->cu;
   if (cu && w->ctx) {
@@ -133,96 +127,6 @@ static void release(struct shunt_gpu_world* w) {
   free(w->remote);
   free(w->node_of);
   free(w);
-}
-
-/* Ranks of other hosts are reached through the verbs endpoint on this rank's region (device
- * memory registered by its dma-buf or through peer memory) or, when a rank has none or
- * SHUNT_NET=socket says so, through the socket transport (the proxy copying through host
- * memory). Under auto both are opened; the ranks pick one from the gathered cards. */
-enum { NET_AUTO, NET_IB, NET_SOCKET };
-
-static int open_net(struct shunt_gpu_world* w, int kind, struct card* me, char* err, size_t len) {
-  char why[256];
-  if (kind != NET_SOCKET) {
-    char gpu[4096] = "";
-    if (shunt_ib_bus_path("/sys", me->cp.busid, gpu, sizeof(gpu)) != 0) gpu[0] = 0;
-    int fd = -1;
-    const struct shunt_cu* cu = w->cu;
-    if (cu->MemGetHandleForAddressRange &&
-        cu->MemGetHandleForAddressRange(&fd, DP(w->region), w->alloc_bytes,
-                                        CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0) != CUDA_SUCCESS)
-      fd = -1;
-    struct shunt_ib_config c = {.rank = w->rank,
-                                .nranks = w->nranks,
-                                .region = w->region,
-                                .bytes = w->alloc_bytes,
-                                .device = true,
-                                .dmabuf_fd = fd,
-                                .gpu = gpu[0] ? gpu : NULL,
-                                .spread = w->rank,
-                                .signals = sizeof(uint64_t)};
-    shunt_gpu_proxy_ib_callbacks(w->proxy, &c);
-    int rc = shunt_ib_open(&c, &w->ib, &me->ib, why, sizeof(why));
-    if (fd >= 0) close(fd); /* the registration holds what it needs */
-    if (rc != 0 && kind == NET_IB) {
-      setf(err, len, "SHUNT_NET=ib: rank %u: %s", w->rank, why);
-      return SHUNT_GPU_INVALID;
-    }
-    if (rc != 0) SHUNT_INFO(SHUNT_NET, "rank %u: no verbs transport (%s)", w->rank, why);
-  }
-  if (kind == NET_IB) return SHUNT_GPU_OK;
-  struct shunt_net_config nc = {.rank = w->rank, .nranks = w->nranks};
-  shunt_gpu_proxy_net_callbacks(w->proxy, w->alloc_bytes, &nc);
-  const struct sockaddr_storage* where = w->bs.net_addr.ss_family ? &w->bs.net_addr : NULL;
-  if (shunt_net_open(&nc, where, &w->net, &me->net, why, sizeof(why)) != 0) {
-    setf(err, len, "rank %u: socket transport: %s", w->rank, why);
-    return SHUNT_GPU_INVALID;
-  }
-  return SHUNT_GPU_OK;
-}
-
-/* Collective: every rank reaches its peers of other hosts the same way, verbs when every rank
- * has it, and connects (also a rank that failed before, so that none waits). */
-static int connect_net(struct shunt_gpu_world* w, int kind, const struct card* all, bool ok, char* err,
-                       size_t len) {
-  uint32_t n = w->nranks, lacking = n;
-  for (uint32_t r = 0; r < n && lacking == n; r++)
-    if (!all[r].ib.ok) lacking = r;
-  bool ib = kind != NET_SOCKET && lacking == n;
-  static const char* const kinds[] = {"auto", "ib", "socket"};
-  char why[256] = "";
-  if (!ib && kind == NET_AUTO) snprintf(why, sizeof(why), "; rank %u has no verbs transport", lacking);
-  SHUNT_INFO(SHUNT_NET, "rank %u (host %u of %u): GPU port channels to other hosts use %s (SHUNT_NET=%s%s)",
-             w->rank, w->node_of[w->rank], w->bs.nnodes, ib ? "verbs" : "TCP sockets through host memory",
-             kinds[kind], why);
-  int rc;
-  if (ib) {
-    shunt_net_close(w->net);
-    w->net = NULL;
-    struct shunt_ib_card* cards = calloc(n, sizeof(*cards));
-    for (uint32_t r = 0; cards && r < n; r++) cards[r] = all[r].ib;
-    rc = shunt_ib_connect(ok && cards ? w->ib : NULL, w->rank, n, &w->bs, w->remote, cards, why, sizeof(why));
-    if (rc != 0 && ok) setf(err, len, "%s", cards ? why : "out of memory");
-    free(cards);
-    return rc;
-  }
-  shunt_ib_close(w->ib);
-  w->ib = NULL;
-  /* Connecting waits on every peer of another host: agree first, so that a rank that failed
-   * does not leave the others waiting for its connections. */
-  uint8_t* votes = calloc(n, 1);
-  if (!votes || shunt_world_agree(&w->bs, w->rank, n, ok, votes, why, sizeof(why)) != 0) {
-    if (ok) setf(err, len, "%s", votes ? why : "out of memory");
-    free(votes);
-    return -1;
-  }
-  free(votes);
-  struct shunt_net_card* cards = calloc(n, sizeof(*cards));
-  for (uint32_t r = 0; cards && r < n; r++) cards[r] = all[r].net;
-  rc = cards ? shunt_net_connect(w->net, w->remote, cards, why, sizeof(why)) : -1;
-  if (rc != 0) setf(err, len, "%s", cards ? why : "out of memory");
-  free(cards);
-  return rc;
 }
 
 /* An MPS control daemon serves this machine (its pipe directory, as CUDA looks for it). */
@@ -363,9 +267,17 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
     me->output_bytes = cfg->output_bytes;
     me->node = bs->node;
   }
-  static const char* const kinds[] = {"auto", "ib", "socket"};
-  int kind = shunt_env_choice("SHUNT_NET", NULL, kinds, 3, NET_AUTO);
-  if (rc == 0 && spans) rc = open_net(w, kind, me, err, len);
+  struct shunt_gpu_net_config nc = {.cu = cu,
+                                    .rank = rank,
+                                    .nranks = nranks,
+                                    .node = bs->node,
+                                    .nnodes = bs->nnodes,
+                                    .region = w->region,
+                                    .bytes = w->alloc_bytes,
+                                    .busid = me->cp.busid,
+                                    .bs = bs};
+  if (rc == 0 && spans && shunt_gpu_net_open(&nc, w->proxy, &w->net, &me->net, err, len) != 0)
+    rc = SHUNT_GPU_INVALID;
   if (bs->allgather(bs->ctx, all, sizeof(*all)) != 0) {
     if (rc == 0) setf(err, len, "bootstrap allgather failed");
     rc = SHUNT_GPU_INVALID;
@@ -388,7 +300,11 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
     }
   }
   /* Connecting is collective: every rank takes part, also one that failed above. */
-  if (spans && connect_net(w, kind, all, rc == 0, err, len) != 0 && rc == 0) rc = SHUNT_GPU_INVALID;
+  if (spans &&
+      shunt_gpu_net_connect(w->net, &nc, w->proxy, w->remote, &all[0].net, sizeof(*all), rc == 0, err, len) !=
+          0 &&
+      rc == 0)
+    rc = SHUNT_GPU_INVALID;
   /* Ranks sharing this GPU (gpu_residency.h): their blocks must all be resident together, and
    * kernels of different processes run together only under MPS. */
   w->sharing = 0;
@@ -423,8 +339,6 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
     }
   }
   if (rc == 0) {
-    shunt_gpu_proxy_set_ib(w->proxy, w->ib);
-    shunt_gpu_proxy_set_net(w->proxy, w->net);
     if (shunt_gpu_proxy_start(w->proxy, err, len) != 0) rc = SHUNT_GPU_INVALID;
   }
   /* Every rank learns whether all others succeeded, so either all have a world or none keeps one. */
@@ -439,7 +353,7 @@ void shunt_gpu_world_destroy(struct shunt_gpu_world* w) {
    * rank's launches complete (their peers' parts are already enqueued), then every rank's. */
   shunt_gpu_world_quiesce(w);
   shunt_gpu_proxy_stop(w->proxy);
-  shunt_net_leave(w->net); /* peers' teardown then logs nothing */
+  shunt_gpu_net_leave(w->net); /* peers' teardown then logs nothing */
   w->bs.barrier(w->bs.ctx);
   release(w);
 }
@@ -462,7 +376,7 @@ void shunt_gpu_world_release(struct shunt_gpu_world* w) {
 /* ---- Accessors ---------------------------------------------------------------------------------- */
 
 bool shunt_gpu_world_spans(const struct shunt_gpu_world* w) {
-  return w->ib || w->net;
+  return w->net != NULL;
 }
 
 bool shunt_gpu_world_fits(const struct shunt_gpu_world* w, uint32_t rpn, uint32_t* a, uint32_t* b) {
