@@ -9,17 +9,6 @@
 #include "transport/link.h"
 #include "transport/world.h"
 
-static void world_fail(void* ctx, const char* msg) {
-  shunt_world_fail(ctx, "%s", msg);
-}
-
-static bool world_gives_up(void* ctx) {
-  const struct shunt_world* w = ctx;
-  return atomic_load_explicit(&w->failed, memory_order_relaxed) ||
-         atomic_load_explicit(&w->aborted, memory_order_relaxed) ||
-         atomic_load_explicit(&w->broken, memory_order_relaxed);
-}
-
 int shunt_world_ib_open(struct shunt_world* w, struct shunt_ib_card* card, char* err, size_t len) {
   const struct shunt_shm* reg = &w->regions[w->rank];
   struct shunt_ib_config cfg = {.rank = w->rank,
@@ -30,8 +19,8 @@ int shunt_world_ib_open(struct shunt_world* w, struct shunt_ib_card* card, char*
                                 .spread = w->rank,
                                 .signals = (size_t)w->nranks * SHUNT_WORLD_MAX_ORDINAL * sizeof(uint64_t),
                                 .ctx = w,
-                                .fail = world_fail,
-                                .give_up = world_gives_up};
+                                .fail = shunt_world_fail_msg,
+                                .give_up = shunt_world_gives_up};
   return shunt_ib_open(&cfg, &w->ib, card, err, len);
 }
 

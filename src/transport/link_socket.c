@@ -585,17 +585,6 @@ static void world_signal(void* ctx, uint32_t peer, uint16_t ordinal) {
   atomic_fetch_add_explicit(sem, 1, memory_order_release);
 }
 
-static void world_fail(void* ctx, const char* msg) {
-  shunt_world_fail(ctx, "%s", msg);
-}
-
-static bool world_gives_up(void* ctx) {
-  const struct shunt_world* w = ctx;
-  return atomic_load_explicit(&w->failed, memory_order_relaxed) ||
-         atomic_load_explicit(&w->aborted, memory_order_relaxed) ||
-         atomic_load_explicit(&w->broken, memory_order_relaxed);
-}
-
 int shunt_world_net_open(struct shunt_world* w, const struct sockaddr_storage* where,
                          struct shunt_net_card* card, char* err, size_t len) {
   struct shunt_net_config c = {.rank = w->rank,
@@ -604,8 +593,8 @@ int shunt_world_net_open(struct shunt_world* w, const struct sockaddr_storage* w
                                .ctx = w,
                                .sink = world_sink,
                                .signal = world_signal,
-                               .fail = world_fail,
-                               .give_up = world_gives_up};
+                               .fail = shunt_world_fail_msg,
+                               .give_up = shunt_world_gives_up};
   return shunt_net_open(&c, where, &w->net, card, err, len);
 }
 

@@ -237,6 +237,17 @@ void shunt_world_fail(struct shunt_world* w, const char* fmt, ...) {
   SHUNT_WARN("rank %u: %s", w->rank, w->fail_msg);
 }
 
+void shunt_world_fail_msg(void* world, const char* msg) {
+  shunt_world_fail(world, "%s", msg);
+}
+
+bool shunt_world_gives_up(void* world) {
+  const struct shunt_world* w = world;
+  return atomic_load_explicit(&w->failed, memory_order_relaxed) ||
+         atomic_load_explicit(&w->aborted, memory_order_relaxed) ||
+         atomic_load_explicit(&w->broken, memory_order_relaxed);
+}
+
 bool shunt_world_fits(const struct shunt_world* w, uint32_t rpn, uint32_t* a, uint32_t* b) {
   if (!rpn || w->bs.nnodes <= 1) return true; /* every rank on this host */
   for (uint32_t r = 0; r < w->nranks; r++)

@@ -112,6 +112,11 @@ void shunt_world_release(struct shunt_world* w);
  * give up and the run reports it. Safe from any thread. */
 void shunt_world_fail(struct shunt_world* w, const char* fmt, ...) SHUNT_PRINTF(2, 3);
 
+/* The callbacks a network endpoint takes (ctx: the world): fail it with a message; whether a
+ * wait should give up (the world failed, aborted, or a run timed out). */
+void shunt_world_fail_msg(void* world, const char* msg);
+bool shunt_world_gives_up(void* world);
+
 /* Whether rank r is on another host than this rank (reached only through its link). */
 static inline bool shunt_world_remote(const struct shunt_world* w, uint32_t r) {
   return w->node_of[r] != w->node_of[w->rank];
