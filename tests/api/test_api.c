@@ -294,9 +294,15 @@ static int run_watchdog(ncclComm_t comm, int rank) {
   pthread_join(t, NULL);
   CHECK_MSG(rc != ncclSuccess, "the collective succeeded with its peer gone");
   CHECK_EQ_INT(w.rc, ncclSuccess);
-  CHECK_MSG(w.aborted_at > 0 && returned - w.aborted_at < 5.0,
-            "the collective returned %.1f s after the abort", returned - w.aborted_at);
-  CHECK_MSG(w.abort_took < 5.0, "abort took %.1f s", w.abort_took);
+  /* TEST_ABORT_LIMIT_S tightens the bound where a test knows its transport (5 s by default). */
+  const char* lim = getenv("TEST_ABORT_LIMIT_S");
+  double limit = lim ? atof(lim) : 5.0;
+  CHECK_MSG(w.aborted_at > 0 && returned - w.aborted_at < limit,
+            "the collective returned %.2f s after the abort", returned - w.aborted_at);
+  CHECK_MSG(w.abort_took < limit, "abort took %.2f s", w.abort_took);
+  printf("rank %d: abort returned in %.3f s, the collective %.3f s after it\n", rank, w.abort_took,
+         returned - w.aborted_at);
+  fflush(stdout);
   free(buf);
   CHECK_DONE();
 }
