@@ -550,6 +550,33 @@ static int run_badinput(ncclComm_t comm, int rank) {
   return 0;
 }
 
+/* Two communicators of the same ranks; a transport fault meets the first one's first call
+ * (FAKEIBV_FAULT_ONCE: only the first endpoint of each process to get there sees it). The
+ * second must not be disturbed: exact, and no error of its own. */
+static int run_isolate(ncclComm_t a, int rank) {
+  ncclComm_t b = NULL;
+  size_t count = 4096;
+  float* buf = calloc(count, sizeof(float));
+  CHECK(buf != NULL);
+  if (!buf) CHECK_DONE();
+  ncclResult_t rc = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, a, NULL);
+  CHECK_MSG(rc != ncclSuccess, "the call through the faulty endpoint succeeded");
+  ncclResult_t st = ncclSuccess;
+  CHECK_EQ_INT(ncclCommGetAsyncError(a, &st), ncclSuccess);
+  CHECK_EQ_INT(st, ncclSystemError);
+  CHECK_EQ_INT(ncclCommSplit(a, 0, rank, &b, NULL), ncclSuccess);
+  if (b) {
+    for (int inplace = 0; inplace < 2; inplace++) check_allreduce(b, rank, nranks, count, inplace, 1);
+    check_allgather(b, rank, nranks, 1024, 0);
+    CHECK_EQ_INT(ncclCommGetAsyncError(b, &st), ncclSuccess);
+    CHECK_EQ_INT(st, ncclSuccess);
+    CHECK_EQ_INT(ncclCommDestroy(b), ncclSuccess);
+  }
+  CHECK_EQ_INT(ncclCommAbort(a), ncclSuccess);
+  free(buf);
+  CHECK_DONE();
+}
+
 static int run_rank(int rank, ncclUniqueId id) {
   /* Every rank a host of its own: port channels between them over the network transport. */
   char host[32];
@@ -571,6 +598,7 @@ static int run_rank(int rank, ncclUniqueId id) {
   CHECK_EQ_INT(me, rank);
 
   if (!strcmp(scenario, "shrink")) return run_shrink(comm, rank);
+  if (!strcmp(scenario, "isolate")) return run_isolate(comm, rank);
   if (!strcmp(scenario, "watchdog")) return run_watchdog(comm, rank);
   if (!strcmp(scenario, "devptr")) run_devptr(comm, rank);
   if (!strcmp(scenario, "config")) run_config(comm, rank);

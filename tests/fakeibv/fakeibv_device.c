@@ -63,6 +63,7 @@ FIB_EXPORT struct ibv_context* ibv_open_device(struct ibv_device* device) {
   ctx->wake_fd = -1;
   ctx->listen_fd = -1;
   fib_fault_parse(getenv("FAKEIBV_FAULT"), &ctx->fault);
+  ctx->fault.once = getenv("FAKEIBV_FAULT_ONCE") != NULL;
   int rc = fib_wire_start(ctx);
   if (rc != 0) {
     pthread_mutex_destroy(&ctx->lock);

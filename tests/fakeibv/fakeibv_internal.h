@@ -127,6 +127,7 @@ struct fib_qp {
 struct fib_fault {
   enum fib_fault_kind kind;
   uint64_t n;
+  int once;  // FAKEIBV_FAULT_ONCE: fires in the first context of the process that gets there only
 };
 
 struct fib_in;

@@ -6,6 +6,8 @@
 
 #include "fakeibv_internal.h"
 
+static int g_fault_fired;  // FAKEIBV_FAULT_ONCE: a fault has fired in this process
+
 struct fib_qp* fib_qp_by_num(struct fib_context* ctx, uint32_t qpn) {
   for (struct fib_qp* q = ctx->qps; q; q = q->next) {
     if (q->qp.qp_num == qpn) return q;
@@ -345,7 +347,12 @@ int fib_post_send(struct ibv_qp* ibqp, struct ibv_send_wr* wr, struct ibv_send_w
     rc = copy_wr(q, wr, &w);
     if (rc) break;
     uint64_t n = ++ctx->posted;
-    const struct fib_fault* f = &ctx->fault;
+    struct fib_fault* f = &ctx->fault;
+    // A fault meant for one context of the process: the first to reach it keeps it, the
+    // others (other communicators) never see it.
+    if (f->once && f->kind != FIB_FAULT_NONE && n == f->n &&
+        __atomic_exchange_n(&g_fault_fired, 1, __ATOMIC_ACQ_REL))
+      f->kind = FIB_FAULT_NONE;
     if (f->kind == FIB_FAULT_QP_ERROR && n == f->n) {
       fib_qp_to_error(q, IBV_WC_WR_FLUSH_ERR);
       push_wc(q, w->wr_id, IBV_WC_WR_FLUSH_ERR, 0);
