@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing (scripts/setup.sh --tests), builds shunt and runs every test: the
 # normal build, the AddressSanitizer + UBSan build of
-# the host tests, the GPU kernel built for the CPU under ThreadSanitizer, the shipped-plan regeneration check and, when clang is present, a bounded
+# the host tests, the GPU kernel built for the CPU and the verbs transport under ThreadSanitizer, the shipped-plan regeneration check and, when clang is present, a bounded
 # fuzzing run. GPU tests skip themselves (exit 77) where there is no GPU.
 #   scripts/test.sh            everything
 #   SHUNT_TEST_QUICK=1 scripts/test.sh   normal build only
@@ -65,11 +65,14 @@ if [ -x scripts/fuzz.sh ] && command -v clang >/dev/null; then
   trap 'kill "$fuzz_pid" 2>/dev/null || true' EXIT
 fi
 
-step "the GPU kernel built for the CPU under ThreadSanitizer in build-tsan/"
-# Only what the kernel-cpu tests run (shunt-plan, kcpu_wait); the other suites run under ASan above.
+step "the GPU kernel built for the CPU, and the verbs transport, under ThreadSanitizer in build-tsan/"
+# Only what the kernel-cpu and tsan tests run (shunt-plan, kcpu_wait, the verbs stand-in); the
+# other suites run under ASan above.
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHUNT_TSAN=ON -DSHUNT_ENABLE_CUDA=OFF >/dev/null
-cmake --build build-tsan -j"$jobs" --target shunt-plan kcpu_wait
-TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j"$jobs" -L kernel-cpu
+tsan_targets=(shunt-plan kcpu_wait)
+grep -q "^SHUNT_IBVERBS_INCLUDE_DIR:PATH=/" build-tsan/CMakeCache.txt && tsan_targets+=(fakeibv)
+cmake --build build-tsan -j"$jobs" --target "${tsan_targets[@]}"
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j"$jobs" -L "kernel-cpu|tsan"
 
 if [ -f scripts/gen_plans.py ]; then
   step "shipped plans match their generator"
