@@ -14,6 +14,7 @@
 #include "api/group.h"
 #include "api/handles.h"
 #include "api/launch.h"
+#include "api/plans.h"
 #include "comm/redop.h"
 #include "api/unavailable.h"
 #include "comm/comm.h"
@@ -51,13 +52,6 @@ static void read_force(void) {
       return;
     }
   }
-}
-
-/* Ranks per node for selection: all ranks (one host), the uniform consecutive count, or a
- * placement that only plans free of placement can serve. */
-static uint32_t query_rpn(const struct shunt_comm* c) {
-  if (c->nnodes <= 1) return (uint32_t)c->nranks;
-  return c->ranks_per_node > 0 ? (uint32_t)c->ranks_per_node : SHUNT_RPN_IRREGULAR;
 }
 
 static int forced(int what) {
@@ -242,7 +236,7 @@ static ncclResult_t allreduce(const void* sendbuff, void* recvbuff, size_t count
   else {
     struct shunt_select_query q = {.coll = SHUNT_COLL_ALLREDUCE,
                                    .nranks = (uint32_t)c->nranks,
-                                   .ranks_per_node = query_rpn(c),
+                                   .ranks_per_node = shunt_plans_query_rpn(c),
                                    .inplace = sendbuff == recvbuff,
                                    .dtype = call.dtype,
                                    .op = call.op,
@@ -336,7 +330,7 @@ static ncclResult_t allgather(const void* sendbuff, void* recvbuff, size_t sendc
   else {
     struct shunt_select_query q = {.coll = SHUNT_COLL_ALLGATHER,
                                    .nranks = (uint32_t)c->nranks,
-                                   .ranks_per_node = query_rpn(c),
+                                   .ranks_per_node = shunt_plans_query_rpn(c),
                                    .inplace = inplace,
                                    .dtype = call.dtype,
                                    .op = SHUNT_REDOP_SUM,

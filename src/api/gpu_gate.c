@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "api/launch.h"
+#include "api/plans.h"
 #include "exec/backend.h"
 #include "exec/memkind.h"
 #include "util/env.h"
@@ -41,11 +42,7 @@ void shunt_gpu_gate_init(struct shunt_comm* c) {
   }
   /* Every rank decides from the same gathered facts, so all run the check or none does. */
   if (!c->plans_enabled || !c->gpu_everywhere) return;
-  /* The placement selection will ask for (collectives.c): all ranks on one host, a uniform
-   * count per host, or none that memory plans could serve. */
-  uint32_t want = c->nnodes <= 1          ? (uint32_t)c->nranks
-                  : c->ranks_per_node > 0 ? (uint32_t)c->ranks_per_node
-                                          : 0;
+  uint32_t want = shunt_plans_query_rpn(c);
   uint32_t n = shunt_planset_count(c->plans), k = 0;
   const struct shunt_plan** plans = calloc(n ? n : 1, sizeof(*plans));
   if (!plans) {
@@ -55,11 +52,10 @@ void shunt_gpu_gate_init(struct shunt_comm* c) {
   }
   for (uint32_t i = 0; i < n; i++) {
     const struct shunt_plan_entry* e = shunt_planset_entry(c->plans, i);
-    /* Plans this communicator's placement can select: placement-free ones, and those made
-     * for it. */
+    /* Plans this communicator's placement can select, by selection's own rule. */
     uint32_t rpn = e->plan ? e->plan->ranks_per_node : 0;
     if (e->status == SHUNT_PLAN_OK && e->plan && e->plan->ngpus == (uint32_t)c->nranks &&
-        (rpn == 0 || (want && rpn == want)) &&
+        shunt_rpn_matches(rpn, (uint32_t)c->nranks, want) &&
         (e->plan->coll == SHUNT_COLL_ALLREDUCE || e->plan->coll == SHUNT_COLL_ALLGATHER))
       plans[k++] = e->plan;
   }

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 
+#include "comm/comm.h"
 #include "util/log.h"
 
 /* Written once under pthread_once, then only read. */
@@ -10,18 +11,18 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct shunt_planset* set;
 
 static void log_table(const struct shunt_planset* ps, const char* dir) {
-  SHUNT_INFO(SHUNT_PLAN, "plans from %s: %u usable of %u (set hash %016" PRIx64 ")", dir, shunt_planset_usable(ps),
-             shunt_planset_count(ps), shunt_planset_hash(ps));
+  SHUNT_INFO(SHUNT_PLAN, "plans from %s: %u usable of %u (set hash %016" PRIx64 ")", dir,
+             shunt_planset_usable(ps), shunt_planset_count(ps), shunt_planset_hash(ps));
   for (uint32_t i = 0; i < shunt_planset_count(ps); i++) {
     const struct shunt_plan_entry* e = shunt_planset_entry(ps, i);
     const struct shunt_plan* p = e->plan;
     if (e->status == SHUNT_PLAN_OK)
       SHUNT_INFO(SHUNT_PLAN, "  %-36s %-10s %2u ranks %-6s %-11s [%" PRIu64 ", %" PRIu64 "] (%s)", e->file,
-                 p->collective, p->ngpus, p->ll ? "LL" : p->protocol, p->inplace ? "in-place" : "out-of-place",
-                 e->min_bytes, e->max_bytes, e->range_source);
+                 p->collective, p->ngpus, p->ll ? "LL" : p->protocol,
+                 p->inplace ? "in-place" : "out-of-place", e->min_bytes, e->max_bytes, e->range_source);
     else
-      SHUNT_INFO(SHUNT_PLAN, "  %-36s %s: %s", e->file, e->status == SHUNT_PLAN_DISABLED ? "disabled" : "rejected",
-                 e->reason);
+      SHUNT_INFO(SHUNT_PLAN, "  %-36s %s: %s", e->file,
+                 e->status == SHUNT_PLAN_DISABLED ? "disabled" : "rejected", e->reason);
   }
 }
 
@@ -48,4 +49,9 @@ static void load(void) {
 const struct shunt_planset* shunt_plans(void) {
   pthread_once(&once, load);
   return set;
+}
+
+uint32_t shunt_plans_query_rpn(const struct shunt_comm* c) {
+  if (c->nnodes <= 1) return (uint32_t)c->nranks;
+  return c->ranks_per_node > 0 ? (uint32_t)c->ranks_per_node : SHUNT_RPN_IRREGULAR;
 }

@@ -11,4 +11,10 @@
 /* The plan set (possibly empty; NULL only when SHUNT_PLAN_DIR is unset or memory ran out). */
 const struct shunt_planset* shunt_plans(void);
 
+struct shunt_comm;
+/* The ranks per node a communicator's selection asks for (shunt_select_query): all ranks on
+ * one host, the uniform consecutive count, or SHUNT_RPN_IRREGULAR (only plans free of
+ * placement serve). */
+uint32_t shunt_plans_query_rpn(const struct shunt_comm* c);
+
 #endif

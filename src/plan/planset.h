@@ -96,6 +96,12 @@ enum shunt_redop {
 
 #define SHUNT_RPN_IRREGULAR UINT32_MAX
 
+/* Whether a plan needing plan_rpn ranks per node (0: any placement) may serve a query of
+ * nranks whose ranks per node is query_rpn (shunt_select_query's meaning). */
+static inline bool shunt_rpn_matches(uint32_t plan_rpn, uint32_t nranks, uint32_t query_rpn) {
+  return !plan_rpn || plan_rpn == (query_rpn ? query_rpn : nranks);
+}
+
 struct shunt_select_query {
   enum shunt_coll coll; /* ALLREDUCE or ALLGATHER (others are never selected) */
   uint32_t nranks;

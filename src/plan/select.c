@@ -235,14 +235,13 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
     return res;
   }
   res.why_not = "no plan's size range holds this size";
-  const uint32_t rpn = q->ranks_per_node ? q->ranks_per_node : q->nranks;
   bool named = false;
   const struct sel_entry* s = &ps->sel[bk->start];
   for (uint32_t i = 0; i < bk->count; i++, s++) {
     if (q->only && strcmp(ps->entries[s->entry].plan->name, q->only) != 0) continue;
     named = true;
     if (q->bytes < s->min || q->bytes > s->max) continue;
-    if (s->rpn && rpn != s->rpn) {
+    if (!shunt_rpn_matches(s->rpn, q->nranks, q->ranks_per_node)) {
       res.why_not = "plans for this size need another number of ranks per node";
       continue;
     }

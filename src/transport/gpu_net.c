@@ -8,15 +8,13 @@
 
 #include "transport/gpu_proxy.h"
 #include "transport/ib_pick.h"
+#include "transport/net_kind.h"
 #include "transport/world.h"
 #include "util/env.h"
 #include "util/log.h"
 
-enum { NET_AUTO, NET_IB, NET_SOCKET };
-static const char* const kinds[] = {"auto", "ib", "socket"};
-
 struct shunt_gpu_net {
-  int kind;
+  enum shunt_net_kind kind;
   struct shunt_ib* ib;
   struct shunt_net* net;
 };
@@ -32,9 +30,9 @@ int shunt_gpu_net_open(const struct shunt_gpu_net_config* cfg, struct shunt_gpu_
     snprintf(err, len, "out of memory");
     return -1;
   }
-  int kind = g->kind = shunt_env_choice("SHUNT_NET", NULL, kinds, 3, NET_AUTO);
+  enum shunt_net_kind kind = g->kind = shunt_net_kind();
   char why[256];
-  if (kind != NET_SOCKET) {
+  if (kind != SHUNT_NET_SOCKET) {
     char gpu[4096] = "";
     if (shunt_ib_bus_path("/sys", cfg->busid, gpu, sizeof(gpu)) != 0) gpu[0] = 0;
     int fd = -1;
@@ -55,13 +53,13 @@ int shunt_gpu_net_open(const struct shunt_gpu_net_config* cfg, struct shunt_gpu_
     shunt_gpu_proxy_ib_callbacks(proxy, &c);
     int rc = shunt_ib_open(&c, &g->ib, &me->ib, why, sizeof(why));
     if (fd >= 0) close(fd); /* the registration holds what it needs */
-    if (rc != 0 && kind == NET_IB) {
+    if (rc != 0 && kind == SHUNT_NET_IB) {
       snprintf(err, len, "SHUNT_NET=ib: rank %u: %s", cfg->rank, why);
       return -1;
     }
     if (rc != 0) SHUNT_INFO(SHUNT_NET, "rank %u: no verbs transport (%s)", cfg->rank, why);
   }
-  if (kind == NET_IB) return 0;
+  if (kind == SHUNT_NET_IB) return 0;
   struct shunt_net_config nc = {.rank = cfg->rank, .nranks = cfg->nranks};
   shunt_gpu_proxy_net_callbacks(proxy, cfg->bytes, &nc);
   const struct sockaddr_storage* where = cfg->bs->net_addr.ss_family ? &cfg->bs->net_addr : NULL;
@@ -79,18 +77,15 @@ static const struct shunt_gpu_net_card* card_of(const void* cards, size_t stride
 int shunt_gpu_net_connect(struct shunt_gpu_net* g, const struct shunt_gpu_net_config* cfg,
                           struct shunt_gpu_proxy* proxy, const bool* remote, const void* all, size_t stride,
                           bool ok, char* err, size_t len) {
-  uint32_t n = cfg->nranks, lacking = n;
+  uint32_t n = cfg->nranks;
   ok = ok && g;
   /* Every rank reads SHUNT_NET the same way: a rank without an endpoint still knows the kind. */
-  int kind = g ? g->kind : shunt_env_choice("SHUNT_NET", NULL, kinds, 3, NET_AUTO);
-  for (uint32_t r = 0; r < n && lacking == n; r++)
-    if (!card_of(all, stride, r)->ib.ok) lacking = r;
-  bool ib = kind != NET_SOCKET && lacking == n;
-  char why[256] = "";
-  if (!ib && kind == NET_AUTO) snprintf(why, sizeof(why), "; rank %u has no verbs transport", lacking);
+  enum shunt_net_kind kind = g ? g->kind : shunt_net_kind();
+  char why[256];
+  bool ib = shunt_net_use_ib(kind, &card_of(all, stride, 0)->ib, stride, n, why, sizeof(why));
   SHUNT_INFO(SHUNT_NET, "rank %u (host %u of %u): GPU port channels to other hosts use %s (SHUNT_NET=%s%s)",
-             cfg->rank, cfg->node, cfg->nnodes, ib ? "verbs" : "TCP sockets through host memory", kinds[kind],
-             why);
+             cfg->rank, cfg->node, cfg->nnodes, ib ? "verbs" : "TCP sockets through host memory",
+             shunt_net_kind_name(kind), why);
   int rc;
   if (ib) {
     if (g) {

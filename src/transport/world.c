@@ -9,6 +9,7 @@
 #include "transport/link.h"
 #include "transport/link_ib.h"
 #include "transport/link_socket.h"
+#include "transport/net_kind.h"
 #include "transport/proxy.h"
 #include "util/env.h"
 #include "util/log.h"
@@ -61,35 +62,32 @@ static void release(struct shunt_world* w) {
   free(w);
 }
 
-enum net_kind { NET_AUTO, NET_IB, NET_SOCKET };
-
 /* The network transports for ranks of other hosts, as SHUNT_NET allows: verbs when it can (auto,
  * ib), TCP listening as well under auto, so that the ranks can still agree on sockets when one
  * of them has no usable NIC. */
-static int open_net(struct shunt_world* w, const struct shunt_world_exchange* bs, int kind,
+static int open_net(struct shunt_world* w, const struct shunt_world_exchange* bs, enum shunt_net_kind kind,
                     struct announce* me, char* err, size_t len) {
-  if (kind != NET_SOCKET) {
+  if (kind != SHUNT_NET_SOCKET) {
     char why[256];
     if (shunt_world_ib_open(w, &me->ib, why, sizeof(why)) != 0) {
-      if (kind == NET_IB) {
+      if (kind == SHUNT_NET_IB) {
         snprintf(err, len, "SHUNT_NET=ib: %s", why);
         return -1;
       }
       SHUNT_INFO(SHUNT_NET, "rank %u: no verbs transport (%s)", w->rank, why);
     }
   }
-  if (kind == NET_IB) return 0;
+  if (kind == SHUNT_NET_IB) return 0;
   return shunt_world_net_open(w, bs->net_addr.ss_family ? &bs->net_addr : NULL, &me->card, err, len);
 }
 
 /* Collective among all ranks: every rank reaches its peers of other hosts the same way, verbs
  * when every rank has it. */
-static int connect_net(struct shunt_world* w, int kind, const struct announce* all, char* err, size_t len) {
-  static const char* const kinds[] = {"auto", "ib", "socket"};
-  uint32_t n = w->nranks, lacking = n;
-  for (uint32_t r = 0; r < n && lacking == n; r++)
-    if (!all[r].ib.ok) lacking = r;
-  bool ib = kind != NET_SOCKET && lacking == n;
+static int connect_net(struct shunt_world* w, enum shunt_net_kind kind, const struct announce* all, char* err,
+                       size_t len) {
+  uint32_t n = w->nranks;
+  char why[64];
+  bool ib = shunt_net_use_ib(kind, &all[0].ib, sizeof(*all), n, why, sizeof(why));
   const struct shunt_link_ops** links = (const struct shunt_link_ops**)w->links;
   for (uint32_t r = 0; r < n; r++) {
     if (!shunt_world_remote(w, r)) continue;
@@ -100,10 +98,9 @@ static int connect_net(struct shunt_world* w, int kind, const struct announce* a
     else if (shunt_wire_to_sockaddr(&all[r].card.addr, &a) == 0)
       shunt_sock_str(&a, w->where[r], sizeof(w->where[r]));
   }
-  char why[64] = "";
-  if (!ib && kind == NET_AUTO) snprintf(why, sizeof(why), "; rank %u has no verbs transport", lacking);
   SHUNT_INFO(SHUNT_NET, "rank %u (host %u of %u): port channels to other hosts use %s (SHUNT_NET=%s%s)",
-             w->rank, w->node_of[w->rank], w->bs.nnodes, ib ? "verbs" : "TCP sockets", kinds[kind], why);
+             w->rank, w->node_of[w->rank], w->bs.nnodes, ib ? "verbs" : "TCP sockets",
+             shunt_net_kind_name(kind), why);
   void* cards = calloc(n, ib ? sizeof(struct shunt_ib_card) : sizeof(struct shunt_net_card));
   int rc = 0;
   if (ib) {
@@ -175,8 +172,7 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
     me->node = bs->node;
   }
   bool spans = bs->nnodes > 1;
-  static const char* const kinds[] = {"auto", "ib", "socket"};
-  int kind = shunt_env_choice("SHUNT_NET", NULL, kinds, 3, NET_AUTO);
+  enum shunt_net_kind kind = shunt_net_kind();
   if (rc == 0 && spans) rc = open_net(w, bs, kind, me, err, len);
   /* Everyone takes part in the exchange even after a local failure, so no peer hangs. */
   if (bs->allgather(bs->ctx, all, sizeof(*all)) != 0) {
@@ -249,9 +245,14 @@ bool shunt_world_gives_up(void* world) {
 }
 
 bool shunt_world_fits(const struct shunt_world* w, uint32_t rpn, uint32_t* a, uint32_t* b) {
-  if (!rpn || w->bs.nnodes <= 1) return true; /* every rank on this host */
-  for (uint32_t r = 0; r < w->nranks; r++)
-    if (r % rpn && w->node_of[r] != w->node_of[r - r % rpn]) {
+  if (w->bs.nnodes <= 1) return true; /* every rank on this host */
+  return shunt_nodes_fit(w->node_of, w->nranks, rpn, a, b);
+}
+
+bool shunt_nodes_fit(const uint32_t* node_of, uint32_t nranks, uint32_t rpn, uint32_t* a, uint32_t* b) {
+  if (!rpn) return true;
+  for (uint32_t r = 0; r < nranks; r++)
+    if (r % rpn && node_of[r] != node_of[r - r % rpn]) {
       *a = r - r % rpn;
       *b = r;
       return false;

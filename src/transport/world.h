@@ -125,6 +125,8 @@ static inline bool shunt_world_remote(const struct shunt_world* w, uint32_t r) {
 /* Whether the plan's memory groups (rpn consecutive ranks, plan.h's ranks_per_node; 0: none)
  * each lie on one host of this world; if not, *a and *b are two ranks of a group apart. */
 bool shunt_world_fits(const struct shunt_world* w, uint32_t rpn, uint32_t* a, uint32_t* b);
+/* The same for any backend's world: node_of[r] is rank r's host. */
+bool shunt_nodes_fit(const uint32_t* node_of, uint32_t nranks, uint32_t rpn, uint32_t* a, uint32_t* b);
 
 /* Where buffer type (0 input, 1 output, 2 scratch) starts in every rank's shared region (the
  * semaphores start at 0): the same on every rank of a world. */

@@ -380,14 +380,7 @@ bool shunt_gpu_world_spans(const struct shunt_gpu_world* w) {
 }
 
 bool shunt_gpu_world_fits(const struct shunt_gpu_world* w, uint32_t rpn, uint32_t* a, uint32_t* b) {
-  if (!rpn || !shunt_gpu_world_spans(w)) return true;
-  for (uint32_t r = 0; r < w->nranks; r++)
-    if (r % rpn && w->node_of[r] != w->node_of[r - r % rpn]) {
-      *a = r - r % rpn;
-      *b = r;
-      return false;
-    }
-  return true;
+  return !shunt_gpu_world_spans(w) || shunt_nodes_fit(w->node_of, w->nranks, rpn, a, b);
 }
 
 bool shunt_gpu_world_broken(const struct shunt_gpu_world* w) {
