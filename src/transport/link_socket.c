@@ -188,10 +188,17 @@ static void apply_flags(struct shunt_net* n, uint32_t peer) {
   }
 }
 
+static int rx_progress(struct shunt_net* n, struct rx_sock* r);
+
 static int rx_fail(struct shunt_net* n, struct rx_sock* r, const char* what) {
   struct net_peer* p = &n->peers[r->peer];
   r->dead = true;
   if (p->left || atomic_load(&n->leaving) || atomic_load(&n->stop)) return 0;
+  /* What the peer sent on its other connections before this one ended still counts: read it
+   * first (data and flags land), so that a peer that finished its part of a call and then went
+   * away fails only what still waits for it. A failure found there is reported first. */
+  for (uint32_t i = 0; i < n->nrx; i++)
+    if (n->rx[i].peer == r->peer && !n->rx[i].dead) rx_progress(n, &n->rx[i]);
   char msg[512];
   snprintf(msg, sizeof(msg), "socket transport: connection %u to rank %u at %s: %s", r->idx, r->peer,
            p->where, what);

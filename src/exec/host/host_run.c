@@ -127,6 +127,7 @@ static void schedule(struct shunt_host_shared* sh, struct block_job* jobs, uint3
   uint32_t live = n;
   const uint32_t spins = idle_spins(sh->w);
   struct idle st = {.spins = spins};
+  bool last_look = false;
   while (live) {
     bool moved = false;
     for (uint32_t b = 0; b < n; b++) {
@@ -137,11 +138,20 @@ static void schedule(struct shunt_host_shared* sh, struct block_job* jobs, uint3
     }
     if (moved) {
       st = (struct idle){.spins = spins};
+      last_look = false;
       continue;
     }
-    if (!idle_pause(&st, sh->deadline) || atomic_load_explicit(&sh->w->aborted, memory_order_relaxed) ||
-        atomic_load_explicit(&sh->w->failed, memory_order_acquire))
-      sh->expired = true;
+    bool give_up = !idle_pause(&st, sh->deadline) ||
+                   atomic_load_explicit(&sh->w->aborted, memory_order_relaxed) ||
+                   atomic_load_explicit(&sh->w->failed, memory_order_acquire);
+    /* A transport fails the world after the last data and flags it carried have landed (a peer
+     * that finished its part and left): look at the waits once more, after that failure was
+     * seen, before giving up on them. */
+    if (give_up && !last_look) {
+      last_look = true;
+      continue;
+    }
+    if (give_up) sh->expired = true;
   }
 }
 
