@@ -43,6 +43,11 @@ struct shunt_gpu_fifo {
   uint64_t pad0_[7];
   uint64_t done; /* positions below are complete (published at each SYNC trigger) */
   uint64_t pad1_[7];
+  /* Executions of the exec kernel that have ended, counted by the kernel (the block that
+   * finishes an execution last, or block 0 of one that a broken world skipped): the proxy
+   * compares it with the launches it was told of to know that no trigger can come. */
+  uint64_t finished;
+  uint64_t pad3_[7];
   struct shunt_gpu_error error;
   uint64_t pad2_[1];
   struct shunt_gpu_slot slots[SHUNT_GPU_FIFO_SLOTS];

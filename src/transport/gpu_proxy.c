@@ -1,13 +1,17 @@
 /* The GPU backend's proxy thread (gpu_proxy.h). */
 #include "transport/gpu_proxy.h"
 
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "transport/backoff.h"
 #include "transport/ib_ep.h"
@@ -16,6 +20,9 @@
 
 #define PROXY_SPIN_NS 200000ull
 #define PROXY_NAP_NS 20000L
+/* How long an idle proxy sleeps at most when it knows no execution is pending: a backstop
+ * only, since every launch wakes it. */
+#define PROXY_SLEEP_NS 100000000L
 #define FLAG_RING 4096u
 #define NET_PIECE (1u << 20) /* device data sent over TCP in pieces of this size */
 
@@ -36,6 +43,12 @@ struct shunt_gpu_proxy {
   uint64_t region_bytes;
   pthread_t thread;
   bool started;
+  /* Executions launched (told by shunt_gpu_proxy_expect), whether one was captured into a graph
+   * (its replays are launched by no one), the proxy's sleep and the bell that ends it. */
+  _Atomic uint64_t launched;
+  atomic_bool graphs;
+  atomic_bool sleeping;
+  _Atomic uint32_t bell;
   atomic_bool stop;
   atomic_int failed;
   char msg[512];
@@ -236,6 +249,54 @@ static void handle(struct shunt_gpu_proxy* p, const struct shunt_gpu_slot* s, ui
   }
 }
 
+/* No trigger can come: every execution launched has ended (or failed: a failed world runs
+ * nothing more), and none was captured into a graph, whose replays no one announces. */
+static bool nothing_pending(struct shunt_gpu_proxy* p) {
+  if (atomic_load_explicit(&p->graphs, memory_order_seq_cst)) return false;
+  uint64_t launched = atomic_load_explicit(&p->launched, memory_order_seq_cst);
+  if (__atomic_load_n(&p->cfg.fifo->finished, __ATOMIC_ACQUIRE) >= launched) return true;
+  return __atomic_load_n(&p->cfg.fifo->error.code, __ATOMIC_ACQUIRE) != 0;
+}
+
+static long futex(_Atomic uint32_t* w, int op, uint32_t v, const struct timespec* ts) {
+  return syscall(SYS_futex, (uint32_t*)w, op, v, ts, NULL, 0);
+}
+
+/* Sleeps until a launch (or stop) rings the bell; false if it did not sleep. Announced before
+ * the last look, so that a launch either sees the proxy asleep and rings, or is seen here. */
+static bool sleep_until_launch(struct shunt_gpu_proxy* p, uint64_t pos) {
+  uint32_t seen = atomic_load_explicit(&p->bell, memory_order_seq_cst);
+  atomic_store_explicit(&p->sleeping, true, memory_order_seq_cst);
+  bool slept = false;
+  if (nothing_pending(p) && !atomic_load_explicit(&p->stop, memory_order_seq_cst) &&
+      __atomic_load_n(&p->cfg.fifo->slots[pos % SHUNT_GPU_FIFO_SLOTS].seq, __ATOMIC_ACQUIRE) != pos + 1) {
+    struct timespec ts = {0, PROXY_SLEEP_NS};
+    futex(&p->bell, FUTEX_WAIT_PRIVATE, seen, &ts);
+    slept = true;
+  }
+  atomic_store_explicit(&p->sleeping, false, memory_order_seq_cst);
+  return slept;
+}
+
+static void ring(struct shunt_gpu_proxy* p) {
+  atomic_fetch_add_explicit(&p->bell, 1, memory_order_seq_cst);
+  if (atomic_load_explicit(&p->sleeping, memory_order_seq_cst))
+    futex(&p->bell, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+}
+
+void shunt_gpu_proxy_expect(struct shunt_gpu_proxy* p, bool graph) {
+  if (!p) return;
+  if (graph)
+    atomic_store_explicit(&p->graphs, true, memory_order_seq_cst);
+  else
+    atomic_fetch_add_explicit(&p->launched, 1, memory_order_seq_cst);
+  ring(p);
+}
+
+void shunt_gpu_proxy_unexpect(struct shunt_gpu_proxy* p, bool graph) {
+  if (p && !graph) atomic_fetch_sub_explicit(&p->launched, 1, memory_order_seq_cst);
+}
+
 static void* proxy_main(void* arg) {
   struct shunt_gpu_proxy* p = arg;
   p->cfg.cu->CtxSetCurrent(p->cfg.ctx);
@@ -245,7 +306,9 @@ static void* proxy_main(void* arg) {
   uint64_t pos = 0;
   /* A kernel waits for its triggers: the proxy polls without sleeping for PROXY_SPIN_NS after
    * its last trigger (a plan's triggers come in bursts), then sleeps at most PROXY_NAP_NS at a
-   * time, so the first trigger after a pause waits microseconds, not a growing backoff. */
+   * time, so the first trigger after a pause waits microseconds, not a growing backoff. When no
+   * execution is pending it sleeps until the next launch wakes it: an idle communicator costs
+   * no CPU. */
   uint64_t idle_since = 0;
   struct shunt_gpu_slot s;
   while (true) {
@@ -255,7 +318,7 @@ static void* proxy_main(void* arg) {
       if (!idle_since) idle_since = now;
       if (now - idle_since < PROXY_SPIN_NS) {
         sched_yield();
-      } else {
+      } else if (!nothing_pending(p) || !sleep_until_launch(p, pos)) {
         struct timespec ts = {0, PROXY_NAP_NS};
         nanosleep(&ts, NULL);
       }
@@ -283,6 +346,10 @@ int shunt_gpu_proxy_new(const struct shunt_gpu_proxy_config* cfg, struct shunt_g
   }
   p->cfg = *cfg;
   atomic_init(&p->stop, false);
+  atomic_init(&p->launched, 0);
+  atomic_init(&p->graphs, false);
+  atomic_init(&p->sleeping, false);
+  atomic_init(&p->bell, 0);
   atomic_init(&p->failed, 0);
   const struct shunt_cu* cu = cfg->cu;
   CUresult e = cu->StreamCreate(&p->stream, CU_STREAM_NON_BLOCKING);
@@ -329,7 +396,8 @@ const char* shunt_gpu_proxy_msg(const struct shunt_gpu_proxy* p) {
 
 void shunt_gpu_proxy_stop(struct shunt_gpu_proxy* p) {
   if (!p || !p->started) return;
-  atomic_store_explicit(&p->stop, true, memory_order_release);
+  atomic_store_explicit(&p->stop, true, memory_order_seq_cst);
+  ring(p);
   pthread_join(p->thread, NULL);
   p->started = false;
 }

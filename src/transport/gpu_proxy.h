@@ -13,7 +13,8 @@
  *   copied into this rank's region, and a flag's count written after them, on a stream of its
  *   own, before the receiving thread reads on.
  * - The proxy never blocks on anything but its own stream and its own writes, and is immune to
- *   other threads' stream capture.
+ *   other threads' stream capture. Idle with no execution pending (every launch it was told of
+ *   has ended, none captured into a graph), it sleeps until the next launch.
  * - A failure (a CUDA call, an error completion) is recorded once with a message and raises
  *   the abort word of every rank of this host, so their kernels give up instead of waiting; a
  *   rank of another host learns of it from its own transport or timeout. */
@@ -60,6 +61,11 @@ struct shunt_net;
 void shunt_gpu_proxy_net_callbacks(struct shunt_gpu_proxy* p, uint64_t bytes, struct shunt_net_config* c);
 void shunt_gpu_proxy_set_net(struct shunt_gpu_proxy* p, struct shunt_net* net);
 int shunt_gpu_proxy_start(struct shunt_gpu_proxy* p, char* err, size_t len);
+/* Told before each launch of the exec kernel (graph: the launch is being captured), so that the
+ * proxy is awake while an execution may push triggers and sleeps, costing no CPU, when none can;
+ * unexpect takes back a launch that failed. NULL is fine. */
+void shunt_gpu_proxy_expect(struct shunt_gpu_proxy* p, bool graph);
+void shunt_gpu_proxy_unexpect(struct shunt_gpu_proxy* p, bool graph);
 /* Raises every rank's abort word of this host on the proxy's stream and waits for it. */
 int shunt_gpu_proxy_abort(struct shunt_gpu_proxy* p);
 /* Whether it failed; the message ("rank R proxy: ..."). */

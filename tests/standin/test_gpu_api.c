@@ -35,6 +35,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,9 +61,9 @@ static double now_s(void) {
   return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-static const ncclDataType_t nccl_dt[SHUNT_DT_COUNT] = {ncclInt8,    ncclUint8,   ncclInt32,  ncclUint32,
-                                                       ncclInt64,   ncclUint64,  ncclFloat16, ncclFloat32,
-                                                       ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
+static const ncclDataType_t nccl_dt[SHUNT_DT_COUNT] = {
+    ncclInt8,    ncclUint8,   ncclInt32,   ncclUint32,   ncclInt64,      ncclUint64,
+    ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
 
 static unsigned long long dalloc(size_t bytes) {
   unsigned long long d = 0;
@@ -84,7 +85,8 @@ static void allreduce_case(ncclComm_t comm, int rank, fc_handle st, size_t count
   unsigned char scalar[8];
   if (op == 5) {
     verify_premul_scalar(dt, scalar);
-    CHECK_EQ_INT(ncclRedOpCreatePreMulSum(&rop, scalar, nccl_dt[dt], ncclScalarHostImmediate, comm), ncclSuccess);
+    CHECK_EQ_INT(ncclRedOpCreatePreMulSum(&rop, scalar, nccl_dt[dt], ncclScalarHostImmediate, comm),
+                 ncclSuccess);
   }
   CHECK_EQ_INT(ncclAllReduce((void*)(uintptr_t)in, (void*)(uintptr_t)out, count, nccl_dt[dt], rop, comm, st),
                ncclSuccess);
@@ -96,7 +98,8 @@ static void allreduce_case(ncclComm_t comm, int rank, fc_handle st, size_t count
   const char* served = last_plan(comm);
   CHECK_MSG(bad == 0, "rank %d allreduce %zu x %s %s %s: %zu bytes wrong (served by %s)", rank, count,
             verify_dt_names[dt], verify_op_names[op], inplace ? "in place" : "out of place", bad, served);
-  if (want_plan) CHECK_MSG(strcmp(served, "nccl") != 0, "allreduce %zu x %s went to NCCL", count, verify_dt_names[dt]);
+  if (want_plan)
+    CHECK_MSG(strcmp(served, "nccl") != 0, "allreduce %zu x %s went to NCCL", count, verify_dt_names[dt]);
   if (op == 5) ncclRedOpDestroy(rop, comm);
   cuMemFree_v2(in);
   if (!inplace) cuMemFree_v2(out);
@@ -105,8 +108,8 @@ static void allreduce_case(ncclComm_t comm, int rank, fc_handle st, size_t count
   free(tmp);
 }
 
-static void allgather_case(ncclComm_t comm, int rank, fc_handle st, size_t count, enum shunt_dtype dt, int inplace,
-                           int want_plan) {
+static void allgather_case(ncclComm_t comm, int rank, fc_handle st, size_t count, enum shunt_dtype dt,
+                           int inplace, int want_plan) {
   uint64_t es = shunt_dtype_size(dt), per = count * es, total = per * (uint64_t)nranks;
   char* host = malloc(total);
   unsigned long long out = dalloc(total), in = inplace ? out + per * (uint64_t)rank : dalloc(per);
@@ -116,7 +119,8 @@ static void allgather_case(ncclComm_t comm, int rank, fc_handle st, size_t count
   char* exp = malloc(total);
   memcpy(exp, host, total);
   memset(host, 0, total);
-  CHECK_EQ_INT(ncclAllGather((void*)(uintptr_t)in, (void*)(uintptr_t)out, count, nccl_dt[dt], comm, st), ncclSuccess);
+  CHECK_EQ_INT(ncclAllGather((void*)(uintptr_t)in, (void*)(uintptr_t)out, count, nccl_dt[dt], comm, st),
+               ncclSuccess);
   CHECK_EQ_INT(cuStreamSynchronize(st), 0);
   CHECK_EQ_INT(cuMemcpyDtoH_v2(host, out, total), 0);
   size_t bad = 0;
@@ -124,7 +128,8 @@ static void allgather_case(ncclComm_t comm, int rank, fc_handle st, size_t count
   const char* served = last_plan(comm);
   CHECK_MSG(bad == 0, "rank %d allgather %zu x %s %s: %zu bytes wrong (served by %s)", rank, count,
             verify_dt_names[dt], inplace ? "in place" : "out of place", bad, served);
-  if (want_plan) CHECK_MSG(strcmp(served, "nccl") != 0, "allgather %zu x %s went to NCCL", count, verify_dt_names[dt]);
+  if (want_plan)
+    CHECK_MSG(strcmp(served, "nccl") != 0, "allgather %zu x %s went to NCCL", count, verify_dt_names[dt]);
   cuMemFree_v2(out);
   if (!inplace) cuMemFree_v2(in);
   free(host);
@@ -158,12 +163,16 @@ static void run_graph(ncclComm_t comm, int rank, fc_handle st) {
   unsigned long long gin = g + per * sizeof(int32_t) * (size_t)rank;
   fc_handle graph = NULL, exec = NULL;
   /* Warm: the programs are uploaded outside the capture. */
-  CHECK_EQ_INT(ncclAllReduce((void*)(uintptr_t)a, (void*)(uintptr_t)a, count, ncclFloat, ncclSum, comm, st), ncclSuccess);
-  CHECK_EQ_INT(ncclAllGather((void*)(uintptr_t)gin, (void*)(uintptr_t)g, per, ncclInt32, comm, st), ncclSuccess);
+  CHECK_EQ_INT(ncclAllReduce((void*)(uintptr_t)a, (void*)(uintptr_t)a, count, ncclFloat, ncclSum, comm, st),
+               ncclSuccess);
+  CHECK_EQ_INT(ncclAllGather((void*)(uintptr_t)gin, (void*)(uintptr_t)g, per, ncclInt32, comm, st),
+               ncclSuccess);
   CHECK_EQ_INT(cuStreamSynchronize(st), 0);
   CHECK_EQ_INT(cuStreamBeginCapture_v2(st, 0), 0);
-  CHECK_EQ_INT(ncclAllReduce((void*)(uintptr_t)a, (void*)(uintptr_t)a, count, ncclFloat, ncclSum, comm, st), ncclSuccess);
-  CHECK_EQ_INT(ncclAllGather((void*)(uintptr_t)gin, (void*)(uintptr_t)g, per, ncclInt32, comm, st), ncclSuccess);
+  CHECK_EQ_INT(ncclAllReduce((void*)(uintptr_t)a, (void*)(uintptr_t)a, count, ncclFloat, ncclSum, comm, st),
+               ncclSuccess);
+  CHECK_EQ_INT(ncclAllGather((void*)(uintptr_t)gin, (void*)(uintptr_t)g, per, ncclInt32, comm, st),
+               ncclSuccess);
   CHECK_EQ_INT(cuStreamEndCapture(st, &graph), 0);
   CHECK_MSG(strcmp(last_plan(comm), "nccl") != 0, "the captured calls went to NCCL");
   CHECK_EQ_INT(cuGraphInstantiateWithFlags(&exec, graph, 0), 0);
@@ -188,7 +197,8 @@ static void run_graph(ncclComm_t comm, int rank, fc_handle st) {
       bad += fa[i] != want;
     }
     for (int r = 0; r < nranks; r++)
-      for (size_t i = 0; i < per; i++) bad += ga[(size_t)r * per + i] != r * 1000 + it * 10 + (int32_t)(i % 9);
+      for (size_t i = 0; i < per; i++)
+        bad += ga[(size_t)r * per + i] != r * 1000 + it * 10 + (int32_t)(i % 9);
     if (bad) {
       CHECK_MSG(bad == 0, "rank %d: replay %d: %zu elements wrong", rank, it, bad);
       break;
@@ -203,10 +213,11 @@ static void run_graph(ncclComm_t comm, int rank, fc_handle st) {
   float* hb = malloc(big * sizeof(float));
   graph = exec = NULL;
   CHECK_EQ_INT(cuStreamBeginCapture_v2(st, 0), 0);
-  CHECK_EQ_INT(ncclAllReduce((void*)(uintptr_t)b, (void*)(uintptr_t)b, big, ncclFloat, ncclSum, comm, st), ncclSuccess);
+  CHECK_EQ_INT(ncclAllReduce((void*)(uintptr_t)b, (void*)(uintptr_t)b, big, ncclFloat, ncclSum, comm, st),
+               ncclSuccess);
   CHECK_EQ_INT(cuStreamEndCapture(st, &graph), 0);
-  CHECK_MSG(graph != NULL && cuGraphInstantiateWithFlags(&exec, graph, 0) == 0, "rank %d: the growing capture failed",
-            rank);
+  CHECK_MSG(graph != NULL && cuGraphInstantiateWithFlags(&exec, graph, 0) == 0,
+            "rank %d: the growing capture failed", rank);
   for (int it = 0; it < 2 && exec; it++) {
     for (size_t i = 0; i < big; i++) hb[i] = (float)((rank + 2) * (it + 1) + (int)(i % 3));
     CHECK_EQ_INT(cuMemcpyHtoD_v2(b, hb, big * sizeof(float)), 0);
@@ -233,8 +244,8 @@ static void run_graph(ncclComm_t comm, int rank, fc_handle st) {
 
 /* One float allreduce (or int32 allgather) on ncclMemAlloc'd buffers; the bytes the stand-in
  * copied for it. */
-static long long zc_call(ncclComm_t comm, int rank, fc_handle st, void* send, void* recv, size_t count, int ag,
-                         int salt) {
+static long long zc_call(ncclComm_t comm, int rank, fc_handle st, void* send, void* recv, size_t count,
+                         int ag, int salt) {
   size_t total = ag ? count * (size_t)nranks : count;
   float* h = malloc(total * sizeof(float));
   for (size_t i = 0; i < count; i++) h[i] = (float)((rank + 1) * (salt + 2) + (int)(i % 17));
@@ -259,8 +270,8 @@ static long long zc_call(ncclComm_t comm, int rank, fc_handle st, void* send, vo
     }
     bad += h[i] != want;
   }
-  CHECK_MSG(bad == 0, "rank %d: %s of %zu floats on registered memory: %zu wrong", rank, ag ? "allgather" : "allreduce",
-            count, bad);
+  CHECK_MSG(bad == 0, "rank %d: %s of %zu floats on registered memory: %zu wrong", rank,
+            ag ? "allgather" : "allreduce", count, bad);
   free(h);
   return moved;
 }
@@ -280,12 +291,15 @@ static void run_zerocopy(ncclComm_t comm, int rank, fc_handle st) {
     long long zc_inplace = zc_call(comm, rank, st, recv, recv, count, ag, 2);
     /* Inside the registrations, at the same offsets on every rank (NCCL's rule). */
     long long zc_off = zc_call(comm, rank, st, (char*)send + 4096, (char*)recv + 8192, count / 2, ag, 4);
-    CHECK_MSG(zc_off < staged / 2, "rank %d: at an offset, %lld bytes copied (staged whole: %lld)", rank, zc_off, staged);
-    CHECK_MSG(staged >= (long long)(count * sizeof(float)) && zc + (long long)(count * sizeof(float)) <= staged,
-              "rank %d: %s copied %lld bytes staged and %lld registered: no staging saved", rank,
-              ag ? "allgather" : "allreduce", staged, zc);
+    CHECK_MSG(zc_off < staged / 2, "rank %d: at an offset, %lld bytes copied (staged whole: %lld)", rank,
+              zc_off, staged);
+    CHECK_MSG(
+        staged >= (long long)(count * sizeof(float)) && zc + (long long)(count * sizeof(float)) <= staged,
+        "rank %d: %s copied %lld bytes staged and %lld registered: no staging saved", rank,
+        ag ? "allgather" : "allreduce", staged, zc);
     CHECK_MSG(zc_inplace + (long long)(count * sizeof(float)) <= staged,
-              "rank %d: in place on registered memory copied %lld bytes (staged: %lld)", rank, zc_inplace, staged);
+              "rank %d: in place on registered memory copied %lld bytes (staged: %lld)", rank, zc_inplace,
+              staged);
     CHECK_EQ_INT(ncclCommDeregister(comm, hs), ncclSuccess);
     CHECK_EQ_INT(ncclCommDeregister(comm, hr), ncclSuccess);
     long long again = zc_call(comm, rank, st, send, recv, count, ag, 3);
@@ -298,10 +312,10 @@ static void run_zerocopy(ncclComm_t comm, int rank, fc_handle st) {
   CHECK_EQ_INT(ncclCommRegister(comm, send, bytes, &hs), ncclSuccess);
   CHECK_EQ_INT(ncclCommRegister(comm, recv, bytes, &hr), ncclSuccess);
   zc_call(comm, rank, st, send, recv, count, 0, 7); /* exchanged and mapped */
-  CHECK_EQ_INT(fakecuda_replace(recv), 0); /* freed, and allocated again at that address */
+  CHECK_EQ_INT(fakecuda_replace(recv), 0);          /* freed, and allocated again at that address */
   long long stale = zc_call(comm, rank, st, send, recv, count, 0, 8);
-  CHECK_MSG(stale >= (long long)(count * sizeof(float)), "rank %d: a stale registration was used (%lld bytes copied)",
-            rank, stale);
+  CHECK_MSG(stale >= (long long)(count * sizeof(float)),
+            "rank %d: a stale registration was used (%lld bytes copied)", rank, stale);
   CHECK_EQ_INT(ncclCommDeregister(comm, hs), ncclSuccess);
   CHECK_EQ_INT(ncclCommDeregister(comm, hr), ncclSuccess);
   /* Windows (collective registration) reach the same zero-copy path. */
@@ -310,8 +324,8 @@ static void run_zerocopy(ncclComm_t comm, int rank, fc_handle st) {
   CHECK_EQ_INT(ncclCommWindowRegister(comm, send, bytes, &ws, 0), ncclSuccess);
   CHECK_EQ_INT(ncclCommWindowRegister(comm, recv, bytes, &wr, 0), ncclSuccess);
   long long zc = zc_call(comm, rank, st, send, recv, count, 0, 6);
-  CHECK_MSG(zc + (long long)(count * sizeof(float)) <= staged, "rank %d: windows: %lld bytes copied (staged: %lld)",
-            rank, zc, staged);
+  CHECK_MSG(zc + (long long)(count * sizeof(float)) <= staged,
+            "rank %d: windows: %lld bytes copied (staged: %lld)", rank, zc, staged);
   CHECK_EQ_INT(ncclCommWindowDeregister(comm, ws), ncclSuccess);
   CHECK_EQ_INT(ncclCommWindowDeregister(comm, wr), ncclSuccess);
   CHECK_EQ_INT(ncclMemFree(send), ncclSuccess);
@@ -322,7 +336,31 @@ static void run_zerocopy(ncclComm_t comm, int rank, fc_handle st) {
 static void float_sums(ncclComm_t comm, int rank, fc_handle st, int want_plan) {
   allreduce_case(comm, rank, st, 4096, SHUNT_DT_FLOAT32, 0, 0, want_plan);
   const char* served = last_plan(comm);
-  if (!want_plan) CHECK_MSG(strcmp(served, "nccl") == 0, "rank %d: a plan (%s) served after the verdict", rank, served);
+  if (!want_plan)
+    CHECK_MSG(strcmp(served, "nccl") == 0, "rank %d: a plan (%s) served after the verdict", rank, served);
+}
+
+static double cpu_s(void) {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+/* A communicator between calls costs no CPU: its proxy sleeps once every execution it was told
+ * of has ended, and the next launch wakes it (a port plan here, so the call needs the proxy). */
+static void run_idle(ncclComm_t comm, int rank, fc_handle st) {
+  for (int round = 0; round < 3; round++) {
+    allreduce_case(comm, rank, st, 4096, SHUNT_DT_FLOAT32, 0, round % 2, 1);
+    const char* served = last_plan(comm);
+    CHECK_MSG(strstr(served, "_port_") != NULL, "rank %d: %s served, not a port plan", rank, served);
+    CHECK_EQ_INT(cuStreamSynchronize(st), 0);
+    usleep(50000); /* past the proxy's spinning after its last trigger */
+    double c0 = cpu_s(), t0 = now_s();
+    usleep(400000);
+    double busy = (cpu_s() - c0) / (now_s() - t0);
+    CHECK_MSG(busy < 0.05, "rank %d: %.0f %% of a CPU used by an idle communicator", rank, busy * 100);
+  }
 }
 
 static int run_rank(int rank, ncclUniqueId id) {
@@ -346,6 +384,8 @@ static int run_rank(int rank, ncclUniqueId id) {
     for (int i = 0; i < 3; i++) allreduce_case(comm, rank, st, 3000, SHUNT_DT_INT32, 0, i % 2, 1);
   } else if (!strcmp(scenario, "graph")) {
     run_graph(comm, rank, st);
+  } else if (!strcmp(scenario, "idle")) {
+    run_idle(comm, rank, st);
   } else if (!strcmp(scenario, "zerocopy")) {
     run_zerocopy(comm, rank, st);
   } else if (!strcmp(scenario, "corrupt") || !strcmp(scenario, "skip") || !strcmp(scenario, "off")) {
@@ -355,8 +395,9 @@ static int run_rank(int rank, ncclUniqueId id) {
     float_sums(comm, rank, st, 1);
     if (rank == 0) {
       unsigned long long a = dalloc(4096 * sizeof(float));
-      CHECK_EQ_INT(ncclAllReduce((void*)(uintptr_t)a, (void*)(uintptr_t)a, 4096, ncclFloat, ncclSum, comm, st),
-                   ncclSuccess);
+      CHECK_EQ_INT(
+          ncclAllReduce((void*)(uintptr_t)a, (void*)(uintptr_t)a, 4096, ncclFloat, ncclSum, comm, st),
+          ncclSuccess);
       usleep(300000); /* the kernel is now waiting for rank 1, which never comes */
       double a0 = now_s();
       CHECK_EQ_INT(ncclCommAbort(comm), ncclSuccess);
@@ -458,7 +499,8 @@ static int run_initall(void) {
   }
   CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
   for (int r = 0; r < nranks; r++) {
-    CHECK_EQ_INT(ncclAllReduce((void*)(uintptr_t)a[r], (void*)(uintptr_t)a[r], count, ncclFloat, ncclSum, comms[r], st[r]),
+    CHECK_EQ_INT(ncclAllReduce((void*)(uintptr_t)a[r], (void*)(uintptr_t)a[r], count, ncclFloat, ncclSum,
+                               comms[r], st[r]),
                  ncclSuccess);
     void* gin = (void*)(uintptr_t)(g[r] + per * sizeof(int32_t) * (size_t)r);
     CHECK_EQ_INT(ncclAllGather(gin, (void*)(uintptr_t)g[r], per, ncclInt32, comms[r], st[r]), ncclSuccess);

@@ -6,7 +6,8 @@
  * - shunt_gpu_exec_kernel runs the program's blocks (one CUDA block per plan threadblock, any
  *   number of threads per block); the block that finishes last resets the per-execution state
  *   (barriers, semaphores) and advances the rank's epoch, so a replayed launch needs nothing
- *   from the host. A failed execution never advances the epoch.
+ *   from the host. A failed execution never advances the epoch. An execution that ends
+ *   (finished, or skipped by a broken world) adds one to the FIFO's finished count.
  * - shunt_gpu_pre_kernel / shunt_gpu_post_kernel scale one contribution (PreMulSum, floating
  *   avg) or divide a sum (integer avg) element by element, grid-stride.
  * Only for inclusion by gpu_kernel.cu and kcpu_kernel.cpp, after the primitives
@@ -47,6 +48,7 @@ static __device__ void shunt_gpu_finish(struct shunt_xctx* X, struct shunt_gpu_c
   __threadfence();
   xg_st_vol_u64(&ctrl->epoch, epoch + 1);
   __threadfence_system();
+  xg_add_release_sys(&k->fifo->finished, 1);
 }
 
 SHUNT_GPU_ENTRY __launch_bounds__(SHUNT_GPU_MAX_THREADS, 1)
@@ -74,6 +76,7 @@ SHUNT_GPU_ENTRY __launch_bounds__(SHUNT_GPU_MAX_THREADS, 1)
     if (blockIdx.x == 0 && threadIdx.x == 0) {
       struct xg_spin s = {0, 0, 1};
       xg_blocked(&X, &s, SHUNT_GPU_WAIT_NONE, 0, 0, 0, 0, 1, 0);
+      xg_add_release_sys(&k.fifo->finished, 1);
     }
     return;
   }
@@ -82,7 +85,10 @@ SHUNT_GPU_ENTRY __launch_bounds__(SHUNT_GPU_MAX_THREADS, 1)
   if (P->nblocks == 0) {
     /* A rank with nothing to do still counts the execution, so its flags stay in step with
      * its peers' (launched with one block). */
-    if (threadIdx.x == 0) xg_st_vol_u64(&ctrl->epoch, epoch + 1);
+    if (threadIdx.x == 0) {
+      xg_st_vol_u64(&ctrl->epoch, epoch + 1);
+      xg_add_release_sys(&k.fifo->finished, 1);
+    }
     return;
   }
   X.flag = shunt_pkt_flag_for_epoch(epoch);

@@ -23,12 +23,13 @@ static unsigned elem_grid(uint64_t n) {
 
 /* Every step is a stream operation, in gpu_steps.h's order. cuLaunchKernel returns this
  * launch's own error (no error state is left behind for later calls to find). */
-static int enqueue(const struct shunt_cu* cu, const struct shunt_gpu_kernels* fn, struct shunt_gpu_steps st,
-                   struct shunt_gpu_kargs k, const struct shunt_gpu_prog* gp, const struct shunt_program* p,
-                   const struct shunt_gpu_run* zc, CUstream stream, char* err, size_t len) {
+static int enqueue(struct shunt_gpu_world* w, const struct shunt_cu* cu, const struct shunt_gpu_kernels* fn,
+                   struct shunt_gpu_steps st, struct shunt_gpu_kargs k, const struct shunt_gpu_prog* gp,
+                   const struct shunt_program* p, const struct shunt_gpu_run* zc, CUstream stream, char* err,
+                   size_t len) {
   CUresult e = CUDA_SUCCESS;
-#define CU(x)                                                                           \
-  do {                                                                                  \
+#define CU(x)                                                                             \
+  do {                                                                                    \
     if ((e = (x)) != CUDA_SUCCESS) FAIL(SHUNT_GPU_CUDA, "%s: %s", #x, shunt_cu_error(e)); \
   } while (0)
   if (st.seed_bytes) CU(cu->MemcpyAsync(DP(st.seed_dst), DP(st.seed_src), st.seed_bytes, stream));
@@ -41,7 +42,13 @@ static int enqueue(const struct shunt_cu* cu, const struct shunt_gpu_kernels* fn
   if (st.zc_in) k.zc_in = zc->zc_in, k.zc_in_off = zc->zc_in_off;
   if (st.zc_out) k.zc_out = zc->zc_out, k.zc_out_off = zc->zc_out_off;
   void* ka[] = {&k};
-  CU(cu->LaunchKernel(fn->exec, p->nblocks ? p->nblocks : 1, 1, 1, gp->threads, 1, 1, gp->smem, stream, ka, NULL));
+  bool graph = shunt_gpu_world_expect(w, stream);
+  e = cu->LaunchKernel(fn->exec, p->nblocks ? p->nblocks : 1, 1, 1, gp->threads, 1, 1, gp->smem, stream, ka,
+                       NULL);
+  if (e != CUDA_SUCCESS) {
+    shunt_gpu_world_unexpect(w, graph);
+    FAIL(SHUNT_GPU_CUDA, "cuLaunchKernel(exec): %s", shunt_cu_error(e));
+  }
   if (st.post_n) {
     void* a[] = {&st.out, &st.post_n, &st.post_red};
     CU(cu->LaunchKernel(fn->post, elem_grid(st.post_n), 1, 1, 256, 1, 1, 0, stream, a, NULL));
@@ -67,10 +74,10 @@ int shunt_gpu_launch(const struct shunt_gpu_run* run, struct CUstream_st* stream
   if (shunt_gpu_world_broken(w)) FAIL(SHUNT_GPU_INVALID, "an earlier run on this world failed");
 
   struct shunt_gpu_steps st;
-  const char* why = shunt_gpu_steps_plan_zc(p, k.nranks, run->in, run->out, run->premul_scalar,
-                                            shunt_gpu_world_stage(w, 0), shunt_gpu_world_stage(w, 1),
-                                            k.lay.input_bytes, k.lay.output_bytes, run->zc_in != NULL,
-                                            run->zc_out != NULL, &st);
+  const char* why =
+      shunt_gpu_steps_plan_zc(p, k.nranks, run->in, run->out, run->premul_scalar, shunt_gpu_world_stage(w, 0),
+                              shunt_gpu_world_stage(w, 1), k.lay.input_bytes, k.lay.output_bytes,
+                              run->zc_in != NULL, run->zc_out != NULL, &st);
   if (why)
     FAIL(SHUNT_GPU_INVALID, "%s (buffers of %llu/%llu bytes, staging %llu/%llu)", why,
          (unsigned long long)p->in_bytes, (unsigned long long)p->out_bytes,
@@ -82,9 +89,9 @@ int shunt_gpu_launch(const struct shunt_gpu_run* run, struct CUstream_st* stream
   /* One launch of a world at a time, after the previous one whatever its stream. */
   int rc = SHUNT_GPU_CUDA;
   if (run->ordered) {
-    rc = enqueue(cu, shunt_gpu_world_fns(w), st, k, gp, p, run, stream, err, len);
+    rc = enqueue(w, cu, shunt_gpu_world_fns(w), st, k, gp, p, run, stream, err, len);
   } else if (shunt_gpu_world_order_begin(w, stream, err, len) == 0) {
-    rc = enqueue(cu, shunt_gpu_world_fns(w), st, k, gp, p, run, stream, err, len);
+    rc = enqueue(w, cu, shunt_gpu_world_fns(w), st, k, gp, p, run, stream, err, len);
     if (shunt_gpu_world_order_end(w, stream, rc == SHUNT_GPU_OK, err, len) != 0 && rc == SHUNT_GPU_OK)
       rc = SHUNT_GPU_CUDA;
   }

@@ -423,6 +423,16 @@ static bool capturing(const struct shunt_cu* cu, CUstream stream) {
   return cu->StreamIsCapturing(stream, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+bool shunt_gpu_world_expect(struct shunt_gpu_world* w, struct CUstream_st* stream) {
+  bool graph = capturing(w->cu, stream);
+  shunt_gpu_proxy_expect(w->proxy, graph);
+  return graph;
+}
+
+void shunt_gpu_world_unexpect(struct shunt_gpu_world* w, bool graph) {
+  shunt_gpu_proxy_unexpect(w->proxy, graph);
+}
+
 int shunt_gpu_world_order_begin(struct shunt_gpu_world* w, CUstream stream, char* err, size_t len) {
   pthread_mutex_lock(&w->launch_mu);
   if (capturing(w->cu, stream)) return 0;

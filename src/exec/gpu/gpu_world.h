@@ -116,6 +116,11 @@ int shunt_gpu_world_device(const struct shunt_gpu_world* w);
  * (transport/cu.h, gpu_kernels.h; opaque here). */
 const struct shunt_cu* shunt_gpu_world_cu(const struct shunt_gpu_world* w);
 const struct shunt_gpu_kernels* shunt_gpu_world_fns(const struct shunt_gpu_world* w);
+/* Called right before the exec kernel is launched on stream: the world's proxy stays awake until
+ * that execution ends. Returns whether the launch is being captured (pass it to unexpect when
+ * the launch fails). */
+bool shunt_gpu_world_expect(struct shunt_gpu_world* w, struct CUstream_st* stream);
+void shunt_gpu_world_unexpect(struct shunt_gpu_world* w, bool graph);
 struct CUctx_st* shunt_gpu_world_ctx(const struct shunt_gpu_world* w);
 
 /* A program uploaded for one world: the device copy (the Program's bytes as they are,
