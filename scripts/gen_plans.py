@@ -26,11 +26,12 @@ RANKS = (2, 4, 8)
 
 # Size ranges (total bytes: allreduce = buffer size, allgather = output size). Per
 # (collective, ranks, in-place) the memory families take disjoint ranges: LL up to LL_MAX,
-# memory Simple above it up to SIMPLE_MAX. Port Simple plans serve every size up to PORT_MAX:
+# then for allreduce the scratch family up to SCRATCH_MAX, memory Simple above up to SIMPLE_MAX. Port Simple plans serve every size up to PORT_MAX:
 # they need no placement, so they are what ranks each on a host of its own (or hosts of
 # different sizes) run; on one host selection prefers the memory plans where they serve, so
 # there the port plans take the sizes above SIMPLE_MAX. SHUNT_TUNING retunes them.
 LL_MAX = 1 * MiB
+SCRATCH_MAX = 8 * MiB
 SIMPLE_MAX = 64 * MiB
 PORT_MAX = 1 * GiB
 
@@ -39,6 +40,7 @@ PORT_MAX = 1 * GiB
 LL_BLOCKS_PER_PEER = {2: 8, 4: 4, 8: 2}
 SIMPLE_BLOCKS = {2: 16, 4: 24, 8: 32}
 PORT_BLOCKS = 8
+SCRATCH_BLOCKS = {2: 8, 4: 8, 8: 8}
 # Port allreduce reduces in rounds so that scratch holds one round, not the whole message.
 PORT_ROUNDS = 4
 # Multi-node plans: (nodes, ranks per node). Memory channels inside a node, port channels
@@ -364,6 +366,50 @@ def allreduce_simple(n, inplace):
     return plan
 
 
+def allreduce_scratch(n, inplace):
+    """Reduce-scatter then allgather through scratch only: no peer ever touches a rank's
+    input or output, so nothing is staged around the call (the host backend, or device
+    buffers not registered for zero-copy). After an entry round, rank r puts chunk p of its
+    input into its slot on rank p's scratch; once the peers' chunks r have landed it reduces
+    them with its own into chunk r of its output and copies the sum into its result chunk of
+    scratch; once every peer's sum is there it reads them (get) into its output. A last
+    round keeps a rank's scratch unchanged until every peer has read its sum."""
+    t = SCRATCH_BLOCKS[n]
+    x = user_buf(inplace)
+    res = n - 1  # scratch chunks [0, n-1): the peers' contributions; n-1: this rank's sum
+    plan = Plan(name("allreduce", n, "scratch", inplace), "allreduce", "Simple", inplace, n,
+                (n, n, n))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        ps = peers(r, n)
+        for j in range(t):
+            b = gpu.block()
+            b.sync("signal", "memory", ps, j)
+            b.sync("wait", "memory", ps, j)  # every peer is inside the call: its scratch is free
+            b.nop()
+            b.data("put", [local(x, p) for p in ps],
+                   [b.remote("memory", p, "s", slot(p, r, n)) for p in ps], "memory", ps, j, tbg=(j, t))
+            b.nop()
+            b.sync("signal", "memory", ps, j)
+            b.sync("wait", "memory", ps, j)  # the peers' contributions to chunk r
+            b.nop()
+            b.data("re", [local(x, r)] + [local("s", slot(r, q, n)) for q in ps], [local("o", r)],
+                   tbg=(j, t))
+            b.nop()
+            b.data("copy", [local("o", r)], [local("s", res)], tbg=(j, t))
+            b.nop()
+            b.sync("signal", "memory", ps, j)
+            b.sync("wait", "memory", ps, j)  # the peers' sums
+            b.nop()
+            # In place, chunk p of the output was put above, before this block's signal.
+            b.data("get", [b.remote("memory", p, "s", res) for p in ps], [local("o", p) for p in ps],
+                   "memory", ps, j, tbg=(j, t))
+            b.nop()
+            b.sync("signal", "memory", ps, j)
+            b.sync("wait", "memory", ps, j)  # every peer has read this rank's sum
+    return plan
+
+
 def allreduce_port(n, inplace):
     """Reduce-scatter then allgather through the proxy, in PORT_ROUNDS rounds. Chunk
     (p, k) = index p*K + k is rank p's part of round k. In round k rank r put-with-signals
@@ -559,15 +605,19 @@ def name_multi(collective, nodes, m, inplace):
 
 
 def all_plans():
-    builders = {"allgather": (allgather_ll, allgather_simple, allgather_port),
-                "allreduce": (allreduce_ll, allreduce_simple, allreduce_port)}
+    builders = {"allgather": (allgather_ll, None, allgather_simple, allgather_port),
+                "allreduce": (allreduce_ll, allreduce_scratch, allreduce_simple, allreduce_port)}
     plans = []
     for collective in sorted(builders):
-        ll, simple, port = builders[collective]
+        ll, scratch, simple, port = builders[collective]
         for n in RANKS:
             for inplace in (False, True):
                 plans.append(set_range(ll(n, inplace), 0, LL_MAX))
-                plans.append(set_range(simple(n, inplace), LL_MAX, SIMPLE_MAX))
+                top = LL_MAX
+                if scratch:
+                    plans.append(set_range(scratch(n, inplace), LL_MAX, SCRATCH_MAX))
+                    top = SCRATCH_MAX
+                plans.append(set_range(simple(n, inplace), top, SIMPLE_MAX))
                 plans.append(set_range(port(n, inplace), 0, PORT_MAX))
     hier = {"allgather": allgather_hier, "allreduce": allreduce_hier}
     for collective in sorted(hier):

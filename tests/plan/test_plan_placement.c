@@ -50,7 +50,8 @@ int main(void) {
   }
   /* One host (0: all ranks on it): the one-host families, never a multi-node plan. */
   CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLREDUCE, 8, 0, 4096), "allreduce_8r_ll_outofplace");
-  CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLREDUCE, 8, 8, 4u << 20), "allreduce_8r_simple_outofplace");
+  CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLREDUCE, 8, 8, 4u << 20), "allreduce_8r_scratch_outofplace");
+  CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLREDUCE, 8, 8, 16u << 20), "allreduce_8r_simple_outofplace");
   CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLREDUCE, 8, 8, 128u << 20), "allreduce_8r_port_outofplace");
   /* Several hosts: the plan for that shape at every size, ahead of the port-only plan. */
   CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLREDUCE, 8, 4, 4096), "allreduce_2x4_hier_outofplace");

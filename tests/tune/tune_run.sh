@@ -1,5 +1,6 @@
 #!/bin/sh
 # shunt-tune end to end on the host backend, 2 ranks as processes, a few sizes:
+#  - 4 ranks of one host: only plans made for one host are candidates;
 #  - it writes the tuning file and a PNG, prints the table;
 #  - shunt-plan list --tuning takes every 2-rank plan's range from the file, no WARN;
 #  - shunt-perf with the file runs each size on the plan the file gives that size;
@@ -47,6 +48,12 @@ awk '$1 ~ /^[0-9]+$/ && NF > 10 { print $1, $NF }' "$t/perf" | while read -r siz
     python3 -c "import sys; sys.exit(0 if $lo <= $size <= $hi else 1)" || fail "$p served $size outside its range $3..$4"
   done
 done || exit 1
+# Four ranks of one host: the candidates are the plans for one host (the plans for two hosts of two
+# ranks cannot serve it, and a pass forcing one would fail the run).
+"$tune" -np 4 -b 64K -e 64K -n 2 -w 1 --coll allreduce --min-runs 1 --max-runs 1 --perf "$perf" -o "$t/4.tuning" \
+  >"$t/out4" 2>"$t/err4" || { cat "$t/out4" "$t/err4"; fail "shunt-tune on 4 ranks failed"; }
+grep -q 'allreduce_4r_scratch_outofplace' "$t/out4" || { cat "$t/out4"; fail "4 ranks: a one-host plan is no candidate"; }
+grep -q '_hier_' "$t/out4" "$t/4.tuning" && { cat "$t/out4"; fail "4 ranks of one host: a multi-host plan is a candidate"; }
 # Interrupted: no file, no temporary file.
 "$tune" -np 2 -b 1K -e 1M -f 2 -n 20 --min-runs 9 --perf "$perf" -o "$t/i.tuning" >/dev/null 2>"$t/ierr" &
 pid=$!

@@ -58,8 +58,14 @@ struct rank_desc {
 /* Rank 0 lists every rank's process and device, as nccl-tests' "Using devices". */
 static int print_devices(struct perf_thread* t, const struct perf_device* dev) {
   struct rank_desc mine[64];
+  /* The host as shunt places ranks: SHUNT_HOSTID when set (hosts made of namespaces of one
+   * machine), else the machine's name. shunt-tune reads the placement from this list. */
   char host[64] = "";
-  gethostname(host, sizeof(host) - 1);
+  const char* forced = getenv("SHUNT_HOSTID");
+  if (forced && *forced)
+    snprintf(host, sizeof(host), "%s", forced);
+  else
+    gethostname(host, sizeof(host) - 1);
   for (int k = 0; k < t->nlocal; k++) {
     mine[k] = (struct rank_desc){t->lanes[k].rank, (int)getpid(), dev[k].index, "", ""};
     snprintf(mine[k].host, sizeof(mine[k].host), "%s", host);

@@ -84,10 +84,11 @@ static int parse(int argc, char** argv, struct opts* o) {
     OPT("-np", np)
     OPT("--np", np)
     OPT("-t", nthreads)
-    OPT("--nthreads", nthreads) OPT("-b", minb) OPT("--minbytes", minb) OPT("-e", maxb)
-        OPT("--maxbytes", maxb) OPT("-f", factor) OPT("--stepfactor", factor) OPT("-n", iters)
-            OPT("--iters", iters) OPT("-w", warmup) OPT("--warmup_iters", warmup) OPT("--coll", coll)
-                OPT("-o", out) OPT("--plot", plot) OPT("--perf", perf)
+    OPT("--nthreads", nthreads)
+    OPT("-b", minb) OPT("--minbytes", minb) OPT("-e", maxb) OPT("--maxbytes", maxb) OPT("-f", factor)
+        OPT("--stepfactor", factor) OPT("-n", iters) OPT("--iters", iters) OPT("-w", warmup)
+            OPT("--warmup_iters", warmup) OPT("--coll", coll) OPT("-o", out) OPT("--plot", plot)
+                OPT("--perf", perf)
 #undef OPT
                     char* end = NULL;
     if ((!strcmp(a, "--margin") || !strcmp(a, "--stable")) && v) {
@@ -185,6 +186,38 @@ static int write_forcing(const char* path, const struct shunt_planset* ps, const
       fprintf(f, "%s %u disable\n", e->plan->name, nranks);
   }
   return fclose(f);
+}
+
+/* The run's placement, as selection's query states it (planset.h): 0 when every rank is on one
+ * host, else the ranks per host when every host holds that many consecutive ranks, else
+ * SHUNT_RPN_IRREGULAR. From shunt-perf's list of ranks ("#  Rank  R Group G Pid P on HOST"),
+ * whose host is the identity shunt places ranks by. False when the list is not whole. */
+static bool run_placement(const char* head, unsigned nranks, uint32_t* rpn) {
+  char(*host)[64] = calloc(nranks, sizeof(*host));
+  if (!host) return false;
+  unsigned seen = 0;
+  for (const char* l = head; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+    int r = -1;
+    char h[64];
+    if (sscanf(l, "# Rank %d Group %*d Pid %*d on %63s", &r, h) == 2 && r >= 0 && (unsigned)r < nranks &&
+        !host[r][0]) {
+      snprintf(host[r], sizeof(host[r]), "%s", h);
+      seen++;
+    }
+  }
+  bool known = seen == nranks;
+  unsigned m = 1;
+  while (m < nranks && !strcmp(host[m], host[0])) m++;
+  *rpn = m == nranks ? 0 : nranks % m ? SHUNT_RPN_IRREGULAR : m;
+  /* Every group of m consecutive ranks on one host, and no host holding two groups. */
+  for (unsigned r = 0; known && *rpn && *rpn != SHUNT_RPN_IRREGULAR && r < nranks; r++) {
+    unsigned first = r - r % m;
+    bool same = !strcmp(host[r], host[first]);
+    for (unsigned g = 0; same && r == first && g < first; g += m) same = strcmp(host[g], host[r]) != 0;
+    if (!same) *rpn = SHUNT_RPN_IRREGULAR;
+  }
+  free(host);
+  return known;
 }
 
 static void add_cand(struct tune_group* g, const char* name) {
@@ -343,29 +376,6 @@ int main(int argc, char** argv) {
   }
   shunt_plan_errors_free(&errs);
 
-  /* Groups: each collective asked for, out of place then in place. */
-  static struct tune_group groups[4];
-  unsigned ng = 0;
-  const char* colls[] = {"allreduce", "allgather"};
-  for (unsigned k = 0; k < 2; k++) {
-    if (strcmp(o.coll, "all") && strcmp(o.coll, colls[k])) continue;
-    for (int ip = 0; ip < 2; ip++) {
-      struct tune_group* g = &groups[ng];
-      memset(g, 0, sizeof(*g));
-      snprintf(g->coll, sizeof(g->coll), "%s", colls[k]);
-      g->inplace = ip;
-      g->nranks = nranks;
-      for (uint64_t s = lo; s <= hi && g->nsizes < TUNE_MAX_SIZES; s *= f) g->size[g->nsizes++] = s;
-      for (uint32_t i = 0; i < shunt_planset_count(ps); i++) {
-        const struct shunt_plan_entry* e = shunt_planset_entry(ps, i);
-        if (e->status == SHUNT_PLAN_OK && e->plan->ngpus == nranks &&
-            !strcmp(e->plan->collective, colls[k]) && e->plan->inplace == (bool)ip)
-          add_cand(g, e->plan->name);
-      }
-      ng++;
-    }
-  }
-
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
   sa.sa_handler = on_signal;
@@ -385,11 +395,14 @@ int main(int argc, char** argv) {
   unsigned coll_arg = perf_args(&o, args, o.maxb, o.iters, o.warmup);
   struct tune_perf tp = {perf, args};
   static struct tune_row rows[TUNE_MAX_SIZES * 2];
-  char err[512], head[4096];
+  static char head[1 << 16];
+  char err[512];
 
   /* NCCL is a candidate when shunt-perf reports one behind shunt: one call of the smallest size. */
   char* probe_args[24];
-  probe_args[perf_args(&o, probe_args, o.minb, "1", "0")] = ng ? groups[0].coll : "allreduce";
+  char probe_coll[16];
+  snprintf(probe_coll, sizeof(probe_coll), "%s", strcmp(o.coll, "all") ? o.coll : "allreduce");
+  probe_args[perf_args(&o, probe_args, o.minb, "1", "0")] = probe_coll;
   struct tune_perf probe = {perf, probe_args};
   if (tune_measure(&probe, NULL, NULL, rows, TUNE_MAX_SIZES * 2, head, sizeof(head), err, sizeof(err)) < 0) {
     fprintf(stderr, "shunt-tune: a first run of %s failed: %s\n", perf, err);
@@ -397,6 +410,34 @@ int main(int argc, char** argv) {
     return 1;
   }
   bool nccl = strstr(head, ", fallback NCCL ") != NULL;
+  /* Only plans made for this run's placement can serve it (a plan for two hosts of two ranks
+   * does not serve four ranks of one host): the probe lists every rank's host. */
+  uint32_t rpn = 0;
+  bool placed = run_placement(head, nranks, &rpn);
+
+  /* Groups: each collective asked for, out of place then in place. */
+  static struct tune_group groups[4];
+  unsigned ng = 0;
+  const char* colls[] = {"allreduce", "allgather"};
+  for (unsigned k = 0; k < 2; k++) {
+    if (strcmp(o.coll, "all") && strcmp(o.coll, colls[k])) continue;
+    for (int ip = 0; ip < 2; ip++) {
+      struct tune_group* g = &groups[ng];
+      memset(g, 0, sizeof(*g));
+      snprintf(g->coll, sizeof(g->coll), "%s", colls[k]);
+      g->inplace = ip;
+      g->nranks = nranks;
+      for (uint64_t s = lo; s <= hi && g->nsizes < TUNE_MAX_SIZES; s *= f) g->size[g->nsizes++] = s;
+      for (uint32_t i = 0; i < shunt_planset_count(ps); i++) {
+        const struct shunt_plan_entry* e = shunt_planset_entry(ps, i);
+        if (e->status == SHUNT_PLAN_OK && e->plan->ngpus == nranks &&
+            !strcmp(e->plan->collective, colls[k]) && e->plan->inplace == (bool)ip &&
+            (!placed || shunt_rpn_matches(e->plan->ranks_per_node, nranks, rpn)))
+          add_cand(g, e->plan->name);
+      }
+      ng++;
+    }
+  }
   for (unsigned i = 0; i < ng; i++) {
     if (!groups[i].ncand && !nccl) {
       /* A run needs something for both placements: without NCCL, a plan. */
