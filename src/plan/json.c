@@ -65,17 +65,31 @@ bool jctx_index_numbers(struct jctx* c, cJSON* root) {
   return true;
 }
 
+/* The path grows by a component for every node the parser enters (millions in a plan folder):
+ * appended by hand, not formatted, and cut short (never overrun) when it fills the buffer. */
+static void path_append(struct jctx* c, const char* s, size_t n) {
+  size_t room = sizeof(c->path) - 1 - c->plen;
+  if (n > room) n = room;
+  memcpy(c->path + c->plen, s, n);
+  c->plen += n;
+  c->path[c->plen] = '\0';
+}
+
 size_t jpush_key(struct jctx* c, const char* key) {
   size_t mark = c->plen;
-  int w = snprintf(c->path + c->plen, sizeof(c->path) - c->plen, "%s%s", c->plen ? "." : "", key);
-  if (w > 0) c->plen += (size_t)w < sizeof(c->path) - c->plen ? (size_t)w : sizeof(c->path) - c->plen - 1;
+  if (c->plen) path_append(c, ".", 1);
+  path_append(c, key, strlen(key));
   return mark;
 }
 
 size_t jpush_index(struct jctx* c, uint32_t i) {
   size_t mark = c->plen;
-  int w = snprintf(c->path + c->plen, sizeof(c->path) - c->plen, "[%u]", i);
-  if (w > 0) c->plen += (size_t)w < sizeof(c->path) - c->plen ? (size_t)w : sizeof(c->path) - c->plen - 1;
+  char digits[12], *d = digits + sizeof(digits);
+  *--d = ']';
+  do *--d = (char)('0' + i % 10);
+  while (i /= 10);
+  *--d = '[';
+  path_append(c, d, (size_t)(digits + sizeof(digits) - d));
   return mark;
 }
 
@@ -103,9 +117,15 @@ static const char* const legacy_keys[] = {
     "o_buff",      "i_cids",       "o_cids",        "srcbuff",     "dstbuff",     "srcoff",         "dstoff",
     "srcs",        "dsts",         "ctype",         "cids",        "cnt",         "nthread_blocks", NULL};
 
+/* Key comparisons run for every key of every node: the first byte decides most of them
+ * without a call. */
+static bool same_key(const char* a, const char* b) {
+  return a[0] == b[0] && strcmp(a, b) == 0;
+}
+
 static bool in_list(const char* s, const char* const* list) {
   for (; *list; list++)
-    if (strcmp(s, *list) == 0) return true;
+    if (same_key(s, *list)) return true;
   return false;
 }
 
@@ -119,7 +139,8 @@ bool jkeys(struct jctx* c, const cJSON* obj, const char* const* known) {
   for (const cJSON* k = obj->child; k; k = k->next) {
     if (!k->string) continue;
     n++;
-    if (in_list(k->string, legacy_keys)) {
+    /* A known key is no legacy one (the lists are disjoint): only the others are looked up. */
+    if (!in_list(k->string, known) && in_list(k->string, legacy_keys)) {
       jfail(c, NULL,
             "legacy MSCCL++ plan format (v0.7 or older; key '%s'): not supported, regenerate the plan with "
             "MSCCL++ v0.8 or newer",
@@ -190,7 +211,7 @@ const cJSON* jget(struct jctx* c, const cJSON* obj, const char* key, int type, b
   if (c->failed) return NULL;
   const cJSON* v = NULL;
   for (const cJSON* k = obj->child; k; k = k->next)
-    if (k->string && strcmp(k->string, key) == 0) {
+    if (k->string && same_key(k->string, key)) {
       v = k;
       break;
     }
@@ -260,20 +281,24 @@ bool jnum_u64(struct jctx* c, const cJSON* node, const char* what, uint64_t lo, 
   const char* s = num_text(c, node, &n);
   bool neg, ovf;
   uint64_t mag;
+  /* The allowed range is formatted only for an error: every number of every plan comes here. */
   char range[96];
-  snprintf(range, sizeof(range), " (allowed %" PRIu64 "..%" PRIu64 ")", lo, hi);
+#define RANGE_U64() snprintf(range, sizeof(range), " (allowed %" PRIu64 "..%" PRIu64 ")", lo, hi)
   if (!parse_int_text(s, n, &neg, &mag, &ovf)) {
     fail_num(c, what, "expected an integer, got %s", s, n, "");
     return false;
   }
   if (neg && (mag != 0 || ovf)) {
+    RANGE_U64();
     fail_num(c, what, "negative value %s", s, n, range);
     return false;
   }
   if (ovf || mag < lo || mag > hi) {
+    RANGE_U64();
     fail_num(c, what, "value %s out of range", s, n, range);
     return false;
   }
+#undef RANGE_U64
   *out = mag;
   return true;
 }
@@ -289,21 +314,24 @@ bool jnum_i64(struct jctx* c, const cJSON* node, const char* what, int64_t lo, i
   bool neg, ovf;
   uint64_t mag;
   char range[96];
-  snprintf(range, sizeof(range), " (allowed %" PRId64 "..%" PRId64 ")", lo, hi);
+#define RANGE_I64() snprintf(range, sizeof(range), " (allowed %" PRId64 "..%" PRId64 ")", lo, hi)
   if (!parse_int_text(s, n, &neg, &mag, &ovf)) {
     fail_num(c, what, "expected an integer, got %s", s, n, "");
     return false;
   }
   int64_t v;
   if (ovf || mag > (uint64_t)INT64_MAX + (neg ? 1u : 0u)) {
+    RANGE_I64();
     fail_num(c, what, "value %s out of range", s, n, range);
     return false;
   }
   v = neg ? (mag == (uint64_t)INT64_MAX + 1u ? INT64_MIN : -(int64_t)mag) : (int64_t)mag;
   if (v < lo || v > hi) {
+    RANGE_I64();
     fail_num(c, what, neg && lo >= 0 ? "negative value %s" : "value %s out of range", s, n, range);
     return false;
   }
+#undef RANGE_I64
   *out = v;
   return true;
 }
