@@ -92,6 +92,12 @@ class Block:
         ids = [self._chan(ctype, p, nth) for p in peers]
         self.ops.append({"name": name, "channel_ids": ids, "channel_type": ctype})
 
+    def round(self, peers, nth):
+        """signal then wait on this block's `nth` memory channel to each of `peers`: every
+        peer has reached the same point."""
+        self.sync("signal", "memory", peers, nth)
+        self.sync("wait", "memory", peers, nth)
+
     def data(self, name, src, dst, ctype=None, peers=None, nth=0, tbg=None):
         """A data op. `peers` (with `ctype`) names the channel of each remote entry: the
         block declares it, and port ops list it in channel_ids (thread i drives entry i)."""
@@ -260,8 +266,7 @@ def allgather_simple(n, inplace):
         ps = peers(r, n)
         for j in range(t):
             b = gpu.block()
-            b.sync("signal", "memory", ps, j)
-            b.sync("wait", "memory", ps, j)
+            b.round(ps, j)
             b.nop()
             if not inplace:
                 # Our own slice; after the nop so that no signal is taken to publish it.
@@ -269,8 +274,7 @@ def allgather_simple(n, inplace):
             b.data("put", [own_slice(r, inplace) for _ in ps],
                    [b.remote("memory", p, "o", r) for p in ps], "memory", ps, j, tbg=(j, t))
             b.nop()
-            b.sync("signal", "memory", ps, j)
-            b.sync("wait", "memory", ps, j)
+            b.round(ps, j)
     return plan
 
 
@@ -350,8 +354,7 @@ def allreduce_simple(n, inplace):
         ps = peers(r, n)
         for j in range(t):
             b = gpu.block()
-            b.sync("signal", "memory", ps, j)
-            b.sync("wait", "memory", ps, j)
+            b.round(ps, j)
             b.nop()
             b.data("rre", [local(x, r)] + [b.remote("memory", p, x, r) for p in ps],
                    [local("o", r)], "memory", ps, j, tbg=(j, t))
@@ -361,8 +364,7 @@ def allreduce_simple(n, inplace):
             b.data("put", [local("o", r) for _ in ps],
                    [b.remote("memory", p, "o", r) for p in ps], "memory", ps, j, tbg=(j, t))
             b.nop()
-            b.sync("signal", "memory", ps, j)
-            b.sync("wait", "memory", ps, j)
+            b.round(ps, j)
     return plan
 
 
@@ -384,29 +386,25 @@ def allreduce_scratch(n, inplace):
         ps = peers(r, n)
         for j in range(t):
             b = gpu.block()
-            b.sync("signal", "memory", ps, j)
-            b.sync("wait", "memory", ps, j)  # every peer is inside the call: its scratch is free
+            b.round(ps, j)  # every peer is inside the call: its scratch is free
             b.nop()
             b.data("put", [local(x, p) for p in ps],
                    [b.remote("memory", p, "s", slot(p, r, n)) for p in ps], "memory", ps, j, tbg=(j, t))
             b.nop()
-            b.sync("signal", "memory", ps, j)
-            b.sync("wait", "memory", ps, j)  # the peers' contributions to chunk r
+            b.round(ps, j)  # the peers' contributions to chunk r
             b.nop()
             b.data("re", [local(x, r)] + [local("s", slot(r, q, n)) for q in ps], [local("o", r)],
                    tbg=(j, t))
             b.nop()
             b.data("copy", [local("o", r)], [local("s", res)], tbg=(j, t))
             b.nop()
-            b.sync("signal", "memory", ps, j)
-            b.sync("wait", "memory", ps, j)  # the peers' sums
+            b.round(ps, j)  # the peers' sums
             b.nop()
             # In place, chunk p of the output was put above, before this block's signal.
             b.data("get", [b.remote("memory", p, "s", res) for p in ps], [local("o", p) for p in ps],
                    "memory", ps, j, tbg=(j, t))
             b.nop()
-            b.sync("signal", "memory", ps, j)
-            b.sync("wait", "memory", ps, j)  # every peer has read this rank's sum
+            b.round(ps, j)  # every peer has read this rank's sum
     return plan
 
 
