@@ -50,6 +50,7 @@ struct shunt_gpu_ctrl {
   uint32_t abort;       /* nonzero once any rank gave up (or the host aborted): every rank's is raised */
   uint32_t err_claim;   /* 0 until a thread of this rank claims the error record */
   uint32_t pad_;
+  uint64_t ended; /* executions that have ended (finished, or skipped by a broken world) */
   uint64_t bars[SHUNT_GPU_BARRIERS]; /* inter-block barrier arrivals of the running execution */
 };
 

@@ -25,6 +25,16 @@ XG_FN int shunt_gpu_step_kind(unsigned redop) {
   return (redop == SHUNT_REDOP_AVG || redop == SHUNT_REDOP_PREMULSUM) ? SHUNT_RED_SUM : (int)redop;
 }
 
+/* Counts an ended execution where the proxy reads it: the count kept in device memory, its new
+ * value stored into the FIFO (mapped host memory) with a plain system-scope store, since an
+ * atomic on mapped host memory is not one across PCIe. One thread per execution writes both. */
+XG_FN void shunt_gpu_count_ended(struct shunt_gpu_ctrl* ctrl, const struct shunt_gpu_kargs* k) {
+  uint64_t n = xg_ld_vol_u64(&ctrl->ended) + 1;
+  xg_st_vol_u64(&ctrl->ended, n);
+  __threadfence_system();
+  xg_st_release_sys(&k->fifo->finished, n);
+}
+
 /* Work of the block that finishes last: every block has read the epoch and finished its ops,
  * so the per-execution state can be reset for the next execution and the epoch advanced. */
 static __device__ void shunt_gpu_finish(struct shunt_xctx* X, struct shunt_gpu_ctrl* ctrl, uint64_t epoch) {
@@ -48,7 +58,7 @@ static __device__ void shunt_gpu_finish(struct shunt_xctx* X, struct shunt_gpu_c
   __threadfence();
   xg_st_vol_u64(&ctrl->epoch, epoch + 1);
   __threadfence_system();
-  xg_add_release_sys(&k->fifo->finished, 1);
+  shunt_gpu_count_ended(ctrl, k);
 }
 
 SHUNT_GPU_ENTRY __launch_bounds__(SHUNT_GPU_MAX_THREADS, 1)
@@ -76,7 +86,7 @@ SHUNT_GPU_ENTRY __launch_bounds__(SHUNT_GPU_MAX_THREADS, 1)
     if (blockIdx.x == 0 && threadIdx.x == 0) {
       struct xg_spin s = {0, 0, 1};
       xg_blocked(&X, &s, SHUNT_GPU_WAIT_NONE, 0, 0, 0, 0, 1, 0);
-      xg_add_release_sys(&k.fifo->finished, 1);
+      shunt_gpu_count_ended(ctrl, &k);
     }
     return;
   }
@@ -87,7 +97,7 @@ SHUNT_GPU_ENTRY __launch_bounds__(SHUNT_GPU_MAX_THREADS, 1)
      * its peers' (launched with one block). */
     if (threadIdx.x == 0) {
       xg_st_vol_u64(&ctrl->epoch, epoch + 1);
-      xg_add_release_sys(&k.fifo->finished, 1);
+      shunt_gpu_count_ended(ctrl, &k);
     }
     return;
   }
