@@ -1,19 +1,16 @@
 /* The GPU backend's proxy thread (gpu_proxy.h). */
 #include "transport/gpu_proxy.h"
 
-#include <limits.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "transport/backoff.h"
+#include "transport/doorbell.h"
 #include "transport/ib_ep.h"
 #include "transport/link_socket.h"
 #include "util/log.h"
@@ -44,11 +41,10 @@ struct shunt_gpu_proxy {
   pthread_t thread;
   bool started;
   /* Executions launched (told by shunt_gpu_proxy_expect), whether one was captured into a graph
-   * (its replays are launched by no one), the proxy's sleep and the bell that ends it. */
+   * (its replays are launched by no one), and the bell a launch rings. */
   _Atomic uint64_t launched;
   atomic_bool graphs;
-  atomic_bool sleeping;
-  _Atomic uint32_t bell;
+  struct shunt_doorbell bell;
   atomic_bool stop;
   atomic_int failed;
   char msg[512];
@@ -258,30 +254,17 @@ static bool nothing_pending(struct shunt_gpu_proxy* p) {
   return __atomic_load_n(&p->cfg.fifo->error.code, __ATOMIC_ACQUIRE) != 0;
 }
 
-static long futex(_Atomic uint32_t* w, int op, uint32_t v, const struct timespec* ts) {
-  return syscall(SYS_futex, (uint32_t*)w, op, v, ts, NULL, 0);
-}
-
-/* Sleeps until a launch (or stop) rings the bell; false if it did not sleep. Announced before
- * the last look, so that a launch either sees the proxy asleep and rings, or is seen here. */
+/* Sleeps until a launch (or stop) rings the bell; false if it did not sleep. */
 static bool sleep_until_launch(struct shunt_gpu_proxy* p, uint64_t pos) {
-  uint32_t seen = atomic_load_explicit(&p->bell, memory_order_seq_cst);
-  atomic_store_explicit(&p->sleeping, true, memory_order_seq_cst);
+  uint32_t seen = shunt_doorbell_arm(&p->bell);
   bool slept = false;
   if (nothing_pending(p) && !atomic_load_explicit(&p->stop, memory_order_seq_cst) &&
       __atomic_load_n(&p->cfg.fifo->slots[pos % SHUNT_GPU_FIFO_SLOTS].seq, __ATOMIC_ACQUIRE) != pos + 1) {
-    struct timespec ts = {0, PROXY_SLEEP_NS};
-    futex(&p->bell, FUTEX_WAIT_PRIVATE, seen, &ts);
+    shunt_doorbell_wait(&p->bell, seen, PROXY_SLEEP_NS);
     slept = true;
   }
-  atomic_store_explicit(&p->sleeping, false, memory_order_seq_cst);
+  shunt_doorbell_disarm(&p->bell);
   return slept;
-}
-
-static void ring(struct shunt_gpu_proxy* p) {
-  atomic_fetch_add_explicit(&p->bell, 1, memory_order_seq_cst);
-  if (atomic_load_explicit(&p->sleeping, memory_order_seq_cst))
-    futex(&p->bell, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
 }
 
 void shunt_gpu_proxy_expect(struct shunt_gpu_proxy* p, bool graph) {
@@ -290,7 +273,7 @@ void shunt_gpu_proxy_expect(struct shunt_gpu_proxy* p, bool graph) {
     atomic_store_explicit(&p->graphs, true, memory_order_seq_cst);
   else
     atomic_fetch_add_explicit(&p->launched, 1, memory_order_seq_cst);
-  ring(p);
+  shunt_doorbell_ring(&p->bell);
 }
 
 void shunt_gpu_proxy_unexpect(struct shunt_gpu_proxy* p, bool graph) {
@@ -348,8 +331,7 @@ int shunt_gpu_proxy_new(const struct shunt_gpu_proxy_config* cfg, struct shunt_g
   atomic_init(&p->stop, false);
   atomic_init(&p->launched, 0);
   atomic_init(&p->graphs, false);
-  atomic_init(&p->sleeping, false);
-  atomic_init(&p->bell, 0);
+  shunt_doorbell_init(&p->bell);
   atomic_init(&p->failed, 0);
   const struct shunt_cu* cu = cfg->cu;
   CUresult e = cu->StreamCreate(&p->stream, CU_STREAM_NON_BLOCKING);
@@ -397,7 +379,7 @@ const char* shunt_gpu_proxy_msg(const struct shunt_gpu_proxy* p) {
 void shunt_gpu_proxy_stop(struct shunt_gpu_proxy* p) {
   if (!p || !p->started) return;
   atomic_store_explicit(&p->stop, true, memory_order_seq_cst);
-  ring(p);
+  shunt_doorbell_ring(&p->bell);
   pthread_join(p->thread, NULL);
   p->started = false;
 }

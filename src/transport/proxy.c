@@ -1,7 +1,6 @@
 /* Proxy thread and its trigger FIFO: a ring of slots, each published with a sequence word. */
 #include "transport/proxy.h"
 
-#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -9,11 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "transport/backoff.h"
+#include "transport/doorbell.h"
 #include "transport/link.h"
 #include "transport/world.h"
 
@@ -28,10 +26,8 @@ struct shunt_proxy {
   struct shunt_world* w;
   pthread_t thread;
   atomic_bool stop;
-  /* An idle proxy sleeps on `bell` (a futex) instead of polling: pushers ring it only when
-   * `sleeping` says it sleeps, so a busy proxy costs them one load. */
-  _Atomic uint32_t bell;
-  atomic_bool sleeping;
+  /* An idle proxy sleeps instead of polling; a push rings it (one load while it is awake). */
+  struct shunt_doorbell bell;
   _Atomic uint64_t head; /* next position to reserve */
   _Atomic uint64_t done; /* positions below are complete */
   char* input;
@@ -49,26 +45,6 @@ static void handle(struct shunt_proxy* p, const struct shunt_trigger* t) {
   /* A failed link has marked the world failed; the trigger still counts as done, so that a
    * drain never waits on a peer that is gone. */
   (void)w->links[t->peer]->trigger(w, t, src);
-}
-
-/* Private futex: the proxy and its pushers are threads of one process. */
-static void futex_wait(_Atomic uint32_t* w, uint32_t seen, long ns) {
-  struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
-  syscall(SYS_futex, (uint32_t*)w, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
-}
-
-static void futex_wake(_Atomic uint32_t* w) {
-  syscall(SYS_futex, (uint32_t*)w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
-static void ring(struct shunt_proxy* p) {
-  /* After a sequentially consistent publication (the slot, or stop): pairs with the proxy's
-   * store of `sleeping` before its last look, so either it sees what was published or this
-   * load sees it asleep. */
-  if (atomic_load_explicit(&p->sleeping, memory_order_seq_cst)) {
-    atomic_fetch_add_explicit(&p->bell, 1, memory_order_seq_cst);
-    futex_wake(&p->bell);
-  }
 }
 
 /* After the last trigger the proxy polls (pauses, then yields) for IDLE_POLL_NS, since the
@@ -94,12 +70,11 @@ static void idle(struct shunt_proxy* p, struct idle_state* st, const struct slot
     sched_yield();
     return;
   }
-  uint32_t seen = atomic_load_explicit(&p->bell, memory_order_seq_cst);
-  atomic_store_explicit(&p->sleeping, true, memory_order_seq_cst);
+  uint32_t seen = shunt_doorbell_arm(&p->bell);
   if (atomic_load_explicit(&s->seq, memory_order_seq_cst) != pos + 1 &&
       !atomic_load_explicit(&p->stop, memory_order_seq_cst))
-    futex_wait(&p->bell, seen, PROXY_SLEEP_NS);
-  atomic_store_explicit(&p->sleeping, false, memory_order_relaxed);
+    shunt_doorbell_wait(&p->bell, seen, PROXY_SLEEP_NS);
+  shunt_doorbell_disarm(&p->bell);
 }
 
 static void* run(void* arg) {
@@ -129,8 +104,7 @@ int shunt_proxy_start(struct shunt_world* w, struct shunt_proxy** out, char* err
   }
   p->w = w;
   atomic_init(&p->stop, false);
-  atomic_init(&p->bell, 0);
-  atomic_init(&p->sleeping, false);
+  shunt_doorbell_init(&p->bell);
   atomic_init(&p->head, 0);
   atomic_init(&p->done, 0);
   for (unsigned i = 0; i < FIFO_SLOTS; i++) atomic_init(&p->slots[i].seq, 0);
@@ -146,7 +120,7 @@ int shunt_proxy_start(struct shunt_world* w, struct shunt_proxy** out, char* err
 void shunt_proxy_stop(struct shunt_proxy* p) {
   if (!p) return;
   atomic_store_explicit(&p->stop, true, memory_order_seq_cst);
-  ring(p);
+  shunt_doorbell_ring(&p->bell);
   pthread_join(p->thread, NULL);
   free(p);
 }
@@ -162,8 +136,8 @@ uint64_t shunt_proxy_push(struct shunt_proxy* p, const struct shunt_trigger* t) 
   while (pos - atomic_load_explicit(&p->done, memory_order_acquire) >= FIFO_SLOTS) shunt_backoff(&bo, 0);
   struct slot* s = &p->slots[pos % FIFO_SLOTS];
   s->t = *t;
-  atomic_store_explicit(&s->seq, pos + 1, memory_order_seq_cst); /* seq_cst: see ring() */
-  ring(p);
+  atomic_store_explicit(&s->seq, pos + 1, memory_order_seq_cst); /* seq_cst: see transport/doorbell.h */
+  shunt_doorbell_ring(&p->bell);
   return pos;
 }
 
