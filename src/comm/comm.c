@@ -89,12 +89,15 @@ int shunt_comm_setup(struct shunt_comm* c, const struct shunt_planset* plans, ui
   c->nnodes = nodes;
   /* Uniform and consecutive placement, decided from the gathered cards alone (not from this
    * rank's own node size, which may differ from another rank's). */
-  int rpn = nranks % nodes == 0 ? nranks / nodes : 0;
-  for (int r = 1; r < nranks && rpn; r++) {
-    int same_node = cards[r].host_hash == cards[r - 1].host_hash;
-    if (same_node != (r % rpn != 0)) rpn = 0;
+  uint64_t* hosts = malloc((size_t)nranks * sizeof(*hosts));
+  if (!hosts) {
+    SHUNT_WARN("CommInit: out of memory");
+    free(cards);
+    return -1;
   }
-  c->ranks_per_node = rpn;
+  for (int r = 0; r < nranks; r++) hosts[r] = cards[r].host_hash;
+  c->ranks_per_node = shunt_hosts_rpn(hosts, nranks);
+  free(hosts);
 
   /* Every rank must run the same plans, or none: decided from the same gathered data. */
   int agree = 1;

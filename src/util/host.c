@@ -50,3 +50,19 @@ uint64_t shunt_process_token(void) {
   pthread_once(&token_once, draw_token);
   return token;
 }
+
+int shunt_hosts_rpn(const uint64_t* host, int n) {
+  int nodes = 0;
+  for (int r = 0; r < n; r++) {
+    int first = 1;
+    for (int q = 0; q < r && first; q++) first = host[q] != host[r];
+    nodes += first;
+  }
+  if (!nodes || n % nodes) return 0;
+  /* Consecutive groups of n / nodes ranks, each group's host differing from the one before:
+   * with exactly `nodes` distinct hosts, no host can hold two groups. */
+  int rpn = n / nodes;
+  for (int r = 1; r < n; r++)
+    if ((host[r] == host[r - 1]) != (r % rpn != 0)) return 0;
+  return rpn;
+}

@@ -16,6 +16,7 @@
 #include "plan/planset.h"
 #include "plan/tuning.h"
 #include "tune.h"
+#include "util/host.h"
 
 struct opts {
   const char *np, *nthreads, *minb, *maxb, *factor, *iters, *warmup, *coll, *out, *plot, *perf;
@@ -85,7 +86,8 @@ static int parse(int argc, char** argv, struct opts* o) {
     OPT("--np", np)
     OPT("-t", nthreads)
     OPT("--nthreads", nthreads)
-    OPT("-b", minb) OPT("--minbytes", minb) OPT("-e", maxb) OPT("--maxbytes", maxb) OPT("-f", factor)
+    OPT("-b", minb)
+    OPT("--minbytes", minb) OPT("-e", maxb) OPT("--maxbytes", maxb) OPT("-f", factor)
         OPT("--stepfactor", factor) OPT("-n", iters) OPT("--iters", iters) OPT("-w", warmup)
             OPT("--warmup_iters", warmup) OPT("--coll", coll) OPT("-o", out) OPT("--plot", plot)
                 OPT("--perf", perf)
@@ -194,7 +196,12 @@ static int write_forcing(const char* path, const struct shunt_planset* ps, const
  * whose host is the identity shunt places ranks by. False when the list is not whole. */
 static bool run_placement(const char* head, unsigned nranks, uint32_t* rpn) {
   char(*host)[64] = calloc(nranks, sizeof(*host));
-  if (!host) return false;
+  uint64_t* id = calloc(nranks, sizeof(*id));
+  if (!host || !id) {
+    free(host);
+    free(id);
+    return false;
+  }
   unsigned seen = 0;
   for (const char* l = head; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
     int r = -1;
@@ -206,17 +213,17 @@ static bool run_placement(const char* head, unsigned nranks, uint32_t* rpn) {
     }
   }
   bool known = seen == nranks;
-  unsigned m = 1;
-  while (m < nranks && !strcmp(host[m], host[0])) m++;
-  *rpn = m == nranks ? 0 : nranks % m ? SHUNT_RPN_IRREGULAR : m;
-  /* Every group of m consecutive ranks on one host, and no host holding two groups. */
-  for (unsigned r = 0; known && *rpn && *rpn != SHUNT_RPN_IRREGULAR && r < nranks; r++) {
-    unsigned first = r - r % m;
-    bool same = !strcmp(host[r], host[first]);
-    for (unsigned g = 0; same && r == first && g < first; g += m) same = strcmp(host[g], host[r]) != 0;
-    if (!same) *rpn = SHUNT_RPN_IRREGULAR;
-  }
+  /* A host's id: its first rank. */
+  for (unsigned r = 0; known && r < nranks; r++)
+    for (unsigned q = 0; q <= r; q++)
+      if (!strcmp(host[q], host[r])) {
+        id[r] = q;
+        break;
+      }
+  int m = known ? shunt_hosts_rpn(id, (int)nranks) : 0;
+  *rpn = (unsigned)m == nranks ? 0 : m ? (uint32_t)m : SHUNT_RPN_IRREGULAR;
   free(host);
+  free(id);
   return known;
 }
 
