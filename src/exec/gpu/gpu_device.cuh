@@ -11,7 +11,8 @@
  *   ordering around them comes from the fences the caller places.
  * - xg_publish_u32 makes every earlier write of the thread visible system-wide before the
  *   word itself (a fence, then the store).
- * - xg_now_ns reads %globaltimer; xg_relax is what a spin loop does between two polls.
+ * - xg_now_ns reads %globaltimer; xg_relax(polls) is what a spin loop does between two polls
+ *   (polls: how many this wait has made); xg_progress follows a write that may end a wait.
  * - xg_launch_acquire(region): after a relaxed wait on the rank owning `region`, what that
  *   rank's stream wrote before its kernel started is visible (the kernel boundary; nothing to
  *   do on a GPU, the CPU build tells ThreadSanitizer).
@@ -102,7 +103,12 @@ XG_FN uint64_t xg_now_ns(void) {
   return t;
 }
 
-XG_FN void xg_relax(void) {}
+XG_FN void xg_relax(uint32_t polls) {
+  (void)polls;
+}
+
+/* A write that may end another thread's wait: nothing to do where waiters poll memory. */
+XG_FN void xg_progress(void) {}
 
 /* What the host side of a rank's launch wrote before the kernel, made visible to a thread that
  * observed the kernel running (a relaxed wait): on the GPU the kernel boundary does it. */

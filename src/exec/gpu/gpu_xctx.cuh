@@ -243,7 +243,7 @@ struct xg_spin {
 /* One more poll? False once the world's abort word is set or its timeout (when it has one) has
  * passed; both are looked at every 256 polls so that a poll costs one memory access. */
 XG_FN bool xg_spin_more(const struct shunt_xctx* X, struct xg_spin* s) {
-  xg_relax();
+  xg_relax(s->n);
   if ((++s->n & 255u) != 0) return true;
   if (xg_ld_vol_u32(X->k->abort)) {
     s->aborted = 1;
@@ -284,6 +284,7 @@ XG_FN int xg_blocked(struct shunt_xctx* X, const struct xg_spin* s, unsigned wha
   for (uint32_t r = 0; r < k->nranks; r++)
     xg_st_vol_u32((uint32_t*)(uintptr_t)(k->peers[r] + shunt_gpu_abort_offset(&k->lay)), 1u);
   __threadfence_system();
+  xg_progress();
   return -1;
 }
 
@@ -302,6 +303,7 @@ SHUNT_XFN void xb_pkt_put(struct shunt_xctx* X, char* pkt, const char* data, uin
     for (uint64_t i = 0; i < n / SHUNT_LL16_PAYLOAD; i++)
       shunt_ll16_put((struct shunt_ll16*)pkt + i, xg_ld64(data + SHUNT_LL16_PAYLOAD * i), X->flag);
   }
+  xg_progress();
 }
 
 /* Waits for packet i of pkt; its payload in *v (LL8: the low 32 bits). */
@@ -356,6 +358,7 @@ SHUNT_XFN int xb_pkt_fwd(struct shunt_xctx* X, char* dst, const char* pkt, uint6
     else
       shunt_ll16_put((struct shunt_ll16*)dst + i, v, X->flag);
   }
+  xg_progress();
   return 0;
 }
 
@@ -369,6 +372,7 @@ SHUNT_XFN int xb_signal(struct shunt_xctx* X, const struct shunt_prog_chan* c, b
     xg_add_relaxed_sys(s, 1);
   else
     xg_add_release_sys(s, 1);
+  xg_progress();
   return 0;
 }
 
@@ -423,6 +427,7 @@ SHUNT_XFN int xb_port(struct shunt_xctx* X, const struct shunt_prog_chan* c, con
   *(volatile uint64_t*)&slot->dst_addr = dst;
   __threadfence_system();
   xg_st_release_sys(&slot->seq, pos + 1);
+  xg_progress();
   if (!wait_done) return 0;
   s.t0 = 0;
   s.n = 0;
@@ -444,6 +449,7 @@ SHUNT_XFN int xb_barrier(struct shunt_xctx* X, uint32_t id, uint32_t nblocks) {
     unsigned long long* b = (unsigned long long*)&xg_ctrl(X)->bars[id % SHUNT_GPU_BARRIERS];
     __threadfence();
     uint64_t k = (uint64_t)atomicAdd(b, 1ull);
+    xg_progress();
     uint64_t target = (k / nblocks + 1) * nblocks;
     struct xg_spin s = {0, 0, 0};
     uint64_t v;
@@ -474,6 +480,7 @@ SHUNT_XFN int xb_sem_acquire(struct shunt_xctx* X, uint32_t id) {
 SHUNT_XFN void xb_sem_release(struct shunt_xctx* X, uint32_t id) {
   __threadfence();
   atomicAdd((unsigned long long*)(X->k->sems + id), 1ull);
+  xg_progress();
 }
 
 #include "exec/exec_ops.h"

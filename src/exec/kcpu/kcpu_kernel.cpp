@@ -1,5 +1,6 @@
-/* The kernels' CPU build and its grid runner: host threads as device threads, blocks with
- * barriers that, as on sm_70 and later, stop counting threads that exited. */
+/* The kernels' CPU build and its grid runner: device threads as fibers of the launching host
+ * thread (under ThreadSanitizer, host threads of their own), blocks with barriers that, as on
+ * sm_70 and later, stop counting threads that exited. */
 #include "exec/kcpu/kcpu_shim.h"
 /* The shim comes first: the kernel source below is the GPU's, unchanged. */
 #include "exec/gpu/gpu_kernel.cuh"
@@ -16,6 +17,21 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+extern "C" {
+#include "transport/fiber.h"
+}
+
+/* Device threads are fibers: a barrier or a poll hands the host thread to the next device
+ * thread in user space, where host threads of their own made every one a trip through the
+ * kernel's scheduler (thousands of them on two cores). ThreadSanitizer keeps host threads: a
+ * switch between fibers orders everything before it, which would hide the races between a
+ * block's threads that the sanitizer is there to find. */
+#if defined(__SANITIZE_THREAD__)
+#define KCPU_FIBERS 0
+#else
+#define KCPU_FIBERS 1
+#endif
 
 namespace {
 
@@ -51,9 +67,42 @@ struct launch {
 thread_local block_state* tl_block;
 thread_local unsigned tl_skew_us;
 
-void skew_wait(void) {
-  if (tl_skew_us && threadIdx.x) usleep((useconds_t)tl_skew_us * threadIdx.x);
+uint64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
+
+#if KCPU_FIBERS
+/* The fibers this host thread is running (NULL outside a launch), and whether one of them
+ * moved since the runner last looked (arrived at a barrier, began a wait, returned). */
+thread_local struct shunt_fibers* tl_fibers;
+thread_local bool tl_moved;
+/* Per device thread of the running launch: the barrier it waits at and the release it waits
+ * for, so that the runner resumes it only once that release came. */
+struct parked {
+  block_state* bar;
+  uint32_t gen;
+  uint64_t not_before; /* a skewed device thread: not resumed before then (us) */
+};
+thread_local parked* tl_parked;
+thread_local unsigned tl_index;
+#endif
+
+/* Thread t of a skewed launch is late by t x skew_us: a fiber is set aside that long (the
+ * others run meanwhile, as sleeping host threads would let them), a host thread sleeps. */
+void skew_wait(void) {
+  if (!tl_skew_us || !threadIdx.x) return;
+#if KCPU_FIBERS
+  if (tl_fibers) {
+    tl_parked[tl_index].not_before = now_us() + (uint64_t)tl_skew_us * threadIdx.x;
+    shunt_fibers_yield(tl_fibers);
+    return;
+  }
+#endif
+  usleep((useconds_t)tl_skew_us * threadIdx.x);
+}
+
 
 long futex(uint32_t* w, int op, uint32_t v) {
   return syscall(SYS_futex, w, op, v, NULL, NULL, 0);
@@ -83,16 +132,21 @@ void count(block_state* b, F f) {
   }
 }
 
-void run_one(const launch* L, unsigned index) {
+/* The calling host thread becomes device thread `index` of L. */
+void enter(const launch* L, unsigned index) {
   unsigned bx = index / L->threads, tx = index % L->threads;
-  block_state* b = &L->bs[bx];
   blockIdx = {bx, 0, 0};
   threadIdx = {tx, 0, 0};
   blockDim = {L->threads, 1, 1};
   gridDim = {L->blocks, 1, 1};
-  tl_block = b;
+  tl_block = &L->bs[bx];
   tl_skew_us = L->skew_us;
   shunt_kcpu_smem = L->smem ? (int4*)(L->smem_base + (size_t)bx * L->smem) : NULL;
+}
+
+void run_one(const launch* L, unsigned index) {
+  enter(L, index);
+  block_state* b = tl_block;
   skew_wait();
   switch (L->kind) {
     case KERNEL_EXEC:
@@ -134,10 +188,17 @@ struct shunt_kcpu_device {
   const launch* cur;  /* the launch being run; read only by a thread holding one of its indices */
   uint32_t remaining; /* threads of the current launch still running: the launcher's futex word */
   bool stop;
+#if KCPU_FIBERS
+  struct shunt_fibers* fibers; /* kept between launches, as the threads are */
+  parked* park;
+  unsigned char* done;
+  unsigned park_cap;
+#endif
 };
 
 namespace {
 
+#if !KCPU_FIBERS
 struct worker_arg {
   shunt_kcpu_device* d;
   uint32_t seen;
@@ -208,6 +269,82 @@ int grow(shunt_kcpu_device* d, unsigned n, char* err, size_t len) {
   return rc;
 }
 
+/* Runs the n device threads of L on the device's host threads; the lock is held. */
+int launch_grid(shunt_kcpu_device* d, const launch* L, unsigned n, char* err, size_t len) {
+  int rc = grow(d, n, err, len);
+  if (rc != 0) return rc;
+  uint32_t next = __atomic_load_n(&d->seq, __ATOMIC_RELAXED) + 1;
+  __atomic_store_n(&d->remaining, n, __ATOMIC_RELAXED);
+  __atomic_store_n(&d->cur, L, __ATOMIC_RELAXED);
+  __atomic_store_n(&d->claim, (uint64_t)(next & 0xffffffu) << 40 | (uint64_t)n << 20, __ATOMIC_RELEASE);
+  __atomic_store_n(&d->seq, next, __ATOMIC_RELEASE);
+  futex(&d->seq, FUTEX_WAKE_PRIVATE, INT_MAX);
+  uint32_t r;
+  while ((r = __atomic_load_n(&d->remaining, __ATOMIC_ACQUIRE)) != 0) futex(&d->remaining, FUTEX_WAIT_PRIVATE, r);
+  return 0;
+}
+#else
+void fiber_main(void* arg, uint32_t index) {
+  run_one((const launch*)arg, index);
+}
+
+/* Runs the n device threads of L as fibers of the calling host thread; the lock is held. A
+ * pass resumes every device thread that can move (one parked at a barrier only once that
+ * barrier released); a pass in which none moved means every one waits on another rank or the
+ * proxy, and the host thread idles until a write is announced. */
+int launch_grid(shunt_kcpu_device* d, const launch* L, unsigned n, char* err, size_t len) {
+  if (n > d->park_cap) {
+    parked* p = (parked*)realloc(d->park, n * sizeof(parked));
+    if (p) d->park = p;
+    unsigned char* dn = p ? (unsigned char*)realloc(d->done, n) : NULL;
+    if (dn) d->done = dn;
+    if (!p || !dn) {
+      if (err && len) snprintf(err, len, "out of memory for %u device threads", n);
+      return -1;
+    }
+    d->park_cap = n;
+  }
+  if (!d->fibers) d->fibers = shunt_fibers_create();
+  if (!d->fibers || shunt_fibers_start(d->fibers, n, fiber_main, (void*)L) != 0) {
+    if (err && len) snprintf(err, len, "no memory for the stacks of %u device threads", n);
+    return -1;
+  }
+  memset(d->park, 0, n * sizeof(parked));
+  memset(d->done, 0, n);
+  struct shunt_fibers* outer = tl_fibers;
+  parked* outer_park = tl_parked;
+  tl_fibers = d->fibers;
+  tl_parked = d->park;
+  struct shunt_kcpu_idle idle = {};
+  for (unsigned live = n; live;) {
+    tl_moved = false;
+    uint64_t now = L->skew_us ? now_us() : 0;
+    for (unsigned i = 0; i < n; i++) {
+      if (d->done[i]) continue;
+      parked* pk = &d->park[i];
+      if (pk->bar && __atomic_load_n(&pk->bar->gen, __ATOMIC_ACQUIRE) == pk->gen) continue;
+      if (pk->not_before > now) continue;
+      pk->bar = NULL;
+      pk->not_before = 0;
+      enter(L, i);
+      tl_index = i;
+      if (shunt_fibers_resume(d->fibers, i)) {
+        d->done[i] = 1;
+        live--;
+        tl_moved = true;
+      }
+    }
+    if (tl_moved)
+      idle = {};
+    else
+      shunt_kcpu_idle(&idle);
+  }
+  tl_fibers = outer;
+  tl_parked = outer_park;
+  return 0;
+}
+#endif
+
 /* Runs L (its kernel and arguments set) on the grid g. */
 int run_grid(shunt_kcpu_device* d, launch* L, const struct shunt_kcpu_grid* g, char* err, size_t len) {
   if (err && len) err[0] = 0;
@@ -238,18 +375,7 @@ int run_grid(shunt_kcpu_device* d, launch* L, const struct shunt_kcpu_grid* g, c
     return -1;
   }
   pthread_mutex_lock(&d->mu);
-  int rc = grow(d, n, err, len);
-  if (rc == 0) {
-    uint32_t next = __atomic_load_n(&d->seq, __ATOMIC_RELAXED) + 1;
-    __atomic_store_n(&d->remaining, n, __ATOMIC_RELAXED);
-    __atomic_store_n(&d->cur, L, __ATOMIC_RELAXED);
-    __atomic_store_n(&d->claim, (uint64_t)(next & 0xffffffu) << 40 | (uint64_t)n << 20, __ATOMIC_RELEASE);
-    __atomic_store_n(&d->seq, next, __ATOMIC_RELEASE);
-    futex(&d->seq, FUTEX_WAKE_PRIVATE, INT_MAX);
-    uint32_t r;
-    while ((r = __atomic_load_n(&d->remaining, __ATOMIC_ACQUIRE)) != 0)
-      futex(&d->remaining, FUTEX_WAIT_PRIVATE, r);
-  }
+  int rc = launch_grid(d, L, n, err, len);
   pthread_mutex_unlock(&d->mu);
   free(bs);
   free(L->smem_base);
@@ -264,15 +390,44 @@ int shunt_kcpu_sync(int pred) {
   /* Read before arriving: the release this thread waits for cannot come before it arrives. */
   uint32_t g = __atomic_load_n(&b->gen, __ATOMIC_ACQUIRE);
   count(b, [](uint32_t&, uint32_t& arrived) { arrived++; });
+#if KCPU_FIBERS
+  tl_moved = true;
+  if (__atomic_load_n(&b->gen, __ATOMIC_ACQUIRE) == g) {
+    /* Parked: the runner resumes this device thread once the barrier released. */
+    tl_parked[tl_index].bar = b;
+    tl_parked[tl_index].gen = g;
+    shunt_fibers_yield(tl_fibers);
+  }
+#else
   for (unsigned n = 0; __atomic_load_n(&b->gen, __ATOMIC_ACQUIRE) == g; n++) {
     if (n < 4)
       sched_yield();
     else
       futex(&b->gen, FUTEX_WAIT_PRIVATE, g);
   }
+#endif
   int r = b->result;
   skew_wait();
   return r;
+}
+
+extern "C" void shunt_kcpu_relax(uint32_t polls) {
+#if KCPU_FIBERS
+  if (tl_fibers) {
+    /* A first poll: this device thread reached a new wait since it last ran. */
+    if (polls == 0) tl_moved = true;
+    shunt_fibers_yield(tl_fibers);
+    return;
+  }
+#endif
+  /* A host thread of its own: give the core away, and now and then sleep, so that the thread
+   * being waited for gets it. */
+  if ((polls & 15u) == 15u) {
+    struct timespec ts = {0, 50000};
+    nanosleep(&ts, NULL);
+  } else {
+    sched_yield();
+  }
 }
 
 extern "C" int shunt_kcpu_device_create(struct shunt_kcpu_device** out, char* err, size_t len) {
@@ -296,6 +451,11 @@ extern "C" void shunt_kcpu_device_destroy(struct shunt_kcpu_device* d) {
   for (unsigned i = 0; i < d->nth; i++) pthread_join(d->th[i], NULL);
   pthread_mutex_destroy(&d->mu);
   free(d->th);
+#if KCPU_FIBERS
+  shunt_fibers_free(d->fibers);
+  free(d->park);
+  free(d->done);
+#endif
   free(d);
 }
 

@@ -46,6 +46,22 @@ int shunt_kcpu_pre(struct shunt_kcpu_device* d, char* dst, const char* src, uint
 int shunt_kcpu_post(struct shunt_kcpu_device* d, char* buf, uint64_t n, struct shunt_red red,
                     const struct shunt_kcpu_grid* g, char* err, size_t len);
 
+/* Waiting in the CPU build. Device threads poll memory as on a GPU; a host thread whose device
+ * threads all wait on memory idles (shunt_kcpu_idle: a few yields, then sleeps) until a write
+ * that may end some wait is announced in this process (shunt_kcpu_progress: a signal, a packet
+ * put, a barrier arrival, a trigger pushed or served, an abort) or a short timeout passes
+ * (writes from another process, as the CUDA stand-in's peers make, are not announced here).
+ * Waits stay polls of memory: a missed announcement costs time, never a result. */
+void shunt_kcpu_progress(void);
+struct shunt_kcpu_idle {
+  uint32_t rounds; /* idle rounds in a row so far; zeroed when something moved */
+  uint32_t seen;   /* the announcements seen before the caller's last look */
+};
+void shunt_kcpu_idle(struct shunt_kcpu_idle* st);
+/* One pause of a device thread's wait that has made `polls` polls so far (kcpu_shim.h's
+ * xg_relax). */
+void shunt_kcpu_relax(uint32_t polls);
+
 /* The self-check's comparison (gpu_kernel.cuh: shunt_gpu_check_kernel). */
 int shunt_kcpu_check(struct shunt_kcpu_device* d, const float* out, uint64_t n, uint64_t per, uint32_t nranks,
                      uint32_t allgather, unsigned long long* first, const struct shunt_kcpu_grid* g, char* err,

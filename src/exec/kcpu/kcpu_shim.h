@@ -12,8 +12,9 @@
  * - The gpu_device.cuh primitives (xg_*) exist with the same meaning: acquire, release and
  *   relaxed accesses as GCC atomics; the "volatile" word accesses as acquire loads and release
  *   stores (so ThreadSanitizer sees the order the GPU code gets from its fences);
- *   xg_now_ns reads CLOCK_MONOTONIC; xg_relax yields the CPU, since hundreds of device
- *   threads share two cores.
+ *   xg_now_ns reads CLOCK_MONOTONIC; xg_relax yields the CPU and then sleeps until
+ *   xg_progress announces a write (or a short timeout), since hundreds of device threads share
+ *   two cores.
  * What this cannot show about a GPU: PTX scopes, weak memory ordering beyond these atomics,
  * 16-byte access atomicity, co-residency of blocks, IPC mappings, speed.
  * Include before exec/gpu/gpu_kernel.cuh, in C++ only. */
@@ -145,16 +146,15 @@ XG_FN void xg_launch_acquire(uint64_t region) {
 }
 #endif
 
-XG_FN void xg_relax(void) {
-  /* Thousands of device threads share two cores: yield, and now and then sleep, so that the
-   * thread being waited for gets the CPU. */
-  static thread_local unsigned polls;
-  if ((++polls & 15u) == 0) {
-    struct timespec ts = {0, 50000};
-    nanosleep(&ts, NULL);
-  } else {
-    sched_yield();
-  }
+/* Thousands of device threads share two cores: a wait sleeps until a write that may end it is
+ * announced (kcpu_kernel.h). */
+extern "C" void shunt_kcpu_progress(void);
+extern "C" void shunt_kcpu_relax(uint32_t polls);
+XG_FN void xg_relax(uint32_t polls) {
+  shunt_kcpu_relax(polls);
+}
+XG_FN void xg_progress(void) {
+  shunt_kcpu_progress();
 }
 
 #endif

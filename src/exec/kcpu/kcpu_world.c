@@ -78,6 +78,8 @@ static void handle(struct shunt_kcpu_world* w, const struct shunt_gpu_slot* s, u
     __atomic_store_n(dst, v, __ATOMIC_RELEASE);
   }
   if (t->type & SHUNT_TRIG_SYNC) __atomic_store_n(&w->fifo->done, pos + 1, __ATOMIC_RELEASE);
+  /* Data, a flag or the done count: each may end a device thread's wait. */
+  shunt_kcpu_progress();
 }
 
 static void* proxy_main(void* arg) {
@@ -217,6 +219,7 @@ void shunt_kcpu_world_abort(struct shunt_kcpu_world* w) {
   if (!w) return;
   for (uint32_t r = 0; r < w->nranks; r++)
     __atomic_store_n((uint32_t*)(w->peer[r] + shunt_gpu_abort_offset(&w->lay)), 1u, __ATOMIC_RELEASE);
+  shunt_kcpu_progress();
 }
 
 /* ---- Programs and launches ---- */
