@@ -67,11 +67,13 @@ struct launch {
 thread_local block_state* tl_block;
 thread_local unsigned tl_skew_us;
 
+#if KCPU_FIBERS
 uint64_t now_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
+#endif
 
 #if KCPU_FIBERS
 /* The fibers this host thread is running (NULL outside a launch), and whether one of them
