@@ -25,11 +25,13 @@ THREADS = 1024
 RANKS = (2, 4, 8)
 
 # Size ranges (total bytes: allreduce = buffer size, allgather = output size). Per
-# (collective, ranks, in-place) the memory families take disjoint ranges: LL up to LL_MAX,
+# (collective, ranks, in-place) the memory families take disjoint ranges: for allreduce the
+# one-hop packet family up to ALLPAIRS_MAX, LL up to LL_MAX,
 # then for allreduce the scratch family up to SCRATCH_MAX, memory Simple above up to SIMPLE_MAX. Port Simple plans serve every size up to PORT_MAX:
 # they need no placement, so they are what ranks each on a host of its own (or hosts of
 # different sizes) run; on one host selection prefers the memory plans where they serve, so
 # there the port plans take the sizes above SIMPLE_MAX. SHUNT_TUNING retunes them.
+ALLPAIRS_MAX = 16 * 1024
 LL_MAX = 1 * MiB
 SCRATCH_MAX = 8 * MiB
 SIMPLE_MAX = 64 * MiB
@@ -38,6 +40,9 @@ PORT_MAX = 1 * GiB
 # Threadblocks. LL plans give each peer a group of blocks; memory Simple and port plans
 # cut every transfer into slices, one block per slice, each block talking to every peer.
 LL_BLOCKS_PER_PEER = {2: 8, 4: 4, 8: 2}
+# The one-hop packet allreduce moves little data: few blocks, each sending its slice of the
+# whole buffer to every peer.
+ALLPAIRS_BLOCKS = 2
 SIMPLE_BLOCKS = {2: 16, 4: 24, 8: 32}
 PORT_BLOCKS = 8
 SCRATCH_BLOCKS = {2: 8, 4: 8, 8: 8}
@@ -340,6 +345,30 @@ def allreduce_ll(n, inplace):
     return plan
 
 
+def allreduce_allpairs(n, inplace):
+    """One packet hop: every rank sends its whole input as packets to every peer's scratch,
+    then adds the n-1 packet streams to its own input. n-1 times the data of the two-hop LL
+    plan per rank, but one hop of latency: what small messages want."""
+    g = ALLPAIRS_BLOCKS
+    x = user_buf(inplace)
+    plan = Plan(name("allreduce", n, "allpairs", inplace), "allreduce", "LL", inplace, n,
+                (1, 1, n - 1))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        ps = peers(r, n)
+        for j in range(g):
+            b = gpu.block()
+            b.data("ppkt", [local(x, 0) for _ in ps],
+                   [b.remote("memory", p, "s", slot(p, r, n)) for p in ps],
+                   "memory", ps, tbg=(j, g))
+            if inplace:
+                # The sum overwrites what the ppkt above read.
+                b.nop()
+            b.data("repkt", [local(x, 0)] + [local("s", slot(r, q, n)) for q in ps],
+                   [local("o", 0)], tbg=(j, g))
+    return plan
+
+
 def allreduce_simple(n, inplace):
     """Reduce-scatter then allgather, reading and writing peers' buffers directly. After a
     signal/wait round (every peer is inside the call), rank r reads chunk r of every
@@ -603,14 +632,19 @@ def name_multi(collective, nodes, m, inplace):
 
 
 def all_plans():
-    builders = {"allgather": (allgather_ll, None, allgather_simple, allgather_port),
-                "allreduce": (allreduce_ll, allreduce_scratch, allreduce_simple, allreduce_port)}
+    builders = {"allgather": (None, allgather_ll, None, allgather_simple, allgather_port),
+                "allreduce": (allreduce_allpairs, allreduce_ll, allreduce_scratch, allreduce_simple,
+                              allreduce_port)}
     plans = []
     for collective in sorted(builders):
-        ll, scratch, simple, port = builders[collective]
+        allpairs, ll, scratch, simple, port = builders[collective]
         for n in RANKS:
             for inplace in (False, True):
-                plans.append(set_range(ll(n, inplace), 0, LL_MAX))
+                low = 0
+                if allpairs:
+                    plans.append(set_range(allpairs(n, inplace), 0, ALLPAIRS_MAX))
+                    low = ALLPAIRS_MAX
+                plans.append(set_range(ll(n, inplace), low, LL_MAX))
                 top = LL_MAX
                 if scratch:
                     plans.append(set_range(scratch(n, inplace), LL_MAX, SCRATCH_MAX))

@@ -149,6 +149,20 @@ static void apply_tuning(struct shunt_planset* ps, const char* path, struct shun
     SHUNT_WARN("tuning: %s", shunt_plan_error_format(&errs->v[i], line, sizeof(line)));
   }
   if (bad) SHUNT_WARN("tuning file %s: %d bad line(s) skipped, the others applied", path, bad);
+  /* Two rules for one plan and rank count: the later replaces the earlier, which is likely a
+   * mistake (a file edited by hand, or two files joined). */
+  for (uint32_t k = 1; k < t.n; k++)
+    for (uint32_t j = 0; j < k; j++)
+      if (t.rules[j].nranks == t.rules[k].nranks && strcmp(t.rules[j].name, t.rules[k].name) == 0) {
+        char ranks[24];
+        if (t.rules[k].nranks)
+          snprintf(ranks, sizeof(ranks), "%u ranks", t.rules[k].nranks);
+        else
+          snprintf(ranks, sizeof(ranks), "any rank count");
+        SHUNT_WARN("tuning file %s:%u: a second rule for '%s' on %s; it replaces line %u's", path,
+                   t.rules[k].line, t.rules[k].name, ranks, t.rules[j].line);
+        break;
+      }
   for (uint32_t i = 0; i < ps->n; i++) {
     struct shunt_plan_entry* e = &ps->entries[i];
     if (e->status != SHUNT_PLAN_OK) continue;

@@ -138,12 +138,15 @@ static void warn_overlaps(const struct shunt_planset* ps, const struct bucket* b
       if (a->rpn != b->rpn) continue; /* other placements, or the placement's own plan wins */
       if (bk->coll == SHUNT_COLL_ALLREDUCE && !redops_overlap(a->redop, b->redop)) continue;
       uint64_t lo = a->min > b->min ? a->min : b->min, hi = a->max < b->max ? a->max : b->max;
+      /* Where each range came from (the plan file, or FILE:LINE of a tuning rule), so that a
+       * tuning file's overlap names the lines to mend. */
+      const struct shunt_plan_entry *ea = &ps->entries[a->entry], *eb = &ps->entries[b->entry];
       SHUNT_WARN(
-          "plans %s and %s overlap for %s on %u ranks (%s) at sizes %llu..%llu; %s wins there "
-          "(made for a placement, then narrowest range, then file name)",
-          ps->entries[a->entry].file, ps->entries[b->entry].file, shunt_coll_name((enum shunt_coll)bk->coll),
-          bk->nranks, bk->inplace ? "in-place" : "out-of-place", (unsigned long long)lo,
-          (unsigned long long)hi, ps->entries[a->entry].file);
+          "plans %s (range from %s) and %s (range from %s) overlap for %s on %u ranks (%s) at sizes "
+          "%llu..%llu; %s wins there (made for a placement, then narrowest range, then file name)",
+          ea->file, ea->range_source, eb->file, eb->range_source, shunt_coll_name((enum shunt_coll)bk->coll),
+          bk->nranks, bk->inplace ? "in-place" : "out-of-place", (unsigned long long)lo, (unsigned long long)hi,
+          ea->file);
     }
 }
 

@@ -49,7 +49,8 @@ int main(void) {
                 x->plan->ranks_per_node, want[i].rpn);
   }
   /* One host (0: all ranks on it): the one-host families, never a multi-node plan. */
-  CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLREDUCE, 8, 0, 4096), "allreduce_8r_ll_outofplace");
+  CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLREDUCE, 8, 0, 4096), "allreduce_8r_allpairs_outofplace");
+  CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLREDUCE, 8, 0, 64u << 10), "allreduce_8r_ll_outofplace");
   CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLREDUCE, 8, 8, 4u << 20), "allreduce_8r_scratch_outofplace");
   CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLREDUCE, 8, 8, 16u << 20), "allreduce_8r_simple_outofplace");
   CHECK_STR_CONTAINS(pick(ps, SHUNT_COLL_ALLREDUCE, 8, 8, 128u << 20), "allreduce_8r_port_outofplace");
