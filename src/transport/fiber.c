@@ -42,6 +42,15 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
+/* The set's own bookkeeping (which fiber runs, where the resuming thread's context is) is
+ * outside ThreadSanitizer's view: with unordered yields it would otherwise see the resuming
+ * thread and its fibers race on it, which they never do, since they take turns. */
+#ifdef FIB_TSAN
+#define FIB_UNWATCHED __attribute__((no_sanitize("thread")))
+#else
+#define FIB_UNWATCHED
+#endif
+
 /* Sanitized code has larger frames; the pages are only committed where touched. */
 #if defined(FIB_ASAN) || defined(FIB_TSAN)
 #define STACK_BYTES (1024u * 1024u)
@@ -78,6 +87,7 @@ struct shunt_fibers {
   void* arg;
   uint32_t cur;
   struct ctx main; /* the thread that resumes */
+  bool yield_unordered; /* ThreadSanitizer: a yield orders nothing (shunt_fibers_unordered) */
 };
 
 #if FIB_ASM
@@ -130,8 +140,10 @@ __attribute__((visibility("hidden"), used, noreturn)) void shunt_fiber_entry(str
 static void uc_entry(unsigned hi, unsigned lo);
 #endif
 
-/* From the running context to `to`; `dying`: the running context never runs again. */
-static void go(struct ctx* from, struct ctx* to, bool dying, const void** from_bottom, size_t* from_size) {
+/* From the running context to `to`; `dying`: the running context never runs again; `order`:
+ * ThreadSanitizer takes what the running context did as done before what `to` does next. */
+FIB_UNWATCHED static void go(struct ctx* from, struct ctx* to, bool dying, const void** from_bottom, size_t* from_size,
+               bool order) {
 #ifdef FIB_ASAN
   void* fake = NULL;
   __sanitizer_start_switch_fiber(dying ? NULL : &fake, to->bottom, to->size);
@@ -139,7 +151,9 @@ static void go(struct ctx* from, struct ctx* to, bool dying, const void** from_b
   (void)dying;
 #endif
 #ifdef FIB_TSAN
-  __tsan_switch_to_fiber(to->tsan, 0);
+  __tsan_switch_to_fiber(to->tsan, order ? 0 : __tsan_switch_to_fiber_no_sync);
+#else
+  (void)order;
 #endif
 #if FIB_ASM
   shunt_fiber_swap(&from->sp, to->sp);
@@ -153,7 +167,7 @@ static void go(struct ctx* from, struct ctx* to, bool dying, const void** from_b
 #endif
 }
 
-__attribute__((noreturn)) static void fiber_run(struct fiber* f) {
+FIB_UNWATCHED __attribute__((noreturn)) static void fiber_run(struct fiber* f) {
   struct shunt_fibers* s = f->set;
 #ifdef FIB_ASAN
   /* First entry: learn the resuming thread's stack, to switch back to it. */
@@ -161,7 +175,11 @@ __attribute__((noreturn)) static void fiber_run(struct fiber* f) {
 #endif
   s->fn(s->arg, f->index);
   f->done = true;
-  go(&f->c, &s->main, true, NULL, NULL);
+#ifdef FIB_TSAN
+  /* Taken when the fiber's record is freed (fiber_free), as a thread's end is at its join. */
+  __tsan_release(f);
+#endif
+  go(&f->c, &s->main, true, NULL, NULL, !s->yield_unordered);
   abort(); /* a fiber that returned is never resumed */
 }
 
@@ -197,6 +215,10 @@ static void fiber_free(struct fiber* f) {
    * clear marks at munmap: memory mapped here later (a peer's shared region) would read as a
    * stack overflow. */
   __asan_unpoison_memory_region(f->c.bottom, f->c.size);
+#endif
+#ifdef FIB_TSAN
+  __tsan_acquire(f);
+  if (f->c.tsan) __tsan_destroy_fiber(f->c.tsan);
 #endif
   if (f->map) munmap(f->map, f->map_len);
   free(f);
@@ -270,32 +292,32 @@ int shunt_fibers_start(struct shunt_fibers* s, uint32_t n, void (*fn)(void* arg,
     if (uc_make(f) != 0) return -1;
 #endif
 #ifdef FIB_TSAN
-    f->c.tsan = __tsan_create_fiber(0);
+    /* One sanitizer context per fiber for the set's life: making one is costly, and a run
+     * starts only after the last one ended. */
+    if (!f->c.tsan) f->c.tsan = __tsan_create_fiber(0);
 #endif
   }
   return 0;
 }
 
-bool shunt_fibers_resume(struct shunt_fibers* s, uint32_t i) {
+void shunt_fibers_unordered(struct shunt_fibers* s) {
+  s->yield_unordered = true;
+}
+
+FIB_UNWATCHED bool shunt_fibers_resume(struct shunt_fibers* s, uint32_t i) {
   struct fiber* f = s->f[i];
   if (f->done) return true;
   s->cur = i;
 #ifdef FIB_TSAN
   s->main.tsan = __tsan_get_current_fiber();
 #endif
-  go(&s->main, &f->c, false, NULL, NULL);
-#ifdef FIB_TSAN
-  if (f->done) {
-    __tsan_destroy_fiber(f->c.tsan);
-    f->c.tsan = NULL;
-  }
-#endif
+  go(&s->main, &f->c, false, NULL, NULL, true);
   return f->done;
 }
 
-void shunt_fibers_yield(struct shunt_fibers* s) {
+FIB_UNWATCHED void shunt_fibers_yield(struct shunt_fibers* s) {
   struct fiber* f = s->f[s->cur];
-  go(&f->c, &s->main, false, &s->main.bottom, &s->main.size);
+  go(&f->c, &s->main, false, &s->main.bottom, &s->main.size, !s->yield_unordered);
 }
 
 const char* shunt_fibers_kind(void) {

@@ -27,6 +27,12 @@ bool shunt_fibers_resume(struct shunt_fibers* s, uint32_t i);
 /* Inside fiber i of s: back to the thread's resume call. */
 void shunt_fibers_yield(struct shunt_fibers* s);
 
+/* Under ThreadSanitizer, a fiber's yield orders nothing: what it did before the yield is not
+ * taken as done before what the next resumed fiber does, so fibers that should have
+ * synchronised (through atomics) and did not are reported as a race, as threads would be.
+ * Resuming a fiber still orders the resuming thread's work before it. Nothing elsewhere. */
+void shunt_fibers_unordered(struct shunt_fibers* s);
+
 /* How the set switches: "x86_64" (its own few instructions) or "ucontext". */
 const char* shunt_fibers_kind(void);
 

@@ -3,15 +3,17 @@
  * all have returned. C interface.
  *
  * Promises:
- * - A device (shunt_kcpu_device) keeps its host threads between launches, as a GPU keeps its
- *   SMs: a launch of blocks x threads runs on the first blocks x threads of them (more are
- *   started when a launch needs them), each with its own blockIdx/threadIdx and the block
- *   barriers of kcpu_shim.h, and returns once every one has returned from the kernel. It
- *   returns 0, or -1 with a message when the threads could not be started (nothing runs
- *   then). One launch at a time per device (callers serialize, as a stream does).
+ * - A device (shunt_kcpu_device) runs a launch of blocks x threads on the launching host thread,
+ *   every device thread a fiber with its own blockIdx/threadIdx and the block barriers of
+ *   kcpu_shim.h, and returns once every one has returned from the kernel; the fibers' stacks
+ *   are kept between launches, as a GPU keeps its SMs. It returns 0, or -1 with a message when
+ *   the stacks could not be had (nothing runs then). One launch at a time per device (callers
+ *   serialize, as a stream does).
  * - skew_us > 0 perturbs the schedule so that a missing block barrier shows as a wrong result
- *   rather than by chance: thread t of a block waits t * skew_us before entering the kernel and
- *   after every barrier, so thread 0 always runs ahead of the others. */
+ *   rather than by chance: thread t of a block is set aside for t * skew_us before entering the
+ *   kernel and after every barrier, so thread 0 always runs ahead of the others.
+ * - Under ThreadSanitizer, switching between device threads orders nothing by itself: only
+ *   their atomics and barriers do, as on threads of their own. */
 #ifndef SHUNT_EXEC_KCPU_KERNEL_H
 #define SHUNT_EXEC_KCPU_KERNEL_H
 

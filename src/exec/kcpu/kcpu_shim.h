@@ -1,6 +1,6 @@
 /* The CUDA names the executor kernel uses, for a host C++ compiler: the portability layer of
- * the kernel's CPU build. Each device thread is a host thread (kcpu_kernel.cpp starts them);
- * its block and thread indices are thread-local.
+ * the kernel's CPU build. Each device thread is a fiber of the launching host thread
+ * (kcpu_kernel.cpp); its block and thread indices are thread-local, set at every switch.
  *
  * Promises, matching what the kernel relies on from CUDA on sm_70 and later:
  * - __syncthreads() waits for every thread of the block that has not exited; a thread that
@@ -12,9 +12,9 @@
  * - The gpu_device.cuh primitives (xg_*) exist with the same meaning: acquire, release and
  *   relaxed accesses as GCC atomics; the "volatile" word accesses as acquire loads and release
  *   stores (so ThreadSanitizer sees the order the GPU code gets from its fences);
- *   xg_now_ns reads CLOCK_MONOTONIC; xg_relax yields the CPU and then sleeps until
- *   xg_progress announces a write (or a short timeout), since hundreds of device threads share
- *   two cores.
+ *   xg_now_ns reads CLOCK_MONOTONIC; xg_relax hands the host thread to the next device thread
+ *   (device threads are fibers, kcpu_kernel.h), xg_progress announces a write that may end a
+ *   wait to host threads that idle.
  * What this cannot show about a GPU: PTX scopes, weak memory ordering beyond these atomics,
  * 16-byte access atomicity, co-residency of blocks, IPC mappings, speed.
  * Include before exec/gpu/gpu_kernel.cuh, in C++ only. */
@@ -146,8 +146,8 @@ XG_FN void xg_launch_acquire(uint64_t region) {
 }
 #endif
 
-/* Thousands of device threads share two cores: a wait sleeps until a write that may end it is
- * announced (kcpu_kernel.h). */
+/* A poll hands the host thread to the next device thread; the host thread idles until a write
+ * that may end some wait is announced (kcpu_kernel.h). */
 extern "C" void shunt_kcpu_progress(void);
 extern "C" void shunt_kcpu_relax(uint32_t polls);
 XG_FN void xg_relax(uint32_t polls) {
