@@ -145,8 +145,8 @@ static void warn_overlaps(const struct shunt_planset* ps, const struct bucket* b
           "plans %s (range from %s) and %s (range from %s) overlap for %s on %u ranks (%s) at sizes "
           "%llu..%llu; %s wins there (made for a placement, then narrowest range, then file name)",
           ea->file, ea->range_source, eb->file, eb->range_source, shunt_coll_name((enum shunt_coll)bk->coll),
-          bk->nranks, bk->inplace ? "in-place" : "out-of-place", (unsigned long long)lo, (unsigned long long)hi,
-          ea->file);
+          bk->nranks, bk->inplace ? "in-place" : "out-of-place", (unsigned long long)lo,
+          (unsigned long long)hi, ea->file);
     }
 }
 

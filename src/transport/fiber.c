@@ -86,7 +86,7 @@ struct shunt_fibers {
   void (*fn)(void*, uint32_t);
   void* arg;
   uint32_t cur;
-  struct ctx main; /* the thread that resumes */
+  struct ctx main;      /* the thread that resumes */
   bool yield_unordered; /* ThreadSanitizer: a yield orders nothing (shunt_fibers_unordered) */
 };
 
@@ -142,8 +142,8 @@ static void uc_entry(unsigned hi, unsigned lo);
 
 /* From the running context to `to`; `dying`: the running context never runs again; `order`:
  * ThreadSanitizer takes what the running context did as done before what `to` does next. */
-FIB_UNWATCHED static void go(struct ctx* from, struct ctx* to, bool dying, const void** from_bottom, size_t* from_size,
-               bool order) {
+FIB_UNWATCHED static void go(struct ctx* from, struct ctx* to, bool dying, const void** from_bottom,
+                             size_t* from_size, bool order) {
 #ifdef FIB_ASAN
   void* fake = NULL;
   __sanitizer_start_switch_fiber(dying ? NULL : &fake, to->bottom, to->size);
