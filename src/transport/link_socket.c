@@ -83,6 +83,7 @@ struct rx_sock {
   int fd;
   uint32_t peer, idx;
   bool dead;
+  bool eof; /* ended by the peer closing it, everything it carried read */
   bool in_payload;
   struct net_msg h;
   size_t hgot;
@@ -194,6 +195,14 @@ static int rx_fail(struct shunt_net* n, struct rx_sock* r, const char* what) {
   struct net_peer* p = &n->peers[r->peer];
   r->dead = true;
   if (p->left || atomic_load(&n->leaving) || atomic_load(&n->stop)) return 0;
+  /* A connection the peer closed delivered everything it carried. A peer that finished its
+   * part of a call and went away closes them all, but in no set order: the world fails once
+   * every one has ended, so that what it sent on the others (data, and the flags that wait for
+   * it) has landed first. A peer that closes one and stays fails nothing here: its other
+   * connections keep working, and a wait on it is bounded by the run's timeout. */
+  if (r->eof)
+    for (uint32_t i = 0; i < n->nrx; i++)
+      if (n->rx[i].peer == r->peer && !n->rx[i].dead) return 0;
   /* What the peer sent on its other connections before this one ended still counts: read it
    * first (data and flags land), so that a peer that finished its part of a call and then went
    * away fails only what still waits for it. A failure found there is reported first. */
@@ -266,7 +275,10 @@ static int rx_progress(struct shunt_net* n, struct rx_sock* r) {
         got = recv(r->fd, r->dst + r->pgot, left < (1u << 30) ? left : (1u << 30), 0);
       }
     }
-    if (got == 0) return rx_fail(n, r, "closed by the peer");
+    if (got == 0) {
+      r->eof = true;
+      return rx_fail(n, r, "closed by the peer");
+    }
     if (got < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
       if (errno == EINTR) continue;
