@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 extern "C" {
 #include "transport/fiber.h"
@@ -26,6 +25,10 @@ extern "C" {
 #else
 #define KCPU_UNWATCHED
 #endif
+
+/* Device threads of one launch at the most: each is a fiber with a stack of its own, and the
+ * largest grid the limits above allow would want terabytes of them. */
+#define KCPU_MAX_THREADS 0xfffffu
 
 namespace {
 
@@ -83,9 +86,7 @@ void moved(void) {
 }
 
 uint64_t now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+  return xg_now_ns() / 1000u;
 }
 
 /* Thread t of a skewed launch is late by t x skew_us: it is set aside that long, the others
@@ -247,7 +248,7 @@ int run_grid(shunt_kcpu_device* d, launch* L, const struct shunt_kcpu_grid* g, c
   L->skew_us = g->skew_us;
   L->smem = g->smem_bytes;
   if (!d || L->blocks == 0 || L->threads == 0 || L->threads > SHUNT_GPU_MAX_THREADS || L->blocks > 65535 ||
-      (uint64_t)L->blocks * L->threads > 0xfffffu) {
+      (uint64_t)L->blocks * L->threads > KCPU_MAX_THREADS) {
     if (err && len) snprintf(err, len, "grid of %u blocks of %u threads", L->blocks, L->threads);
     return -1;
   }
