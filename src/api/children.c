@@ -14,6 +14,7 @@
 #include "api/export.h"
 #include "api/group.h"
 #include "api/handles.h"
+#include "api/plans.h"
 #include "api/unavailable.h"
 #include "comm/bootstrap.h"
 #include "comm/comm_create.h"
@@ -63,9 +64,10 @@ static ncclResult_t finish(struct child_job* j, struct shunt_bootstrap* boot, nc
   struct shunt_comm* p = j->parent;
   struct shunt_comm* c = NULL;
   if (boot) {
-    c = shunt_comm_create(boot, real, p->cuda_dev, j->child_blocking, p->plans,
-                          p->plans ? shunt_planset_hash(p->plans) : 0,
-                          p->plans ? shunt_planset_usable(p->plans) : 0);
+    /* The child's own size picks its plans: a split's child is smaller than its parent. */
+    const struct shunt_planset* plans = shunt_plans_for((uint32_t)shunt_bootstrap_nranks(boot));
+    c = shunt_comm_create(boot, real, p->cuda_dev, j->child_blocking, plans,
+                          plans ? shunt_planset_hash(plans) : 0, plans ? shunt_planset_usable(plans) : 0);
     if (c) shunt_gpu_gate_init(c);
     if (c && shunt_handles_add(c->handle, c, real == NULL) != 0) {
       SHUNT_WARN("%s: out of memory recording the communicator", j->fn);

@@ -102,7 +102,7 @@ static ncclResult_t join_rendezvous(struct init_job* j, struct shunt_comm* c) {
     failed = shunt_bootstrap_init_finish(boot, err, sizeof(err)) != 0;
   }
   if (!failed) {
-    const struct shunt_planset* plans = shunt_plans();
+    const struct shunt_planset* plans = shunt_plans_for((uint32_t)j->nranks);
     failed = shunt_comm_setup(c, plans, plans ? shunt_planset_hash(plans) : 0, plans ? shunt_planset_usable(plans) : 0);
     if (failed) snprintf(err, sizeof(err), "exchanging rank information failed");
   }

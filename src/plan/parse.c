@@ -479,7 +479,8 @@ struct shunt_plan* shunt_plan_parse(const char* text, size_t len, const char* fi
   return p;
 }
 
-struct shunt_plan* shunt_plan_load_file(const char* path, struct shunt_plan_errors* errs) {
+char* shunt_plan_read_file(const char* path, size_t* len, struct shunt_plan_errors* errs) {
+  *len = 0;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     shunt_plan_error_add(errs, path, "", "cannot open: %s", strerror(errno));
@@ -513,6 +514,14 @@ struct shunt_plan* shunt_plan_load_file(const char* path, struct shunt_plan_erro
   }
   close(fd);
   buf[got] = '\0';
+  *len = got;
+  return buf;
+}
+
+struct shunt_plan* shunt_plan_load_file(const char* path, struct shunt_plan_errors* errs) {
+  size_t got;
+  char* buf = shunt_plan_read_file(path, &got, errs);
+  if (!buf) return NULL;
   struct shunt_plan* p = shunt_plan_parse(buf, got, path, errs);
   free(buf);
   return p;

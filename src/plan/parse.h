@@ -28,7 +28,10 @@
 struct shunt_plan* shunt_plan_parse(const char* text, size_t len, const char* file,
                                     struct shunt_plan_errors* errs);
 
-/* Reads and parses a file (regular file, at most SHUNT_PLAN_MAX_FILE_BYTES). */
+/* Reads a plan file (regular file, at most SHUNT_PLAN_MAX_FILE_BYTES) into a NUL-terminated
+ * buffer the caller frees; NULL with one error appended to errs. */
+char* shunt_plan_read_file(const char* path, size_t* len, struct shunt_plan_errors* errs);
+/* Reads and parses a file (shunt_plan_read_file, then shunt_plan_parse). */
 struct shunt_plan* shunt_plan_load_file(const char* path, struct shunt_plan_errors* errs);
 
 /* The 64-bit FNV-1a hash used for plan contents and plan-set hashes (stable across hosts). */

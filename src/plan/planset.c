@@ -10,6 +10,7 @@
 
 #include "plan/check.h"
 #include "plan/parse.h"
+#include "plan/peek.h"
 #include "plan/planset_internal.h"
 #include "plan/tuning.h"
 #include "util/env.h"
@@ -74,10 +75,37 @@ static void hash_u64(uint64_t* h, uint64_t v) {
   *h = shunt_fnv64(*h, b, 8);
 }
 
-static void load_one(struct shunt_planset* ps, struct shunt_plan_entry* e,
-                     const struct shunt_planset_opts* opts, struct shunt_plan_errors* errs) {
+/* Whether the file at path holds a plan for another rank count than opts->nranks (which its
+ * outline tells without parsing it: shunt_plan_peek); if so its name is kept for the tuning
+ * rules. Otherwise *text holds the file (NULL when it could not be read: the error is in errs). */
+static bool other_ranks(struct shunt_planset* ps, const char* path, const struct shunt_planset_opts* opts,
+                        char** text, size_t* len, struct shunt_plan_errors* errs) {
+  *text = shunt_plan_read_file(path, len, errs);
+  struct shunt_plan_peek pk;
+  if (!*text || !opts || !opts->nranks || !shunt_plan_peek(*text, *len, &pk) || pk.ngpus == opts->nranks)
+    return false;
+  free(*text);
+  *text = NULL;
+  if (ps->nother == ps->other_cap) {
+    uint32_t nc = ps->other_cap ? 2 * ps->other_cap : 16;
+    struct shunt_planset_other* v = realloc(ps->other, nc * sizeof(*v));
+    if (!v) return true; /* only a tuning rule naming it may then WARN as unknown */
+    ps->other = v, ps->other_cap = nc;
+  }
+  const char* name = shunt_arena_strdup(ps->strings, pk.name);
+  if (name) ps->other[ps->nother++] = (struct shunt_planset_other){name, pk.ngpus};
+  return true;
+}
+
+/* text: the file's bytes, or NULL when reading failed (why: in read_errs). */
+static void load_one(struct shunt_planset* ps, struct shunt_plan_entry* e, const char* text, size_t len,
+                     struct shunt_plan_errors* read_errs, const struct shunt_planset_opts* opts,
+                     struct shunt_plan_errors* errs) {
   struct shunt_plan_errors mine = {0};
-  e->plan = shunt_plan_load_file(e->path, &mine);
+  if (text)
+    e->plan = shunt_plan_parse(text, len, e->path, &mine);
+  else
+    shunt_plan_errors_append(&mine, read_errs);
   if (e->plan) {
     e->content_hash = e->plan->content_hash;
     struct shunt_check_opts co = {.max_threadblocks = opts ? opts->max_threadblocks : 0};
@@ -184,6 +212,12 @@ static void apply_tuning(struct shunt_planset* ps, const char* path, struct shun
       e->max_bytes = e->plan->max_message_size = r->max;
     }
   }
+  /* A rule for a plan of another rank count, left unread, is that plan's: not unknown. */
+  for (uint32_t i = 0; i < ps->nother; i++)
+    for (uint32_t k = 0; k < t.n; k++)
+      if (strcmp(t.rules[k].name, ps->other[i].name) == 0 &&
+          (!t.rules[k].nranks || t.rules[k].nranks == ps->other[i].ngpus))
+        t.rules[k].used = true;
   for (uint32_t k = 0; k < t.n; k++)
     if (!t.rules[k].used)
       SHUNT_WARN("tuning file %s:%u: no usable plan is named '%s'%s", path, t.rules[k].line, t.rules[k].name,
@@ -229,14 +263,25 @@ int shunt_planset_load(const char* dir, const struct shunt_planset_opts* opts, s
     struct shunt_plan_entry* e = &ps->entries[ps->n];
     char path[4096];
     snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+    char* text;
+    size_t len;
+    struct shunt_plan_errors rd = {0};
+    if (other_ranks(ps, path, opts, &text, &len, &rd)) {
+      free(names[i]);
+      shunt_plan_errors_free(&rd);
+      continue;
+    }
     e->file = shunt_arena_strdup(ps->strings, names[i]);
     e->path = shunt_arena_strdup(ps->strings, path);
     free(names[i]);
-    if (!e->file || !e->path) continue;
-    e->reason = "";
-    e->range_source = "plan file";
-    ps->n++;
-    load_one(ps, e, opts, errs);
+    if (e->file && e->path) {
+      e->reason = "";
+      e->range_source = "plan file";
+      ps->n++;
+      load_one(ps, e, text, len, &rd, opts, errs);
+    }
+    free(text);
+    shunt_plan_errors_free(&rd);
   }
   free(names);
   reject_duplicates(ps, errs);
@@ -255,6 +300,7 @@ void shunt_planset_free(struct shunt_planset* ps) {
   free(ps->sel);
   free(ps->buckets);
   free(ps->slots);
+  free(ps->other);
   shunt_arena_free(ps->strings);
   free(ps);
 }
@@ -267,6 +313,9 @@ const struct shunt_plan_entry* shunt_planset_entry(const struct shunt_planset* p
 }
 uint32_t shunt_planset_usable(const struct shunt_planset* ps) {
   return ps ? ps->usable : 0;
+}
+uint32_t shunt_planset_other_ranks(const struct shunt_planset* ps) {
+  return ps ? ps->nother : 0;
 }
 uint64_t shunt_planset_hash(const struct shunt_planset* ps) {
   return ps ? ps->hash : 0;

@@ -15,6 +15,11 @@
  *   (max - min) wins, then the smaller file name.
  * - shunt_planset_hash is a stable 64-bit hash of file names, contents, status and
  *   effective ranges (FNV-1a over a fixed little-endian serialisation).
+ * - With opts.nranks set, a file whose outline (plan/peek.h) shows a plan for another rank
+ *   count is left out unparsed and unchecked (counted by shunt_planset_other_ranks; a tuning
+ *   rule naming it is not reported as unknown): ranks of one rank count load the same set,
+ *   and a process pays for the plans it can use. A file whose outline cannot be read is
+ *   parsed as usual, so its error is reported.
  *
  * Selection promises (shunt_planset_select): allocates nothing, takes no lock, reads only
  * the immutable set; safe from any thread. */
@@ -43,6 +48,7 @@ struct shunt_plan_entry {
 struct shunt_planset_opts {
   const char* tuning_path;   /* NULL: no tuning file */
   uint32_t max_threadblocks; /* backend limit passed to the checks; 0 = none */
+  uint32_t nranks;           /* 0: every plan; else only plans for that many ranks */
 };
 
 struct shunt_planset;
@@ -56,7 +62,8 @@ void shunt_planset_free(struct shunt_planset* ps);
 
 uint32_t shunt_planset_count(const struct shunt_planset* ps);
 const struct shunt_plan_entry* shunt_planset_entry(const struct shunt_planset* ps, uint32_t i);
-uint32_t shunt_planset_usable(const struct shunt_planset* ps); /* entries with status OK */
+uint32_t shunt_planset_usable(const struct shunt_planset* ps);      /* entries with status OK */
+uint32_t shunt_planset_other_ranks(const struct shunt_planset* ps); /* files left out (opts.nranks) */
 uint64_t shunt_planset_hash(const struct shunt_planset* ps);
 
 /* The folder the library reads: SHUNT_PLAN_DIR, else MSCCLPP_EXECUTION_PLAN_DIR, else NULL. */

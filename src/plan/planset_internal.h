@@ -35,9 +35,17 @@ static inline uint64_t bucket_key(uint32_t coll, uint32_t nranks, bool inplace) 
   return ((uint64_t)coll << 40) | ((uint64_t)nranks << 1) | (inplace ? 1u : 0u);
 }
 
+/* A file left unread because its plan is for another rank count (shunt_planset_opts.nranks). */
+struct shunt_planset_other {
+  const char* name; /* the plan's name ("" when its outline had none) */
+  uint32_t ngpus;
+};
+
 struct shunt_planset {
   struct shunt_plan_entry* entries;
   uint32_t n;
+  struct shunt_planset_other* other;
+  uint32_t nother, other_cap;
   uint32_t usable;
   struct sel_entry* sel;
   struct bucket* buckets;

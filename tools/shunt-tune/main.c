@@ -374,7 +374,8 @@ int main(int argc, char** argv) {
 
   struct shunt_planset* ps = NULL;
   struct shunt_plan_errors errs = {0};
-  struct shunt_planset_opts popts = {0}; /* the files' own ranges: the tuning is made anew */
+  /* The files' own ranges (the tuning is made anew), of the plans for this rank count. */
+  struct shunt_planset_opts popts = {.nranks = nranks};
   if (shunt_planset_load(dir, &popts, &ps, &errs) != 0 || !ps) {
     fprintf(stderr, "shunt-tune: cannot read the plans in %s\n", dir);
     shunt_plan_errors_free(&errs);
