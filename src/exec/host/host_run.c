@@ -115,8 +115,7 @@ static bool idle_pause(struct idle* st, uint64_t deadline) {
     return true;
   }
   if (st->sleep_ns < 20000) st->sleep_ns = 20000;
-  struct timespec ts = {0, (long)st->sleep_ns};
-  nanosleep(&ts, NULL);
+  shunt_sleep_ns(st->sleep_ns);
   if (st->sleep_ns < 1000000) st->sleep_ns += st->sleep_ns / 2;
   return true;
 }
