@@ -602,6 +602,7 @@ static void world_signal(void* ctx, uint32_t peer, uint16_t ordinal) {
   struct shunt_world* w = ctx;
   _Atomic uint64_t* sem = &w->peers[w->rank].inbound[shunt_world_sem(w, 2, peer, ordinal)];
   atomic_fetch_add_explicit(sem, 1, memory_order_release);
+  shunt_world_ring(w, w->rank);
 }
 
 int shunt_world_net_open(struct shunt_world* w, const struct sockaddr_storage* where,

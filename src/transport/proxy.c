@@ -92,6 +92,9 @@ static void* run(void* arg) {
     handle(p, &s->t);
     pos++;
     atomic_store_explicit(&p->done, pos, memory_order_release);
+    /* The done count may end this rank's wait, what it wrote a peer's of this host. */
+    shunt_world_ring(p->w, p->w->rank);
+    if (!shunt_world_remote(p->w, s->t.peer)) shunt_world_ring(p->w, s->t.peer);
   }
   return NULL;
 }

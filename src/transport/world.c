@@ -27,8 +27,14 @@ static size_t page_up(uint64_t x) {
   return (size_t)((x + 4095) & ~(uint64_t)4095);
 }
 
+/* The semaphores, then the rank's bell, then its host's sleeper count (used in the region of
+ * a host's lowest rank only), each on a cache line of its own. */
+static uint64_t bell_offset(uint32_t nranks) {
+  return (uint64_t)2 * nranks * SHUNT_WORLD_MAX_ORDINAL * sizeof(uint64_t);
+}
+
 static size_t sem_bytes(uint32_t nranks) {
-  return page_up((uint64_t)2 * nranks * SHUNT_WORLD_MAX_ORDINAL * sizeof(uint64_t));
+  return page_up(bell_offset(nranks) + 128);
 }
 
 uint64_t shunt_world_buf_offset(const struct shunt_world* w, unsigned type) {
@@ -39,6 +45,9 @@ uint64_t shunt_world_buf_offset(const struct shunt_world* w, unsigned type) {
 static void layout(struct shunt_world* w, uint32_t r) {
   char* b = w->regions[r].base;
   w->peers[r].inbound = (_Atomic uint64_t*)b;
+  w->peers[r].bell = (struct shunt_rank_bell*)(void*)(b + bell_offset(w->nranks));
+  w->peers[r].lo = b;
+  w->peers[r].hi = b + w->regions[r].bytes;
   w->peers[r].scratch = b + shunt_world_buf_offset(w, 2);
   w->peers[r].input = b + shunt_world_buf_offset(w, 0);
   w->peers[r].output = b + shunt_world_buf_offset(w, 1);
@@ -194,6 +203,12 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
       if (here && rc == 0) layout(w, r);
     }
   }
+  if (rc == 0) {
+    uint32_t first = 0;
+    while (w->node_of[first] != w->node_of[rank]) first++;
+    w->sleepers =
+        (struct shunt_host_sleepers*)(void*)((char*)w->regions[first].base + bell_offset(nranks) + 64);
+  }
   /* Connecting waits on every peer of another host: agree first, so that a rank that failed
    * above does not leave the others waiting for its connections. */
   if (spans) {
@@ -230,6 +245,7 @@ void shunt_world_fail(struct shunt_world* w, const char* fmt, ...) {
   vsnprintf(w->fail_msg, sizeof(w->fail_msg), fmt, ap);
   va_end(ap);
   atomic_store_explicit(&w->failed, true, memory_order_release);
+  if (w->peers && w->peers[w->rank].bell) shunt_world_ring(w, w->rank); /* its waits give up */
   SHUNT_WARN("rank %u: %s", w->rank, w->fail_msg);
 }
 

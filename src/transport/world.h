@@ -10,6 +10,10 @@
  * - Channel semaphores are 64-bit atomics in shared memory that persist for the world's
  *   life: my k-th channel of a type to peer P waits on my inbound counter (type, P, k),
  *   which P's k-th channel of that type back to me increments (plan-format.md §6.1-6.2).
+ * - Every rank has a bell in its shared region (transport/host_bell.h), every host a count of
+ *   its sleeping ranks (in its lowest rank's region): a rank whose blocks all wait sleeps on its
+ *   bell; shunt_world_ring / shunt_world_ring_at wake the rank written to after a write it may
+ *   wait for (signals, packets, a proxy's completion, a failure).
  * - The epoch advances once per execution on each rank; equal execution counts give equal
  *   epochs on every rank, independent of any other world in the process (D5).
  * - Nothing here prints to stdout; errors are values with a message. */
@@ -22,6 +26,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "transport/host_bell.h"
 #include "transport/shm.h"
 #include "util/log.h"
 
@@ -62,6 +67,8 @@ struct shunt_world_peer {
   char* input;
   char* output;
   _Atomic uint64_t* inbound; /* [type-1][from rank][ordinal] */
+  struct shunt_rank_bell* bell;
+  char *lo, *hi; /* the region's bounds */
 };
 
 struct shunt_proxy;
@@ -80,6 +87,7 @@ struct shunt_world {
   atomic_bool broken;  /* a run timed out: the shared state is no longer consistent */
   atomic_bool aborted; /* the communicator is going away: waits give up at once */
   struct shunt_proxy* proxy;
+  struct shunt_host_sleepers* sleepers;      /* this host's, in its lowest rank's region */
   uint32_t* node_of;                         /* [nranks] each rank's host */
   const struct shunt_link_ops* const* links; /* [nranks] how port channels reach each peer */
   struct shunt_net* net;                     /* the socket transport, when it carries them */
@@ -116,6 +124,21 @@ void shunt_world_fail(struct shunt_world* w, const char* fmt, ...) SHUNT_PRINTF(
  * wait should give up (the world failed, aborted, or a run timed out). */
 void shunt_world_fail_msg(void* world, const char* msg);
 bool shunt_world_gives_up(void* world);
+
+/* Wakes rank r (of this host) if it sleeps, after a write it may wait for. */
+static inline void shunt_world_ring(struct shunt_world* w, uint32_t r) {
+  if (shunt_host_sleepers_any(w->sleepers)) shunt_rank_bell_ring(w->peers[r].bell);
+}
+
+/* The same for whichever rank of this host owns the memory at p (nothing when none does). */
+static inline void shunt_world_ring_at(struct shunt_world* w, const void* p) {
+  if (!shunt_host_sleepers_any(w->sleepers)) return;
+  for (uint32_t r = 0; r < w->nranks; r++)
+    if ((const char*)p >= w->peers[r].lo && (const char*)p < w->peers[r].hi) {
+      shunt_rank_bell_ring(w->peers[r].bell);
+      return;
+    }
+}
 
 /* Whether rank r is on another host than this rank (reached only through its link). */
 static inline bool shunt_world_remote(const struct shunt_world* w, uint32_t r) {

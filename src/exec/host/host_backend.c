@@ -69,7 +69,10 @@ static int check(struct shunt_backend* b, char* err, size_t len) {
 
 static void abort_(struct shunt_backend* b) {
   struct shunt_world* w = atomic_load(&((struct host_backend*)b)->world);
-  if (w) atomic_store(&w->aborted, true);
+  if (w) {
+    atomic_store(&w->aborted, true);
+    shunt_world_ring(w, w->rank);
+  }
 }
 
 static void free_world(struct shunt_backend* b, bool collective) {

@@ -77,19 +77,25 @@ static void block_main(void* arg, uint32_t i) {
 }
 
 /* Every block waits on something not there yet. Spin a little (a peer on another core may be
- * a few hundred nanoseconds away), then give the core away while the wait is young, then
- * sleep, longer and longer: a peer that is this late is busy elsewhere. When the world has
- * more ranks than the machine has cores, the peer being waited for may need this very core:
- * the core is given away at once. False once `deadline` passed. */
+ * a few hundred nanoseconds away; when the world has more ranks than the machine has cores,
+ * the peer being waited for may need this very core, and the spin is cut short), give the core
+ * away for a while, then sleep on the rank's bell (transport/host_bell.h) until a write that
+ * may end a wait rings it. Sleeping at once costs more than it saves: a plan's waits are many
+ * and mostly short, and each sleep is two system calls and a wake-up (measured: 8 crowded ranks
+ * of a port-channel allreduce spent 10x longer in the kernel). The sleep's bound grows while
+ * nothing comes: a write that rings nothing (a peer's data arriving from the network, say) is
+ * seen within it. */
 struct idle {
   uint32_t n, sleep_ns, spins;
   uint64_t since;
 };
 #define IDLE_SPINS 64
 #define IDLE_SPINS_CROWDED 2
-#define IDLE_YIELD_NS 2000000ull
+#define IDLE_YIELD_NS 200000ull
+#define IDLE_SLEEP_MIN_NS 20000u
+#define IDLE_SLEEP_MAX_NS 1000000u
 
-static uint32_t idle_spins(const struct shunt_world* w) {
+static struct idle idle_start(const struct shunt_world* w) {
   static _Atomic long cpus; /* online CPUs, read once: a reason for a global */
   long n = atomic_load_explicit(&cpus, memory_order_relaxed);
   if (!n) {
@@ -97,10 +103,24 @@ static uint32_t idle_spins(const struct shunt_world* w) {
     if (n < 1) n = 1;
     atomic_store_explicit(&cpus, n, memory_order_relaxed);
   }
-  return (long)w->nranks > n ? IDLE_SPINS_CROWDED : IDLE_SPINS;
+  bool crowded = (long)w->nranks > n;
+  return (struct idle){.spins = crowded ? IDLE_SPINS_CROWDED : IDLE_SPINS};
 }
 
-static bool idle_pause(struct idle* st, uint64_t deadline) {
+static bool gives_up(const struct shunt_world* w) {
+  return atomic_load_explicit(&w->aborted, memory_order_relaxed) ||
+         atomic_load_explicit(&w->failed, memory_order_acquire);
+}
+
+static bool any_ready(const struct block_job* jobs, uint32_t n) {
+  for (uint32_t b = 0; b < n; b++)
+    if (!jobs[b].done && shunt_host_cond_ready(&jobs[b].X.cond)) return true;
+  return false;
+}
+
+/* One pause while no block can move; false once `deadline` passed. */
+static bool idle_pause(struct idle* st, struct shunt_host_shared* sh, const struct block_job* jobs,
+                       uint32_t n) {
   if (++st->n < st->spins) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -109,14 +129,22 @@ static bool idle_pause(struct idle* st, uint64_t deadline) {
   }
   uint64_t now = shunt_now_ns();
   if (!st->since) st->since = now;
-  if (now > deadline) return false;
+  if (now > sh->deadline) return false;
   if (now - st->since < IDLE_YIELD_NS) {
     sched_yield();
     return true;
   }
-  if (st->sleep_ns < 20000) st->sleep_ns = 20000;
-  shunt_sleep_ns(st->sleep_ns);
-  if (st->sleep_ns < 1000000) st->sleep_ns += st->sleep_ns / 2;
+  if (st->sleep_ns < IDLE_SLEEP_MIN_NS) st->sleep_ns = IDLE_SLEEP_MIN_NS;
+  struct shunt_world* w = sh->w;
+  struct shunt_rank_bell* bell = w->peers[w->rank].bell;
+  if (bell && w->sleepers) {
+    uint32_t seen = shunt_rank_bell_arm(w->sleepers, bell);
+    if (!any_ready(jobs, n) && !gives_up(w)) shunt_rank_bell_wait(bell, seen, (long)st->sleep_ns);
+    shunt_rank_bell_disarm(w->sleepers, bell);
+  } else {
+    shunt_sleep_ns(st->sleep_ns);
+  }
+  if (st->sleep_ns < IDLE_SLEEP_MAX_NS) st->sleep_ns += st->sleep_ns / 2;
   return true;
 }
 
@@ -124,8 +152,8 @@ static bool idle_pause(struct idle* st, uint64_t deadline) {
  * for holds (or the run expired, when every wait gives up and reports). */
 static void schedule(struct shunt_host_shared* sh, struct block_job* jobs, uint32_t n) {
   uint32_t live = n;
-  const uint32_t spins = idle_spins(sh->w);
-  struct idle st = {.spins = spins};
+  const struct idle fresh = idle_start(sh->w);
+  struct idle st = fresh;
   bool last_look = false;
   while (live) {
     bool moved = false;
@@ -136,13 +164,11 @@ static void schedule(struct shunt_host_shared* sh, struct block_job* jobs, uint3
       if (shunt_fibers_resume(sh->fibers, b)) j->done = true, live--;
     }
     if (moved) {
-      st = (struct idle){.spins = spins};
+      st = fresh;
       last_look = false;
       continue;
     }
-    bool give_up = !idle_pause(&st, sh->deadline) ||
-                   atomic_load_explicit(&sh->w->aborted, memory_order_relaxed) ||
-                   atomic_load_explicit(&sh->w->failed, memory_order_acquire);
+    bool give_up = !idle_pause(&st, sh, jobs, n) || gives_up(sh->w);
     /* A transport fails the world after the last data and flags it carried have landed (a peer
      * that finished its part and left): look at the waits once more, after that failure was
      * seen, before giving up on them. */

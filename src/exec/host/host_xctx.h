@@ -170,6 +170,7 @@ SHUNT_XFN void xb_pkt_put(struct shunt_xctx* X, char* pkt, const char* data, uin
     memcpy(&d, data + 4 * i, 4);
     atomic_store_explicit(&w[i], xh_word(d, X->sh->flag), memory_order_release);
   }
+  shunt_world_ring_at(X->sh->w, pkt);
 }
 
 /* One pause of a wait on `kind, p, v`: the thread goes to the other blocks until that holds.
@@ -215,6 +216,7 @@ SHUNT_XFN int xb_pkt_fwd(struct shunt_xctx* X, char* dst, const char* pkt, uint6
     if (xh_pkt_wait(X, &w[i], &v)) return -1;
     atomic_store_explicit(&d[i], v, memory_order_release);
   }
+  shunt_world_ring_at(X->sh->w, dst);
   return 0;
 }
 
@@ -226,6 +228,7 @@ SHUNT_XFN int xb_signal(struct shunt_xctx* X, const struct shunt_prog_chan* c, b
   struct shunt_world* w = X->sh->w;
   _Atomic uint64_t* s = &w->peers[c->peer].inbound[shunt_world_sem(w, c->type, w->rank, c->ordinal)];
   atomic_fetch_add_explicit(s, 1, relaxed ? memory_order_relaxed : memory_order_release);
+  shunt_world_ring(w, c->peer);
   return 0;
 }
 
