@@ -7,6 +7,7 @@
  * and outputs with a sentinel. Prints PASS, the first mismatch (rank, byte offset, expected,
  * got), or the hang report of every rank. Static and race problems are reported first. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <inttypes.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -303,12 +305,13 @@ static uint64_t parse_bytes(const char* s, int* bad) {
 }
 
 static int usage(void) {
-  fprintf(stderr,
-          "usage: shunt-plan verify FILE... [--ranks N] [--sizes S,S,..] [--dtype T,..|all] [--op O,..|all]\n"
-          "                         [--iters K] [--inplace|--outofplace] [--timeout MS] [--max-bytes S]\n"
-          "                         [--any-size] [--edge-sizes] [--skip-checks] [--packet ll16|ll8]\n"
-          "                         [--backend host|kernel-cpu] [--threads T,T,..] [--skew US]\n"
-          "                         [--net socket|ib [--nodes N]]\n");
+  fprintf(
+      stderr,
+      "usage: shunt-plan verify FILE|DIR... [--ranks N] [--sizes S,S,..] [--dtype T,..|all] [--op O,..|all]\n"
+      "                         [--iters K] [--inplace|--outofplace] [--timeout MS] [--max-bytes S]\n"
+      "                         [--any-size] [--edge-sizes] [--skip-checks] [--packet ll16|ll8]\n"
+      "                         [--backend host|kernel-cpu] [--threads T,T,..] [--skew US]\n"
+      "                         [--net socket|ib [--nodes N]]\n");
   return 2;
 }
 
@@ -332,6 +335,61 @@ static int parse_threads(const char* s, struct vopts* o) {
 }
 
 static int verify_file(struct vopts o, const char* dts, const char* ops, const char* sizes);
+
+static int plan_file_name(const struct dirent* d) {
+  size_t n = strlen(d->d_name);
+  return d->d_name[0] != '.' && n > 5 && strcmp(d->d_name + n - 5, ".json") == 0;
+}
+
+/* The plans to verify: each FILE as given, each folder's "*.json" files in sorted order (as a
+ * plan folder is read). Returns the count, or -1 (with a message) when a folder is unreadable or
+ * memory runs out; *out is malloc'ed, its strings too. */
+static int expand(const char* const* args, unsigned nargs, char*** out, bool* any_dir) {
+  char** v = NULL;
+  size_t n = 0, cap = 0;
+  for (unsigned a = 0; a < nargs; a++) {
+    struct stat st;
+    struct dirent** ents = NULL;
+    int m = 0;
+    bool dir = stat(args[a], &st) == 0 && S_ISDIR(st.st_mode);
+    *any_dir |= dir;
+    if (dir && (m = scandir(args[a], &ents, plan_file_name, alphasort)) < 0) {
+      fprintf(stderr, "shunt-plan verify: cannot read the folder %s: %s\n", args[a], strerror(errno));
+      goto fail;
+    }
+    if (dir && m == 0) fprintf(stderr, "shunt-plan verify: no *.json plan in %s\n", args[a]);
+    for (int k = 0; k < (dir ? m : 1); k++) {
+      if (n == cap) {
+        cap = cap ? 2 * cap : 64;
+        char** nv = realloc(v, cap * sizeof(*nv));
+        if (!nv) goto fail_ents;
+        v = nv;
+      }
+      size_t len = strlen(args[a]) + (dir ? strlen(ents[k]->d_name) + 2 : 1);
+      if (!(v[n] = malloc(len))) goto fail_ents;
+      if (dir)
+        snprintf(v[n], len, "%s%s%s", args[a], args[a][strlen(args[a]) - 1] == '/' ? "" : "/",
+                 ents[k]->d_name);
+      else
+        snprintf(v[n], len, "%s", args[a]);
+      n++;
+    }
+    for (int k = 0; k < m; k++) free(ents[k]);
+    free(ents);
+    continue;
+  fail_ents:
+    for (int k = 0; k < m; k++) free(ents[k]);
+    free(ents);
+    fprintf(stderr, "shunt-plan verify: out of memory\n");
+    goto fail;
+  }
+  *out = v;
+  return (int)n;
+fail:
+  for (size_t k = 0; k < n; k++) free(v[k]);
+  free(v);
+  return -1;
+}
 
 int cmd_verify(int argc, char** argv) {
   struct vopts o = {.iters = 3,
@@ -398,19 +456,33 @@ int cmd_verify(int argc, char** argv) {
     free(files);
     return usage();
   }
+  char** plans = NULL;
+  bool any_dir = false;
+  int nplans = expand(files, nfiles, &plans, &any_dir);
+  if (nplans < 0) {
+    free(files);
+    return 2;
+  }
   /* Every file is verified; the worst result is the exit status (usage errors stop at once). */
-  int worst = 0;
-  for (unsigned f = 0; f < nfiles; f++) {
-    o.file = files[f];
+  int worst = 0, failed = 0, done = 0;
+  double t0 = now_s();
+  for (int f = 0; f < nplans; f++) {
+    o.file = plans[f];
     int rc = verify_file(o, dts, ops, sizes);
+    done++;
+    failed += rc != 0;
     if (rc == 2) {
       worst = 2;
       break;
     }
     if (rc > worst) worst = rc;
   }
+  if (any_dir || nplans > 1)
+    printf("verified %d of %d plan(s) in %.1f s: %d failed\n", done, nplans, now_s() - t0, failed);
+  for (int f = 0; f < nplans; f++) free(plans[f]);
+  free(plans);
   free(files);
-  return worst;
+  return nplans ? worst : 1;
 }
 
 static int verify_file(struct vopts o, const char* dts, const char* ops, const char* sizes) {

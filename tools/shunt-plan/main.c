@@ -2,7 +2,7 @@
  *   shunt-plan list DIR         the plan table a communicator would load
  *   shunt-plan show FILE        one plan, per rank
  *   shunt-plan check FILE...    static checks and race checks; exit 1 when any fails
- *   shunt-plan verify FILE...   run it on the host backend (or the GPU kernel built for the CPU) and check
+ *   shunt-plan verify FILE|DIR...  run it on the host backend (or the GPU kernel built for the CPU) and check
  *                               the results */
 #include <stdio.h>
 #include <stdlib.h>
