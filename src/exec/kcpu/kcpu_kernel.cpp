@@ -304,7 +304,23 @@ extern "C" void shunt_kcpu_relax(uint32_t polls) {
   shunt_fibers_yield(tl_fibers);
 }
 
+/* Devices given back, kept for the next one made in this process: a device's fibers (their
+ * stacks touched, and under ThreadSanitizer a fiber context each, whose first use faults in
+ * its shadow) cost more to make than most launches, and a process that verifies plan after
+ * plan or a stand-in context after context makes one per rank each time. Guarded by its lock;
+ * what it holds lives until the process ends (reachable, so not a leak). */
+static pthread_mutex_t kept_mu = PTHREAD_MUTEX_INITIALIZER;
+static shunt_kcpu_device* kept[64];
+static unsigned nkept;
+
 extern "C" int shunt_kcpu_device_create(struct shunt_kcpu_device** out, char* err, size_t len) {
+  pthread_mutex_lock(&kept_mu);
+  shunt_kcpu_device* k = nkept ? kept[--nkept] : NULL;
+  pthread_mutex_unlock(&kept_mu);
+  if (k) {
+    *out = k;
+    return 0;
+  }
   shunt_kcpu_device* d = (shunt_kcpu_device*)calloc(1, sizeof(*d));
   if (!d || !(d->fibers = shunt_fibers_create())) {
     free(d);
@@ -321,6 +337,11 @@ extern "C" int shunt_kcpu_device_create(struct shunt_kcpu_device** out, char* er
 
 extern "C" void shunt_kcpu_device_destroy(struct shunt_kcpu_device* d) {
   if (!d) return;
+  pthread_mutex_lock(&kept_mu);
+  bool keep = nkept < sizeof(kept) / sizeof(kept[0]);
+  if (keep) kept[nkept++] = d;
+  pthread_mutex_unlock(&kept_mu);
+  if (keep) return;
   pthread_mutex_destroy(&d->mu);
   shunt_fibers_free(d->fibers);
   free(d->park);
