@@ -31,7 +31,9 @@ static void id_get(const ncclUniqueId* id, struct shunt_bootstrap_id* bid) {
   memcpy(bid, id->internal + SHUNT_ID_OFFSET, sizeof(*bid));
 }
 
-static int fallback_enabled(void) { return shunt_env_bool("SHUNT_FALLBACK", 1); }
+static int fallback_enabled(void) {
+  return shunt_env_bool("SHUNT_FALLBACK", 1);
+}
 
 SHUNT_EXPORT ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
   if (!uniqueId) {
@@ -55,9 +57,10 @@ SHUNT_EXPORT ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
   struct shunt_bootstrap_id bid;
   char err[256];
   if (shunt_bootstrap_root_create(&bid, err, sizeof(err)) != 0) {
-    SHUNT_WARN("GetUniqueId: shunt's bootstrap root could not start (%s); communicators made from this id go to "
-               "NCCL alone",
-               err);
+    SHUNT_WARN(
+        "GetUniqueId: shunt's bootstrap root could not start (%s); communicators made from this id go to "
+        "NCCL alone",
+        err);
     return real ? ncclSuccess : ncclSystemError;
   }
   memcpy(uniqueId->internal + SHUNT_ID_OFFSET, &bid, sizeof(bid));
@@ -72,7 +75,7 @@ struct init_job {
   ncclComm_t* out;
   int nranks, rank, cuda_dev;
   ncclUniqueId id;
-  int real_ok;  /* NCCL made its communicator (*out holds it once NCCL's group ended) */
+  int real_ok; /* NCCL made its communicator (*out holds it once NCCL's group ended) */
   int blocking;
   char real_why[128];
   struct shunt_comm* c; /* nonblocking: the state, already under the handle */
@@ -85,11 +88,13 @@ static ncclResult_t join_rendezvous(struct init_job* j, struct shunt_comm* c) {
   id_get(&j->id, &bid);
   if (!shunt_bootstrap_id_valid(&bid)) {
     if (c->real) {
-      SHUNT_INFO(SHUNT_INIT, "CommInitRank: the id carries no shunt rendezvous: every call of this communicator goes "
-                             "to NCCL");
+      SHUNT_INFO(SHUNT_INIT,
+                 "CommInitRank: the id carries no shunt rendezvous: every call of this communicator goes "
+                 "to NCCL");
       return ncclSuccess;
     }
-    SHUNT_WARN("CommInitRank: the id carries no shunt rendezvous and NCCL made no communicator (%s)", j->real_why);
+    SHUNT_WARN("CommInitRank: the id carries no shunt rendezvous and NCCL made no communicator (%s)",
+               j->real_why);
     return ncclInvalidArgument;
   }
   struct shunt_bootstrap* boot = NULL;
@@ -103,7 +108,8 @@ static ncclResult_t join_rendezvous(struct init_job* j, struct shunt_comm* c) {
   }
   if (!failed) {
     const struct shunt_planset* plans = shunt_plans_for((uint32_t)j->nranks);
-    failed = shunt_comm_setup(c, plans, plans ? shunt_planset_hash(plans) : 0, plans ? shunt_planset_usable(plans) : 0);
+    failed = shunt_comm_setup(c, plans, plans ? shunt_planset_hash(plans) : 0,
+                              plans ? shunt_planset_usable(plans) : 0);
     if (failed) snprintf(err, sizeof(err), "exchanging rank information failed");
   }
   if (failed) {
@@ -116,8 +122,8 @@ static ncclResult_t join_rendezvous(struct init_job* j, struct shunt_comm* c) {
     return ncclSystemError;
   }
   if (!c->real)
-    SHUNT_INFO(SHUNT_INIT, "rank %d of %d: shunt's communicator stands alone (%s); calls no plan serves fail", c->rank,
-               c->nranks, j->real_why);
+    SHUNT_INFO(SHUNT_INIT, "rank %d of %d: shunt's communicator stands alone (%s); calls no plan serves fail",
+               c->rank, c->nranks, j->real_why);
   shunt_gpu_gate_init(c);
   return ncclSuccess;
 }
@@ -204,8 +210,8 @@ static ncclResult_t init_nonblocking(struct init_job* j) {
 
 /* The whole of one rank's init. NCCL's half takes the id, or all nid ids when ids is given
  * (ncclCommInitRankScalable); shunt's rendezvous is the one in `id`. */
-static ncclResult_t init_rank_ids(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config,
-                                  int cuda_dev, int nid, ncclUniqueId* ids) {
+static ncclResult_t init_rank_ids(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
+                                  ncclConfig_t* config, int cuda_dev, int nid, ncclUniqueId* ids) {
   if (!comm) {
     SHUNT_WARN("CommInitRank: comm argument is NULL");
     return ncclInvalidArgument;
@@ -255,7 +261,8 @@ SHUNT_EXPORT ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nra
   return init_rank_ids(newcomm, nranks, commIds[0], myrank, config, shunt_gpu_current_device(), nId, commIds);
 }
 SHUNT_ALIAS(ncclCommInitRankScalable, ncclResult_t,
-            (ncclComm_t * newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config))
+            (ncclComm_t * newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+             ncclConfig_t* config))
 
 SHUNT_EXPORT ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                                   ncclConfig_t* config) {
@@ -281,7 +288,8 @@ SHUNT_EXPORT ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const in
   shunt_group_begin();
   const struct shunt_real_nccl* real = shunt_real_nccl();
   if (real && real->ncclGroupStart) real->ncclGroupStart();
-  for (int i = 0; i < ndev && rc == ncclSuccess; i++) rc = init_rank(&comms[i], ndev, id, i, NULL, devlist ? devlist[i] : i);
+  for (int i = 0; i < ndev && rc == ncclSuccess; i++)
+    rc = init_rank(&comms[i], ndev, id, i, NULL, devlist ? devlist[i] : i);
   ncclResult_t rrc = (real && real->ncclGroupEnd) ? real->ncclGroupEnd() : ncclSuccess;
   ncclResult_t grc = shunt_group_finish();
   return rc != ncclSuccess ? rc : shunt_result_merge(grc, rrc);

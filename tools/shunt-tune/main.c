@@ -87,12 +87,12 @@ static int parse(int argc, char** argv, struct opts* o) {
     OPT("-t", nthreads)
     OPT("--nthreads", nthreads)
     OPT("-b", minb)
-    OPT("--minbytes", minb) OPT("-e", maxb) OPT("--maxbytes", maxb) OPT("-f", factor)
-        OPT("--stepfactor", factor) OPT("-n", iters) OPT("--iters", iters) OPT("-w", warmup)
-            OPT("--warmup_iters", warmup) OPT("--coll", coll) OPT("-o", out) OPT("--plot", plot)
-                OPT("--perf", perf)
+    OPT("--minbytes", minb)
+    OPT("-e", maxb) OPT("--maxbytes", maxb) OPT("-f", factor) OPT("--stepfactor", factor) OPT("-n", iters)
+        OPT("--iters", iters) OPT("-w", warmup) OPT("--warmup_iters", warmup) OPT("--coll", coll)
+            OPT("-o", out) OPT("--plot", plot) OPT("--perf", perf)
 #undef OPT
-                    char* end = NULL;
+                char* end = NULL;
     if ((!strcmp(a, "--margin") || !strcmp(a, "--stable")) && v) {
       double p = strtod(v, &end);
       if (*end || p < 0 || p > 100) {
