@@ -90,11 +90,13 @@ static void* run(void* arg) {
     }
     st = (struct idle_state){0};
     handle(p, &s->t);
+    /* Read before the slot is handed back: once done moves, a push may overwrite it. */
+    uint32_t peer = s->t.peer;
     pos++;
     atomic_store_explicit(&p->done, pos, memory_order_release);
     /* The done count may end this rank's wait, what it wrote a peer's of this host. */
     shunt_world_ring(p->w, p->w->rank);
-    if (!shunt_world_remote(p->w, s->t.peer)) shunt_world_ring(p->w, s->t.peer);
+    if (!shunt_world_remote(p->w, peer)) shunt_world_ring(p->w, peer);
   }
   return NULL;
 }

@@ -46,8 +46,6 @@ static void layout(struct shunt_world* w, uint32_t r) {
   char* b = w->regions[r].base;
   w->peers[r].inbound = (_Atomic uint64_t*)b;
   w->peers[r].bell = (struct shunt_rank_bell*)(void*)(b + bell_offset(w->nranks));
-  w->peers[r].lo = b;
-  w->peers[r].hi = b + w->regions[r].bytes;
   w->peers[r].scratch = b + shunt_world_buf_offset(w, 2);
   w->peers[r].input = b + shunt_world_buf_offset(w, 0);
   w->peers[r].output = b + shunt_world_buf_offset(w, 1);
@@ -245,7 +243,7 @@ void shunt_world_fail(struct shunt_world* w, const char* fmt, ...) {
   vsnprintf(w->fail_msg, sizeof(w->fail_msg), fmt, ap);
   va_end(ap);
   atomic_store_explicit(&w->failed, true, memory_order_release);
-  if (w->peers && w->peers[w->rank].bell) shunt_world_ring(w, w->rank); /* its waits give up */
+  shunt_world_ring(w, w->rank); /* its waits give up (no sleeper count yet: nobody sleeps) */
   SHUNT_WARN("rank %u: %s", w->rank, w->fail_msg);
 }
 

@@ -68,7 +68,6 @@ struct shunt_world_peer {
   char* output;
   _Atomic uint64_t* inbound; /* [type-1][from rank][ordinal] */
   struct shunt_rank_bell* bell;
-  char *lo, *hi; /* the region's bounds */
 };
 
 struct shunt_proxy;
@@ -133,11 +132,13 @@ static inline void shunt_world_ring(struct shunt_world* w, uint32_t r) {
 /* The same for whichever rank of this host owns the memory at p (nothing when none does). */
 static inline void shunt_world_ring_at(struct shunt_world* w, const void* p) {
   if (!shunt_host_sleepers_any(w->sleepers)) return;
-  for (uint32_t r = 0; r < w->nranks; r++)
-    if ((const char*)p >= w->peers[r].lo && (const char*)p < w->peers[r].hi) {
+  for (uint32_t r = 0; r < w->nranks; r++) {
+    const char* base = w->regions[r].base; /* NULL for a rank of another host */
+    if (base && (const char*)p >= base && (const char*)p < base + w->regions[r].bytes) {
       shunt_rank_bell_ring(w->peers[r].bell);
       return;
     }
+  }
 }
 
 /* Whether rank r is on another host than this rank (reached only through its link). */
