@@ -32,8 +32,7 @@ static bool is_plan_name(const char* n) {
   return n[0] != '.' && len > 5 && strcmp(n + len - 5, ".json") == 0;
 }
 
-/* Sorted "*.json" names of dir; -1 when the folder cannot be read. */
-static int list_dir(const char* dir, char*** names, uint32_t* n, struct shunt_plan_errors* errs) {
+int shunt_plan_dir_names(const char* dir, char*** names, uint32_t* n, struct shunt_plan_errors* errs) {
   *names = NULL;
   *n = 0;
   DIR* d = opendir(dir);
@@ -255,7 +254,7 @@ int shunt_planset_load(const char* dir, const struct shunt_planset_opts* opts, s
     shunt_plan_error_add(errs, "", "", "no plan folder given");
     rc = -1;
   } else {
-    rc = list_dir(dir, &names, &n, errs);
+    rc = shunt_plan_dir_names(dir, &names, &n, errs);
   }
   ps->entries = calloc(n ? n : 1, sizeof(*ps->entries));
   if (!ps->entries) n = 0;

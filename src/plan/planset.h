@@ -66,6 +66,11 @@ uint32_t shunt_planset_usable(const struct shunt_planset* ps);      /* entries w
 uint32_t shunt_planset_other_ranks(const struct shunt_planset* ps); /* files left out (opts.nranks) */
 uint64_t shunt_planset_hash(const struct shunt_planset* ps);
 
+/* The plan files of dir: "*.json" names not starting with '.', in byte-wise sorted order (the
+ * order every loader and every rank uses); the array and each name are malloc'ed for the caller.
+ * -1 when the folder cannot be read (one error in errs). */
+int shunt_plan_dir_names(const char* dir, char*** names, uint32_t* n, struct shunt_plan_errors* errs);
+
 /* The folder the library reads: SHUNT_PLAN_DIR, else MSCCLPP_EXECUTION_PLAN_DIR, else NULL. */
 const char* shunt_plan_dir_from_env(void);
 /* The tuning file: SHUNT_TUNING, else NULL. */

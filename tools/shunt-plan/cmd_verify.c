@@ -7,7 +7,6 @@
  * and outputs with a sentinel. Prints PASS, the first mismatch (rank, byte offset, expected,
  * got), or the hang report of every rank. Static and race problems are reported first. */
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <inttypes.h>
@@ -30,6 +29,7 @@
 #include "exec/ops/dtype.h"
 #include "plan/check.h"
 #include "plan/parse.h"
+#include "plan/planset.h"
 #include "transport/backoff.h"
 #include "transport/world.h"
 #include "verify.h"
@@ -336,52 +336,50 @@ static int parse_threads(const char* s, struct vopts* o) {
 
 static int verify_file(struct vopts o, const char* dts, const char* ops, const char* sizes);
 
-static int plan_file_name(const struct dirent* d) {
-  size_t n = strlen(d->d_name);
-  return d->d_name[0] != '.' && n > 5 && strcmp(d->d_name + n - 5, ".json") == 0;
-}
-
-/* The plans to verify: each FILE as given, each folder's "*.json" files in sorted order (as a
- * plan folder is read). Returns the count, or -1 (with a message) when a folder is unreadable or
- * memory runs out; *out is malloc'ed, its strings too. */
+/* The plans to verify: each FILE as given, each folder's plan files as a plan folder is read
+ * (shunt_plan_dir_names). Returns the count, or -1 (with a message) when a folder is unreadable
+ * or memory runs out; *out is malloc'ed, its strings too. */
 static int expand(const char* const* args, unsigned nargs, char*** out, bool* any_dir) {
   char** v = NULL;
   size_t n = 0, cap = 0;
   for (unsigned a = 0; a < nargs; a++) {
     struct stat st;
-    struct dirent** ents = NULL;
-    int m = 0;
     bool dir = stat(args[a], &st) == 0 && S_ISDIR(st.st_mode);
     *any_dir |= dir;
-    if (dir && (m = scandir(args[a], &ents, plan_file_name, alphasort)) < 0) {
-      fprintf(stderr, "shunt-plan verify: cannot read the folder %s: %s\n", args[a], strerror(errno));
-      goto fail;
+    char** names = NULL;
+    uint32_t m = 1;
+    if (dir) {
+      struct shunt_plan_errors errs = {0};
+      if (shunt_plan_dir_names(args[a], &names, &m, &errs) != 0) {
+        char buf[1200];
+        fprintf(stderr, "shunt-plan verify: %s\n", shunt_plan_error_format(&errs.v[0], buf, sizeof(buf)));
+        shunt_plan_errors_free(&errs);
+        goto fail;
+      }
+      if (!m) fprintf(stderr, "shunt-plan verify: no *.json plan in %s\n", args[a]);
     }
-    if (dir && m == 0) fprintf(stderr, "shunt-plan verify: no *.json plan in %s\n", args[a]);
-    for (int k = 0; k < (dir ? m : 1); k++) {
+    bool oom = false;
+    for (uint32_t k = 0; k < m && !oom; k++) {
       if (n == cap) {
         cap = cap ? 2 * cap : 64;
         char** nv = realloc(v, cap * sizeof(*nv));
-        if (!nv) goto fail_ents;
-        v = nv;
+        if (!(oom = !nv)) v = nv;
       }
-      size_t len = strlen(args[a]) + (dir ? strlen(ents[k]->d_name) + 2 : 1);
-      if (!(v[n] = malloc(len))) goto fail_ents;
-      if (dir)
-        snprintf(v[n], len, "%s%s%s", args[a], args[a][strlen(args[a]) - 1] == '/' ? "" : "/",
-                 ents[k]->d_name);
-      else
-        snprintf(v[n], len, "%s", args[a]);
-      n++;
+      size_t len = strlen(args[a]) + (dir ? strlen(names[k]) + 2 : 1);
+      if (!oom && !(oom = !(v[n] = malloc(len)))) {
+        if (dir)
+          snprintf(v[n], len, "%s%s%s", args[a], args[a][strlen(args[a]) - 1] == '/' ? "" : "/", names[k]);
+        else
+          snprintf(v[n], len, "%s", args[a]);
+        n++;
+      }
     }
-    for (int k = 0; k < m; k++) free(ents[k]);
-    free(ents);
-    continue;
-  fail_ents:
-    for (int k = 0; k < m; k++) free(ents[k]);
-    free(ents);
-    fprintf(stderr, "shunt-plan verify: out of memory\n");
-    goto fail;
+    for (uint32_t k = 0; dir && k < m; k++) free(names[k]);
+    free(names);
+    if (oom) {
+      fprintf(stderr, "shunt-plan verify: out of memory\n");
+      goto fail;
+    }
   }
   *out = v;
   return (int)n;
