@@ -25,13 +25,14 @@ step() {
 step "set-up (scripts/setup.sh --tests)"
 scripts/setup.sh --tests
 step "build (RelWithDebInfo) in build/"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHUNT_REQUIRE_NCCL_NEWER=ON >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHUNT_WERROR=ON -DSHUNT_REQUIRE_NCCL_NEWER=ON >/dev/null
 cmake --build build -j"$jobs"
 step "tests"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
-step "build against NCCL 2.32.3's headers in build-nccl232/ (the forwarding tests)"
-cmake -S . -B build-nccl232 -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHUNT_ENABLE_CUDA=OFF \
+# A Release build (-O3, where GCC finds more to warn about) of the library and the forwarding tests.
+step "Release build against NCCL 2.32.3's headers in build-nccl232/ (the forwarding tests)"
+cmake -S . -B build-nccl232 -DCMAKE_BUILD_TYPE=Release -DSHUNT_WERROR=ON -DSHUNT_ENABLE_CUDA=OFF \
   -DNCCL_INCLUDE_DIR="$PWD/.deps/nccl-2.32.3/nvidia/nccl/include" -DSHUNT_REQUIRE_NCCL_NEWER=ON >/dev/null
 cmake --build build-nccl232 -j"$jobs" --target shunt test_forward fakenccl fakenccl_partial notnccl \
   test_newer_real test_preload_real api_config_read import_client_good import_client_bad >/dev/null
@@ -45,7 +46,7 @@ summary() {
 if [ "${SHUNT_TEST_QUICK:-0}" = 1 ]; then summary; exit 0; fi
 
 step "build with AddressSanitizer + UBSan in build-asan/"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSHUNT_SANITIZE=ON -DSHUNT_ENABLE_CUDA=OFF >/dev/null
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSHUNT_WERROR=ON -DSHUNT_SANITIZE=ON -DSHUNT_ENABLE_CUDA=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
 step "tests under sanitizers"
 # Sanitized code runs several times slower: plans get longer before they count as hung.
@@ -68,7 +69,7 @@ fi
 step "the GPU kernel built for the CPU, and the verbs transport, under ThreadSanitizer in build-tsan/"
 # Only what the kernel-cpu and tsan tests run (shunt-plan, kcpu_wait, the verbs stand-in); the
 # other suites run under ASan above.
-cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHUNT_TSAN=ON -DSHUNT_ENABLE_CUDA=OFF >/dev/null
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHUNT_WERROR=ON -DSHUNT_TSAN=ON -DSHUNT_ENABLE_CUDA=OFF >/dev/null
 tsan_targets=(shunt-plan kcpu_wait)
 grep -q "^SHUNT_IBVERBS_INCLUDE_DIR:PATH=/" build-tsan/CMakeCache.txt && tsan_targets+=(fakeibv)
 cmake --build build-tsan -j"$jobs" --target "${tsan_targets[@]}"

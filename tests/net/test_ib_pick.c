@@ -48,7 +48,9 @@ static void hca_cases(void) {
 
 static void mkdirs(const char* path) {
   char p[PATH_MAX];
-  snprintf(p, sizeof(p), "%s", path);
+  size_t n = strlen(path);
+  if (n >= sizeof(p)) exit(2); /* the fake tree lies under /tmp: never this long */
+  memcpy(p, path, n + 1);
   for (char* c = p + 1; *c; c++)
     if (*c == '/') {
       *c = 0;

@@ -1,8 +1,9 @@
 # The GPU kernels' fat binary (gpu_kernel.cu), made by nvcc when it is found and carried inside
 # libshunt by gpu_image.c. Without nvcc, gpu_image.c carries a placeholder instead.
+string(REPLACE ";" "$<SEMICOLON>" _nvcc_warn "${SHUNT_NVCC_WARN_FLAGS}")
 set(SHUNT_GPU_COMPILE_OPTIONS
-    $<$<COMPILE_LANGUAGE:C>:-Wall$<SEMICOLON>-Wextra$<SEMICOLON>-Werror>
-    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Werror$<SEMICOLON>--Werror=all-warnings>
+    $<$<COMPILE_LANGUAGE:C>:-Wall$<SEMICOLON>-Wextra$<$<BOOL:${SHUNT_WERROR}>:$<SEMICOLON>-Werror>>
+    $<$<COMPILE_LANGUAGE:CUDA>:${_nvcc_warn}>
     CACHE INTERNAL "")
 if(SHUNT_HAVE_CUDA)
   set(_fatbin ${CMAKE_CURRENT_BINARY_DIR}/shunt_gpu_kernels.fatbin)
@@ -20,8 +21,8 @@ if(SHUNT_HAVE_CUDA)
        ${CMAKE_SOURCE_DIR}/src/transport/*.h ${CMAKE_SOURCE_DIR}/src/plan/*.h)
   add_custom_command(
     OUTPUT ${_fatbin}
-    COMMAND ${CMAKE_CUDA_COMPILER} --fatbin -std=c++17 -O3 ${_gencode} -Xcompiler=-Wall,-Wextra,-Werror
-            --Werror=all-warnings -DNCCL_OS_LINUX -D_GNU_SOURCE -I${CMAKE_SOURCE_DIR}/src -I${CMAKE_SOURCE_DIR}/include
+    COMMAND ${CMAKE_CUDA_COMPILER} --fatbin -std=c++17 -O3 ${_gencode} ${SHUNT_NVCC_WARN_FLAGS}
+            -DNCCL_OS_LINUX -D_GNU_SOURCE -I${CMAKE_SOURCE_DIR}/src -I${CMAKE_SOURCE_DIR}/include
             -I${NCCL_INCLUDE_DIR} -o ${_fatbin} ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_kernel.cu
     DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_kernel.cu ${_kernel_deps}
     COMMENT "Building the GPU kernels' fat binary"
