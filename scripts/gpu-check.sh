@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
-# The GPU tier end to end on a machine with a GPU: a fresh build in build-gpu/, the tests
-# labelled gpu, the whole test suite, the executor's own test over the corpus, a few plans and
-# the library path under compute-sanitizer, the self-check's verdict and cost, shunt-perf on
-# device buffers (2, 4 and 8 ranks as threads on GPU 0, eager and with CUDA graphs), PyTorch on
-# the GPU executor, nccl-tests when NCCL_TESTS_DIR names its source, and a summary to paste.
-# Logs go to the folder given as the first argument (default: the repository root).
-# The whole run fits SHUNT_GPU_CHECK_BUDGET seconds (default 570, under the 10 minutes a GPU
-# machine is usually lent for): every step's timeout is cut to what is left, a step that no
-# longer fits is skipped with a line saying so, the most telling steps run first (the host test
-# suite, which CI runs anyway, comes last), and summary.txt is written after every step, so
-# that a run cut off from outside still leaves what it found.
+# The GPU tier end to end on a machine with a GPU, in stages, so that a few minutes of GPU time
+# go first to the library path as users meet it:
+#   stage 1 (at most SHUNT_GPU_CHECK_STAGE1 s, default 300): a Release build of what the stage
+#     runs, for this GPU's architecture only; shunt-perf on device buffers (2, 4 and 8 ranks as
+#     threads on GPU 0, eager and with CUDA graphs, every call checked, the self-check's verdict);
+#     the speed ratios; PyTorch on the GPU executor (processes under MPS, graphs replayed 100
+#     times, a global-mode capture on one thread while another thread's communicator works,
+#     the caching allocator with expandable segments);
+#   stage 2 (what is left of SHUNT_GPU_CHECK_BUDGET s, default 570, in all): the rest of the
+#     build, the tests labelled gpu, the library path and a few plans under compute-sanitizer,
+#     the conformance corpus, nccl-tests when NCCL_TESTS_DIR names its source, the host tests.
+#   scripts/gpu-check.sh [LOGDIR] [--stage 1|2|all]     (default: all)
+# Every step's timeout is cut to what is left of its stage's budget, a step that no longer fits
+# is skipped with a line saying so, and summary.txt is written after every step, so that a run
+# cut off from outside still leaves what it found. The build warns but never fails on a
+# compiler's warning (SHUNT_WERROR is off): a GPU draw must not be spent on one.
 # Dependencies that the machine lacks can be supplied as Debian packages in .deps/
 # (e.g. libcjson-dev and libcjson1); they are unpacked into .deps/root.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-logs=${1:-$PWD}
+logs=$PWD stages="1 2"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --stage) case ${2:-} in 1 | 2) stages=$2 ;; all) stages="1 2" ;; *) echo "gpu-check: --stage 1|2|all" >&2; exit 2 ;; esac; shift 2 ;;
+    *) logs=$1; shift ;;
+  esac
+done
 mkdir -p "$logs"
 jobs=$(nproc 2>/dev/null || echo 4)
 summary=()
@@ -24,8 +35,9 @@ note() {
   printf '\n== %s\n' "$*"
   printf '%s\n' "$*" >>"$logs/summary.txt"
 }
-deadline=$((SECONDS + ${SHUNT_GPU_CHECK_BUDGET:-570}))
-# t N: a step's timeout, N seconds or what is left of the budget (20 s kept for the summary).
+total_deadline=$((SECONDS + ${SHUNT_GPU_CHECK_BUDGET:-570}))
+deadline=$total_deadline
+# t N: a step's timeout, N seconds or what is left of the stage's budget (20 s kept for the summary).
 t() {
   local left=$((deadline - SECONDS - 20))
   [ "$left" -lt "$1" ] && echo $((left > 1 ? left : 1)) || echo "$1"
@@ -33,7 +45,7 @@ t() {
 # fits N "what": true when at least N seconds are left; otherwise notes the skip.
 fits() {
   [ $((deadline - SECONDS - 20)) -ge "$1" ] && return 0
-  note "$2: SKIPPED (the ${SHUNT_GPU_CHECK_BUDGET:-570} s budget is spent)"
+  note "$2: SKIPPED (the stage's budget is spent)"
   return 1
 }
 
@@ -47,188 +59,224 @@ fi
 export PATH=/usr/local/cuda/bin:$PATH
 
 nvidia-smi -L 2>/dev/null | sed 's/^/GPU: /' || echo "GPU: nvidia-smi unavailable"
-rm -rf build-gpu
-if cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release "${prefix_args[@]}" ${SHUNT_GPU_CMAKE_ARGS:-} >build-gpu.log 2>&1 &&
-   timeout "$(t 300)" cmake --build build-gpu -j"$jobs" >>build-gpu.log 2>&1; then
-  note "build: ok ($(grep -E 'NCCL headers|real NCCL|GPU code' build-gpu.log | tr '\n' ' '))"
-else
-  tail -40 build-gpu.log
-  note "build: FAILED"
-  exit 1
-fi
-
-rc=0
-if timeout "$(t 240)" ctest --test-dir build-gpu -L gpu --output-on-failure 2>&1 | tee "$logs/ctest-gpu.log"; [ "${PIPESTATUS[0]}" = 0 ]; then
-  # On a machine with a GPU a skipped gpu test is a failure of this check: it proved nothing.
-  if grep -q "Skipped" "$logs/ctest-gpu.log"; then
-    note "gpu tests: some SKIPPED on a GPU machine ($(grep -o '[a-z_]* (Skipped)' "$logs/ctest-gpu.log" | tr '\n' ' '))"; rc=1
+# This GPU's architecture only: the fat binary for every architecture is CI's to build.
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+configure() {
+  [ -f build-gpu/CMakeCache.txt ] && return 0
+  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release ${arch:+-DCMAKE_CUDA_ARCHITECTURES=$arch} "${prefix_args[@]}" \
+    ${SHUNT_GPU_CMAKE_ARGS:-} >build-gpu.log 2>&1
+}
+# build WHAT [TARGET...]: builds the targets (all of them when none is named).
+build() {
+  local what=$1; shift
+  local targets=()
+  [ $# -gt 0 ] && targets=(--target "$@")
+  if configure && timeout "$(t 240)" cmake --build build-gpu -j"$jobs" "${targets[@]}" >>build-gpu.log 2>&1; then
+    note "build ($what): ok ($(grep -E 'NCCL headers|real NCCL|GPU code' build-gpu.log | sort -u | tr '\n' ' '))"
   else
-    note "gpu tests: passed ($(grep -c 'Passed' "$logs/ctest-gpu.log") tests)"
+    tail -40 build-gpu.log
+    note "build ($what): FAILED"
+    return 1
   fi
-else
-  note "gpu tests: FAILED"; rc=1
-fi
+}
+rm -rf build-gpu
+rc=0
 nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)
 perf=build-gpu/tools/shunt-perf/shunt-perf
 gpu_env=(SHUNT_PLAN_DIR=$PWD/plans SHUNT_FALLBACK=0 SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT)
-# The library path: shunt-perf on device buffers, every call on shunt's GPU executor (no NCCL
-# behind it, so a call shunt cannot serve fails the run). The self-check's verdict and cost come
-# from its INFO lines.
-if [ -x "$perf" ]; then
-  for n in 2 4 8; do
+
+stage1() {
+  deadline=$((SECONDS + ${SHUNT_GPU_CHECK_STAGE1:-300}))
+  [ $deadline -gt $total_deadline ] && deadline=$total_deadline
+  build "stage 1" shunt shunt-perf gpu_ratios || { rc=1; return; }
+  # The library path: shunt-perf on device buffers, every call on shunt's GPU executor (no NCCL
+  # behind it, so a call shunt cannot serve fails the run). The self-check's verdict and cost come
+  # from its INFO lines.
+  if [ -x "$perf" ]; then
+    for n in 2 4 8; do
+      for g in 0 10; do
+        log="$logs/perf-gpu-t$n-G$g.log"
+        fits 20 "shunt-perf $n ranks on GPU 0, graphs $g" || continue
+        # "host backend" in the device list: shunt-perf found no GPU and measured host memory.
+        if env "${gpu_env[@]}" timeout "$(t 90)" "$perf" -t $n -b 1K -e 64M -f 4 -n 10 -w 2 -G $g >"$log" 2>&1 &&
+           grep -q "max #wrong over ranks: 0: OK" "$log" && ! grep -q "host backend" "$log"; then
+          note "shunt-perf $n ranks on GPU 0, graphs $g: ok; $(grep -o 'Avg bus bandwidth.*' "$log" | tr '\n' ' ')"
+        else
+          grep -E "WARN|FAILED|wrong|host backend" "$log" | head -5; note "shunt-perf $n ranks on GPU 0, graphs $g: FAILED ($log)"; rc=1
+        fi
+      done
+      v=$(grep -ho "GPU self-check [a-z]*:.*" "$logs/perf-gpu-t$n-G0.log" 2>/dev/null | head -1)
+      [ -f "$logs/perf-gpu-t$n-G0.log" ] && note "self-check, $n ranks: ${v:-no verdict logged}"
+    done
+    # Several ranks driven by one thread (-g): each call one NCCL group of four, graphs captured
+    # on four streams at once.
     for g in 0 10; do
-      log="$logs/perf-gpu-t$n-G$g.log"
-      fits 20 "shunt-perf $n ranks on GPU 0, graphs $g" || continue
-      # "host backend" in the device list: shunt-perf found no GPU and measured host memory.
-      if env "${gpu_env[@]}" timeout "$(t 90)" "$perf" -t $n -b 1K -e 256M -f 4 -n 10 -w 2 -G $g >"$log" 2>&1 &&
+      log="$logs/perf-gpu-g4-G$g.log"
+      fits 20 "shunt-perf -g 4, graphs $g" || continue
+      if env "${gpu_env[@]}" timeout "$(t 60)" "$perf" -g 4 -b 1K -e 16M -f 4 -n 10 -w 2 -G $g >"$log" 2>&1 &&
          grep -q "max #wrong over ranks: 0: OK" "$log" && ! grep -q "host backend" "$log"; then
-        note "shunt-perf $n ranks on GPU 0, graphs $g: ok; $(grep -o 'Avg bus bandwidth.*' "$log" | tr '\n' ' ')"
+        note "shunt-perf -g 4 (one thread, 4 ranks on GPU 0), graphs $g: ok; $(grep -o 'Avg bus bandwidth.*' "$log" | tr '\n' ' ')"
       else
-        grep -E "WARN|FAILED|wrong|host backend" "$log" | head -5; note "shunt-perf $n ranks on GPU 0, graphs $g: FAILED ($log)"; rc=1
+        grep -E "WARN|FAILED|wrong|host backend" "$log" | head -5; note "shunt-perf -g 4, graphs $g: FAILED ($log)"; rc=1
       fi
     done
-    v=$(grep -ho "GPU self-check [a-z]*:.*" "$logs/perf-gpu-t$n-G0.log" 2>/dev/null | head -1)
-    [ -f "$logs/perf-gpu-t$n-G0.log" ] && note "self-check, $n ranks: ${v:-no verdict logged}"
-  done
-  # Several ranks driven by one thread (-g): each call one NCCL group of four, graphs captured
-  # on four streams at once.
-  for g in 0 10; do
-    log="$logs/perf-gpu-g4-G$g.log"
-    fits 20 "shunt-perf -g 4, graphs $g" || continue
-    if env "${gpu_env[@]}" timeout "$(t 60)" "$perf" -g 4 -b 1K -e 16M -f 4 -n 10 -w 2 -G $g >"$log" 2>&1 &&
-       grep -q "max #wrong over ranks: 0: OK" "$log" && ! grep -q "host backend" "$log"; then
-      note "shunt-perf -g 4 (one thread, 4 ranks on GPU 0), graphs $g: ok; $(grep -o 'Avg bus bandwidth.*' "$log" | tr '\n' ' ')"
+  fi
+  # The speed targets, each beside its reference in one run (bench/gpu/gpu_ratios.c): enqueue
+  # time against NCCL's, 8-rank 256 MiB bandwidth against cuMemcpyDtoD, 8-rank 1 KiB LL in a graph
+  # against empty kernels.
+  if [ -x build-gpu/bench/gpu/gpu_ratios ] && fits 30 "gpu_ratios"; then
+    if SHUNT_PLAN_DIR=$PWD/plans SHUNT_NCCL_LIB=$nccl_lib timeout "$(t 180)" build-gpu/bench/gpu/gpu_ratios all \
+         >"$logs/gpu-ratios.log" 2>&1; then
+      while read -r line; do note "ratio: $line"; done <"$logs/gpu-ratios.log"
     else
-      grep -E "WARN|FAILED|wrong|host backend" "$log" | head -5; note "shunt-perf -g 4, graphs $g: FAILED ($log)"; rc=1
+      tail -10 "$logs/gpu-ratios.log"; note "gpu_ratios: FAILED (gpu-ratios.log)"; rc=1
     fi
-  done
-fi
-# The speed targets, each beside its reference in one run (bench/gpu/gpu_ratios.c): enqueue
-# time against NCCL's, 8-rank 256 MiB bandwidth against cuMemcpyDtoD, 8-rank 1 KiB LL in a graph
-# against empty kernels.
-if [ -x build-gpu/bench/gpu/gpu_ratios ] && fits 30 "gpu_ratios"; then
-  if SHUNT_PLAN_DIR=$PWD/plans SHUNT_NCCL_LIB=$nccl_lib timeout "$(t 180)" build-gpu/bench/gpu/gpu_ratios all \
-       >"$logs/gpu-ratios.log" 2>&1; then
-    while read -r line; do note "ratio: $line"; done <"$logs/gpu-ratios.log"
-  else
-    tail -10 "$logs/gpu-ratios.log"; note "gpu_ratios: FAILED (gpu-ratios.log)"; rc=1
   fi
-fi
 
-# PyTorch on the GPU executor: four processes sharing GPU 0 need MPS (without it their kernels
-# never run together, and the executor refuses them); the daemon is started for the run.
-if python3 -c 'import torch' >/dev/null 2>&1 && fits 60 "PyTorch, 4 processes on GPU 0"; then
-  mps=0
-  export CUDA_MPS_PIPE_DIRECTORY=$PWD/build-gpu/mps-pipe CUDA_MPS_LOG_DIRECTORY=$PWD/build-gpu/mps-log
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d 2>/dev/null; then mps=1; fi
-  if LD_PRELOAD=$PWD/build-gpu/libshunt.so SHUNT_NCCL_LIB=$nccl_lib "${gpu_env[@]}" \
-       timeout "$(t 240)" python3 scripts/torch_gpu.py 4 >"$logs/torch-gpu.log" 2>&1; then
-    note "PyTorch, 4 processes on GPU 0 (MPS $mps), every call on shunt: $(tail -1 "$logs/torch-gpu.log")"
-  else
-    grep -E "WARN|Error|wrong" "$logs/torch-gpu.log" | head -8
-    note "PyTorch, 4 processes on GPU 0 (MPS $mps): FAILED (torch-gpu.log)"; rc=1
+  # PyTorch on the GPU executor: processes sharing GPU 0 need MPS (without it their kernels
+  # never run together, and the executor refuses them); the daemon is started for these runs
+  # and stopped after, leaving the device as it was. The second run uses the caching
+  # allocator's expandable segments (VMM memory, which CUDA IPC cannot export).
+  if python3 -c 'import torch' >/dev/null 2>&1 && fits 60 "PyTorch, processes on GPU 0"; then
+    mps=0
+    export CUDA_MPS_PIPE_DIRECTORY=$PWD/build-gpu/mps-pipe CUDA_MPS_LOG_DIRECTORY=$PWD/build-gpu/mps-log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d 2>/dev/null; then mps=1; fi
+    for how in "4 default" "2 expandable"; do
+      set -- $how
+      log="$logs/torch-gpu-$2.log" alloc=""
+      [ "$2" = expandable ] && alloc=expandable_segments:True
+      fits 40 "PyTorch, $1 processes on GPU 0, $2 allocator" || continue
+      if PYTORCH_CUDA_ALLOC_CONF=$alloc LD_PRELOAD=$PWD/build-gpu/libshunt.so SHUNT_NCCL_LIB=$nccl_lib "${gpu_env[@]}" \
+           timeout "$(t 150)" python3 scripts/torch_gpu.py "$1" >"$log" 2>&1; then
+        v=$(grep -ho "GPU self-check [a-z]*:.*" "$log" | head -1)
+        note "PyTorch, $1 processes on GPU 0 (MPS $mps), $2 allocator, every call on shunt: $(tail -1 "$log"); ${v:-no self-check verdict logged}"
+      else
+        grep -E "WARN|Error|wrong|self-check" "$log" | head -8
+        note "PyTorch, $1 processes on GPU 0 (MPS $mps), $2 allocator: FAILED ($log)"; rc=1
+      fi
+    done
+    [ $mps = 1 ] && echo quit | nvidia-cuda-mps-control
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
   fi
-  [ $mps = 1 ] && echo quit | nvidia-cuda-mps-control
-  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-fi
 
-# PyTorch with shunt preloaded: every NCCL function torch imports is defined, and a one-rank
-# NCCL process group runs collectives on CUDA tensors exactly (no 1-rank plan: NCCL serves).
-if ! python3 -c 'import torch' >/dev/null 2>&1; then
-  note "PyTorch: not installed, not run"
-elif fits 30 "PyTorch with shunt preloaded, one rank"; then
-  torch_lib=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib/libtorch_cuda.so
-  if scripts/check-nccl-imports.sh --shunt build-gpu/libshunt.so "$torch_lib" &&
-     LD_PRELOAD=$PWD/build-gpu/libshunt.so SHUNT_NCCL_LIB=$nccl_lib SHUNT_PLAN_DIR=$PWD/plans SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,CALL \
-       timeout "$(t 120)" python3 scripts/torch_smoke.py >"$logs/torch-smoke.log" 2>&1; then
-    note "PyTorch with shunt preloaded, one rank: passed ($(head -1 "$logs/torch-smoke.log"))"
-  else
-    tail -20 "$logs/torch-smoke.log"; note "PyTorch with shunt preloaded, one rank: FAILED (torch-smoke.log)"; rc=1
+  # PyTorch with shunt preloaded: every NCCL function torch imports is defined, and a one-rank
+  # NCCL process group runs collectives on CUDA tensors exactly (no 1-rank plan: NCCL serves).
+  if ! python3 -c 'import torch' >/dev/null 2>&1; then
+    note "PyTorch: not installed, not run"
+  elif fits 30 "PyTorch with shunt preloaded, one rank"; then
+    torch_lib=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib/libtorch_cuda.so
+    if scripts/check-nccl-imports.sh --shunt build-gpu/libshunt.so "$torch_lib" &&
+       LD_PRELOAD=$PWD/build-gpu/libshunt.so SHUNT_NCCL_LIB=$nccl_lib SHUNT_PLAN_DIR=$PWD/plans SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,CALL \
+         timeout "$(t 120)" python3 scripts/torch_smoke.py >"$logs/torch-smoke.log" 2>&1; then
+      note "PyTorch with shunt preloaded, one rank: passed ($(head -1 "$logs/torch-smoke.log"))"
+    else
+      tail -20 "$logs/torch-smoke.log"; note "PyTorch with shunt preloaded, one rank: FAILED (torch-smoke.log)"; rc=1
+    fi
   fi
-fi
 
-if [ -x "$perf" ]; then
-  # The library path under compute-sanitizer: small sizes, two ranks as threads.
-  if command -v compute-sanitizer >/dev/null; then
+}
+
+stage2() {
+  deadline=$total_deadline
+  build "stage 2" || { rc=1; return; }
+  if timeout "$(t 240)" ctest --test-dir build-gpu -L gpu --output-on-failure 2>&1 | tee "$logs/ctest-gpu.log"; [ "${PIPESTATUS[0]}" = 0 ]; then
+    # On a machine with a GPU a skipped gpu test is a failure of this check: it proved nothing.
+    if grep -q "Skipped" "$logs/ctest-gpu.log"; then
+      note "gpu tests: some SKIPPED on a GPU machine ($(grep -o '[a-z_]* (Skipped)' "$logs/ctest-gpu.log" | tr '\n' ' '))"; rc=1
+    else
+      note "gpu tests: passed ($(grep -c 'Passed' "$logs/ctest-gpu.log") tests)"
+    fi
+  else
+    note "gpu tests: FAILED"; rc=1
+  fi
+  if [ -x "$perf" ]; then
+    # The library path under compute-sanitizer: small sizes, two ranks as threads.
+    if command -v compute-sanitizer >/dev/null; then
+      for tool in memcheck racecheck synccheck; do
+        fits 30 "compute-sanitizer $tool, library path" || continue
+        env "${gpu_env[@]}" timeout "$(t ${SHUNT_SANITIZER_TIMEOUT:-120})" compute-sanitizer --tool "$tool" --error-exitcode 3 \
+          "$perf" -t 2 -b 1K -e 64K -f 8 -n 1 -w 0 -G 1 >"$logs/sanitizer-perf-$tool.log" 2>&1
+        st=$?
+        if [ $st = 0 ]; then note "compute-sanitizer $tool, library path: clean"
+        else tail -20 "$logs/sanitizer-perf-$tool.log"; note "compute-sanitizer $tool, library path: FAILED (exit $st)"; rc=1; fi
+      done
+    fi
+  fi
+
+  # A few plans under compute-sanitizer (memcheck, racecheck, synccheck): one LL plan with the
+  # scaling kernels, one port-channel plan (proxy and FIFO), one allgather. Light shapes, since
+  # the tools slow kernels down; every tool's log is kept in sanitizer-<tool>.log.
+  if command -v compute-sanitizer >/dev/null && [ -x build-gpu/tests/gpu/test_exec_gpu ]; then
+    san_plans=(plans/allreduce_2r_ll_inplace.json plans/allreduce_2r_port_outofplace.json
+               plans/allgather_4r_simple_outofplace.json)
+    mkdir -p build-gpu/empty
     for tool in memcheck racecheck synccheck; do
-      fits 30 "compute-sanitizer $tool, library path" || continue
-      env "${gpu_env[@]}" timeout "$(t ${SHUNT_SANITIZER_TIMEOUT:-120})" compute-sanitizer --tool "$tool" --error-exitcode 3 \
-        "$perf" -t 2 -b 1K -e 64K -f 8 -n 1 -w 0 -G 1 >"$logs/sanitizer-perf-$tool.log" 2>&1
+      fits 30 "compute-sanitizer $tool" || continue
+      SHUNT_GPU_TEST_QUICK=1 timeout "$(t ${SHUNT_SANITIZER_TIMEOUT:-120})" compute-sanitizer --tool "$tool" \
+        --error-exitcode 3 build-gpu/tests/gpu/test_exec_gpu build-gpu/empty "${san_plans[@]}" \
+        >"$logs/sanitizer-$tool.log" 2>&1
       st=$?
-      if [ $st = 0 ]; then note "compute-sanitizer $tool, library path: clean"
-      else tail -20 "$logs/sanitizer-perf-$tool.log"; note "compute-sanitizer $tool, library path: FAILED (exit $st)"; rc=1; fi
-    done
-  fi
-fi
-
-# A few plans under compute-sanitizer (memcheck, racecheck, synccheck): one LL plan with the
-# scaling kernels, one port-channel plan (proxy and FIFO), one allgather. Light shapes, since
-# the tools slow kernels down; every tool's log is kept in sanitizer-<tool>.log.
-if command -v compute-sanitizer >/dev/null && [ -x build-gpu/tests/gpu/test_exec_gpu ]; then
-  san_plans=(plans/allreduce_2r_ll_inplace.json plans/allreduce_2r_port_outofplace.json
-             plans/allgather_4r_simple_outofplace.json)
-  mkdir -p build-gpu/empty
-  for tool in memcheck racecheck synccheck; do
-    fits 30 "compute-sanitizer $tool" || continue
-    SHUNT_GPU_TEST_QUICK=1 timeout "$(t ${SHUNT_SANITIZER_TIMEOUT:-120})" compute-sanitizer --tool "$tool" \
-      --error-exitcode 3 build-gpu/tests/gpu/test_exec_gpu build-gpu/empty "${san_plans[@]}" \
-      >"$logs/sanitizer-$tool.log" 2>&1
-    st=$?
-    if [ $st = 0 ]; then
-      note "compute-sanitizer $tool: clean ($(grep -c '^PASS' "$logs/sanitizer-$tool.log") plans)"
-    else
-      tail -20 "$logs/sanitizer-$tool.log"
-      note "compute-sanitizer $tool: FAILED (exit $st, see sanitizer-$tool.log)"; rc=1
-    fi
-  done
-else
-  note "compute-sanitizer: not run (no compute-sanitizer or no test_exec_gpu)"; rc=1
-fi
-# The conformance corpus (zero-copy memory, port and switch-channel plans, in place and out of
-# place) on the GPU executor.
-if [ -x build-gpu/tests/gpu/test_exec_gpu ] && fits 30 "corpus on the GPU" &&
-   python3 scripts/gen_corpus.py --out build-gpu/corpus >/dev/null; then
-  if timeout "$(t 180)" build-gpu/tests/gpu/test_exec_gpu build-gpu/corpus >"$logs/corpus-gpu.log" 2>&1; then
-    note "corpus on the GPU: passed ($(grep -c '^PASS' "$logs/corpus-gpu.log") plans)"
-  else
-    grep -E '^FAIL|also:' "$logs/corpus-gpu.log" | head -20; note "corpus on the GPU: FAILED (corpus-gpu.log)"; rc=1
-  fi
-fi
-# Plans of the caller's own, when SHUNT_GPU_EXTRA_PLANS names a folder of them.
-if [ -n "${SHUNT_GPU_EXTRA_PLANS:-}" ] && [ -x build-gpu/tests/gpu/test_exec_gpu ] && fits 30 "extra plans on the GPU"; then
-  if timeout "$(t 180)" build-gpu/tests/gpu/test_exec_gpu "$SHUNT_GPU_EXTRA_PLANS" >"$logs/extra-gpu.log" 2>&1; then
-    note "extra plans on the GPU: passed ($(grep -c '^PASS' "$logs/extra-gpu.log") plans)"
-  else
-    grep -E '^FAIL|also:' "$logs/extra-gpu.log" | head -20; note "extra plans on the GPU: FAILED (extra-gpu.log)"; rc=1
-  fi
-fi
-# nccl-tests under LD_PRELOAD, when its source is at hand (ranks as threads on GPU 0).
-if [ -n "${NCCL_TESTS_DIR:-}" ] && [ -d "$NCCL_TESTS_DIR" ] && fits 60 "nccl-tests"; then
-  nccl_home=$(dirname "$(dirname "$nccl_lib")")
-  if timeout "$(t 200)" make -C "$NCCL_TESTS_DIR" -j"$jobs" MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME="$nccl_home" >"$logs/nccl-tests-build.log" 2>&1; then
-    for nt in all_reduce_perf all_gather_perf; do
-      fits 20 "nccl-tests $nt" || continue
-      if LD_PRELOAD=$PWD/build-gpu/libshunt.so "${gpu_env[@]}" timeout "$(t 120)" \
-           "$NCCL_TESTS_DIR/build/$nt" -b 1K -e 64M -f 4 -t 4 -g 1 -c 1 >"$logs/nccl-tests-$nt.log" 2>&1 &&
-         grep -q "Out of bounds values : 0 OK" "$logs/nccl-tests-$nt.log"; then
-        note "nccl-tests $nt under LD_PRELOAD: ok, $(grep -o 'Avg bus bandwidth.*' "$logs/nccl-tests-$nt.log")"
+      if [ $st = 0 ]; then
+        note "compute-sanitizer $tool: clean ($(grep -c '^PASS' "$logs/sanitizer-$tool.log") plans)"
       else
-        tail -5 "$logs/nccl-tests-$nt.log"; note "nccl-tests $nt: FAILED"; rc=1
+        tail -20 "$logs/sanitizer-$tool.log"
+        note "compute-sanitizer $tool: FAILED (exit $st, see sanitizer-$tool.log)"; rc=1
       fi
     done
   else
-    note "nccl-tests: build FAILED (nccl-tests-build.log)"; rc=1
+    note "compute-sanitizer: not run (no compute-sanitizer or no test_exec_gpu)"; rc=1
   fi
-fi
-# The whole host test suite on this machine last: CI runs it on every change anyway.
-if fits 60 "host tests on the GPU machine"; then
-  if timeout "$(t 400)" ctest --test-dir build-gpu -LE gpu --output-on-failure -j"$jobs" >"$logs/ctest-host.log" 2>&1; then
-    note "host tests on the GPU machine: passed"
-  else
-    tail -30 "$logs/ctest-host.log"; note "host tests on the GPU machine: FAILED or cut off by the budget (ctest-host.log)"; rc=1
+  # The conformance corpus (zero-copy memory, port and switch-channel plans, in place and out of
+  # place) on the GPU executor.
+  if [ -x build-gpu/tests/gpu/test_exec_gpu ] && fits 30 "corpus on the GPU" &&
+     python3 scripts/gen_corpus.py --out build-gpu/corpus >/dev/null; then
+    if timeout "$(t 180)" build-gpu/tests/gpu/test_exec_gpu build-gpu/corpus >"$logs/corpus-gpu.log" 2>&1; then
+      note "corpus on the GPU: passed ($(grep -c '^PASS' "$logs/corpus-gpu.log") plans)"
+    else
+      grep -E '^FAIL|also:' "$logs/corpus-gpu.log" | head -20; note "corpus on the GPU: FAILED (corpus-gpu.log)"; rc=1
+    fi
   fi
-fi
+  # Plans of the caller's own, when SHUNT_GPU_EXTRA_PLANS names a folder of them.
+  if [ -n "${SHUNT_GPU_EXTRA_PLANS:-}" ] && [ -x build-gpu/tests/gpu/test_exec_gpu ] && fits 30 "extra plans on the GPU"; then
+    if timeout "$(t 180)" build-gpu/tests/gpu/test_exec_gpu "$SHUNT_GPU_EXTRA_PLANS" >"$logs/extra-gpu.log" 2>&1; then
+      note "extra plans on the GPU: passed ($(grep -c '^PASS' "$logs/extra-gpu.log") plans)"
+    else
+      grep -E '^FAIL|also:' "$logs/extra-gpu.log" | head -20; note "extra plans on the GPU: FAILED (extra-gpu.log)"; rc=1
+    fi
+  fi
+  # nccl-tests under LD_PRELOAD, when its source is at hand (ranks as threads on GPU 0).
+  if [ -n "${NCCL_TESTS_DIR:-}" ] && [ -d "$NCCL_TESTS_DIR" ] && fits 60 "nccl-tests"; then
+    nccl_home=$(dirname "$(dirname "$nccl_lib")")
+    if timeout "$(t 200)" make -C "$NCCL_TESTS_DIR" -j"$jobs" MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME="$nccl_home" >"$logs/nccl-tests-build.log" 2>&1; then
+      for nt in all_reduce_perf all_gather_perf; do
+        fits 20 "nccl-tests $nt" || continue
+        if LD_PRELOAD=$PWD/build-gpu/libshunt.so "${gpu_env[@]}" timeout "$(t 120)" \
+             "$NCCL_TESTS_DIR/build/$nt" -b 1K -e 64M -f 4 -t 4 -g 1 -c 1 >"$logs/nccl-tests-$nt.log" 2>&1 &&
+           grep -q "Out of bounds values : 0 OK" "$logs/nccl-tests-$nt.log"; then
+          note "nccl-tests $nt under LD_PRELOAD: ok, $(grep -o 'Avg bus bandwidth.*' "$logs/nccl-tests-$nt.log")"
+        else
+          tail -5 "$logs/nccl-tests-$nt.log"; note "nccl-tests $nt: FAILED"; rc=1
+        fi
+      done
+    else
+      note "nccl-tests: build FAILED (nccl-tests-build.log)"; rc=1
+    fi
+  fi
+  # The whole host test suite on this machine last: CI runs it on every change anyway.
+  if fits 60 "host tests on the GPU machine"; then
+    if timeout "$(t 400)" ctest --test-dir build-gpu -LE gpu --output-on-failure -j"$jobs" >"$logs/ctest-host.log" 2>&1; then
+      note "host tests on the GPU machine: passed"
+    else
+      tail -30 "$logs/ctest-host.log"; note "host tests on the GPU machine: FAILED or cut off by the budget (ctest-host.log)"; rc=1
+    fi
+  fi
+}
+
+for st in $stages; do
+  note "stage $st"
+  stage$st
+done
 note "gpu-check took $SECONDS s (budget ${SHUNT_GPU_CHECK_BUDGET:-570} s)"
 printf '\n== summary\n'
 printf '%s\n' "${summary[@]}"

@@ -3,12 +3,16 @@ four processes sharing GPU 0 (as MPS clients: scripts/gpu-check.sh starts the da
 call served by shunt (run with SHUNT_FALLBACK=0, so a call shunt cannot serve raises).
 
 all_reduce and all_gather_into_tensor of many sizes and dtypes, eagerly and captured in a CUDA
-graph replayed with new inputs, each result compared exactly with what the inputs imply.
+graph replayed 100 times with new inputs, each result compared exactly with what the inputs
+imply; then one thread holds a global-mode capture (torch.cuda.graph's default) open while
+another thread's communicator keeps working: the capture must end valid and every call be
+exact. Run it with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True too (VMM memory).
 
   LD_PRELOAD=build-gpu/libshunt.so SHUNT_FALLBACK=0 SHUNT_PLAN_DIR=plans python3 scripts/torch_gpu.py [NPROCS]
 Exits non-zero on any wrong result, error or missing libshunt."""
 import os
 import sys
+import threading
 
 import torch
 import torch.distributed as dist
@@ -17,6 +21,7 @@ import torch.multiprocessing as mp
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64, torch.int8,
           torch.uint8]
 SIZES = [1, 7, 1000, 4099, 1 << 16, (1 << 20) + 5, 1 << 23]
+REPLAYS = 100
 
 
 def pattern(rank, n, dtype, salt=0):
@@ -68,7 +73,7 @@ def worker(rank, world, results):
         with torch.cuda.graph(g):
             dist.all_reduce(a)
             dist.all_gather_into_tensor(out, src)
-        for it in range(10):
+        for it in range(REPLAYS):
             a.copy_(pattern(rank, n, dtype, it))
             src.copy_(pattern(rank, n, dtype, it))
             g.replay()
@@ -78,9 +83,62 @@ def worker(rank, world, results):
                 bad.append("graph all_reduce %s x %d replay %d" % (dtype, n, it))
             if not torch.equal(out, expect_gather(world, n, dtype, it)):
                 bad.append("graph all_gather_into_tensor %s x %d replay %d" % (dtype, n, it))
+    r, b = capture_beside(rank, world)
+    runs += r
+    bad += b
     torch.cuda.synchronize()
     dist.destroy_process_group()
     results[rank] = (runs, bad[:10])
+
+
+def capture_beside(rank, world):
+    """One thread captures a graph in global mode and holds the capture open; meanwhile this
+    thread runs collectives on a second communicator. Nothing shunt does for them may break
+    the capture (an unsafe call from any thread would invalidate it)."""
+    group = dist.new_group(list(range(world)))
+    n, dtype = 1 << 16, torch.float32
+    x = pattern(rank, n, dtype)
+    dist.all_reduce(x, group=group)  # the communicator and its programs exist before the capture
+    torch.cuda.synchronize()
+    a = torch.ones(1024, device="cuda")  # one replay of the captured doubling: 2
+    started, done, errors = threading.Event(), threading.Event(), []
+
+    def capturer():
+        try:
+            s = torch.cuda.Stream()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.stream(s):
+                with torch.cuda.graph(g, stream=s):
+                    a.mul_(2)
+                    started.set()
+                    done.wait(30)
+            g.replay()
+            torch.cuda.synchronize()
+        except Exception as e:  # an invalidated capture raises here
+            errors.append("capture beside a communicator: %s" % e)
+        finally:
+            started.set()
+
+    # Every tensor exists before the capture: this thread allocates nothing (an allocation of
+    # PyTorch's own while another thread captures is not what is tested here) and reads its
+    # results only once the capture has ended.
+    xs = [pattern(rank, n, dtype, it) for it in range(20)]
+    torch.cuda.synchronize()
+    t = threading.Thread(target=capturer)
+    t.start()
+    started.wait(30)
+    for x in xs:
+        dist.all_reduce(x, group=group)
+    done.set()
+    t.join()
+    torch.cuda.synchronize()
+    bad = ["all_reduce beside a capture, call %d" % it for it, x in enumerate(xs)
+           if not torch.equal(x, expect_sum(world, n, dtype, it))]
+    if not errors and not torch.equal(a, torch.full_like(a, 2)):
+        errors.append("the graph captured beside a communicator computed %s" % a[:4].tolist())
+    runs = len(xs)
+    dist.destroy_process_group(group)
+    return runs, bad + errors
 
 
 def main():
