@@ -1,0 +1,32 @@
+/* What a world must hold to run a set of call shapes (verify.h: verify_world_needs), for both
+ * runners: the host backend's (cmd_verify.c) and the CPU-built kernel's (verify_kcpu.c). */
+#include <string.h>
+
+#include "exec/split.h"
+#include "verify.h"
+
+void verify_world_needs(const struct vopts* o, const struct shunt_plan* plan, const struct shape* shapes,
+                        unsigned nshapes, struct verify_needs* n) {
+  memset(n, 0, sizeof(*n));
+  for (unsigned k = 0; k < nshapes; k++) {
+    struct shunt_call_shape cs = {shapes[k].in,
+                                  shapes[k].out,
+                                  (enum shunt_dtype)shapes[k].dt,
+                                  (enum shunt_redop)shapes[k].op,
+                                  (enum shunt_pkt_type)o->pkt,
+                                  0,
+                                  false};
+    struct shunt_split sp;
+    char why[256];
+    if (!shunt_split_call(plan, &cs, &sp, why, sizeof(why))) continue;
+    uint64_t need, in_need, out_need;
+    shunt_split_needs(plan, &sp, &need, &in_need, &out_need);
+    if (need > n->scratch) n->scratch = need;
+    if (in_need > n->stage_in) n->stage_in = in_need;
+    if (out_need > n->stage_out) n->stage_out = out_need;
+    if (shapes[k].in > n->max_in) n->max_in = shapes[k].in;
+    if (shapes[k].out > n->max_out) n->max_out = shapes[k].out;
+    uint64_t tb = shunt_split_tail_bytes(plan, &sp);
+    if (tb > n->tail) n->tail = tb;
+  }
+}
