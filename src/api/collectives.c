@@ -1,5 +1,6 @@
-/* ncclAllReduce and ncclAllGather: check arguments as NCCL does, pick a plan, run it, or
- * send the call to NCCL. */
+/* ncclAllReduce and ncclAllGather (and their *Config forms): check arguments as NCCL does, pick
+ * a plan, run it, or send the call to NCCL; one chain for every collective, driven by a row per
+ * collective (struct coll_kind). */
 #include <inttypes.h>
 #include <nccl.h>
 #include <pthread.h>
@@ -196,48 +197,117 @@ static ncclResult_t no_path(const char* fn, const char* why) {
   return ncclInvalidUsage;
 }
 
-/* ncclAllReduce, and ncclAllReduceConfig when with_config (config may then be NULL, as NCCL
- * allows): the caller's config goes to NCCL untouched. */
-static ncclResult_t allreduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, int with_config,
-                              const ncclCollConfig_t* config) {
-  SHUNT_COMM_REF c = shunt_handles_get(comm);
-  const struct shunt_real_nccl* real = NULL;
-  const char* fn = with_config ? "AllReduceConfig" : "AllReduce";
-  struct shunt_coll_opts opts;
+/* A collective call's arguments as the API received them; the chain below reads them through
+ * the collective's row of `kinds`. */
+struct coll_args {
+  const void* send;
+  void* recv;
+  size_t count; /* NCCL's count: allreduce's elements, allgather's per-rank send count */
+  ncclDataType_t dtype;
+  ncclRedOp_t op; /* collectives that reduce */
+  ncclComm_t comm;
+  cudaStream_t stream;
+  int with_config; /* the *Config form: config may be NULL, as NCCL allows */
+  const ncclCollConfig_t* config;
+};
+
+/* What tells one collective from another on the way to a plan; everything else is one chain
+ * (route). Sizes: `count` elements of the dtype is the per-rank unit; in_units and out_units
+ * say how many units each rank's input and output hold (0 means the rank count). */
+struct coll_kind {
+  enum shunt_coll coll;
+  const char *name, *name_config;
+  int force;    /* its SHUNT_FORCE_FALLBACK bit */
+  bool reduces; /* takes a reduction op */
+  uint32_t in_units, out_units;
+  ncclResult_t (*forward)(const struct shunt_real_nccl* real, const struct coll_args* a, ncclComm_t comm);
+};
+
+/* The real library's answer; its failure makes its own last error the newer one. */
+static ncclResult_t real_said(ncclResult_t rc) {
+  if (rc != ncclSuccess && rc != ncclInProgress) shunt_note_real_failure();
+  return rc;
+}
+
+static ncclResult_t fwd_allreduce(const struct shunt_real_nccl* real, const struct coll_args* a,
+                                  ncclComm_t comm) {
+  if (a->with_config) {
+    if (!real || !real->ncclAllReduceConfig) return shunt_unavailable("ncclAllReduceConfig", real);
+    return real_said(
+        real->ncclAllReduceConfig(a->send, a->recv, a->count, a->dtype, a->op, comm, a->stream, a->config));
+  }
+  if (!real || !real->ncclAllReduce) return shunt_unavailable("ncclAllReduce", real);
+  return real_said(real->ncclAllReduce(a->send, a->recv, a->count, a->dtype, a->op, comm, a->stream));
+}
+
+static ncclResult_t fwd_allgather(const struct shunt_real_nccl* real, const struct coll_args* a,
+                                  ncclComm_t comm) {
+  if (a->with_config) {
+    if (!real || !real->ncclAllGatherConfig) return shunt_unavailable("ncclAllGatherConfig", real);
+    return real_said(
+        real->ncclAllGatherConfig(a->send, a->recv, a->count, a->dtype, comm, a->stream, a->config));
+  }
+  if (!real || !real->ncclAllGather) return shunt_unavailable("ncclAllGather", real);
+  return real_said(real->ncclAllGather(a->send, a->recv, a->count, a->dtype, comm, a->stream));
+}
+
+static const struct coll_kind ALLREDUCE = {
+    SHUNT_COLL_ALLREDUCE, "AllReduce", "AllReduceConfig", FORCE_ALLREDUCE, true, 1, 1, fwd_allreduce};
+static const struct coll_kind ALLGATHER = {
+    SHUNT_COLL_ALLGATHER, "AllGather", "AllGatherConfig", FORCE_ALLGATHER, false, 1, 0, fwd_allgather};
+
+/* One collective call: NCCL's argument checks, then a plan when one serves it (queued in the
+ * group), else the real NCCL with the reason logged, or an error naming the reason when the
+ * communicator has no NCCL behind it. A handle shunt does not know goes to NCCL untouched. */
+static ncclResult_t route(const struct coll_kind* k, const struct coll_args* a) {
+  SHUNT_COMM_REF c = shunt_handles_get(a->comm);
+  const char* fn = a->with_config ? k->name_config : k->name;
+  ncclComm_t to = a->comm;
+  ncclResult_t rc;
   if (!c) goto forward; /* not ours: NCCL's to judge */
-  ncclResult_t rc = shunt_handles_ready(fn, c);
-  if (rc == ncclSuccess) rc = check_args(fn, sendbuff, recvbuff, count, datatype);
-  if (rc == ncclSuccess) rc = shunt_coll_opts_read(fn, config, &opts);
+  struct shunt_coll_opts opts;
+  uint64_t nranks = (uint64_t)c->nranks;
+  uint64_t in_units = k->in_units ? k->in_units : nranks, out_units = k->out_units ? k->out_units : nranks;
+  rc = shunt_handles_ready(fn, c);
+  if (rc == ncclSuccess) rc = check_args(fn, a->send, a->recv, a->count, a->dtype);
+  if (rc == ncclSuccess) rc = shunt_coll_opts_read(fn, a->config, &opts);
+  struct shunt_call call = {.coll = k->coll,
+                            .send = a->send,
+                            .recv = a->recv,
+                            .dtype = (enum shunt_dtype)a->dtype,
+                            .op = SHUNT_REDOP_SUM,
+                            .stream = a->stream};
+  if (rc == ncclSuccess && k->reduces) rc = resolve_op(fn, c, a->op, a->dtype, &call);
+  if (rc == ncclSuccess) rc = check_size(fn, a->count, a->dtype, in_units > out_units ? in_units : out_units);
   if (rc != ncclSuccess) return rc;
-  struct shunt_call call = {.coll = SHUNT_COLL_ALLREDUCE,
-                            .send = sendbuff,
-                            .recv = recvbuff,
-                            .dtype = (enum shunt_dtype)datatype,
-                            .stream = stream};
-  if ((rc = resolve_op(fn, c, op, datatype, &call)) != ncclSuccess) return rc;
-  if ((rc = check_size(fn, count, datatype, 1)) != ncclSuccess) return rc;
-  uint64_t bytes = (uint64_t)count * shunt_dtype_size(call.dtype);
-  call.in_bytes = call.out_bytes = bytes;
+  uint64_t unit = (uint64_t)a->count * shunt_dtype_size(call.dtype);
+  call.in_bytes = unit * in_units;
+  call.out_bytes = unit * out_units;
+  uint64_t bytes = call.in_bytes > call.out_bytes ? call.in_bytes : call.out_bytes;
+  bool inplace = shunt_select_inplace(k->coll, a->send, a->recv, (uint32_t)c->rank, unit);
+  const char* send = a->send;
+  const char* recv = a->recv;
+  char what[64];
+  snprintf(what, sizeof(what), "%s%s%s", dtype_name(a->dtype), k->reduces ? " " : "",
+           k->reduces ? op_name(a->op) : "");
   const char* why = NULL;
-  if (count == 0)
+  if (a->count == 0)
     why = "empty";
-  else if (forced(FORCE_ALLREDUCE))
+  else if (forced(k->force))
     why = "SHUNT_FORCE_FALLBACK";
   else if (opts.to_nccl)
     why = opts.to_nccl;
   else if (!c->plans_enabled)
     why = "plans disabled for this communicator";
-  else if ((why = shunt_gpu_gate_call(c, &call, bytes, bytes)) != NULL) {
+  else if ((why = shunt_gpu_gate_call(c, &call, call.in_bytes, call.out_bytes)) != NULL) {
     /* asked once per call: the answer is the reason */
-  } else if (sendbuff != recvbuff && (const char*)sendbuff < (const char*)recvbuff + bytes &&
-             (const char*)recvbuff < (const char*)sendbuff + bytes)
+  } else if (!inplace && send < recv + call.out_bytes && recv < send + call.in_bytes)
     why = "send and receive buffers partly overlap";
   else {
-    struct shunt_select_query q = {.coll = SHUNT_COLL_ALLREDUCE,
+    struct shunt_select_query q = {.coll = k->coll,
                                    .nranks = (uint32_t)c->nranks,
                                    .ranks_per_node = shunt_plans_query_rpn(c),
-                                   .inplace = sendbuff == recvbuff,
+                                   .inplace = inplace,
                                    .dtype = call.dtype,
                                    .op = call.op,
                                    .bytes = bytes,
@@ -246,34 +316,24 @@ static ncclResult_t allreduce(const void* sendbuff, void* recvbuff, size_t count
     if (sel.entry && (sel.why_not = shunt_gpu_gate_plan(c, &call, sel.entry->plan)) != NULL) sel.entry = NULL;
     if (sel.entry && lowerable(&sel, &call)) {
       call.entry = sel.entry;
-      SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s %s -> plan %s", fn, bytes, dtype_name(datatype),
-                 op_name(op), sel.entry->plan->name);
+      SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s -> plan %s", fn, bytes, what, sel.entry->plan->name);
       return serve(c, &call, &opts);
     }
     why = sel.why_not;
   }
-  SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s %s -> nccl (%s)", fn, bytes, dtype_name(datatype),
-             op_name(op), why);
+  SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s -> nccl (%s)", fn, bytes, what, why);
   atomic_store(&c->last_plan, (const char*)NULL);
-  if (!c->real) return count == 0 ? ncclSuccess : no_path(fn, why);
-  comm = c->real;
+  if (!c->real) return a->count == 0 ? ncclSuccess : no_path(fn, why);
+  to = c->real;
 forward:
-  real = shunt_real_nccl();
-  if (with_config) {
-    if (!real || !real->ncclAllReduceConfig) return shunt_unavailable("ncclAllReduceConfig", real);
-    rc = real->ncclAllReduceConfig(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
-  } else {
-    if (!real || !real->ncclAllReduce) return shunt_unavailable("ncclAllReduce", real);
-    rc = real->ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
-  }
-  if (rc != ncclSuccess && rc != ncclInProgress) shunt_note_real_failure();
-  return rc;
+  return k->forward(shunt_real_nccl(), a, to);
 }
 
 SHUNT_EXPORT ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                          cudaStream_t stream) {
-  return allreduce(sendbuff, recvbuff, count, datatype, op, comm, stream, 0, NULL);
+  struct coll_args a = {sendbuff, recvbuff, count, datatype, op, comm, stream, 0, NULL};
+  return route(&ALLREDUCE, &a);
 }
 SHUNT_ALIAS(ncclAllReduce, ncclResult_t,
             (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
@@ -282,90 +342,17 @@ SHUNT_ALIAS(ncclAllReduce, ncclResult_t,
 SHUNT_EXPORT ncclResult_t pncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count,
                                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                                cudaStream_t stream, const ncclCollConfig_t* config) {
-  return allreduce(sendbuff, recvbuff, count, datatype, op, comm, stream, 1, config);
+  struct coll_args a = {sendbuff, recvbuff, count, datatype, op, comm, stream, 1, config};
+  return route(&ALLREDUCE, &a);
 }
 SHUNT_ALIAS(ncclAllReduceConfig, ncclResult_t,
             (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
              ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
 
-/* ncclAllGather, and ncclAllGatherConfig when with_config. */
-static ncclResult_t allgather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
-                              ncclComm_t comm, cudaStream_t stream, int with_config,
-                              const ncclCollConfig_t* config) {
-  SHUNT_COMM_REF c = shunt_handles_get(comm);
-  const struct shunt_real_nccl* real = NULL;
-  const char* fn = with_config ? "AllGatherConfig" : "AllGather";
-  struct shunt_coll_opts opts;
-  if (!c) goto forward;
-  ncclResult_t rc = shunt_handles_ready(fn, c);
-  if (rc == ncclSuccess) rc = check_args(fn, sendbuff, recvbuff, sendcount, datatype);
-  if (rc == ncclSuccess) rc = shunt_coll_opts_read(fn, config, &opts);
-  if (rc == ncclSuccess) rc = check_size(fn, sendcount, datatype, (uint64_t)c->nranks);
-  if (rc != ncclSuccess) return rc;
-  uint64_t per = (uint64_t)sendcount * shunt_dtype_size((enum shunt_dtype)datatype);
-  uint64_t total = per * (uint64_t)c->nranks;
-  struct shunt_call call = {.coll = SHUNT_COLL_ALLGATHER,
-                            .send = sendbuff,
-                            .recv = recvbuff,
-                            .in_bytes = per,
-                            .out_bytes = total,
-                            .dtype = (enum shunt_dtype)datatype,
-                            .op = SHUNT_REDOP_SUM,
-                            .stream = stream};
-  bool inplace = shunt_select_inplace(SHUNT_COLL_ALLGATHER, sendbuff, recvbuff, (uint32_t)c->rank, per);
-  const char* why = NULL;
-  if (sendcount == 0)
-    why = "empty";
-  else if (forced(FORCE_ALLGATHER))
-    why = "SHUNT_FORCE_FALLBACK";
-  else if (opts.to_nccl)
-    why = opts.to_nccl;
-  else if (!c->plans_enabled)
-    why = "plans disabled for this communicator";
-  else if ((why = shunt_gpu_gate_call(c, &call, per, total)) != NULL) {
-    /* asked once per call: the answer is the reason */
-  } else if (!inplace && (const char*)sendbuff < (const char*)recvbuff + total &&
-             (const char*)recvbuff < (const char*)sendbuff + per)
-    why = "send and receive buffers partly overlap";
-  else {
-    struct shunt_select_query q = {.coll = SHUNT_COLL_ALLGATHER,
-                                   .nranks = (uint32_t)c->nranks,
-                                   .ranks_per_node = shunt_plans_query_rpn(c),
-                                   .inplace = inplace,
-                                   .dtype = call.dtype,
-                                   .op = SHUNT_REDOP_SUM,
-                                   .bytes = total,
-                                   .only = opts.only_plan};
-    struct shunt_selection sel = shunt_planset_select(c->plans, &q);
-    if (sel.entry && (sel.why_not = shunt_gpu_gate_plan(c, &call, sel.entry->plan)) != NULL) sel.entry = NULL;
-    if (sel.entry && lowerable(&sel, &call)) {
-      call.entry = sel.entry;
-      SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s -> plan %s", fn, total, dtype_name(datatype),
-                 sel.entry->plan->name);
-      return serve(c, &call, &opts);
-    }
-    why = sel.why_not;
-  }
-  SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s -> nccl (%s)", fn, total, dtype_name(datatype), why);
-  atomic_store(&c->last_plan, (const char*)NULL);
-  if (!c->real) return sendcount == 0 ? ncclSuccess : no_path(fn, why);
-  comm = c->real;
-forward:
-  real = shunt_real_nccl();
-  if (with_config) {
-    if (!real || !real->ncclAllGatherConfig) return shunt_unavailable("ncclAllGatherConfig", real);
-    rc = real->ncclAllGatherConfig(sendbuff, recvbuff, sendcount, datatype, comm, stream, config);
-  } else {
-    if (!real || !real->ncclAllGather) return shunt_unavailable("ncclAllGather", real);
-    rc = real->ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
-  }
-  if (rc != ncclSuccess && rc != ncclInProgress) shunt_note_real_failure();
-  return rc;
-}
-
 SHUNT_EXPORT ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return allgather(sendbuff, recvbuff, sendcount, datatype, comm, stream, 0, NULL);
+  struct coll_args a = {sendbuff, recvbuff, sendcount, datatype, ncclSum, comm, stream, 0, NULL};
+  return route(&ALLGATHER, &a);
 }
 SHUNT_ALIAS(ncclAllGather, ncclResult_t,
             (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
@@ -374,7 +361,8 @@ SHUNT_ALIAS(ncclAllGather, ncclResult_t,
 SHUNT_EXPORT ncclResult_t pncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount,
                                                ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
                                                const ncclCollConfig_t* config) {
-  return allgather(sendbuff, recvbuff, sendcount, datatype, comm, stream, 1, config);
+  struct coll_args a = {sendbuff, recvbuff, sendcount, datatype, ncclSum, comm, stream, 1, config};
+  return route(&ALLGATHER, &a);
 }
 SHUNT_ALIAS(ncclAllGatherConfig, ncclResult_t,
             (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
