@@ -98,9 +98,11 @@ static ncclResult_t check_size(const char* fn, size_t count, ncclDataType_t dt, 
   return ncclSuccess;
 }
 
-/* Whether the selected plan can be lowered for these sizes on every rank; the same answer
- * on every rank, so no rank runs a plan that another refuses. Sets sel->why_not when not. */
-static bool lowerable(struct shunt_selection* sel, const struct shunt_call* call) {
+/* Whether both parts of the call (exec/split.h: head and padded tail) lower on every rank for
+ * the selected plan; the same answer on every rank, so no rank runs a plan that another
+ * refuses. Nothing is lowered for the run here: that happens when the call runs. Sets
+ * sel->why_not when not. */
+static bool both_parts_lower(struct shunt_selection* sel, const struct shunt_call* call) {
   static _Thread_local char reason[256];
   struct shunt_call_shape shape = {call->in_bytes, call->out_bytes, call->dtype, call->op, 0, 0, false};
   if (shunt_split_check(sel->entry->plan, &shape, reason, sizeof(reason))) return true;
@@ -141,8 +143,10 @@ static ncclResult_t run_plan_job(void* arg) {
   return rc;
 }
 
-/* Either runs `call` through its plan (queued in a group) or explains why not. */
-static ncclResult_t serve(struct shunt_comm* c, struct shunt_call* call, const struct shunt_coll_opts* opts) {
+/* Queues `call` to run on its plan: in a group until the outermost ncclGroupEnd, outside one
+ * at once (api/group.h). */
+static ncclResult_t queue_plan_call(struct shunt_comm* c, struct shunt_call* call,
+                                    const struct shunt_coll_opts* opts) {
   struct plan_job* j = malloc(sizeof(*j));
   if (!j) {
     SHUNT_WARN("out of memory queueing a collective");
@@ -314,10 +318,10 @@ static ncclResult_t route(const struct coll_kind* k, const struct coll_args* a) 
                                    .only = opts.only_plan};
     struct shunt_selection sel = shunt_planset_select(c->plans, &q);
     if (sel.entry && (sel.why_not = shunt_gpu_gate_plan(c, &call, sel.entry->plan)) != NULL) sel.entry = NULL;
-    if (sel.entry && lowerable(&sel, &call)) {
+    if (sel.entry && both_parts_lower(&sel, &call)) {
       call.entry = sel.entry;
       SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s -> plan %s", fn, bytes, what, sel.entry->plan->name);
-      return serve(c, &call, &opts);
+      return queue_plan_call(c, &call, &opts);
     }
     why = sel.why_not;
   }
