@@ -34,7 +34,7 @@ struct shunt_link_ops {
 };
 
 extern const struct shunt_link_ops shunt_link_shm;    /* link_shm.c */
-extern const struct shunt_link_ops shunt_link_socket; /* link_socket.c */
+extern const struct shunt_link_ops shunt_link_socket; /* link_socket_world.c */
 extern const struct shunt_link_ops shunt_link_ib;     /* link_ib.c */
 
 #endif

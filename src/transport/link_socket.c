@@ -1,5 +1,6 @@
-/* The socket transport (link_socket.h): connection set-up, the sending side run by the proxy
- * thread, and the receiving thread that writes into this rank's region. */
+/* The socket transport's endpoint (link_socket.h): connection set-up, the sending side run by
+ * the proxy thread, and the receiving thread that hands what arrives to its user's callbacks.
+ * Its users: the host world (link_socket_world.c) and the GPU backend (transport/gpu_net.c). */
 #include "transport/link_socket.h"
 
 #include <errno.h>
@@ -15,8 +16,8 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "transport/link.h"
-#include "transport/world.h"
+#include "transport/link.h"  /* the trigger, the word copy */
+#include "transport/world.h" /* the ordinal bound */
 #include "util/env.h"
 #include "util/log.h"
 
@@ -590,52 +591,6 @@ int shunt_net_send(struct shunt_net* n, const struct shunt_trigger* t, const cha
   }
   return tx_all(n, t->peer, txs, k);
 }
-
-/* ---- the host world's link ------------------------------------------------------------- */
-
-static char* world_sink(void* ctx, unsigned buf, uint64_t off) {
-  struct shunt_world* w = ctx;
-  return shunt_world_buf(w, w->rank, buf) + off;
-}
-
-static void world_signal(void* ctx, uint32_t peer, uint16_t ordinal) {
-  struct shunt_world* w = ctx;
-  _Atomic uint64_t* sem = &w->peers[w->rank].inbound[shunt_world_sem(w, 2, peer, ordinal)];
-  atomic_fetch_add_explicit(sem, 1, memory_order_release);
-  shunt_world_ring(w, w->rank);
-}
-
-int shunt_world_net_open(struct shunt_world* w, const struct sockaddr_storage* where,
-                         struct shunt_net_card* card, char* err, size_t len) {
-  struct shunt_net_config c = {.rank = w->rank,
-                               .nranks = w->nranks,
-                               .caps = {w->cfg.input_bytes, w->cfg.output_bytes, w->cfg.scratch_bytes, 0},
-                               .ctx = w,
-                               .sink = world_sink,
-                               .signal = world_signal,
-                               .fail = shunt_world_fail_msg,
-                               .give_up = shunt_world_gives_up};
-  return shunt_net_open(&c, where, &w->net, card, err, len);
-}
-
-int shunt_world_net_connect(struct shunt_world* w, const struct shunt_net_card* cards, char* err,
-                            size_t len) {
-  bool* remote = calloc(w->nranks, sizeof(*remote));
-  if (!remote) {
-    snprintf(err, len, "out of memory");
-    return -1;
-  }
-  for (uint32_t r = 0; r < w->nranks; r++) remote[r] = shunt_world_remote(w, r);
-  w->net_remote = remote; /* the endpoint keeps the list; freed with the world */
-  return shunt_net_connect(w->net, remote, cards, err, len);
-}
-
-static int socket_trigger(struct shunt_world* w, const struct shunt_trigger* t, const char* src) {
-  if (atomic_load_explicit(&w->failed, memory_order_relaxed)) return -1;
-  return shunt_net_send(w->net, t, src);
-}
-
-const struct shunt_link_ops shunt_link_socket = {"socket", socket_trigger};
 
 /* ---- teardown ------------------------------------------------------------------------- */
 

@@ -70,7 +70,8 @@ void shunt_net_leave(struct shunt_net* n);
 /* Closes every connection and joins the receiving thread. */
 void shunt_net_close(struct shunt_net* n);
 
-/* The host world's use of it: open on the world's region, connect to its ranks of other hosts. */
+/* The host world's use of it (link_socket_world.c): open on the world's region, connect to its
+ * ranks of other hosts. */
 int shunt_world_net_open(struct shunt_world* w, const struct sockaddr_storage* where,
                          struct shunt_net_card* card, char* err, size_t len);
 int shunt_world_net_connect(struct shunt_world* w, const struct shunt_net_card* cards, char* err, size_t len);
