@@ -65,6 +65,8 @@ struct fc_stream;
 struct fc_graph;
 
 /* fc_core.c */
+/* Whether FAKECUDA_LENIENT (comma-separated rule names) sets this rule aside. */
+bool fc_lenient(const char* rule);
 int fc_devices(void);
 struct fc_ctx* fc_ctx_of(int device);
 struct fc_ctx* fc_current(void);
@@ -76,13 +78,39 @@ int fc_fault_for(long n);
 /* fc_mem.c */
 /* Device of an allocation holding p, or -1. */
 int fc_mem_device(const void* p);
+/* What the device-memory rules (fc_guard.c) know of an address: */
+enum { FC_AT_NONE, FC_AT_DATA /* an allocation's pages */, FC_AT_GUARD /* a guard page around one */ };
+struct fc_window {
+  uintptr_t lo, hi;      /* pages opened */
+  unsigned long long id; /* of the allocation, so that a later one at its address is left alone */
+  uintptr_t base, bytes; /* the allocation, for messages */
+  int device;
+};
+/* Where a lies; for FC_AT_DATA with open, a window of the allocation around a is made
+ * accessible and described in *w. */
+int fc_mem_fault_open(uintptr_t a, bool open, struct fc_window* w);
+/* Makes the windows inaccessible again (those whose allocation still lives). */
+void fc_mem_close(const struct fc_window* w, int n);
+
+/* fc_guard.c: device memory's access rules. */
+void fc_guard_install(void);
+/* The calling host thread acts for the device (a copy, a kernel) until the matching leave,
+ * which closes what it opened. */
+void fc_device_enter(void);
+void fc_device_leave(void);
 
 /* fc_stream.c: whether a synchronizing call may proceed now (see capture above); invalidates
  * the global capture when not. */
 bool fc_sync_allowed(void);
 
 /* fc_module.c */
-enum fc_kernel { FC_K_EXEC = 1, FC_K_PRE, FC_K_POST, FC_K_EMPTY /* a benchmark's empty kernel */, FC_K_CHECK };
+enum fc_kernel {
+  FC_K_EXEC = 1,
+  FC_K_PRE,
+  FC_K_POST,
+  FC_K_EMPTY /* a benchmark's empty kernel */,
+  FC_K_CHECK
+};
 struct fc_launch {
   enum fc_kernel kind;
   unsigned blocks, threads, smem;

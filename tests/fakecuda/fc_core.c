@@ -63,6 +63,20 @@ int fc_fault_for(long n) {
 /* Sets the fault spec (as FAKECUDA_FAULT) for launches counted from now on. */
 FC_EXPORT void fakecuda_fault(const char* spec);
 
+/* FAKECUDA_LENIENT: the rules a test sets aside, comma-separated, read once. */
+static pthread_once_t lenient_once = PTHREAD_ONCE_INIT;
+static char lenient_list[512];
+static void lenient_read(void) {
+  const char* v = getenv("FAKECUDA_LENIENT");
+  snprintf(lenient_list, sizeof(lenient_list), ",%s,", v ? v : "");
+}
+bool fc_lenient(const char* rule) {
+  pthread_once(&lenient_once, lenient_read);
+  char key[128];
+  snprintf(key, sizeof(key), ",%s,", rule);
+  return strstr(lenient_list, key) != NULL;
+}
+
 FC_EXPORT int cuInit(unsigned flags) {
   (void)flags;
   pthread_once(&once, init);

@@ -189,7 +189,9 @@ static void* worker(void* arg) {
     if (!s->head) s->tail = NULL;
     s->busy = true;
     pthread_mutex_unlock(&s->mu);
+    fc_device_enter(); /* device memory is open to this operation (fc_guard.c) */
     run_op(s, o);
+    fc_device_leave();
     op_free(o);
     pthread_mutex_lock(&s->mu);
     s->busy = false;
@@ -398,7 +400,9 @@ FC_EXPORT int cuMemsetD8Async(unsigned long long dst, unsigned char v, size_t n,
 /* Synchronous forms: the copy happens now (the tests synchronize their streams first). */
 FC_EXPORT int cuMemcpy(unsigned long long dst, unsigned long long src, size_t n) {
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  fc_device_enter();
   memmove((void*)(uintptr_t)dst, (const void*)(uintptr_t)src, n);
+  fc_device_leave();
   return FC_SUCCESS;
 }
 FC_EXPORT int cuMemcpyHtoD_v2(unsigned long long dst, const void* src, size_t n) {
@@ -409,7 +413,9 @@ FC_EXPORT int cuMemcpyDtoH_v2(void* dst, unsigned long long src, size_t n) {
 }
 FC_EXPORT int cuMemsetD8_v2(unsigned long long dst, unsigned char v, size_t n) {
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  fc_device_enter();
   memset((void*)(uintptr_t)dst, v, n);
+  fc_device_leave();
   return FC_SUCCESS;
 }
 
