@@ -62,7 +62,9 @@ static void fault(int sig, siginfo_t* si, void* uc) {
       opened[nopened++] = w;
       return; /* the access is made again, now allowed */
     }
-    const char* why = at == FC_AT_GUARD  ? "a guard page next to a device allocation"
+    const char* why = at == FC_AT_GUARD ? "a guard page next to a device allocation"
+                      : at == FC_AT_CLOSED
+                          ? "memory mapped (cuMemMap) without access granted (cuMemSetAccess)"
                       : at == FC_AT_DATA ? "memory of a device allocation that its exporter freed"
                                          : "an address outside every device allocation";
     snprintf(msg, sizeof(msg),
@@ -71,7 +73,7 @@ static void fault(int sig, siginfo_t* si, void* uc) {
              (unsigned long long)a, why);
     die(msg);
   }
-  if (at == FC_AT_DATA || at == FC_AT_GUARD) {
+  if (at != FC_AT_NONE) {
     snprintf(msg, sizeof(msg),
              "fakecuda: host access to device memory at 0x%llx (%s of device allocation 0x%llx, %llu bytes, "
              "device %d): the host reaches device memory only through the driver's copies; aborting\n",

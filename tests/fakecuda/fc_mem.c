@@ -15,7 +15,15 @@
 #define IPC_MAGIC 0x66616b6563756461ull /* "fakecuda" */
 #define WINDOW (64u * 1024u)            /* what one device fault opens: fewer faults, still local */
 
-enum { KIND_DEVICE = 1, KIND_IPC, KIND_HOST, KIND_DECLARED };
+enum {
+  KIND_DEVICE = FC_KIND_DEVICE,
+  KIND_IPC = FC_KIND_IPC,
+  KIND_HOST = FC_KIND_HOST,
+  KIND_DECLARED = FC_KIND_DECLARED,
+  KIND_VMM = FC_KIND_VMM,
+  KIND_POOL = FC_KIND_POOL,
+  KIND_MANAGED = FC_KIND_MANAGED
+};
 
 struct alloc {
   uintptr_t lo, hi;
@@ -26,6 +34,11 @@ struct alloc {
   long long peer_pid;
   unsigned long long peer_id;
   int refs;
+  /* KIND_VMM: the allocation handle mapped here, its shareable handle types, and whether
+   * cuMemSetAccess granted the device access yet. */
+  void* handle;
+  unsigned handle_types;
+  bool closed;
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -78,7 +91,7 @@ static int add_rec(struct alloc a, unsigned long long* id) {
 }
 
 static int add(uintptr_t lo, size_t bytes, int kind, int device, int fd) {
-  struct alloc a = {lo, lo + bytes, kind, device, fd, 0, 0, 0, 0, 0, 1};
+  struct alloc a = {lo, lo + bytes, kind, device, fd, 0, 0, 0, 0, 0, 1, NULL, 0, false};
   return add_rec(a, NULL);
 }
 
@@ -94,7 +107,7 @@ static void unmap_locked(const struct alloc* a) {
 /* Removes the allocation starting at p of one of the kinds; its record, or kind 0. With unmap,
  * its mapping goes too, under the same lock. */
 static struct alloc take(uintptr_t p, int kind, bool unmap) {
-  struct alloc a = {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0};
+  struct alloc a = {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, NULL, 0, false};
   pthread_mutex_lock(&mu);
   for (int i = 0; i < nallocs; i++)
     if (allocs[i].lo == p && allocs[i].kind == kind) {
@@ -114,7 +127,7 @@ int fc_mem_fault_open(uintptr_t a, bool open, struct fc_window* w) {
     const struct alloc* r = &allocs[i];
     if (!r->map_lo || a < r->map_lo || a >= r->map_hi) continue;
     uintptr_t data_hi = r->lo + up(r->hi - r->lo, page());
-    at = a >= r->lo && a < data_hi ? FC_AT_DATA : FC_AT_GUARD;
+    at = a >= r->lo && a < data_hi ? (r->closed ? FC_AT_CLOSED : FC_AT_DATA) : FC_AT_GUARD;
     w->base = r->lo;
     w->bytes = r->hi - r->lo;
     w->device = r->device;
@@ -141,6 +154,73 @@ void fc_mem_close(const struct fc_window* w, int n) {
         break;
       }
   pthread_mutex_unlock(&mu);
+}
+
+int fc_mem_track(uintptr_t lo, size_t bytes, int kind, int device, void* handle, unsigned types) {
+  /* A VMM mapping has no guard pages of its own: the reservation around it is inaccessible. */
+  struct alloc a = {lo, lo + bytes, kind, device, -1, 0, lo, lo + bytes, 0, 0, 1, handle, types, true};
+  return add_rec(a, NULL);
+}
+
+int fc_mem_untrack(uintptr_t lo, uintptr_t hi, void** handles, int max) {
+  int n = 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nallocs;)
+    if (allocs[i].kind == KIND_VMM && allocs[i].lo >= lo && allocs[i].hi <= hi) {
+      if (n < max) handles[n++] = allocs[i].handle;
+      /* Back to a hole of the reservation, under the lock (see unmap_locked). */
+      mmap((void*)allocs[i].lo, allocs[i].hi - allocs[i].lo, PROT_NONE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+      allocs[i] = allocs[--nallocs];
+    } else {
+      i++;
+    }
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+
+int fc_mem_grant(uintptr_t lo, uintptr_t hi) {
+  int n = 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nallocs; i++)
+    if (allocs[i].kind == KIND_VMM && allocs[i].lo < hi && allocs[i].hi > lo) allocs[i].closed = false, n++;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+
+void* fc_mem_vmm_handle(uintptr_t p) {
+  void* h = NULL;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nallocs && !h; i++)
+    if (allocs[i].kind == KIND_VMM && p >= allocs[i].lo && p < allocs[i].hi) h = allocs[i].handle;
+  pthread_mutex_unlock(&mu);
+  return h;
+}
+
+void* fc_mem_rehandle(uintptr_t lo, void* handle) {
+  void* old = NULL;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nallocs && !old; i++)
+    if (allocs[i].kind == KIND_VMM && allocs[i].lo == lo) {
+      old = allocs[i].handle;
+      allocs[i].handle = handle;
+      allocs[i].id = next_id++;
+    }
+  pthread_mutex_unlock(&mu);
+  return old;
+}
+
+size_t fc_mem_size_at(uintptr_t lo) {
+  size_t n = 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nallocs && !n; i++)
+    if (allocs[i].lo == lo) n = allocs[i].hi - allocs[i].lo;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+
+int fc_mem_closed_prot(void) {
+  return closed_prot();
 }
 
 static bool find(uintptr_t p, struct alloc* out) {
@@ -181,7 +261,8 @@ static int device_alloc(size_t bytes, int device, int kind, unsigned long long* 
     memset(v, 0xa5, head);
     munmap(v, head);
   }
-  struct alloc a = {(uintptr_t)p, (uintptr_t)p + bytes, kind, device, fd, 0, mlo, mhi, 0, 0, 1};
+  struct alloc a = {(uintptr_t)p, (uintptr_t)p + bytes, kind, device, fd, 0, mlo, mhi, 0, 0, 1, NULL, 0,
+                    false};
   if (add_rec(a, NULL) != 0) {
     munmap((void*)mlo, mhi - mlo);
     close(fd);
@@ -189,6 +270,10 @@ static int device_alloc(size_t bytes, int device, int kind, unsigned long long* 
   }
   *dptr = (uintptr_t)p;
   return FC_SUCCESS;
+}
+
+int fc_mem_alloc_kind(size_t bytes, int device, int kind, unsigned long long* dptr) {
+  return device_alloc(bytes, device, kind, dptr);
 }
 
 FC_EXPORT int cuMemAlloc_v2(unsigned long long* dptr, size_t bytes) {
@@ -204,6 +289,7 @@ FC_EXPORT int cuMemAlloc_v2(unsigned long long* dptr, size_t bytes) {
 FC_EXPORT int cuMemGetHandleForAddressRange(void* handle, unsigned long long dptr, size_t size, int type,
                                             unsigned long long flags) {
   struct alloc a;
+  if (!fc_dma_buf()) return FC_ERROR_NOT_SUPPORTED; /* as a device without DMA_BUF_SUPPORTED */
   if (type != 1 || flags || !find((uintptr_t)dptr, &a) || a.kind != KIND_DEVICE || a.lo != dptr ||
       size > a.hi - a.lo || size % 4096)
     return FC_ERROR_INVALID_VALUE;
@@ -216,6 +302,7 @@ FC_EXPORT int cuMemGetHandleForAddressRange(void* handle, unsigned long long dpt
 /* As if the device allocation at p were freed and another allocated at the same address: new
  * memory (zeroed), a new buffer id; mappings other processes hold still show the old memory. */
 FC_EXPORT int fakecuda_replace(void* p) {
+  if (fc_mem_vmm_handle((uintptr_t)p)) return fc_vmm_replace((uintptr_t)p);
   pthread_mutex_lock(&mu);
   int rc = -1;
   for (int i = 0; i < nallocs; i++)
@@ -240,13 +327,42 @@ FC_EXPORT int fakecuda_replace(void* p) {
 /* Freed memory is gone for peers too: the memfd shrinks to nothing, so a peer process's
  * mapping of it faults (SIGBUS) at its next access, as a GPU faults on an IPC mapping whose
  * exporter freed it (a dma-buf a NIC holds sees the same). */
+int fc_mem_free_kind(unsigned long long dptr, int kind) {
+  struct alloc a = take((uintptr_t)dptr, kind, true);
+  if (!a.kind) return FC_ERROR_INVALID_VALUE;
+  if (kind == KIND_MANAGED) return FC_SUCCESS;
+  if (ftruncate(a.fd, 0) != 0) { /* nothing to do: the peers keep the pages */
+  }
+  close(a.fd);
+  return FC_SUCCESS;
+}
+
+/* cuMemFree frees what cuMemAlloc, cuMemAllocAsync and cuMemAllocManaged gave. */
 FC_EXPORT int cuMemFree_v2(unsigned long long dptr) {
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (fc_mem_free_kind(dptr, KIND_POOL) == FC_SUCCESS || fc_mem_free_kind(dptr, KIND_MANAGED) == FC_SUCCESS)
+    return FC_SUCCESS;
   struct alloc a = take((uintptr_t)dptr, KIND_DEVICE, true);
   if (!a.kind) return FC_ERROR_INVALID_VALUE;
   if (ftruncate(a.fd, 0) != 0) { /* nothing to do: the peers keep the pages */
   }
   close(a.fd);
+  return FC_SUCCESS;
+}
+
+/* Managed memory: one address for host and device, reachable from both (pages migrate on a GPU). */
+FC_EXPORT int cuMemAllocManaged(unsigned long long* dptr, size_t bytes, unsigned flags) {
+  struct fc_ctx* c = fc_current();
+  if (!c) return FC_ERROR_INVALID_CONTEXT;
+  if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (bytes == 0 || (flags != 1 && flags != 2)) return FC_ERROR_INVALID_VALUE;
+  void* m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return FC_ERROR_OUT_OF_MEMORY;
+  if (add((uintptr_t)m, bytes, KIND_MANAGED, c->device, -1) != 0) {
+    munmap(m, bytes);
+    return FC_ERROR_OUT_OF_MEMORY;
+  }
+  *dptr = (uintptr_t)m;
   return FC_SUCCESS;
 }
 
@@ -290,6 +406,18 @@ FC_EXPORT int cuPointerGetAttribute(void* data, int attribute, unsigned long lon
       return FC_SUCCESS;
     case 7: /* buffer id */
       *(unsigned long long*)data = a.id;
+      return FC_SUCCESS;
+    case 8: /* is managed */
+      *(int*)data = a.kind == KIND_MANAGED;
+      return FC_SUCCESS;
+    case 10: /* is legacy CUDA IPC capable: cuMemAlloc memory only */
+      *(int*)data = a.kind == KIND_DEVICE;
+      return FC_SUCCESS;
+    case 13: /* mapped */
+      *(int*)data = 1;
+      return FC_SUCCESS;
+    case 14: /* allowed handle types (cuMemExportToShareableHandle) */
+      *(unsigned long long*)data = a.kind == KIND_VMM ? a.handle_types : 0;
       return FC_SUCCESS;
     case 9: /* device ordinal */
       *(int*)data = a.device;
@@ -362,7 +490,8 @@ FC_EXPORT int cuIpcOpenMemHandle_v2(unsigned long long* dptr, struct ipc_handle 
     return FC_ERROR_OUT_OF_MEMORY;
   }
   struct alloc a = {
-      (uintptr_t)p, (uintptr_t)p + h.bytes, KIND_IPC, c->device, fd, 0, mlo, mhi, h.pid, h.id, 1};
+      (uintptr_t)p, (uintptr_t)p + h.bytes, KIND_IPC, c->device, fd, 0, mlo, mhi, h.pid, h.id, 1, NULL, 0,
+      false};
   if (add_rec(a, NULL) != 0) {
     munmap((void*)mlo, mhi - mlo);
     close(fd);
