@@ -127,6 +127,9 @@ int fc_mem_fault_open(uintptr_t a, bool open, struct fc_window* w);
 /* Makes the windows inaccessible again (those whose allocation still lives). */
 void fc_mem_close(const struct fc_window* w, int n);
 
+/* fc_copy.c: one copy as a copy engine lands it (no order, no whole words). */
+void fc_copy(void* dst, const void* src, size_t n);
+
 /* fc_guard.c: device memory's access rules. */
 void fc_guard_install(void);
 /* The calling host thread acts for the device (a copy, a kernel) until the matching leave,

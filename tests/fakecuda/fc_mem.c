@@ -157,6 +157,7 @@ void fc_mem_close(const struct fc_window* w, int n) {
 }
 
 int fc_mem_track(uintptr_t lo, size_t bytes, int kind, int device, void* handle, unsigned types) {
+  fc_guard_install();
   /* A VMM mapping has no guard pages of its own: the reservation around it is inaccessible. */
   struct alloc a = {lo, lo + bytes, kind, device, -1, 0, lo, lo + bytes, 0, 0, 1, handle, types, true};
   return add_rec(a, NULL);

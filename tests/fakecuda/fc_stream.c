@@ -127,28 +127,10 @@ FC_EXPORT int cuThreadExchangeStreamCaptureMode(int* mode) {
 
 /* ---- Streams ---------------------------------------------------------------------------------- */
 
-/* A copy engine writes aligned units whole, and kernels spin on words copies write (flags,
- * abort words): aligned copies land word by word, each at once, as on the device. */
-static void copy(void* dst, const void* src, size_t n) {
-  uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
-  bool apart = d + n <= s || s + n <= d;
-  if (apart && (d | s | n) % 8 == 0) {
-    for (size_t i = 0; i < n; i += 8)
-      __atomic_store_n((uint64_t*)(d + i), __atomic_load_n((const uint64_t*)(s + i), __ATOMIC_RELAXED),
-                       __ATOMIC_RELEASE);
-  } else if (apart && (d | s | n) % 4 == 0) {
-    for (size_t i = 0; i < n; i += 4)
-      __atomic_store_n((uint32_t*)(d + i), __atomic_load_n((const uint32_t*)(s + i), __ATOMIC_RELAXED),
-                       __ATOMIC_RELEASE);
-  } else {
-    memmove(dst, src, n);
-  }
-}
-
 static void run_op(struct fc_stream* s, struct op* o) {
   switch (o->kind) {
     case OP_COPY:
-      copy(o->dst, o->src, o->n);
+      fc_copy(o->dst, o->src, o->n); /* as a copy engine (fc_copy.c) */
       break;
     case OP_SET:
       memset(o->dst, o->val, o->n);

@@ -7,6 +7,11 @@
  *   ipc         a handle opened twice in one context is one mapping, counted; its own process
  *               cannot open it; once the exporter frees, the peer's access is a device fault
  *   pinned      pinned host memory is host memory of the allocating context's device
+ *   vmm         VMM memory is reached once cuMemSetAccess granted it (before: a device fault);
+ *               cuIpcGetMemHandle refuses it and pool memory; its file descriptor exports
+ *   managed     managed memory is reachable from the host
+ *   dmabuf      cuMemGetHandleForAddressRange only where the device reports dma-buf support
+ *   copy        a copy's bytes land in no order, not as whole words (a watcher sees it torn)
  * Usage: test_memory_rules [CASE] (every case when none is named). */
 #include <signal.h>
 #include <stdbool.h>
@@ -30,6 +35,28 @@ int cuMemcpyDtoDAsync_v2(unsigned long long dst, unsigned long long src, size_t 
 int cuMemHostAlloc(void** p, size_t bytes, unsigned flags);
 int cuMemFreeHost(void* p);
 int cuPointerGetAttribute(void* data, int attribute, unsigned long long ptr);
+int cuMemcpyDtoHAsync_v2(void* dst, unsigned long long src, size_t n, fc_handle stream);
+int cuMemAllocManaged(unsigned long long* dptr, size_t bytes, unsigned flags);
+int cuMemAllocAsync(unsigned long long* dptr, size_t bytes, fc_handle stream);
+int cuMemGetHandleForAddressRange(void* handle, unsigned long long dptr, size_t size, int type,
+                                  unsigned long long flags);
+int cuDeviceGetAttribute(int* v, int attr, int dev);
+struct prop {
+  int type, handle_types, loc_type, loc_id;
+  void* win32;
+  unsigned char flags[8];
+};
+struct access_desc {
+  int loc_type, loc_id, flags;
+};
+int cuMemCreate(unsigned long long* h, size_t size, const struct prop* p, unsigned long long flags);
+int cuMemAddressReserve(unsigned long long* ptr, size_t size, size_t align, unsigned long long addr,
+                        unsigned long long flags);
+int cuMemMap(unsigned long long ptr, size_t size, size_t offset, unsigned long long h,
+             unsigned long long flags);
+int cuMemSetAccess(unsigned long long ptr, size_t size, const struct access_desc* d, size_t count);
+int cuMemExportToShareableHandle(void* out, unsigned long long h, int type, unsigned long long flags);
+int cuMemRelease(unsigned long long h);
 
 static int failures;
 #define EXPECT(cond, ...)                                        \
@@ -65,6 +92,7 @@ static int in_child(void (*fn)(void), char* out, size_t len) {
   if (pid == 0) {
     close(p[0]);
     dup2(p[1], 2);
+    failures = 0;
     fn();
     _exit(failures ? 1 : 0);
   }
@@ -188,6 +216,91 @@ static void pinned(void) {
   cuMemFreeHost(p);
 }
 
+/* ---- vmm, managed, dmabuf ---- */
+#define GRAN ((size_t)2 << 20)
+static unsigned long long vmm_map(int types, int grant) {
+  struct prop p = {1, types, 1, 0, NULL, {0}};
+  unsigned long long h = 0, ptr = 0;
+  EXPECT(cuMemCreate(&h, GRAN, &p, 0) == 0, "cuMemCreate");
+  EXPECT(cuMemAddressReserve(&ptr, GRAN, 0, 0, 0) == 0, "reserve");
+  EXPECT(cuMemMap(ptr, GRAN, 0, h, 0) == 0, "map");
+  int fd = -1;
+  EXPECT((cuMemExportToShareableHandle(&fd, h, 1, 0) == 0) == (types == 1),
+         "fd export as the handle types say");
+  if (fd >= 0) close(fd);
+  cuMemRelease(h);
+  struct access_desc d = {1, 0, 3};
+  if (grant) EXPECT(cuMemSetAccess(ptr, GRAN, &d, 1) == 0, "access");
+  return ptr;
+}
+static void vmm_rules(void) {
+  setup();
+  unsigned long long v = vmm_map(1, 1), pool = 0;
+  ipc_handle h;
+  int x = 5, y = 0;
+  EXPECT(
+      cuMemcpyHtoD_v2(v + 100, &x, sizeof(x)) == 0 && cuMemcpyDtoH_v2(&y, v + 100, sizeof(y)) == 0 && y == 5,
+      "granted VMM memory copies");
+  EXPECT(cuIpcGetMemHandle(&h, v) == 1, "cuIpcGetMemHandle refuses VMM memory");
+  EXPECT(cuMemAllocAsync(&pool, 4096, NULL) == 0, "pool allocation");
+  EXPECT(cuIpcGetMemHandle(&h, pool) == 1, "cuIpcGetMemHandle refuses pool memory");
+  int legacy = -1;
+  EXPECT(cuPointerGetAttribute(&legacy, 10, pool) == 0 && legacy == 0,
+         "pool memory is not legacy IPC memory");
+}
+static void vmm_ungranted(void) {
+  setup();
+  unsigned long long v = vmm_map(0, 0);
+  int x = 5;
+  cuMemcpyHtoD_v2(v, &x, sizeof(x)); /* mapped, never granted: a device fault */
+}
+static void managed(void) {
+  setup();
+  unsigned long long m = 0;
+  int managed = 0;
+  EXPECT(cuMemAllocManaged(&m, 4096, 1) == 0, "cuMemAllocManaged");
+  EXPECT(cuPointerGetAttribute(&managed, 8, m) == 0 && managed == 1, "is managed");
+  ((volatile int*)(uintptr_t)m)[3] = 9; /* the host reaches managed memory */
+  EXPECT(cuMemFree_v2(m) == 0, "cuMemFree of managed memory");
+}
+static void dmabuf(void) {
+  setup();
+  int on = -1, fd = -1;
+  unsigned long long d = dalloc(4096);
+  EXPECT(cuDeviceGetAttribute(&on, 124, 0) == 0, "DMA_BUF_SUPPORTED");
+  int e = cuMemGetHandleForAddressRange(&fd, d, 4096, 1, 0);
+  EXPECT(on ? e == 0 && fd >= 0 : e == 801, "dma-buf %s: %d", on ? "supported" : "not supported", e);
+}
+static void dmabuf_off(void) {
+  setenv("FAKECUDA_DMA_BUF", "0", 1);
+  dmabuf();
+}
+
+/* ---- copy ---- */
+static void copy_torn(void) {
+  setup();
+  void* host = NULL;
+  EXPECT(cuMemHostAlloc(&host, 4096, 3) == 0, "pinned");
+  volatile uint64_t* word = host;
+  unsigned long long src = dalloc(4096);
+  const uint64_t a = 0, b = ~0ull;
+  fc_handle st = NULL;
+  EXPECT(cuStreamCreate(&st, 1) == 0, "stream");
+  long torn = 0;
+  for (int it = 0; it < 200 && !torn; it++) {
+    uint64_t v = it % 2 ? a : b, old = it % 2 ? b : a;
+    cuMemcpyHtoD_v2(src, &v, sizeof(v));
+    cuMemcpyDtoHAsync_v2(host, src, sizeof(v), st);
+    for (int k = 0; k < 1000000; k++) {
+      uint64_t seen = *word;
+      if (seen != old && seen != v) torn++;
+      if (seen == v) break;
+    }
+    cuStreamSynchronize(st);
+  }
+  EXPECT(torn > 0, "an 8-byte copy never seen half done in 200 copies");
+}
+
 struct expect_crash {
   const char* name;
   void (*fn)(void);
@@ -203,6 +316,12 @@ static const struct expect_crash cases[] = {
     {"freed", freed, "device fault"},
     {"ipc", ipc_case, NULL},
     {"pinned", pinned, NULL},
+    {"vmm", vmm_rules, NULL},
+    {"vmm", vmm_ungranted, "device fault"},
+    {"managed", managed, NULL},
+    {"dmabuf", dmabuf, NULL},
+    {"dmabuf", dmabuf_off, NULL},
+    {"copy", copy_torn, NULL},
 };
 
 int main(int argc, char** argv) {
