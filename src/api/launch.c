@@ -57,7 +57,8 @@ ncclResult_t shunt_launch(struct shunt_comm* c, const struct shunt_call* call) {
       .in = call->send,
       .out = call->recv,
       .stream = (void*)call->stream,
-      .scalar = call->scalar_ptr ? call->scalar_ptr : call->scalar};
+      .scalar = call->scalar_ptr ? call->scalar_ptr : call->scalar,
+      .scalar_on_device = call->scalar_ptr != NULL};
   char msg[4096];
   if (!shunt_split_call(plan, &bc.shape, &bc.split, msg, sizeof(msg))) {
     SHUNT_WARN("plan %s cannot serve this call: %s", plan->name, msg);

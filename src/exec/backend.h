@@ -39,7 +39,8 @@ struct shunt_backend_call {
   const void* in;
   void* out;
   void* stream;             /* gpu: the caller's stream */
-  const void* scalar;       /* PREMULSUM: one element of the dtype in host memory */
+  const void* scalar;       /* PREMULSUM: one element of the dtype */
+  bool scalar_on_device;    /* scalar is device memory (ncclScalarDevice): the kernel reads it */
   uint64_t timeout_ms;      /* bound of every wait (0: the backend's default) */
 };
 

@@ -65,6 +65,10 @@ struct fc_stream;
 struct fc_graph;
 
 /* fc_core.c */
+/* Whether FAKECUDA_LENIENT (comma-separated rule names) sets this rule aside. */
+bool fc_lenient(const char* rule);
+/* Whether the devices support dma-buf export (FAKECUDA_DMA_BUF). */
+bool fc_dma_buf(void);
 int fc_devices(void);
 struct fc_ctx* fc_ctx_of(int device);
 struct fc_ctx* fc_current(void);
@@ -76,13 +80,75 @@ int fc_fault_for(long n);
 /* fc_mem.c */
 /* Device of an allocation holding p, or -1. */
 int fc_mem_device(const void* p);
+/* What the device-memory rules (fc_guard.c) know of an address: */
+enum {
+  FC_AT_NONE,
+  FC_AT_DATA,  /* an allocation's pages */
+  FC_AT_GUARD, /* a guard page around one */
+  FC_AT_CLOSED /* VMM pages mapped without cuMemSetAccess */
+};
+/* The kinds of memory in fc_mem.c's table. */
+enum {
+  FC_KIND_DEVICE = 1, /* cuMemAlloc */
+  FC_KIND_IPC,        /* a peer's, through cuIpcOpenMemHandle */
+  FC_KIND_HOST,       /* cuMemHostAlloc */
+  FC_KIND_DECLARED,   /* a test's memory declared device memory */
+  FC_KIND_VMM,        /* a cuMemMap mapping (fc_vmm.c) */
+  FC_KIND_POOL,       /* cuMemAllocAsync */
+  FC_KIND_MANAGED     /* cuMemAllocManaged */
+};
+/* For fc_vmm.c: records a mapping of `handle` at lo (closed to the device until granted);
+ * removes the mappings inside [lo, hi), leaving holes of the reservation, and gives their
+ * handles (at most max); grants access to those overlapping [lo, hi) (how many); the handle
+ * mapped at p, or NULL; the protection of closed device pages. */
+int fc_mem_track(uintptr_t lo, size_t bytes, int kind, int device, void* handle, unsigned types);
+int fc_mem_untrack(uintptr_t lo, uintptr_t hi, void** handles, int max);
+int fc_mem_grant(uintptr_t lo, uintptr_t hi);
+void* fc_mem_vmm_handle(uintptr_t p);
+int fc_mem_closed_prot(void);
+/* The mapping at lo gets another handle and a new buffer id; the old handle is returned. Its
+ * size, or 0. */
+void* fc_mem_rehandle(uintptr_t lo, void* handle);
+size_t fc_mem_size_at(uintptr_t lo);
+/* fc_vmm.c: fakecuda_replace for a VMM mapping. */
+int fc_vmm_replace(uintptr_t p);
+/* A memfd-backed allocation of kind (guarded, closed) and its free. */
+int fc_mem_alloc_kind(size_t bytes, int device, int kind, unsigned long long* dptr);
+int fc_mem_free_kind(unsigned long long dptr, int kind);
+struct fc_window {
+  uintptr_t lo, hi;      /* pages opened */
+  unsigned long long id; /* of the allocation, so that a later one at its address is left alone */
+  uintptr_t base, bytes; /* the allocation, for messages */
+  int device;
+};
+/* Where a lies; for FC_AT_DATA with open, a window of the allocation around a is made
+ * accessible and described in *w. */
+int fc_mem_fault_open(uintptr_t a, bool open, struct fc_window* w);
+/* Makes the windows inaccessible again (those whose allocation still lives). */
+void fc_mem_close(const struct fc_window* w, int n);
+
+/* fc_copy.c: one copy as a copy engine lands it (no order, no whole words). */
+void fc_copy(void* dst, const void* src, size_t n);
+
+/* fc_guard.c: device memory's access rules. */
+void fc_guard_install(void);
+/* The calling host thread acts for the device (a copy, a kernel) until the matching leave,
+ * which closes what it opened. */
+void fc_device_enter(void);
+void fc_device_leave(void);
 
 /* fc_stream.c: whether a synchronizing call may proceed now (see capture above); invalidates
  * the global capture when not. */
 bool fc_sync_allowed(void);
 
 /* fc_module.c */
-enum fc_kernel { FC_K_EXEC = 1, FC_K_PRE, FC_K_POST, FC_K_EMPTY /* a benchmark's empty kernel */, FC_K_CHECK };
+enum fc_kernel {
+  FC_K_EXEC = 1,
+  FC_K_PRE,
+  FC_K_POST,
+  FC_K_EMPTY /* a benchmark's empty kernel */,
+  FC_K_CHECK
+};
 struct fc_launch {
   enum fc_kernel kind;
   unsigned blocks, threads, smem;

@@ -63,6 +63,26 @@ int fc_fault_for(long n) {
 /* Sets the fault spec (as FAKECUDA_FAULT) for launches counted from now on. */
 FC_EXPORT void fakecuda_fault(const char* spec);
 
+/* FAKECUDA_DMA_BUF=0: the devices report no dma-buf support (default: supported, as an H100). */
+bool fc_dma_buf(void) {
+  const char* v = getenv("FAKECUDA_DMA_BUF");
+  return !v || strcmp(v, "0") != 0;
+}
+
+/* FAKECUDA_LENIENT: the rules a test sets aside, comma-separated, read once. */
+static pthread_once_t lenient_once = PTHREAD_ONCE_INIT;
+static char lenient_list[512];
+static void lenient_read(void) {
+  const char* v = getenv("FAKECUDA_LENIENT");
+  snprintf(lenient_list, sizeof(lenient_list), ",%s,", v ? v : "");
+}
+bool fc_lenient(const char* rule) {
+  pthread_once(&lenient_once, lenient_read);
+  char key[128];
+  snprintf(key, sizeof(key), ",%s,", rule);
+  return strstr(lenient_list, key) != NULL;
+}
+
 FC_EXPORT int cuInit(unsigned flags) {
   (void)flags;
   pthread_once(&once, init);
@@ -88,6 +108,10 @@ FC_EXPORT int cuDeviceGetName(char* name, int len, int dev) {
 }
 FC_EXPORT int cuDeviceGetAttribute(int* v, int attr, int dev) {
   if (!fc_ctx_of(dev)) return FC_ERROR_INVALID_DEVICE;
+  if (attr == 124) { /* CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED */
+    *v = fc_dma_buf();
+    return FC_SUCCESS;
+  }
   if (attr != 16 /* multiprocessor count */) return FC_ERROR_INVALID_VALUE;
   *v = sms;
   return FC_SUCCESS;

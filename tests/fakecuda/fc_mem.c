@@ -1,6 +1,7 @@
 /* The stand-in's memory (fake_cuda.h): device allocations are memfd mappings, so another
- * process maps the same pages through an IPC handle (/proc/PID/fd/FD); pinned host memory is
- * plain memory; pointer attributes answer from the tables here. */
+ * process maps the same pages through an IPC handle (/proc/PID/fd/FD); each lies between two
+ * guard pages and is inaccessible to the host (fc_guard.c opens it to device work); pinned
+ * host memory is plain memory; pointer attributes answer from the tables here. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,13 +13,32 @@
 
 #define MAX_ALLOCS 4096
 #define IPC_MAGIC 0x66616b6563756461ull /* "fakecuda" */
+#define WINDOW (64u * 1024u)            /* what one device fault opens: fewer faults, still local */
 
-enum { KIND_DEVICE = 1, KIND_IPC, KIND_HOST, KIND_DECLARED };
+enum {
+  KIND_DEVICE = FC_KIND_DEVICE,
+  KIND_IPC = FC_KIND_IPC,
+  KIND_HOST = FC_KIND_HOST,
+  KIND_DECLARED = FC_KIND_DECLARED,
+  KIND_VMM = FC_KIND_VMM,
+  KIND_POOL = FC_KIND_POOL,
+  KIND_MANAGED = FC_KIND_MANAGED
+};
 
 struct alloc {
   uintptr_t lo, hi;
   int kind, device, fd;
-  unsigned long long id; /* unique per allocation, as the driver's buffer id */
+  unsigned long long id;    /* unique per allocation, as the driver's buffer id */
+  uintptr_t map_lo, map_hi; /* the mapping with its guard pages (device memory), else 0 */
+  /* KIND_IPC: the exporter and its allocation's id, and the opens of that mapping. */
+  long long peer_pid;
+  unsigned long long peer_id;
+  int refs;
+  /* KIND_VMM: the allocation handle mapped here, its shareable handle types, and whether
+   * cuMemSetAccess granted the device access yet. */
+  void* handle;
+  unsigned handle_types;
+  bool closed;
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -26,29 +46,182 @@ static struct alloc allocs[MAX_ALLOCS];
 static int nallocs;
 static unsigned long long next_id = 1;
 
-static int add(uintptr_t lo, size_t bytes, int kind, int device, int fd) {
+static uintptr_t page(void) {
+  static uintptr_t p;
+  if (!p) p = (uintptr_t)sysconf(_SC_PAGESIZE);
+  return p;
+}
+static uintptr_t up(uintptr_t n, uintptr_t a) {
+  return (n + a - 1) / a * a;
+}
+
+/* Device pages are closed to the host unless a test asks for the old leniency. */
+static int closed_prot(void) {
+  return fc_lenient("device-memory") ? PROT_READ | PROT_WRITE : PROT_NONE;
+}
+
+/* Maps the first `bytes` of fd between two guard pages, closed (fc_guard.c); its address, or
+ * NULL; map_lo and map_hi get the whole mapping. */
+static void* map_guarded(int fd, size_t bytes, uintptr_t* map_lo, uintptr_t* map_hi) {
+  fc_guard_install();
+  size_t len = up(bytes, page()) + 2 * page();
+  void* r = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (r == MAP_FAILED) return NULL;
+  void* p = mmap((char*)r + page(), bytes, closed_prot(), MAP_SHARED | MAP_FIXED, fd, 0);
+  if (p == MAP_FAILED) {
+    munmap(r, len);
+    return NULL;
+  }
+  *map_lo = (uintptr_t)r;
+  *map_hi = (uintptr_t)r + len;
+  return p;
+}
+
+static int add_rec(struct alloc a, unsigned long long* id) {
   pthread_mutex_lock(&mu);
   int rc = -1;
   if (nallocs < MAX_ALLOCS) {
-    allocs[nallocs++] = (struct alloc){lo, lo + bytes, kind, device, fd, next_id++};
+    a.id = next_id++;
+    if (id) *id = a.id;
+    allocs[nallocs++] = a;
     rc = 0;
   }
   pthread_mutex_unlock(&mu);
   return rc;
 }
 
-/* Removes the allocation starting at p of one of the kinds; its record, or kind 0. */
-static struct alloc take(uintptr_t p, int kind) {
-  struct alloc a = {0, 0, 0, 0, -1, 0};
+static int add(uintptr_t lo, size_t bytes, int kind, int device, int fd) {
+  struct alloc a = {lo, lo + bytes, kind, device, fd, 0, 0, 0, 0, 0, 1, NULL, 0, false};
+  return add_rec(a, NULL);
+}
+
+/* Unmaps a device allocation's mapping; the caller holds mu, so that no window of it is opened
+ * or closed once its address can be another mapping's. */
+static void unmap_locked(const struct alloc* a) {
+  if (a->map_lo)
+    munmap((void*)a->map_lo, a->map_hi - a->map_lo);
+  else
+    munmap((void*)a->lo, a->hi - a->lo);
+}
+
+/* Removes the allocation starting at p of one of the kinds; its record, or kind 0. With unmap,
+ * its mapping goes too, under the same lock. */
+static struct alloc take(uintptr_t p, int kind, bool unmap) {
+  struct alloc a = {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, NULL, 0, false};
   pthread_mutex_lock(&mu);
   for (int i = 0; i < nallocs; i++)
     if (allocs[i].lo == p && allocs[i].kind == kind) {
       a = allocs[i];
       allocs[i] = allocs[--nallocs];
+      if (unmap) unmap_locked(&a);
       break;
     }
   pthread_mutex_unlock(&mu);
   return a;
+}
+
+int fc_mem_fault_open(uintptr_t a, bool open, struct fc_window* w) {
+  int at = FC_AT_NONE;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nallocs && at == FC_AT_NONE; i++) {
+    const struct alloc* r = &allocs[i];
+    if (!r->map_lo || a < r->map_lo || a >= r->map_hi) continue;
+    uintptr_t data_hi = r->lo + up(r->hi - r->lo, page());
+    at = a >= r->lo && a < data_hi ? (r->closed ? FC_AT_CLOSED : FC_AT_DATA) : FC_AT_GUARD;
+    w->base = r->lo;
+    w->bytes = r->hi - r->lo;
+    w->device = r->device;
+    w->id = r->id;
+    if (at == FC_AT_DATA && open) {
+      uintptr_t lo = a / WINDOW * WINDOW, hi = lo + WINDOW;
+      w->lo = lo > r->lo ? lo : r->lo;
+      w->hi = hi < data_hi ? hi : data_hi;
+      mprotect((void*)w->lo, w->hi - w->lo, PROT_READ | PROT_WRITE);
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  return at;
+}
+
+void fc_mem_close(const struct fc_window* w, int n) {
+  if (n == 0) return;
+  int prot = closed_prot();
+  pthread_mutex_lock(&mu);
+  for (int k = 0; k < n; k++)
+    for (int i = 0; i < nallocs; i++)
+      if (allocs[i].id == w[k].id) {
+        mprotect((void*)w[k].lo, w[k].hi - w[k].lo, prot);
+        break;
+      }
+  pthread_mutex_unlock(&mu);
+}
+
+int fc_mem_track(uintptr_t lo, size_t bytes, int kind, int device, void* handle, unsigned types) {
+  fc_guard_install();
+  /* A VMM mapping has no guard pages of its own: the reservation around it is inaccessible. */
+  struct alloc a = {lo, lo + bytes, kind, device, -1, 0, lo, lo + bytes, 0, 0, 1, handle, types, true};
+  return add_rec(a, NULL);
+}
+
+int fc_mem_untrack(uintptr_t lo, uintptr_t hi, void** handles, int max) {
+  int n = 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nallocs;)
+    if (allocs[i].kind == KIND_VMM && allocs[i].lo >= lo && allocs[i].hi <= hi) {
+      if (n < max) handles[n++] = allocs[i].handle;
+      /* Back to a hole of the reservation, under the lock (see unmap_locked). */
+      mmap((void*)allocs[i].lo, allocs[i].hi - allocs[i].lo, PROT_NONE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+      allocs[i] = allocs[--nallocs];
+    } else {
+      i++;
+    }
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+
+int fc_mem_grant(uintptr_t lo, uintptr_t hi) {
+  int n = 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nallocs; i++)
+    if (allocs[i].kind == KIND_VMM && allocs[i].lo < hi && allocs[i].hi > lo) allocs[i].closed = false, n++;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+
+void* fc_mem_vmm_handle(uintptr_t p) {
+  void* h = NULL;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nallocs && !h; i++)
+    if (allocs[i].kind == KIND_VMM && p >= allocs[i].lo && p < allocs[i].hi) h = allocs[i].handle;
+  pthread_mutex_unlock(&mu);
+  return h;
+}
+
+void* fc_mem_rehandle(uintptr_t lo, void* handle) {
+  void* old = NULL;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nallocs && !old; i++)
+    if (allocs[i].kind == KIND_VMM && allocs[i].lo == lo) {
+      old = allocs[i].handle;
+      allocs[i].handle = handle;
+      allocs[i].id = next_id++;
+    }
+  pthread_mutex_unlock(&mu);
+  return old;
+}
+
+size_t fc_mem_size_at(uintptr_t lo) {
+  size_t n = 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nallocs && !n; i++)
+    if (allocs[i].lo == lo) n = allocs[i].hi - allocs[i].lo;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+
+int fc_mem_closed_prot(void) {
+  return closed_prot();
 }
 
 static bool find(uintptr_t p, struct alloc* out) {
@@ -70,26 +243,29 @@ FC_EXPORT int fakecuda_add_device(const void* p, size_t bytes) {
   return add((uintptr_t)p, bytes, KIND_DECLARED, 0, -1);
 }
 
-FC_EXPORT int cuMemAlloc_v2(unsigned long long* dptr, size_t bytes) {
-  struct fc_ctx* c = fc_current();
-  if (!c) return FC_ERROR_INVALID_CONTEXT;
-  if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  if (bytes == 0) return FC_ERROR_INVALID_VALUE;
+/* A memfd of `bytes` mapped as device memory of `device` (guarded, closed); its record is
+ * added. 0, or a driver error. */
+static int device_alloc(size_t bytes, int device, int kind, unsigned long long* dptr) {
   int fd = memfd_create("fakecuda", MFD_CLOEXEC);
   if (fd < 0) return FC_ERROR_OUT_OF_MEMORY;
-  if (ftruncate(fd, (off_t)bytes) != 0) {
+  uintptr_t mlo = 0, mhi = 0;
+  void* p = ftruncate(fd, (off_t)bytes) == 0 ? map_guarded(fd, bytes, &mlo, &mhi) : NULL;
+  if (!p) {
     close(fd);
     return FC_ERROR_OUT_OF_MEMORY;
   }
-  void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) {
-    close(fd);
-    return FC_ERROR_OUT_OF_MEMORY;
+  /* A real allocation holds garbage: so does this one, so nothing relies on zeroes. Written
+   * through a view of its own, as the allocation's pages are closed to the host. */
+  size_t head = bytes < 4096 ? bytes : 4096;
+  void* v = mmap(NULL, head, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (v != MAP_FAILED) {
+    memset(v, 0xa5, head);
+    munmap(v, head);
   }
-  /* A real allocation holds garbage: so does this one, so nothing relies on zeroes. */
-  memset(p, 0xa5, bytes < 4096 ? bytes : 4096);
-  if (add((uintptr_t)p, bytes, KIND_DEVICE, c->device, fd) != 0) {
-    munmap(p, bytes);
+  struct alloc a = {(uintptr_t)p, (uintptr_t)p + bytes, kind, device, fd, 0, mlo, mhi, 0, 0, 1, NULL, 0,
+                    false};
+  if (add_rec(a, NULL) != 0) {
+    munmap((void*)mlo, mhi - mlo);
     close(fd);
     return FC_ERROR_OUT_OF_MEMORY;
   }
@@ -97,11 +273,24 @@ FC_EXPORT int cuMemAlloc_v2(unsigned long long* dptr, size_t bytes) {
   return FC_SUCCESS;
 }
 
+int fc_mem_alloc_kind(size_t bytes, int device, int kind, unsigned long long* dptr) {
+  return device_alloc(bytes, device, kind, dptr);
+}
+
+FC_EXPORT int cuMemAlloc_v2(unsigned long long* dptr, size_t bytes) {
+  struct fc_ctx* c = fc_current();
+  if (!c) return FC_ERROR_INVALID_CONTEXT;
+  if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (bytes == 0) return FC_ERROR_INVALID_VALUE;
+  return device_alloc(bytes, c->device, KIND_DEVICE, dptr);
+}
+
 /* A dma-buf of device memory, as a NIC registers it: here the allocation's memfd, so the
  * range must start where the allocation does (offset 0 of the file is dptr). */
 FC_EXPORT int cuMemGetHandleForAddressRange(void* handle, unsigned long long dptr, size_t size, int type,
                                             unsigned long long flags) {
   struct alloc a;
+  if (!fc_dma_buf()) return FC_ERROR_NOT_SUPPORTED; /* as a device without DMA_BUF_SUPPORTED */
   if (type != 1 || flags || !find((uintptr_t)dptr, &a) || a.kind != KIND_DEVICE || a.lo != dptr ||
       size > a.hi - a.lo || size % 4096)
     return FC_ERROR_INVALID_VALUE;
@@ -114,6 +303,7 @@ FC_EXPORT int cuMemGetHandleForAddressRange(void* handle, unsigned long long dpt
 /* As if the device allocation at p were freed and another allocated at the same address: new
  * memory (zeroed), a new buffer id; mappings other processes hold still show the old memory. */
 FC_EXPORT int fakecuda_replace(void* p) {
+  if (fc_mem_vmm_handle((uintptr_t)p)) return fc_vmm_replace((uintptr_t)p);
   pthread_mutex_lock(&mu);
   int rc = -1;
   for (int i = 0; i < nallocs; i++)
@@ -121,7 +311,7 @@ FC_EXPORT int fakecuda_replace(void* p) {
       size_t bytes = allocs[i].hi - allocs[i].lo;
       int fd = memfd_create("fakecuda", MFD_CLOEXEC);
       if (fd >= 0 && ftruncate(fd, (off_t)bytes) == 0 &&
-          mmap(p, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == p) {
+          mmap(p, bytes, closed_prot(), MAP_SHARED | MAP_FIXED, fd, 0) == p) {
         close(allocs[i].fd);
         allocs[i].fd = fd;
         allocs[i].id = next_id++;
@@ -135,12 +325,45 @@ FC_EXPORT int fakecuda_replace(void* p) {
   return rc;
 }
 
+/* Freed memory is gone for peers too: the memfd shrinks to nothing, so a peer process's
+ * mapping of it faults (SIGBUS) at its next access, as a GPU faults on an IPC mapping whose
+ * exporter freed it (a dma-buf a NIC holds sees the same). */
+int fc_mem_free_kind(unsigned long long dptr, int kind) {
+  struct alloc a = take((uintptr_t)dptr, kind, true);
+  if (!a.kind) return FC_ERROR_INVALID_VALUE;
+  if (kind == KIND_MANAGED) return FC_SUCCESS;
+  if (ftruncate(a.fd, 0) != 0) { /* nothing to do: the peers keep the pages */
+  }
+  close(a.fd);
+  return FC_SUCCESS;
+}
+
+/* cuMemFree frees what cuMemAlloc, cuMemAllocAsync and cuMemAllocManaged gave. */
 FC_EXPORT int cuMemFree_v2(unsigned long long dptr) {
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  struct alloc a = take((uintptr_t)dptr, KIND_DEVICE);
+  if (fc_mem_free_kind(dptr, KIND_POOL) == FC_SUCCESS || fc_mem_free_kind(dptr, KIND_MANAGED) == FC_SUCCESS)
+    return FC_SUCCESS;
+  struct alloc a = take((uintptr_t)dptr, KIND_DEVICE, true);
   if (!a.kind) return FC_ERROR_INVALID_VALUE;
-  munmap((void*)a.lo, a.hi - a.lo);
+  if (ftruncate(a.fd, 0) != 0) { /* nothing to do: the peers keep the pages */
+  }
   close(a.fd);
+  return FC_SUCCESS;
+}
+
+/* Managed memory: one address for host and device, reachable from both (pages migrate on a GPU). */
+FC_EXPORT int cuMemAllocManaged(unsigned long long* dptr, size_t bytes, unsigned flags) {
+  struct fc_ctx* c = fc_current();
+  if (!c) return FC_ERROR_INVALID_CONTEXT;
+  if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (bytes == 0 || (flags != 1 && flags != 2)) return FC_ERROR_INVALID_VALUE;
+  void* m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return FC_ERROR_OUT_OF_MEMORY;
+  if (add((uintptr_t)m, bytes, KIND_MANAGED, c->device, -1) != 0) {
+    munmap(m, bytes);
+    return FC_ERROR_OUT_OF_MEMORY;
+  }
+  *dptr = (uintptr_t)m;
   return FC_SUCCESS;
 }
 
@@ -149,7 +372,10 @@ FC_EXPORT int cuMemHostAlloc(void** p, size_t bytes, unsigned flags) {
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   void* m = NULL;
   if (posix_memalign(&m, 4096, bytes ? bytes : 1) != 0) return FC_ERROR_OUT_OF_MEMORY;
-  if (add((uintptr_t)m, bytes ? bytes : 1, KIND_HOST, -1, -1) != 0) {
+  /* The device it was allocated against, as cuPointerGetAttribute documents it; its memory type
+   * says host. */
+  struct fc_ctx* c = fc_current();
+  if (add((uintptr_t)m, bytes ? bytes : 1, KIND_HOST, c ? c->device : 0, -1) != 0) {
     free(m);
     return FC_ERROR_OUT_OF_MEMORY;
   }
@@ -158,7 +384,7 @@ FC_EXPORT int cuMemHostAlloc(void** p, size_t bytes, unsigned flags) {
 }
 
 FC_EXPORT int cuMemFreeHost(void* p) {
-  struct alloc a = take((uintptr_t)p, KIND_HOST);
+  struct alloc a = take((uintptr_t)p, KIND_HOST, false);
   if (!a.kind) return FC_ERROR_INVALID_VALUE;
   free(p);
   return FC_SUCCESS;
@@ -182,8 +408,20 @@ FC_EXPORT int cuPointerGetAttribute(void* data, int attribute, unsigned long lon
     case 7: /* buffer id */
       *(unsigned long long*)data = a.id;
       return FC_SUCCESS;
+    case 8: /* is managed */
+      *(int*)data = a.kind == KIND_MANAGED;
+      return FC_SUCCESS;
+    case 10: /* is legacy CUDA IPC capable: cuMemAlloc memory only */
+      *(int*)data = a.kind == KIND_DEVICE;
+      return FC_SUCCESS;
+    case 13: /* mapped */
+      *(int*)data = 1;
+      return FC_SUCCESS;
+    case 14: /* allowed handle types (cuMemExportToShareableHandle) */
+      *(unsigned long long*)data = a.kind == KIND_VMM ? a.handle_types : 0;
+      return FC_SUCCESS;
     case 9: /* device ordinal */
-      *(int*)data = a.kind == KIND_HOST ? 0 : a.device;
+      *(int*)data = a.device;
       return FC_SUCCESS;
     case 11: /* range start */
       *(unsigned long long*)data = a.lo;
@@ -201,7 +439,8 @@ struct ipc_handle {
   int64_t pid;
   int64_t fd;
   uint64_t bytes;
-  char pad[32];
+  uint64_t id; /* the exporter's allocation: one mapping per context however often opened */
+  char pad[24];
 };
 _Static_assert(sizeof(struct ipc_handle) == 64, "CUipcMemHandle is 64 bytes");
 
@@ -213,7 +452,25 @@ FC_EXPORT int cuIpcGetMemHandle(struct ipc_handle* h, unsigned long long dptr) {
   h->pid = getpid();
   h->fd = a.fd;
   h->bytes = a.hi - a.lo;
+  h->id = a.id;
   return FC_SUCCESS;
+}
+
+/* As the driver: a handle opened again in the same context gives the mapping it gave before,
+ * counted; cuIpcCloseMemHandle unmaps it when the count drops to zero. */
+static bool reopen(const struct ipc_handle* h, int device, unsigned long long* dptr) {
+  bool hit = false;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nallocs && !hit; i++) {
+    struct alloc* r = &allocs[i];
+    if (r->kind == KIND_IPC && r->device == device && r->peer_pid == h->pid && r->peer_id == h->id) {
+      r->refs++;
+      *dptr = r->lo;
+      hit = true;
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  return hit;
 }
 
 FC_EXPORT int cuIpcOpenMemHandle_v2(unsigned long long* dptr, struct ipc_handle h, unsigned flags) {
@@ -222,17 +479,22 @@ FC_EXPORT int cuIpcOpenMemHandle_v2(unsigned long long* dptr, struct ipc_handle 
   if (!c) return FC_ERROR_INVALID_CONTEXT;
   if (h.magic != IPC_MAGIC) return FC_ERROR_INVALID_VALUE;
   if (h.pid == getpid()) return FC_ERROR_INVALID_CONTEXT; /* as the driver: not in its own process */
+  if (reopen(&h, c->device, dptr)) return FC_SUCCESS;
   char path[64];
   snprintf(path, sizeof(path), "/proc/%lld/fd/%lld", (long long)h.pid, (long long)h.fd);
   int fd = open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0) return FC_ERROR_INVALID_HANDLE;
-  void* p = mmap(NULL, h.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) {
+  uintptr_t mlo = 0, mhi = 0;
+  void* p = map_guarded(fd, h.bytes, &mlo, &mhi);
+  if (!p) {
     close(fd);
     return FC_ERROR_OUT_OF_MEMORY;
   }
-  if (add((uintptr_t)p, h.bytes, KIND_IPC, c->device, fd) != 0) {
-    munmap(p, h.bytes);
+  struct alloc a = {
+      (uintptr_t)p, (uintptr_t)p + h.bytes, KIND_IPC, c->device, fd, 0, mlo, mhi, h.pid, h.id, 1, NULL, 0,
+      false};
+  if (add_rec(a, NULL) != 0) {
+    munmap((void*)mlo, mhi - mlo);
     close(fd);
     return FC_ERROR_OUT_OF_MEMORY;
   }
@@ -241,9 +503,18 @@ FC_EXPORT int cuIpcOpenMemHandle_v2(unsigned long long* dptr, struct ipc_handle 
 }
 
 FC_EXPORT int cuIpcCloseMemHandle(unsigned long long dptr) {
-  struct alloc a = take((uintptr_t)dptr, KIND_IPC);
-  if (!a.kind) return FC_ERROR_INVALID_VALUE;
-  munmap((void*)a.lo, a.hi - a.lo);
-  close(a.fd);
-  return FC_SUCCESS;
+  pthread_mutex_lock(&mu);
+  int rc = FC_ERROR_INVALID_VALUE;
+  for (int i = 0; i < nallocs; i++)
+    if (allocs[i].lo == dptr && allocs[i].kind == KIND_IPC) {
+      rc = FC_SUCCESS;
+      if (--allocs[i].refs > 0) break;
+      struct alloc a = allocs[i];
+      allocs[i] = allocs[--nallocs];
+      unmap_locked(&a);
+      close(a.fd);
+      break;
+    }
+  pthread_mutex_unlock(&mu);
+  return rc;
 }

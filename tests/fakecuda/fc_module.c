@@ -73,11 +73,12 @@ int fc_launch_pack(void* f, unsigned blocks, unsigned threads, unsigned smem, vo
     case FC_K_EXEC:
       memcpy(a, params[0], sizeof(struct shunt_gpu_kargs));
       break;
-    case FC_K_PRE: /* (char* dst, const char* src, uint64_t n, struct shunt_red red) */
+    case FC_K_PRE: /* (char* dst, const char* src, uint64_t n, struct shunt_red red, const void* scalar) */
       memcpy(a, params[0], sizeof(char*));
       memcpy(a + 8, params[1], sizeof(char*));
       memcpy(a + 16, params[2], sizeof(uint64_t));
       memcpy(a + 24, params[3], sizeof(struct shunt_red));
+      memcpy(a + 24 + sizeof(struct shunt_red), params[4], sizeof(void*));
       break;
     case FC_K_POST: /* (char* buf, uint64_t n, struct shunt_red red) */
       memcpy(a, params[0], sizeof(char*));
@@ -127,7 +128,9 @@ int fc_launch_run(void** runner, const struct fc_launch* l, char* err, size_t le
   memcpy(&red, a + 24, sizeof(red));
   /* The scaling kernels stride over the grid: a small one computes the same. */
   struct shunt_kcpu_grid small = {1, 4, 0, 0};
-  if (l->kind == FC_K_PRE) return shunt_kcpu_pre(d, dst, src, n, red, &small, err, len);
+  const void* scalar;
+  memcpy(&scalar, a + 24 + sizeof(struct shunt_red), sizeof(scalar));
+  if (l->kind == FC_K_PRE) return shunt_kcpu_pre(d, dst, src, n, red, scalar, &small, err, len);
   if (l->kind == FC_K_POST) return shunt_kcpu_post(d, dst, n, red, &small, err, len);
   struct shunt_gpu_kargs k;
   memcpy(&k, a, sizeof(k));

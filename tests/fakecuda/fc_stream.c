@@ -127,28 +127,10 @@ FC_EXPORT int cuThreadExchangeStreamCaptureMode(int* mode) {
 
 /* ---- Streams ---------------------------------------------------------------------------------- */
 
-/* A copy engine writes aligned units whole, and kernels spin on words copies write (flags,
- * abort words): aligned copies land word by word, each at once, as on the device. */
-static void copy(void* dst, const void* src, size_t n) {
-  uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
-  bool apart = d + n <= s || s + n <= d;
-  if (apart && (d | s | n) % 8 == 0) {
-    for (size_t i = 0; i < n; i += 8)
-      __atomic_store_n((uint64_t*)(d + i), __atomic_load_n((const uint64_t*)(s + i), __ATOMIC_RELAXED),
-                       __ATOMIC_RELEASE);
-  } else if (apart && (d | s | n) % 4 == 0) {
-    for (size_t i = 0; i < n; i += 4)
-      __atomic_store_n((uint32_t*)(d + i), __atomic_load_n((const uint32_t*)(s + i), __ATOMIC_RELAXED),
-                       __ATOMIC_RELEASE);
-  } else {
-    memmove(dst, src, n);
-  }
-}
-
 static void run_op(struct fc_stream* s, struct op* o) {
   switch (o->kind) {
     case OP_COPY:
-      copy(o->dst, o->src, o->n);
+      fc_copy(o->dst, o->src, o->n); /* as a copy engine (fc_copy.c) */
       break;
     case OP_SET:
       memset(o->dst, o->val, o->n);
@@ -189,7 +171,9 @@ static void* worker(void* arg) {
     if (!s->head) s->tail = NULL;
     s->busy = true;
     pthread_mutex_unlock(&s->mu);
+    fc_device_enter(); /* device memory is open to this operation (fc_guard.c) */
     run_op(s, o);
+    fc_device_leave();
     op_free(o);
     pthread_mutex_lock(&s->mu);
     s->busy = false;
@@ -398,7 +382,9 @@ FC_EXPORT int cuMemsetD8Async(unsigned long long dst, unsigned char v, size_t n,
 /* Synchronous forms: the copy happens now (the tests synchronize their streams first). */
 FC_EXPORT int cuMemcpy(unsigned long long dst, unsigned long long src, size_t n) {
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  fc_device_enter();
   memmove((void*)(uintptr_t)dst, (const void*)(uintptr_t)src, n);
+  fc_device_leave();
   return FC_SUCCESS;
 }
 FC_EXPORT int cuMemcpyHtoD_v2(unsigned long long dst, const void* src, size_t n) {
@@ -409,7 +395,9 @@ FC_EXPORT int cuMemcpyDtoH_v2(void* dst, unsigned long long src, size_t n) {
 }
 FC_EXPORT int cuMemsetD8_v2(unsigned long long dst, unsigned char v, size_t n) {
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  fc_device_enter();
   memset((void*)(uintptr_t)dst, v, n);
+  fc_device_leave();
   return FC_SUCCESS;
 }
 

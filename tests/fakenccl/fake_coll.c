@@ -5,10 +5,28 @@
  *
  * FAKE_NCCL_CORRUPT=1 makes rank 0 flip a high bit in one output element of every
  * collective, so that a checker's failure path can be tested. */
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fakenccl/fake_internal.h"
+
+/* The CUDA driver stand-in, when the process has it, keeps device memory from the host: the
+ * double computes on the host as NCCL's kernels would on the device, so it tells the stand-in
+ * when it acts for the device. */
+static pthread_once_t device_once = PTHREAD_ONCE_INIT;
+static void (*device_begin)(void);
+static void (*device_end)(void);
+static void device_find(void) {
+  *(void**)&device_begin = dlsym(RTLD_DEFAULT, "fakecuda_device_begin");
+  *(void**)&device_end = dlsym(RTLD_DEFAULT, "fakecuda_device_end");
+  if (!device_begin || !device_end) device_begin = device_end = NULL;
+}
+void fake_device_work(int begin) {
+  pthread_once(&device_once, device_find);
+  if (device_begin) (begin ? device_begin : device_end)();
+}
 
 /* Copies k elements from src[i0..] into dst, pre-multiplied when the op asks for it. */
 static void stage(const struct fake_coll* a, const void* src, size_t i0, size_t k, void* dst) {
@@ -92,7 +110,16 @@ static void maybe_corrupt(struct ncclComm* c, const struct fake_coll* a, size_t 
     if (rc_ != ncclSuccess) return rc_;                     \
   } while (0)
 
+static ncclResult_t coll_run(struct ncclComm* c, const struct fake_coll* a);
+
 ncclResult_t fake_coll_run(struct ncclComm* c, const struct fake_coll* a) {
+  fake_device_work(1);
+  ncclResult_t rc = coll_run(c, a);
+  fake_device_work(0);
+  return rc;
+}
+
+static ncclResult_t coll_run(struct ncclComm* c, const struct fake_coll* a) {
   size_t es = fake_dtype_size(a->dtype), n = (size_t)c->nranks, me = (size_t)c->rank;
   unsigned char* recv = a->recv;
   unsigned char* mine = fake_slot(c, c->rank);

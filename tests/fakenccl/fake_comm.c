@@ -176,9 +176,11 @@ ncclResult_t fake_redop_resolve(struct ncclComm* c, ncclRedOp_t op, ncclDataType
   const void* s = u->residence == ncclScalarHostImmediate ? u->scalar : u->scalar_ptr;
   out->combine = FAKE_SUM;
   out->premul = 1;
+  fake_device_work(1); /* a device-resident scalar: read as NCCL's kernel reads it */
   if (is_float)
     out->scalar_f = fake_load_f(dtype, s, 0);
   else
     out->scalar_u = fake_load_u(dtype, s, 0);
+  fake_device_work(0);
   return ncclSuccess;
 }

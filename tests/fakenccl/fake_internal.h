@@ -114,6 +114,8 @@ struct fake_coll {
   int root;
 };
 ncclResult_t fake_coll_run(struct ncclComm* c, const struct fake_coll* a);
+/* Brackets the double's work on user buffers, which may be device memory (begin 1, then 0). */
+void fake_device_work(int begin);
 
 /* Groups (fake_group.c). */
 int fake_group_depth(void);

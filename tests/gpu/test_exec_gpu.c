@@ -197,7 +197,7 @@ static int launch_split(struct shunt_gpu_world* w, const struct shunt_split* sp,
                         const char* scalar, cudaStream_t st, char* err, size_t len) {
   uint64_t R = sp->head + sp->rest, q = sp->quantum;
   if (sp->head) {
-    struct shunt_gpu_run r = {w, head, user_in, d_out, scalar, 0, false, NULL, NULL, 0, 0};
+    struct shunt_gpu_run r = {w, head, user_in, d_out, scalar, 0, false, NULL, NULL, 0, 0, false};
     if (shunt_gpu_launch(&r, st, err, len) != 0) return -1;
   }
   if (!sp->rest) return 0;
@@ -208,7 +208,7 @@ static int launch_split(struct shunt_gpu_world* w, const struct shunt_split* sp,
     snprintf(err, len, "tail staging failed");
     return -1;
   }
-  struct shunt_gpu_run r = {w, tail, tin, tout, scalar, 0, false, NULL, NULL, 0, 0};
+  struct shunt_gpu_run r = {w, tail, tin, tout, scalar, 0, false, NULL, NULL, 0, 0, false};
   if (shunt_gpu_launch(&r, st, err, len) != 0) return -1;
   for (uint64_t k = 0; k < shunt_split_slices(plan); k++)
     if (cudaMemcpyAsync(d_out + k * R + sp->head, tout + k * q, sp->rest, cudaMemcpyDeviceToDevice, st) !=
@@ -285,7 +285,8 @@ static void* rank_main(void* arg) {
     char scalar[8];
     verify_premul_scalar((enum shunt_dtype)s->dt, scalar);
     char* user_in = plan->inplace ? (reduce ? d_out : d_out + (uint64_t)rank * s->in) : d_in;
-    struct shunt_gpu_run r = {w, gh, user_in, d_out, scalar, 0, false, NULL, NULL, 0, 0}; /* the head alone, for graphs */
+    struct shunt_gpu_run r = {w,     gh,   user_in, d_out, scalar, 0,
+                              false, NULL, NULL,    0,     0,      false}; /* the head alone, for graphs */
 
     for (unsigned it = 0; it < EAGER_ITERS; it++) {
       unsigned seed = k * 131 + it;

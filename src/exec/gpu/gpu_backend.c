@@ -239,7 +239,8 @@ static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const s
     return code == SHUNT_GPU_UNFIT   ? SHUNT_EXEC_UNFIT
            : code == SHUNT_GPU_NOMEM ? SHUNT_EXEC_NOMEM
                                      : SHUNT_EXEC_INVALID;
-  struct shunt_gpu_run r = {w, gp, in, out, c->scalar, c->timeout_ms * 1000000ull, true, NULL, NULL, 0, 0};
+  struct shunt_gpu_run r = {w,    gp,   in,   out, c->scalar, c->timeout_ms * 1000000ull,
+                            true, NULL, NULL, 0,   0,         c->scalar_on_device};
   if (z && z->out) {
     r.zc_out = z->out->table;
     r.zc_out_off = (uint64_t)((const char*)out - z->out->base);

@@ -130,7 +130,10 @@ SHUNT_GPU_ENTRY __launch_bounds__(SHUNT_GPU_MAX_THREADS, 1)
 }
 
 /* dst[i] = pre(src[i]): PreMulSum / floating avg scaling of one contribution. */
-SHUNT_GPU_ENTRY shunt_gpu_pre_kernel(char* dst, const char* src, uint64_t n, struct shunt_red red) {
+SHUNT_GPU_ENTRY shunt_gpu_pre_kernel(char* dst, const char* src, uint64_t n, struct shunt_red red,
+                                     const void* scalar) {
+  /* A device-resident PreMulSum scalar is read now, in stream order, as NCCL reads it. */
+  if (scalar) red.arg = shunt_ty_load(scalar, red.ty);
   uint64_t es = shunt_ty_size(red.ty);
   for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (uint64_t)gridDim.x * blockDim.x)

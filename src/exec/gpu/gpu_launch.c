@@ -34,7 +34,7 @@ static int enqueue(struct shunt_gpu_world* w, const struct shunt_cu* cu, const s
   } while (0)
   if (st.seed_bytes) CU(cu->MemcpyAsync(DP(st.seed_dst), DP(st.seed_src), st.seed_bytes, stream));
   if (st.pre_n) {
-    void* a[] = {&st.pre_dst, &st.pre_src, &st.pre_n, &st.pre_red};
+    void* a[] = {&st.pre_dst, &st.pre_src, &st.pre_n, &st.pre_red, &st.pre_scalar};
     CU(cu->LaunchKernel(fn->pre, elem_grid(st.pre_n), 1, 1, 256, 1, 1, 0, stream, a, NULL));
   }
   if (st.copy_in_bytes) CU(cu->MemcpyAsync(DP(st.copy_in_dst), DP(st.copy_in_src), st.copy_in_bytes, stream));
@@ -75,9 +75,9 @@ int shunt_gpu_launch(const struct shunt_gpu_run* run, struct CUstream_st* stream
 
   struct shunt_gpu_steps st;
   const char* why =
-      shunt_gpu_steps_plan_zc(p, k.nranks, run->in, run->out, run->premul_scalar, shunt_gpu_world_stage(w, 0),
-                              shunt_gpu_world_stage(w, 1), k.lay.input_bytes, k.lay.output_bytes,
-                              run->zc_in != NULL, run->zc_out != NULL, &st);
+      shunt_gpu_steps_plan_zc(p, k.nranks, run->in, run->out, run->premul_scalar, run->premul_on_device,
+                              shunt_gpu_world_stage(w, 0), shunt_gpu_world_stage(w, 1), k.lay.input_bytes,
+                              k.lay.output_bytes, run->zc_in != NULL, run->zc_out != NULL, &st);
   if (why)
     FAIL(SHUNT_GPU_INVALID, "%s (buffers of %llu/%llu bytes, staging %llu/%llu)", why,
          (unsigned long long)p->in_bytes, (unsigned long long)p->out_bytes,

@@ -1,16 +1,20 @@
 /* Device memory shunt allocates itself (exec/backend.h: shunt_gpu_mem_alloc), for ncclMemAlloc:
- * cuMemAlloc memory, which CUDA IPC exports, so peers reach it zero-copy once registered. */
+ * what NCCL gives, VMM memory (gpu_vmm.h: granularity-aligned, shareable by file descriptor,
+ * so peers reach it zero-copy once registered); cuMemAlloc memory where the driver has no VMM,
+ * as NCCL falls back to cudaMalloc. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "exec/backend.h"
+#include "exec/gpu/gpu_vmm.h"
 #include "transport/cu.h"
 
 /* Every allocation made here, so that ncclMemFree can tell its own from NCCL's. */
 struct mem {
   void* p;
+  size_t vmm_bytes; /* mapped VMM memory; 0: cuMemAlloc memory */
   struct mem* next;
 };
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -24,15 +28,25 @@ int shunt_gpu_mem_alloc(size_t bytes, void** out, char* err, size_t len) {
     snprintf(err, len, "no current CUDA context in this thread");
     return -1;
   }
-  struct mem* m = malloc(sizeof(*m));
-  CUdeviceptr d = 0;
-  CUresult e = m ? cu->MemAlloc(&d, bytes ? bytes : 1) : CUDA_ERROR_OUT_OF_MEMORY;
-  if (e != CUDA_SUCCESS) {
-    free(m);
-    snprintf(err, len, "cuMemAlloc of %zu bytes: %s", bytes, shunt_cu_error(e));
+  struct mem* m = calloc(1, sizeof(*m));
+  CUdevice dev = 0;
+  char why[256] = "";
+  if (m && (cu->CtxGetDevice(&dev) != CUDA_SUCCESS ||
+            shunt_gpu_vmm_alloc(bytes, dev, &m->p, &m->vmm_bytes, why, sizeof(why)) != 0)) {
+    CUdeviceptr d = 0;
+    CUresult e = cu->MemAlloc(&d, bytes ? bytes : 1);
+    if (e != CUDA_SUCCESS) {
+      free(m);
+      snprintf(err, len, "cuMemAlloc of %zu bytes: %s (no VMM memory: %s)", bytes, shunt_cu_error(e), why);
+      return -1;
+    }
+    m->p = (void*)(uintptr_t)d;
+    m->vmm_bytes = 0;
+  }
+  if (!m) {
+    snprintf(err, len, "out of memory");
     return -1;
   }
-  m->p = (void*)(uintptr_t)d;
   pthread_mutex_lock(&mu);
   m->next = mems;
   mems = m;
@@ -49,8 +63,12 @@ int shunt_gpu_mem_free(void* p) {
   if (m) *pp = m->next;
   pthread_mutex_unlock(&mu);
   if (!m) return -1;
+  size_t vmm_bytes = m->vmm_bytes;
   free(m);
   const struct shunt_cu* cu = shunt_cu(NULL, 0);
-  if (cu) cu->MemFree((CUdeviceptr)(uintptr_t)p);
+  if (vmm_bytes)
+    shunt_gpu_vmm_free(p, vmm_bytes);
+  else if (cu)
+    cu->MemFree((CUdeviceptr)(uintptr_t)p);
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/gpu/gpu_vmm.h"
 #include "transport/cu.h"
 #include "util/host.h"
 
@@ -86,7 +87,7 @@ static void unmap(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, struct i
   struct ipc_map** pp = &rs->maps;
   while (*pp && *pp != m) pp = &(*pp)->next;
   if (*pp) *pp = m->next;
-  if (cu) cu->IpcCloseMemHandle(m->base);
+  if (cu) shunt_gpu_peer_mem_close(cu, m->base);
   free(m);
 }
 
@@ -140,7 +141,7 @@ static struct ipc_map* open_map(struct shunt_gpu_regs* rs, const struct shunt_cu
     snprintf(err, len, "out of memory");
     return NULL;
   }
-  CUresult e = cu->IpcOpenMemHandle(&m->base, *h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+  CUresult e = shunt_gpu_peer_mem_open(cu, h, &m->base);
   if (e != CUDA_SUCCESS) {
     snprintf(err, len, "cuIpcOpenMemHandle for rank %u's registered buffer: %s", rank, shunt_cu_error(e));
     free(m);
@@ -183,7 +184,7 @@ int shunt_gpu_reg_exchange(struct shunt_gpu_regs* rs, const struct shunt_cu* cu,
     CUdeviceptr start = 0;
     if (cu->PointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, DP(r->base)) == CUDA_SUCCESS) {
       me->offset = (uint64_t)(uintptr_t)r->base - start;
-      me->has_handle = cu->IpcGetMemHandle(&me->handle, start) == CUDA_SUCCESS;
+      me->has_handle = shunt_gpu_peer_mem_describe(cu, start, &me->handle);
     }
     me->ok = 1;
   }

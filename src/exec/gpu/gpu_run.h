@@ -33,8 +33,9 @@ struct shunt_gpu_run {
   const struct shunt_gpu_prog* prog;
   const void* in; /* user input (device) */
   void* out;      /* user output (device) */
-  /* PREMULSUM: one element of the program's dtype in host memory, read during the call (a
-   * captured graph keeps the value it had then). */
+  /* PREMULSUM: one element of the program's dtype: in host memory, read during the call (a
+   * captured graph keeps the value it had then), or with premul_on_device in device memory,
+   * read by the kernel when it runs (a graph replay reads it anew). */
   const void* premul_scalar;
   uint64_t timeout_ns; /* bound of this run's waits; 0: the world's */
   /* The caller holds the world's launch order (shunt_gpu_world_order_begin): it enqueues
@@ -45,6 +46,7 @@ struct shunt_gpu_run {
   const uint64_t* zc_in;
   const uint64_t* zc_out;
   uint64_t zc_in_off, zc_out_off;
+  bool premul_on_device;
 };
 
 int shunt_gpu_launch(const struct shunt_gpu_run* run, struct CUstream_st* stream, char* err, size_t len);

@@ -35,6 +35,9 @@ struct shunt_gpu_steps {
   const char* pre_src;
   uint64_t pre_n; /* elements */
   struct shunt_red pre_red;
+  /* A device-resident PreMulSum scalar (one element of the dtype), loaded by the pre kernel
+   * when it runs, over pre_red.arg; NULL: pre_red.arg is the scalar. */
+  const void* pre_scalar;
   char* copy_in_dst;
   const char* copy_in_src;
   uint64_t copy_in_bytes;
@@ -92,11 +95,14 @@ static inline uint32_t shunt_gpu_prog_smem(const struct shunt_program* p) {
 }
 
 /* zc_in / zc_out: the call's input / output are registered on every rank at the same offset
- * (zero-copy); used only where no scaling comes first (s->zc_in / zc_out say which are used). */
+ * (zero-copy); used only where no scaling comes first (s->zc_in / zc_out say which are used).
+ * scalar_on_device: premul_scalar is device memory (ncclScalarDevice), never read here: the
+ * pre kernel reads it when it runs, so a graph replay sees the value of its own time. */
 static inline const char* shunt_gpu_steps_plan_zc(const struct shunt_program* p, uint32_t nranks,
                                                   const void* user_in_, void* user_out_,
-                                                  const void* premul_scalar, char* stage_in, char* stage_out,
-                                                  uint64_t in_cap, uint64_t out_cap, bool zc_in, bool zc_out,
+                                                  const void* premul_scalar, bool scalar_on_device,
+                                                  char* stage_in, char* stage_out, uint64_t in_cap,
+                                                  uint64_t out_cap, bool zc_in, bool zc_out,
                                                   struct shunt_gpu_steps* s) {
   memset(s, 0, sizeof(*s));
   const char* user_in = (const char*)user_in_;
@@ -134,7 +140,9 @@ static inline const char* shunt_gpu_steps_plan_zc(const struct shunt_program* p,
   red.ty = p->dtype;
   red.kind = SHUNT_RED_PREMULSUM;
   red.arg = 0;
-  if (pre)
+  if (pre && p->redop == SHUNT_REDOP_PREMULSUM && scalar_on_device)
+    s->pre_scalar = premul_scalar;
+  else if (pre)
     red.arg = p->redop == SHUNT_REDOP_PREMULSUM ? shunt_ty_load(premul_scalar, p->dtype)
                                                 : shunt_avg_scalar(p->dtype, (int)nranks);
   char* in;
@@ -182,8 +190,8 @@ static inline const char* shunt_gpu_steps_plan(const struct shunt_program* p, ui
                                                const void* user_in, void* user_out, const void* premul_scalar,
                                                char* stage_in, char* stage_out, uint64_t in_cap, uint64_t out_cap,
                                                struct shunt_gpu_steps* s) {
-  return shunt_gpu_steps_plan_zc(p, nranks, user_in, user_out, premul_scalar, stage_in, stage_out, in_cap, out_cap,
-                                 false, false, s);
+  return shunt_gpu_steps_plan_zc(p, nranks, user_in, user_out, premul_scalar, false, stage_in, stage_out,
+                                 in_cap, out_cap, false, false, s);
 }
 
 /* The launch's part of the kernel arguments: the program as the kernel reads it, its live

@@ -94,7 +94,18 @@ static void setf(char* err, size_t len, const char* fmt, ...) {
 
 /* ---- Creation ---------------------------------------------------------------------------------- */
 
-static void release(struct shunt_gpu_world* w) {
+/* Closes this rank's mappings of its peers' regions (its own kernels are done with them). */
+static void unmap_peers(struct shunt_gpu_world* w) {
+  if (!w->cu || !w->ctx || !w->peer || !w->peer_ipc) return;
+  struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 0);
+  for (uint32_t r = 0; r < w->nranks; r++) shunt_cuda_peer_unmap(w->cu, w->peer[r], w->peer_ipc[r]);
+  shunt_cu_leave(&g);
+  free(w->peer_ipc);
+  w->peer_ipc = NULL;
+}
+
+/* keep_region: the region stays allocated (see shunt_gpu_world_release). */
+static void release(struct shunt_gpu_world* w, bool keep_region) {
   if (!w) return;
   /* The proxy thread stops before the endpoints it drives, and their threads (the socket
    * transport's receiver copies with the proxy's stream) before the proxy's streams; the queue
@@ -106,10 +117,8 @@ static void release(struct shunt_gpu_world* w) {
   if (cu && w->ctx) {
     struct shunt_cu_guard g = shunt_cu_enter(cu, w->ctx, 0);
     if (w->pstream) cu->StreamSynchronize(w->pstream);
-    if (w->peer)
-      for (uint32_t r = 0; r < w->nranks; r++)
-        if (w->peer_ipc) shunt_cuda_peer_unmap(cu, w->peer[r], w->peer_ipc[r]);
-    if (w->region) cu->MemFree(DP(w->region));
+    unmap_peers(w);
+    if (w->region && !keep_region) cu->MemFree(DP(w->region));
     for (size_t i = 0; i < w->ngrave; i++) cu->MemFree(DP(w->grave[i]));
     if (w->last) cu->EventDestroy(w->last);
     if (w->fifo) cu->MemFreeHost(w->fifo);
@@ -195,7 +204,7 @@ int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gp
    * that would fail and invalidate the caller's capture. */
   struct shunt_cu_guard g = shunt_cu_enter(w->cu, NULL, 1);
   int rc = world_create(w, all, cfg, err, len);
-  if (rc != 0) release(w); /* its frees and synchronizations in relaxed mode too */
+  if (rc != 0) release(w, false); /* its frees and synchronizations in relaxed mode too */
   shunt_cu_leave(&g);
   free(all);
   if (rc != 0) return rc;
@@ -351,8 +360,10 @@ void shunt_gpu_world_destroy(struct shunt_gpu_world* w) {
   shunt_gpu_world_quiesce(w);
   shunt_gpu_proxy_stop(w->proxy);
   shunt_gpu_net_leave(w->net); /* peers' teardown then logs nothing */
+  /* Every rank unmaps its peers' regions before any rank frees its own. */
+  unmap_peers(w);
   w->bs.barrier(w->bs.ctx);
-  release(w);
+  release(w, false);
 }
 
 void shunt_gpu_world_quiesce(struct shunt_gpu_world* w) {
@@ -365,9 +376,16 @@ void shunt_gpu_world_quiesce(struct shunt_gpu_world* w) {
 void shunt_gpu_world_release(struct shunt_gpu_world* w) {
   if (!w) return;
   /* This rank's last launch has completed before its memory goes: every wait of it is
-   * satisfied, so no peer still writes here for it. */
+   * satisfied. Its peers' kernels may still write its region, though: a kernel of a peer that
+   * goes on (a later call this rank never joins, an abort, a timeout) writes its contribution
+   * and, giving up, the abort word into every peer's region, and on a GPU a write to freed
+   * memory is a sticky fault that ends that peer's process. Without a collective step (the
+   * peers may be gone, or driven by this very thread) nothing tells when they are done, so the
+   * region of a world with peers stays allocated until the process exits: a communicator's
+   * staging and scratch per non-collective teardown, where the alternative is a peer's crash.
+   * Everything else goes; the collective path (shunt_gpu_world_destroy) frees it all. */
   shunt_gpu_world_quiesce(w);
-  release(w);
+  release(w, w->nranks > 1);
 }
 
 /* ---- Accessors ---------------------------------------------------------------------------------- */

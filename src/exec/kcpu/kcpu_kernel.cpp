@@ -51,6 +51,7 @@ struct launch {
   const char* src;
   uint64_t n;
   struct shunt_red red;
+  const void* scalar; /* KERNEL_PRE: a device-resident scalar, or NULL */
   uint64_t per; /* KERNEL_CHECK's arguments */
   uint32_t nranks, allgather;
   unsigned long long* first;
@@ -151,7 +152,7 @@ void run_one(const launch* L, unsigned index) {
       shunt_gpu_exec_kernel(*L->k);
       break;
     case KERNEL_PRE:
-      shunt_gpu_pre_kernel(L->dst, L->src, L->n, L->red);
+      shunt_gpu_pre_kernel(L->dst, L->src, L->n, L->red, L->scalar);
       break;
     case KERNEL_POST:
       shunt_gpu_post_kernel(L->dst, L->n, L->red);
@@ -358,13 +359,15 @@ extern "C" int shunt_kcpu_exec(struct shunt_kcpu_device* d, const struct shunt_g
 }
 
 extern "C" int shunt_kcpu_pre(struct shunt_kcpu_device* d, char* dst, const char* src, uint64_t n,
-                              struct shunt_red red, const struct shunt_kcpu_grid* g, char* err, size_t len) {
+                              struct shunt_red red, const void* scalar, const struct shunt_kcpu_grid* g,
+                              char* err, size_t len) {
   launch L{};
   L.kind = KERNEL_PRE;
   L.dst = dst;
   L.src = src;
   L.n = n;
   L.red = red;
+  L.scalar = scalar;
   return run_grid(d, &L, g, err, len);
 }
 

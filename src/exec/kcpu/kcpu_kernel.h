@@ -41,9 +41,10 @@ struct shunt_kcpu_grid {
 /* The executor kernel on arguments k (every pointer a host address). */
 int shunt_kcpu_exec(struct shunt_kcpu_device* d, const struct shunt_gpu_kargs* k,
                     const struct shunt_kcpu_grid* g, char* err, size_t len);
-/* dst[i] = pre(src[i]) for n elements (PreMulSum, floating avg). */
+/* dst[i] = pre(src[i]) for n elements (PreMulSum, floating avg); a non-NULL scalar is read
+ * for red's scalar when the kernel runs. */
 int shunt_kcpu_pre(struct shunt_kcpu_device* d, char* dst, const char* src, uint64_t n, struct shunt_red red,
-                   const struct shunt_kcpu_grid* g, char* err, size_t len);
+                   const void* scalar, const struct shunt_kcpu_grid* g, char* err, size_t len);
 /* buf[i] = post(buf[i]) for n elements (integer avg). */
 int shunt_kcpu_post(struct shunt_kcpu_device* d, char* buf, uint64_t n, struct shunt_red red,
                     const struct shunt_kcpu_grid* g, char* err, size_t len);

@@ -285,7 +285,8 @@ int shunt_kcpu_launch(struct shunt_kcpu_world* w, const struct shunt_kcpu_run* r
     return SHUNT_KCPU_INVALID;
   }
   if (st.seed_bytes) memcpy(st.seed_dst, st.seed_src, st.seed_bytes);
-  if (st.pre_n && shunt_kcpu_pre(w->dev, st.pre_dst, st.pre_src, st.pre_n, st.pre_red, &elem_grid, err, len))
+  if (st.pre_n && shunt_kcpu_pre(w->dev, st.pre_dst, st.pre_src, st.pre_n, st.pre_red, st.pre_scalar,
+                                 &elem_grid, err, len))
     return SHUNT_KCPU_INVALID;
   if (st.copy_in_bytes) memcpy(st.copy_in_dst, st.copy_in_src, st.copy_in_bytes);
   struct shunt_gpu_kargs k;
