@@ -69,8 +69,8 @@ static long long call(ncclComm_t comm, int rank, fc_handle st, char* in, char* o
       for (int r = 0; r < nranks; r++) want += (float)((r + 1) * (salt + 2) + (int)(i % 17));
     bad += h[i] != want;
   }
-  CHECK_MSG(bad == 0, "rank %d: %s %d: %zu of %zu floats wrong", rank, ag ? "allgather" : "allreduce", salt, bad,
-            total);
+  CHECK_MSG(bad == 0, "rank %d: %s %d: %zu of %zu floats wrong", rank, ag ? "allgather" : "allreduce", salt,
+            bad, total);
   free(h);
   return moved;
 }
@@ -172,8 +172,8 @@ static void run_span(ncclComm_t comm, int rank, fc_handle st) {
   char* out = rank == 1 ? lo + half - IN_BYTES / 4 : lo;
   for (int ag = 0; ag < 2; ag++) {
     long long moved = call(comm, rank, st, in, out, ag, 8 + ag);
-    CHECK_MSG(moved >= (long long)IN_BYTES, "rank %d: a call on a range across two allocations copied %lld bytes",
-              rank, moved);
+    CHECK_MSG(moved >= (long long)IN_BYTES,
+              "rank %d: a call on a range across two allocations copied %lld bytes", rank, moved);
   }
   CHECK_EQ_INT(ncclCommDeregister(comm, hi), ncclSuccess);
   CHECK_EQ_INT(ncclCommDeregister(comm, ho), ncclSuccess);

@@ -9,6 +9,7 @@
 
 #include "exec/backend.h"
 #include "transport/cu.h"
+#include "exec/gpu/gpu_agree.h"
 #include "exec/gpu/gpu_backend.h"
 #include "exec/gpu/gpu_reg.h"
 #include "exec/gpu/gpu_run.h"
@@ -38,6 +39,11 @@ struct gpu_backend {
   uint64_t clock;
   _Atomic(const struct shunt_program*) last; /* the program last launched, for check's message */
   struct shunt_gpu_regs* regs;               /* registered user buffers (zero-copy) */
+  /* The same-host board on which every call's zero-copy binding is agreed (NULL: a world across
+   * hosts, or a board some rank could not map: every call staged on every rank). Made with the
+   * first world, by every rank at the same call. */
+  struct shunt_gpu_agree* board;
+  bool board_tried;
   /* Worlds (and tail staging) outgrown by a larger call: a captured graph may still replay on
    * them, so they live as long as the backend. */
   struct retired {
@@ -181,6 +187,13 @@ static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const
   g->cu = shunt_gpu_world_cu(made);
   g->ctx = shunt_gpu_world_ctx(made);
   atomic_store(&g->world, made);
+  /* Every rank made its first world at this call, and knows alike whether it spans hosts. */
+  if (!g->board_tried && !shunt_gpu_world_spans(made)) {
+    char why2[256];
+    g->board_tried = true;
+    g->board = shunt_gpu_agree_new(b->rank, b->nranks, &b->ex, why2, sizeof(why2));
+    if (!g->board) SHUNT_INFO(SHUNT_ALLOC, "rank %u: registered buffers will be staged: %s", b->rank, why2);
+  }
   return SHUNT_EXEC_OK;
 }
 
@@ -224,15 +237,9 @@ static struct shunt_gpu_prog* upload_for(struct gpu_backend* g, struct shunt_gpu
   return gp;
 }
 
-/* Zero-copy for one part: the registrations holding its buffers (NULL: staged). */
-struct zc {
-  const struct shunt_gpu_reg* in;
-  const struct shunt_gpu_reg* out;
-};
-
 static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const struct shunt_backend_call* c,
-                       const struct shunt_call_shape* shape, const void* in, void* out, const struct zc* z,
-                       char* err, size_t len) {
+                       const struct shunt_call_shape* shape, const void* in, void* out,
+                       const struct shunt_gpu_zc* z, char* err, size_t len) {
   int code = 0;
   struct shunt_gpu_prog* gp = upload_for(g, w, c->plan, shape, &code, err, len);
   if (!gp)
@@ -240,13 +247,10 @@ static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const s
            : code == SHUNT_GPU_NOMEM ? SHUNT_EXEC_NOMEM
                                      : SHUNT_EXEC_INVALID;
   struct shunt_gpu_run r = {w, gp, in, out, c->scalar, c->timeout_ms * 1000000ull, true, NULL, NULL, 0, 0};
-  if (z && z->out) {
-    r.zc_out = z->out->table;
-    r.zc_out_off = (uint64_t)((const char*)out - z->out->base);
-  }
-  if (z && z->in) {
-    r.zc_in = z->in->table;
-    r.zc_in_off = (uint64_t)((const char*)in - z->in->base);
+  /* The tables hold each rank's own address of this call's buffers: no offset on top. */
+  if (z) {
+    r.zc_out = z->out;
+    r.zc_in = z->in;
   }
   atomic_store(&g->last, gp->host);
   int rc = shunt_gpu_launch(&r, (CUstream)c->stream, err, len);
@@ -256,7 +260,7 @@ static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const s
 /* The head on the user's buffers, then the tail padded with zeros in the device staging, all
  * in one ordered section of the world's launches (the staging is shared by every call). */
 static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const struct shunt_backend_call* c,
-                    const struct zc* z, char* err, size_t len) {
+                    const struct shunt_gpu_zc* z, char* err, size_t len) {
   const struct shunt_cu* cu = shunt_gpu_world_cu(w);
   const struct shunt_split* s = &c->split;
   CUstream st = (CUstream)c->stream;
@@ -295,43 +299,37 @@ static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const stru
   return SHUNT_EXEC_OK;
 }
 
-/* A registration usable zero-copy for [p, p + bytes): exchanged with every rank at its first
- * use (collective: when one rank's buffers are registered, every rank's are, NCCL's rule). */
-static const struct shunt_gpu_reg* usable(struct gpu_backend* g, const void* p, uint64_t bytes) {
-  struct shunt_gpu_reg* r = shunt_gpu_reg_find(g->regs, p, bytes);
-  if (!r) return NULL;
-  /* Freed and allocated again without deregistering: the peers' mappings are of memory that is
-   * gone. Staged, as every rank that did the same will find (NCCL asks for deregistration
-   * before free; this keeps a program that forgot from reading stale memory). */
-  if (!shunt_gpu_reg_current(g->cu ? g->cu : shunt_cu(NULL, 0), r)) {
-    if (r->state != -2)
-      SHUNT_WARN(
-          "rank %u: registered buffer %p was freed and allocated again without ncclCommDeregister; calls "
-          "on it are staged",
-          g->base.rank, (void*)r->base);
-    r->state = -2;
-    return NULL;
+/* Which of the call head's buffers peers reach in place (gpu_reg.h: agreed with every rank at
+ * this call): the output, and the input too when the call is not in place (in place, the
+ * input is a view into the output). */
+/* Whether any rank's program of the plan reaches a peer's user buffer (exec/lower.c's
+ * remote_access, over every rank): known alike on every rank, so every rank binds the same
+ * calls. Plans that move everything through scratch (the LL ones, the small calls) never bind. */
+static bool plan_reaches_user(const struct shunt_plan* p) {
+  for (uint32_t g = 0; g < p->ngpus; g++) {
+    const struct shunt_plan_gpu* gp = &p->gpus[g];
+    for (uint32_t i = 0; i < gp->nremote_buffers; i++)
+      if (gp->remote_buffers[i].type == SHUNT_BUF_INPUT || gp->remote_buffers[i].type == SHUNT_BUF_OUTPUT)
+        return true;
+    for (uint32_t i = 0; i < gp->nchannels[SHUNT_CHAN_SWITCH]; i++) {
+      enum shunt_buf_type t = gp->channels[SHUNT_CHAN_SWITCH][i].buffer_type;
+      if (t == SHUNT_BUF_INPUT || t == SHUNT_BUF_OUTPUT) return true;
+    }
   }
-  if (r->state == 0) {
-    char why[512];
-    if (shunt_gpu_reg_exchange(g->regs, g->cu, g->ctx, r, g->base.rank, g->base.nranks, &g->base.ex, why,
-                               sizeof(why)) != 0)
-      SHUNT_WARN("rank %u: a registered buffer cannot be reached zero-copy (%s); calls on it are staged",
-                 g->base.rank, why);
-  }
-  return r->state == 1 ? r : NULL;
+  return false;
 }
 
-/* Which buffers of the call's head peers reach in place: the output when it is registered, and
- * the input too when the call is not in place (in place, the input is a view into the output). */
-static void zero_copy(struct gpu_backend* g, const struct shunt_backend_call* c, struct zc* z) {
+static bool world_broken(void* w) {
+  return shunt_gpu_world_broken(w);
+}
+
+static int zero_copy(struct gpu_backend* g, struct shunt_gpu_world* w, const struct shunt_backend_call* c,
+                     struct shunt_gpu_zc* z, char* err, size_t len) {
   bool inplace = (const char*)c->in >= (const char*)c->out &&
                  (const char*)c->in < (const char*)c->out + c->shape.out_bytes;
-  z->out = usable(g, c->out, c->shape.out_bytes);
-  if (z->out && !inplace) {
-    z->in = usable(g, c->in, c->shape.in_bytes);
-    if (!z->in) z->out = NULL; /* NCCL's rule: both registered, or neither used */
-  }
+  return shunt_gpu_reg_bind(g->regs, g->cu, g->ctx, g->board, g->base.rank, g->base.nranks, c->in,
+                            c->shape.in_bytes, c->out, c->shape.out_bytes, inplace, world_broken, w, z, err,
+                            len);
 }
 
 static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char* err, size_t len) {
@@ -356,8 +354,10 @@ static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char
   }
   /* Registered buffers are reached in place through CUDA IPC, which a rank of another host
    * has not: a world across hosts stages them. */
-  struct zc z = {NULL, NULL};
-  if (c->split.head && !shunt_gpu_world_spans(w)) zero_copy(g, c, &z);
+  struct shunt_gpu_zc z = {NULL, NULL};
+  if (c->split.head && !shunt_gpu_world_spans(w) && plan_reaches_user(c->plan) &&
+      zero_copy(g, w, c, &z, err, len) != 0)
+    return SHUNT_EXEC_INVALID;
   struct shunt_cu_guard cg = shunt_cu_enter(shunt_gpu_world_cu(w), shunt_gpu_world_ctx(w), 0);
   int rc = SHUNT_EXEC_INVALID;
   if (shunt_gpu_world_order_begin(w, (CUstream)c->stream, err, len) == 0) {
@@ -392,6 +392,8 @@ static void end(struct shunt_backend* b) {
   struct gpu_backend* g = (struct gpu_backend*)b;
   shunt_gpu_regs_free(g->regs, g->cu, g->ctx);
   g->regs = NULL;
+  shunt_gpu_agree_free(g->board);
+  g->board = NULL;
   pthread_mutex_destroy(&g->mu);
 }
 
@@ -409,10 +411,8 @@ void* shunt_backend_register(struct shunt_backend* b, void* buf, size_t bytes, c
 
 void shunt_backend_deregister(struct shunt_backend* b, void* handle) {
   if (!b || b->kind != SHUNT_BACKEND_GPU || !handle) return;
-  struct gpu_backend* g = (struct gpu_backend*)b;
-  struct shunt_gpu_world* w = atomic_load(&g->world);
-  if (w) shunt_gpu_world_quiesce(w); /* no kernel of this rank still reads through it */
-  shunt_gpu_reg_remove(g->regs, g->cu, g->ctx, handle);
+  /* Nothing to wait for: the peer mappings made through it stay until the backend ends. */
+  shunt_gpu_reg_remove(((struct gpu_backend*)b)->regs, handle);
 }
 
 struct shunt_gpu_world* shunt_gpu_backend_world(struct shunt_backend* b) {

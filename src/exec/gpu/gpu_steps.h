@@ -91,8 +91,9 @@ static inline uint32_t shunt_gpu_prog_smem(const struct shunt_program* p) {
   return b <= SHUNT_GPU_PROG_SMEM_MAX ? (uint32_t)b : 0u;
 }
 
-/* zc_in / zc_out: the call's input / output are registered on every rank at the same offset
- * (zero-copy); used only where no scaling comes first (s->zc_in / zc_out say which are used). */
+/* zc_in / zc_out: every rank agreed that peers reach the call's input / output in place
+ * (zero-copy, gpu_reg.h); used only where no scaling comes first (s->zc_in / zc_out say which
+ * are used). */
 static inline const char* shunt_gpu_steps_plan_zc(const struct shunt_program* p, uint32_t nranks,
                                                   const void* user_in_, void* user_out_,
                                                   const void* premul_scalar, char* stage_in, char* stage_out,
