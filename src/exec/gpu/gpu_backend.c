@@ -299,9 +299,6 @@ static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const stru
   return SHUNT_EXEC_OK;
 }
 
-/* Which of the call head's buffers peers reach in place (gpu_reg.h: agreed with every rank at
- * this call): the output, and the input too when the call is not in place (in place, the
- * input is a view into the output). */
 /* Whether any rank's program of the plan reaches a peer's user buffer (exec/lower.c's
  * remote_access, over every rank): known alike on every rank, so every rank binds the same
  * calls. Plans that move everything through scratch (the LL ones, the small calls) never bind. */
@@ -323,6 +320,9 @@ static bool world_broken(void* w) {
   return shunt_gpu_world_broken(w);
 }
 
+/* Which of the call head's buffers peers reach in place (gpu_reg.h: agreed with every rank at
+ * this call): the output, and the input too when the call is not in place (in place, the
+ * input is a view into the output). */
 static int zero_copy(struct gpu_backend* g, struct shunt_gpu_world* w, const struct shunt_backend_call* c,
                      struct shunt_gpu_zc* z, char* err, size_t len) {
   bool inplace = (const char*)c->in >= (const char*)c->out &&
