@@ -1,5 +1,6 @@
 /* The stand-in's streams, events and graphs (fake_cuda.h): each stream an in-order queue served
  * by a thread of its own; capture records a stream's operations into a graph instead. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -199,6 +200,12 @@ static void* worker(void* arg) {
   return NULL;
 }
 
+/* Streams alive in the process (default streams included): a test counts what a library keeps. */
+static _Atomic long live_streams;
+FC_EXPORT long fakecuda_stream_count(void) {
+  return live_streams;
+}
+
 static struct fc_stream* stream_new(int device) {
   struct fc_stream* s = calloc(1, sizeof(*s));
   if (!s) return NULL;
@@ -210,6 +217,7 @@ static struct fc_stream* stream_new(int device) {
     return NULL;
   }
   reg_add(s, H_STREAM);
+  live_streams++;
   return s;
 }
 
@@ -335,6 +343,7 @@ FC_EXPORT int cuStreamDestroy_v2(void* h) {
   pthread_join(s->th, NULL); /* as the driver: work already queued completes */
   fc_runner_free(s->runner);
   free(s);
+  live_streams--;
   return FC_SUCCESS;
 }
 
