@@ -80,11 +80,12 @@ static int rank_main(int rank, const ncclUniqueId* ids) {
     long t0 = threads(), s0 = fakecuda_stream_count(), m0 = mappings();
     for (size_t i = 1; i < sizeof(counts) / sizeof(counts[0]); i++) sum(comms[k], rank, st, counts[i]);
     long t1 = threads(), s1 = fakecuda_stream_count(), m1 = mappings();
-    fprintf(stderr, "rank %d communicator %d: threads %ld -> %ld, streams %ld -> %ld, mappings %ld -> %ld\n", rank, k,
-            t0, t1, s0, s1, m0, m1);
+    fprintf(stderr, "rank %d communicator %d: threads %ld -> %ld, streams %ld -> %ld, mappings %ld -> %ld\n",
+            rank, k, t0, t1, s0, s1, m0, m1);
     CHECK_MSG(t1 <= t0, "rank %d communicator %d: %ld threads after growing, %ld before", rank, k, t1, t0);
     CHECK_MSG(s1 <= s0, "rank %d communicator %d: %ld streams after growing, %ld before", rank, k, s1, s0);
-    CHECK_MSG(m1 <= m0, "rank %d communicator %d: %ld device mappings after growing, %ld before", rank, k, m1, m0);
+    CHECK_MSG(m1 <= m0, "rank %d communicator %d: %ld device mappings after growing, %ld before", rank, k, m1,
+              m0);
   }
   for (int k = 0; k < NCOMMS; k++) CHECK_EQ_INT(ncclCommDestroy(comms[k]), ncclSuccess);
   cuStreamDestroy_v2(st);

@@ -51,6 +51,9 @@ struct gpu_backend {
     char* tail;
     struct retired* next;
   } * retired;
+  /* A call on the current world was captured into a graph on this rank (set before its launch,
+   * read when the world is outgrown). */
+  bool captured;
   const struct shunt_cu* cu; /* set with the first world, kept for the registrations */
   CUcontext ctx;
 };
@@ -95,17 +98,22 @@ static void end_world(struct shunt_gpu_world* w, bool collective) {
     shunt_gpu_world_release(w);
 }
 
+/* The current world and everything kept with it go now. */
+static void end_current(struct gpu_backend* g, bool collective) {
+  struct shunt_gpu_world* w = atomic_load(&g->world);
+  if (!w) return;
+  /* This rank's launches complete before anything of theirs goes. */
+  shunt_gpu_world_quiesce(w);
+  drop_uploads(g);
+  free_tail(g, w);
+  atomic_store(&g->world, NULL);
+  g->captured = false;
+  end_world(w, collective);
+}
+
 static void free_world(struct shunt_backend* b, bool collective) {
   struct gpu_backend* g = (struct gpu_backend*)b;
-  struct shunt_gpu_world* w = atomic_load(&g->world);
-  if (w) {
-    /* This rank's launches complete before anything of theirs goes. */
-    shunt_gpu_world_quiesce(w);
-    drop_uploads(g);
-    free_tail(g, w);
-    atomic_store(&g->world, NULL);
-    end_world(w, collective);
-  }
+  end_current(g, collective);
   /* Every rank retired the same worlds in the same order. */
   while (g->retired) {
     struct retired* r = g->retired;
@@ -137,6 +145,20 @@ static void retire_world(struct gpu_backend* g) {
   atomic_store(&g->world, NULL);
 }
 
+/* Whether any rank captured a call on its current world into a graph. Collective: every rank
+ * grows at the same call. A failed exchange counts as captured (the world is kept: safe). */
+static bool captured_anywhere(struct gpu_backend* g) {
+  uint32_t n = g->base.nranks;
+  uint8_t* all = calloc(n, 1);
+  /* Without room for the exchange this rank cannot take part: its peers' exchange fails. */
+  if (!all) return true;
+  all[g->base.rank] = g->captured;
+  bool any = g->base.ex.allgather(g->base.ex.ctx, all, 1) != 0;
+  for (uint32_t q = 0; q < n && !any; q++) any = all[q] != 0;
+  free(all);
+  return any;
+}
+
 static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const struct shunt_split* s,
                    char* err, size_t len) {
   struct gpu_backend* g = (struct gpu_backend*)b;
@@ -155,8 +177,18 @@ static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const
     if (g->cfg.input_bytes > cfg.input_bytes) cfg.input_bytes = g->cfg.input_bytes;
     if (g->cfg.output_bytes > cfg.output_bytes) cfg.output_bytes = g->cfg.output_bytes;
     if (g->tail_cap > tail_cap) tail_cap = g->tail_cap;
-    /* Every rank grows at the same call; the old world stays for graphs captured on it. */
-    retire_world(g);
+    /* Every rank grows at the same call. A world no rank captured into a graph is used by
+     * nothing once this rank's launches on it are done: it goes now, with every rank
+     * (collective, at this call on every rank). One a graph may replay on stays. */
+    if (captured_anywhere(g)) {
+      retire_world(g);
+    } else {
+      /* Relaxed: the growing call may itself be being captured (waiting for the old world's
+       * eager launches and freeing its memory neither fail nor break that capture). */
+      struct shunt_cu_guard cg = shunt_cu_enter(g->cu, g->ctx, 1);
+      end_current(g, true);
+      shunt_cu_leave(&cg);
+    }
   }
   struct shunt_gpu_world* made = NULL;
   char why[512];
@@ -186,6 +218,7 @@ static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const
   }
   g->cu = shunt_gpu_world_cu(made);
   g->ctx = shunt_gpu_world_ctx(made);
+  g->captured = false;
   atomic_store(&g->world, made);
   /* Every rank made its first world at this call, and knows alike whether it spans hosts. */
   if (!g->board_tried && !shunt_gpu_world_spans(made)) {
@@ -358,6 +391,7 @@ static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char
   if (c->split.head && !shunt_gpu_world_spans(w) && plan_reaches_user(c->plan) &&
       zero_copy(g, w, c, &z, err, len) != 0)
     return SHUNT_EXEC_INVALID;
+  if (shunt_gpu_stream_capturing(c->stream)) g->captured = true;
   struct shunt_cu_guard cg = shunt_cu_enter(shunt_gpu_world_cu(w), shunt_gpu_world_ctx(w), 0);
   int rc = SHUNT_EXEC_INVALID;
   if (shunt_gpu_world_order_begin(w, (CUstream)c->stream, err, len) == 0) {
