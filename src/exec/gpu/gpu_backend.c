@@ -20,6 +20,40 @@
 #define UPLOADS 64
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
 
+/* What keeps a world alive for the graphs captured on it: the backend's reference while the
+ * world is current or retired, and one per captured call, held by a CUDA user object that the
+ * driver drops when the last graph (and instantiated graph) retaining it is destroyed, after
+ * their launches completed. The driver calls the destructor from a thread of its own, where no
+ * CUDA call and no collective step may be made: it only counts; the world itself is released
+ * by the backend at its next call. */
+struct keeper {
+  _Atomic int refs;       /* the backend's, plus graphs */
+  _Atomic int graphs;     /* user objects the driver still holds */
+  _Atomic bool untracked; /* a capture could not be tied to its graph: kept until the end */
+};
+
+static struct keeper* keeper_new(void) {
+  struct keeper* k = calloc(1, sizeof(*k));
+  if (k) atomic_init(&k->refs, 1);
+  return k;
+}
+
+static void keeper_put(struct keeper* k) {
+  if (k && atomic_fetch_sub(&k->refs, 1) == 1) free(k);
+}
+
+/* The user object's destructor (a driver thread: no CUDA calls). */
+static void graph_gone(void* p) {
+  struct keeper* k = p;
+  atomic_fetch_sub(&k->graphs, 1);
+  keeper_put(k);
+}
+
+/* Whether a retired world may go now: no graph of this rank can replay on it. */
+static bool keeper_free(struct keeper* k) {
+  return k && !atomic_load(&k->untracked) && atomic_load(&k->graphs) == 0;
+}
+
 /* A program uploaded to the world: the backend holds a reference to the lowered program for as
  * long as its upload exists, so the pointer names one program only. */
 struct upload {
@@ -44,13 +78,16 @@ struct gpu_backend {
    * first world, by every rank at the same call. */
   struct shunt_gpu_agree* board;
   bool board_tried;
-  /* Worlds (and tail staging) outgrown by a larger call: a captured graph may still replay on
-   * them, so they live as long as the backend. */
+  /* Worlds (and tail staging) outgrown by a larger call while a graph on some rank may replay
+   * on them: each goes, on this rank alone, once no graph of this rank holds it (its keeper);
+   * those whose graphs could not be tracked go with the backend. */
   struct retired {
     struct shunt_gpu_world* world;
     char* tail;
+    struct keeper* keeper;
     struct retired* next;
   } * retired;
+  struct keeper* keeper; /* the current world's (NULL: untracked, out of memory) */
   /* A call on the current world was captured into a graph on this rank (set before its launch,
    * read when the world is outgrown). */
   bool captured;
@@ -108,21 +145,54 @@ static void end_current(struct gpu_backend* g, bool collective) {
   free_tail(g, w);
   atomic_store(&g->world, NULL);
   g->captured = false;
+  keeper_put(g->keeper);
+  g->keeper = NULL;
   end_world(w, collective);
+}
+
+/* A retired world goes, on this rank alone: ranks' graphs go at different times, so this can
+ * never be collective. After this rank's eager launches and its graphs' launches (the driver
+ * dropped the graphs' references only after those), no kernel of this rank uses it, and its
+ * peers' kernels that waited on it have ended with it; peers' own copies are released by each
+ * peer in turn (shunt_gpu_world_release only unmaps their regions here and frees this one's). */
+static void release_retired(struct gpu_backend* g, struct retired* r) {
+  shunt_gpu_world_quiesce(r->world);
+  char* tail = g->tail;
+  uint64_t cap = g->tail_cap;
+  g->tail = r->tail;
+  free_tail(g, r->world);
+  g->tail = tail;
+  g->tail_cap = cap;
+  shunt_gpu_world_release(r->world);
+  keeper_put(r->keeper);
+  free(r);
+}
+
+/* Releases the retired worlds no graph of this rank holds any more. */
+static void reap(struct gpu_backend* g) {
+  if (!g->retired) return;
+  /* Relaxed: the call that reaps may itself be being captured. */
+  struct shunt_cu_guard cg = shunt_cu_enter(g->cu, g->ctx, 1);
+  for (struct retired** pp = &g->retired; *pp;) {
+    struct retired* r = *pp;
+    if (keeper_free(r->keeper)) {
+      *pp = r->next;
+      release_retired(g, r);
+    } else {
+      pp = &r->next;
+    }
+  }
+  shunt_cu_leave(&cg);
 }
 
 static void free_world(struct shunt_backend* b, bool collective) {
   struct gpu_backend* g = (struct gpu_backend*)b;
   end_current(g, collective);
-  /* Every rank retired the same worlds in the same order. */
+  /* Ranks may have released different retired worlds already: none of this is collective. */
   while (g->retired) {
     struct retired* r = g->retired;
     g->retired = r->next;
-    shunt_gpu_world_quiesce(r->world);
-    g->tail = r->tail;
-    free_tail(g, r->world);
-    end_world(r->world, collective);
-    free(r);
+    release_retired(g, r);
   }
 }
 
@@ -133,13 +203,17 @@ static void retire_world(struct gpu_backend* g) {
   struct retired* r = malloc(sizeof(*r));
   drop_uploads(g);
   /* Out of memory for the record: the old world is left alive unrecorded (a leak) rather than
-   * this rank freeing it alone, which would take a collective step its peers do not take. */
+   * freed under a graph that may replay on it. */
   if (r) {
     r->world = w;
     r->tail = g->tail;
+    r->keeper = g->keeper;
     r->next = g->retired;
     g->retired = r;
+  } else {
+    keeper_put(g->keeper);
   }
+  g->keeper = NULL;
   g->tail = NULL;
   g->tail_cap = 0;
   atomic_store(&g->world, NULL);
@@ -162,6 +236,7 @@ static bool captured_anywhere(struct gpu_backend* g) {
 static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const struct shunt_split* s,
                    char* err, size_t len) {
   struct gpu_backend* g = (struct gpu_backend*)b;
+  reap(g);
   uint64_t scratch, in_need, out_need;
   shunt_split_needs(plan, s, &scratch, &in_need, &out_need);
   uint64_t tail_need = s->rest ? shunt_split_tail_bytes(plan, s) : 0;
@@ -219,6 +294,7 @@ static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const
   g->cu = shunt_gpu_world_cu(made);
   g->ctx = shunt_gpu_world_ctx(made);
   g->captured = false;
+  g->keeper = keeper_new();
   atomic_store(&g->world, made);
   /* Every rank made its first world at this call, and knows alike whether it spans hosts. */
   if (!g->board_tried && !shunt_gpu_world_spans(made)) {
@@ -365,6 +441,8 @@ static int zero_copy(struct gpu_backend* g, struct shunt_gpu_world* w, const str
                             len);
 }
 
+static void tie_to_graph(struct gpu_backend* g, CUstream st);
+
 static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char* err, size_t len) {
   struct gpu_backend* g = (struct gpu_backend*)b;
   struct shunt_gpu_world* w = atomic_load(&g->world);
@@ -391,11 +469,13 @@ static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char
   if (c->split.head && !shunt_gpu_world_spans(w) && plan_reaches_user(c->plan) &&
       zero_copy(g, w, c, &z, err, len) != 0)
     return SHUNT_EXEC_INVALID;
-  if (shunt_gpu_stream_capturing(c->stream)) g->captured = true;
+  bool capturing = shunt_gpu_stream_capturing(c->stream);
+  if (capturing) g->captured = true;
   struct shunt_cu_guard cg = shunt_cu_enter(shunt_gpu_world_cu(w), shunt_gpu_world_ctx(w), 0);
   int rc = SHUNT_EXEC_INVALID;
   if (shunt_gpu_world_order_begin(w, (CUstream)c->stream, err, len) == 0) {
     rc = run_call(g, w, c, &z, err, len);
+    if (capturing) tie_to_graph(g, (CUstream)c->stream);
     /* Recorded even after a failure midway: what was enqueued is ordered before the next. */
     char why[256];
     if (shunt_gpu_world_order_end(w, (CUstream)c->stream, true, why, sizeof(why)) != 0 &&
@@ -406,6 +486,33 @@ static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char
   }
   shunt_cu_leave(&cg);
   return rc;
+}
+
+/* The current world is kept for the graph that `st` is capturing into (see struct keeper); where
+ * the driver cannot say which graph, the world is kept until the backend ends. */
+static void tie_to_graph(struct gpu_backend* g, CUstream st) {
+  const struct shunt_cu* cu = g->cu;
+  struct keeper* k = g->keeper;
+  if (!k) return; /* untracked: a retired world without a keeper is never released early */
+  void* graph = NULL;
+  void* obj = NULL;
+  int status = 0;
+  if (!cu->UserObjectCreate ||
+      cu->StreamGetCaptureInfo(st, &status, NULL, &graph, NULL, NULL) != CUDA_SUCCESS || !graph) {
+    atomic_store(&k->untracked, true);
+    return;
+  }
+  atomic_fetch_add(&k->refs, 1);
+  atomic_fetch_add(&k->graphs, 1);
+  if (cu->UserObjectCreate(&obj, k, graph_gone, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC) != CUDA_SUCCESS) {
+    graph_gone(k);
+    atomic_store(&k->untracked, true);
+    return;
+  }
+  if (cu->GraphRetainUserObject(graph, obj, 1, CU_GRAPH_USER_OBJECT_MOVE) != CUDA_SUCCESS) {
+    atomic_store(&k->untracked, true);
+    cu->UserObjectRelease(obj, 1); /* its destructor undoes the counts */
+  }
 }
 
 static int check(struct shunt_backend* b, char* err, size_t len) {
