@@ -174,16 +174,23 @@ static bool describe(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, uint3
     r->warned = true;
     r = NULL;
   }
-  CUdeviceptr start = 0;
-  size_t size = 0;
-  if (r &&
-      cu->PointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, DP(r->base)) == CUDA_SUCCESS &&
-      cu->PointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, DP(r->base)) == CUDA_SUCCESS &&
-      (uintptr_t)c >= start && (uintptr_t)c + bytes <= start + size) {
+  if (r && r->alloc_size == 0) {
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    if (cu->PointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, DP(r->base)) == CUDA_SUCCESS &&
+        cu->PointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, DP(r->base)) == CUDA_SUCCESS) {
+      r->alloc_start = start;
+      r->alloc_size = size;
+      r->has_handle = cu->IpcGetMemHandle(&r->handle, start) == CUDA_SUCCESS;
+    }
+  }
+  if (r && r->alloc_size && (uintptr_t)c >= r->alloc_start &&
+      (uintptr_t)c + bytes <= r->alloc_start + r->alloc_size) {
     s->addr = (uint64_t)(uintptr_t)c;
-    s->alloc_off = (uint64_t)(uintptr_t)c - start;
+    s->alloc_off = (uint64_t)(uintptr_t)c - r->alloc_start;
     s->buffer_id = r->buffer_id;
-    s->has_handle = cu->IpcGetMemHandle(&s->handle, start) == CUDA_SUCCESS;
+    s->has_handle = r->has_handle;
+    s->handle = r->handle;
     ok = true;
   }
   pthread_mutex_unlock(&rs->mu);
@@ -331,7 +338,12 @@ static int judge(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, struct sh
       if (!s || known_find(rs, q, s->buffer_id)) continue;
       struct known* kn = calloc(1, sizeof(*kn));
       if (!all) map_close(rs, cu, q, s->buffer_id);
-      if (!kn) continue; /* judged again at its next use: every rank makes the same choice then too */
+      if (!kn) {
+        /* Its peers recorded the verdict and this rank cannot: their later rounds would no
+         * longer match this rank's, so the call fails (the communicator is broken). */
+        snprintf(err, len, "out of memory for the zero-copy verdicts");
+        return -1;
+      }
       kn->rank = q;
       kn->buffer_id = s->buffer_id;
       kn->ok = all;

@@ -38,6 +38,11 @@ struct shunt_gpu_reg {
   size_t size;
   uint64_t buffer_id; /* the driver's id of the allocation holding base when registered */
   bool warned;        /* its staleness was reported */
+  /* The allocation holding base, as the driver reports it, asked once (it cannot change while
+   * the registration is current): its range, and its IPC handle when it has one. */
+  uint64_t alloc_start, alloc_size; /* alloc_size 0: not asked yet, or unknown */
+  bool has_handle;
+  CUipcMemHandle handle;
   struct shunt_gpu_reg* next;
 };
 
