@@ -9,6 +9,8 @@
  *           address without deregistering: the next calls are exact (staged on every rank)
  *   offset  the call's buffers sit at a different offset inside their registration on every
  *           rank: exact, in place
+ *   partial rank 0 registers its input only, the others both buffers (against NCCL's rule, but
+ *           it must not hang or corrupt): exact, staged
  *   span    rank 1's registration spans two adjacent allocations and the call's output
  *           crosses from one into the other: peers' mapping of the first allocation does not
  *           hold it, so it is staged, exactly (and nothing reads past a mapping)
@@ -125,6 +127,24 @@ static void run_stale(ncclComm_t comm, int rank, fc_handle st) {
   cuMemFree_v2((uintptr_t)out);
 }
 
+static void run_partial(ncclComm_t comm, int rank, fc_handle st) {
+  char* in = (char*)(uintptr_t)dalloc(IN_BYTES);
+  char* out = (char*)(uintptr_t)dalloc(OUT_BYTES);
+  void *hi = NULL, *ho = NULL;
+  CHECK_EQ_INT(ncclCommRegister(comm, in, IN_BYTES, &hi), ncclSuccess);
+  if (rank != 0) CHECK_EQ_INT(ncclCommRegister(comm, out, OUT_BYTES, &ho), ncclSuccess);
+  for (int ag = 0; ag < 2; ag++) {
+    long long moved = call(comm, rank, st, in, out, ag, 11 + ag);
+    CHECK_MSG(moved >= (long long)IN_BYTES,
+              "rank %d: %s with one rank's output unregistered copied %lld bytes", rank,
+              ag ? "allgather" : "allreduce", moved);
+  }
+  CHECK_EQ_INT(ncclCommDeregister(comm, hi), ncclSuccess);
+  if (ho) CHECK_EQ_INT(ncclCommDeregister(comm, ho), ncclSuccess);
+  cuMemFree_v2((uintptr_t)in);
+  cuMemFree_v2((uintptr_t)out);
+}
+
 static void run_offset(ncclComm_t comm, int rank, fc_handle st) {
   size_t slack = 65536 * (size_t)nranks;
   char* in = (char*)(uintptr_t)dalloc(IN_BYTES + slack);
@@ -201,6 +221,8 @@ static int rank_main(int rank, const ncclUniqueId* ids) {
     run_stale(comm, rank, st);
   else if (!strcmp(scenario, "offset"))
     run_offset(comm, rank, st);
+  else if (!strcmp(scenario, "partial"))
+    run_partial(comm, rank, st);
   else if (!strcmp(scenario, "span"))
     run_span(comm, rank, st);
   else
