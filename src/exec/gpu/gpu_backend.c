@@ -78,6 +78,7 @@ struct gpu_backend {
    * first world, by every rank at the same call. */
   struct shunt_gpu_agree* board;
   bool board_tried;
+  _Atomic bool aborted; /* set by abort from any thread: a wait on the board gives up */
   /* Worlds (and tail staging) outgrown by a larger call while a graph on some rank may replay
    * on them: each goes, on this rank alone, once no graph of this rank holds it (its keeper);
    * those whose graphs could not be tracked go with the backend. */
@@ -425,20 +426,23 @@ static bool plan_reaches_user(const struct shunt_plan* p) {
   return false;
 }
 
-static bool world_broken(void* w) {
-  return shunt_gpu_world_broken(w);
+/* Whether a rank waiting on the board should stop: the communicator was aborted (from another
+ * thread) or its world broke (a peer may never come). */
+static bool give_up(void* p) {
+  struct gpu_backend* g = p;
+  struct shunt_gpu_world* w = atomic_load(&g->world);
+  return atomic_load(&g->aborted) || (w && shunt_gpu_world_broken(w));
 }
 
 /* Which of the call head's buffers peers reach in place (gpu_reg.h: agreed with every rank at
  * this call): the output, and the input too when the call is not in place (in place, the
  * input is a view into the output). */
-static int zero_copy(struct gpu_backend* g, struct shunt_gpu_world* w, const struct shunt_backend_call* c,
-                     struct shunt_gpu_zc* z, char* err, size_t len) {
+static int zero_copy(struct gpu_backend* g, const struct shunt_backend_call* c, struct shunt_gpu_zc* z,
+                     char* err, size_t len) {
   bool inplace = (const char*)c->in >= (const char*)c->out &&
                  (const char*)c->in < (const char*)c->out + c->shape.out_bytes;
   return shunt_gpu_reg_bind(g->regs, g->cu, g->ctx, g->board, g->base.rank, g->base.nranks, c->in,
-                            c->shape.in_bytes, c->out, c->shape.out_bytes, inplace, world_broken, w, z, err,
-                            len);
+                            c->shape.in_bytes, c->out, c->shape.out_bytes, inplace, give_up, g, z, err, len);
 }
 
 static void tie_to_graph(struct gpu_backend* g, CUstream st);
@@ -467,7 +471,7 @@ static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char
    * has not: a world across hosts stages them. */
   struct shunt_gpu_zc z = {NULL, NULL};
   if (c->split.head && !shunt_gpu_world_spans(w) && plan_reaches_user(c->plan) &&
-      zero_copy(g, w, c, &z, err, len) != 0)
+      zero_copy(g, c, &z, err, len) != 0)
     return SHUNT_EXEC_INVALID;
   bool capturing = shunt_gpu_stream_capturing(c->stream);
   if (capturing) g->captured = true;
@@ -525,6 +529,7 @@ static int check(struct shunt_backend* b, char* err, size_t len) {
 }
 
 static void abort_(struct shunt_backend* b) {
+  atomic_store(&((struct gpu_backend*)b)->aborted, true);
   struct shunt_gpu_world* w = atomic_load(&((struct gpu_backend*)b)->world);
   if (w) shunt_gpu_world_abort(w);
 }
