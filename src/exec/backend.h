@@ -69,9 +69,10 @@ int shunt_gpu_current_device(void);
 /* Whether `stream` is being captured into a CUDA graph (false without a driver). */
 bool shunt_gpu_stream_capturing(void* stream);
 
-/* Registers [buf, buf + bytes) of device memory for zero-copy on a GPU backend (local; the
- * first call using it exchanges it with every rank: exec/gpu/gpu_reg.h). A handle, or NULL
- * with a message. Deregistering waits for this rank's launches. */
+/* Registers [buf, buf + bytes) of device memory for zero-copy on a GPU backend (local; every
+ * call that could use it agrees with every rank whether it does: exec/gpu/gpu_reg.h). A handle,
+ * or NULL with a message. Deregistering waits for nothing (peer mappings stay with the
+ * backend). */
 void* shunt_backend_register(struct shunt_backend* b, void* buf, size_t bytes, char* err, size_t len);
 void shunt_backend_deregister(struct shunt_backend* b, void* handle);
 

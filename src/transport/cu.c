@@ -80,6 +80,15 @@ const struct shunt_cu* shunt_cu(char* err, size_t len) {
     if (!missing) {
       void* f = shunt_driver_sym("cuMemGetHandleForAddressRange");
       memcpy(&table.MemGetHandleForAddressRange, &f, sizeof(f));
+      /* All of these or none. */
+      void* g[4] = {shunt_driver_sym("cuStreamGetCaptureInfo_v2"), shunt_driver_sym("cuUserObjectCreate"),
+                    shunt_driver_sym("cuUserObjectRelease"), shunt_driver_sym("cuGraphRetainUserObject")};
+      if (g[0] && g[1] && g[2] && g[3]) {
+        memcpy(&table.StreamGetCaptureInfo, &g[0], sizeof(g[0]));
+        memcpy(&table.UserObjectCreate, &g[1], sizeof(g[1]));
+        memcpy(&table.UserObjectRelease, &g[2], sizeof(g[2]));
+        memcpy(&table.GraphRetainUserObject, &g[3], sizeof(g[3]));
+      }
       __atomic_store_n(&found, 1, __ATOMIC_RELEASE);
     }
   }

@@ -97,7 +97,17 @@ struct shunt_cu {
    * way a NIC registers it (CUDA 11.7 and later). */
   CUresult (*MemGetHandleForAddressRange)(void* handle, CUdeviceptr dptr, size_t size, int type,
                                           unsigned long long flags);
+  /* Optional (NULL when the driver lacks any of them, CUDA 11.3 and later): resources a
+   * captured graph keeps alive. graph and obj are CUgraph and CUuserObject. */
+  CUresult (*StreamGetCaptureInfo)(CUstream, int* status, unsigned long long* id, void** graph,
+                                   const void*** deps, size_t* ndeps);
+  CUresult (*UserObjectCreate)(void** obj, void* ptr, void (*destroy)(void*), unsigned initial,
+                               unsigned flags);
+  CUresult (*UserObjectRelease)(void* obj, unsigned count);
+  CUresult (*GraphRetainUserObject)(void* graph, void* obj, unsigned count, unsigned flags);
 };
+#define CU_USER_OBJECT_NO_DESTRUCTOR_SYNC 1
+#define CU_GRAPH_USER_OBJECT_MOVE 1
 #define CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD 1
 
 const struct shunt_cu* shunt_cu(char* err, size_t len);

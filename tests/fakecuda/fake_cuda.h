@@ -141,6 +141,11 @@ void fc_device_leave(void);
  * the global capture when not. */
 bool fc_sync_allowed(void);
 
+/* fc_graph_obj.c: user objects held by graphs. copy: an instantiated graph takes the
+ * references its graph holds; drop: a graph (or instantiated graph) going releases its own. */
+void fc_graph_objs_copy(const void* from, const void* to);
+void fc_graph_objs_drop(const void* g);
+
 /* fc_module.c */
 enum fc_kernel {
   FC_K_EXEC = 1,

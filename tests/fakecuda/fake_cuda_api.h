@@ -27,5 +27,6 @@ int cuGraphExecDestroy(fc_handle g);
 void fakecuda_fault(const char* spec);
 long long fakecuda_copied_bytes(void);
 int fakecuda_replace(void* p);
+long fakecuda_stream_count(void);
 
 #endif

@@ -1,5 +1,6 @@
 /* The stand-in's streams, events and graphs (fake_cuda.h): each stream an in-order queue served
  * by a thread of its own; capture records a stream's operations into a graph instead. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -183,6 +184,12 @@ static void* worker(void* arg) {
   return NULL;
 }
 
+/* Streams alive in the process (default streams included): a test counts what a library keeps. */
+static _Atomic long live_streams;
+FC_EXPORT long fakecuda_stream_count(void) {
+  return live_streams;
+}
+
 static struct fc_stream* stream_new(int device) {
   struct fc_stream* s = calloc(1, sizeof(*s));
   if (!s) return NULL;
@@ -194,6 +201,7 @@ static struct fc_stream* stream_new(int device) {
     return NULL;
   }
   reg_add(s, H_STREAM);
+  live_streams++;
   return s;
 }
 
@@ -319,6 +327,7 @@ FC_EXPORT int cuStreamDestroy_v2(void* h) {
   pthread_join(s->th, NULL); /* as the driver: work already queued completes */
   fc_runner_free(s->runner);
   free(s);
+  live_streams--;
   return FC_SUCCESS;
 }
 
@@ -552,12 +561,29 @@ FC_EXPORT int cuStreamEndCapture(void* h, struct fc_graph** out) {
   }
   if (mode == 1 && thread_captures > 0) thread_captures--;
   if (state == 2) {
+    fc_graph_objs_drop(g);
     ops_free(g->head);
     free(g);
     *out = NULL;
     return FC_ERROR_STREAM_CAPTURE_INVALIDATED;
   }
   *out = g;
+  return FC_SUCCESS;
+}
+
+/* The graph a capture builds (user objects retained on it go to the captured graph). */
+FC_EXPORT int cuStreamGetCaptureInfo_v2(void* h, int* status, unsigned long long* id, struct fc_graph** graph,
+                                        const void*** deps, size_t* ndeps) {
+  struct fc_stream* s = resolve(h);
+  if (!s) return FC_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&s->mu);
+  int st = s->capture;
+  if (status) *status = st;
+  if (id) *id = (unsigned long long)(uintptr_t)s->graph;
+  if (graph) *graph = st == 1 ? s->graph : NULL;
+  pthread_mutex_unlock(&s->mu);
+  if (deps) *deps = NULL;
+  if (ndeps) *ndeps = 0;
   return FC_SUCCESS;
 }
 
@@ -607,6 +633,7 @@ FC_EXPORT int cuGraphInstantiateWithFlags(struct fc_graph** exec, struct fc_grap
   (void)flags;
   if (!g) return FC_ERROR_INVALID_VALUE;
   *exec = graph_copy(g);
+  if (*exec) fc_graph_objs_copy(g, *exec);
   return *exec ? FC_SUCCESS : FC_ERROR_OUT_OF_MEMORY;
 }
 
@@ -635,6 +662,7 @@ FC_EXPORT int cuGraphLaunch(struct fc_graph* exec, void* h) {
 
 FC_EXPORT int cuGraphDestroy(struct fc_graph* g) {
   if (!g) return FC_ERROR_INVALID_VALUE;
+  fc_graph_objs_drop(g);
   ops_free(g->head);
   free(g);
   return FC_SUCCESS;

@@ -97,9 +97,10 @@ struct shunt_gpu_kargs {
    * multiple of 16; 0: ops are read from prog in global memory). */
   uint32_t prog_smem;
   uint32_t pad_;
-  /* Zero-copy (registered user buffers, the same offset on every rank): every rank's
-   * registration base of the input / output as this process sees it (device tables), and this
-   * call's offset into it; NULL: peers reach that buffer in their staging sections. */
+  /* Zero-copy (registered user buffers): every rank's address of this call's input / output as
+   * this process sees it (device tables, each rank at its own offset in its own allocation),
+   * plus an offset the backend leaves 0; NULL: peers reach that buffer in their staging
+   * sections. */
   const uint64_t* zc_in;
   const uint64_t* zc_out;
   uint64_t zc_in_off, zc_out_off;

@@ -9,6 +9,7 @@
 
 #include "exec/backend.h"
 #include "transport/cu.h"
+#include "exec/gpu/gpu_agree.h"
 #include "exec/gpu/gpu_backend.h"
 #include "exec/gpu/gpu_reg.h"
 #include "exec/gpu/gpu_run.h"
@@ -18,6 +19,40 @@
 
 #define UPLOADS 64
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
+
+/* What keeps a world alive for the graphs captured on it: the backend's reference while the
+ * world is current or retired, and one per captured call, held by a CUDA user object that the
+ * driver drops when the last graph (and instantiated graph) retaining it is destroyed, after
+ * their launches completed. The driver calls the destructor from a thread of its own, where no
+ * CUDA call and no collective step may be made: it only counts; the world itself is released
+ * by the backend at its next call. */
+struct keeper {
+  _Atomic int refs;       /* the backend's, plus graphs */
+  _Atomic int graphs;     /* user objects the driver still holds */
+  _Atomic bool untracked; /* a capture could not be tied to its graph: kept until the end */
+};
+
+static struct keeper* keeper_new(void) {
+  struct keeper* k = calloc(1, sizeof(*k));
+  if (k) atomic_init(&k->refs, 1);
+  return k;
+}
+
+static void keeper_put(struct keeper* k) {
+  if (k && atomic_fetch_sub(&k->refs, 1) == 1) free(k);
+}
+
+/* The user object's destructor (a driver thread: no CUDA calls). */
+static void graph_gone(void* p) {
+  struct keeper* k = p;
+  atomic_fetch_sub(&k->graphs, 1);
+  keeper_put(k);
+}
+
+/* Whether a retired world may go now: no graph of this rank can replay on it. */
+static bool keeper_free(struct keeper* k) {
+  return k && !atomic_load(&k->untracked) && atomic_load(&k->graphs) == 0;
+}
 
 /* A program uploaded to the world: the backend holds a reference to the lowered program for as
  * long as its upload exists, so the pointer names one program only. */
@@ -38,13 +73,25 @@ struct gpu_backend {
   uint64_t clock;
   _Atomic(const struct shunt_program*) last; /* the program last launched, for check's message */
   struct shunt_gpu_regs* regs;               /* registered user buffers (zero-copy) */
-  /* Worlds (and tail staging) outgrown by a larger call: a captured graph may still replay on
-   * them, so they live as long as the backend. */
+  /* The same-host board on which every call's zero-copy binding is agreed (NULL: a world across
+   * hosts, or a board some rank could not map: every call staged on every rank). Made with the
+   * first world, by every rank at the same call. */
+  struct shunt_gpu_agree* board;
+  bool board_tried;
+  _Atomic bool aborted; /* set by abort from any thread: a wait on the board gives up */
+  /* Worlds (and tail staging) outgrown by a larger call while a graph on some rank may replay
+   * on them: each goes, on this rank alone, once no graph of this rank holds it (its keeper);
+   * those whose graphs could not be tracked go with the backend. */
   struct retired {
     struct shunt_gpu_world* world;
     char* tail;
+    struct keeper* keeper;
     struct retired* next;
   } * retired;
+  struct keeper* keeper; /* the current world's (NULL: untracked, out of memory) */
+  /* A call on the current world was captured into a graph on this rank (set before its launch,
+   * read when the world is outgrown). */
+  bool captured;
   const struct shunt_cu* cu; /* set with the first world, kept for the registrations */
   CUcontext ctx;
 };
@@ -89,26 +136,64 @@ static void end_world(struct shunt_gpu_world* w, bool collective) {
     shunt_gpu_world_release(w);
 }
 
+/* The current world and everything kept with it go now. */
+static void end_current(struct gpu_backend* g, bool collective) {
+  struct shunt_gpu_world* w = atomic_load(&g->world);
+  if (!w) return;
+  /* This rank's launches complete before anything of theirs goes. */
+  shunt_gpu_world_quiesce(w);
+  drop_uploads(g);
+  free_tail(g, w);
+  atomic_store(&g->world, NULL);
+  g->captured = false;
+  keeper_put(g->keeper);
+  g->keeper = NULL;
+  end_world(w, collective);
+}
+
+/* A retired world goes, on this rank alone: ranks' graphs go at different times, so this can
+ * never be collective. After this rank's eager launches and its graphs' launches (the driver
+ * dropped the graphs' references only after those), no kernel of this rank uses it, and its
+ * peers' kernels that waited on it have ended with it; peers' own copies are released by each
+ * peer in turn (shunt_gpu_world_release only unmaps their regions here and frees this one's). */
+static void release_retired(struct gpu_backend* g, struct retired* r) {
+  shunt_gpu_world_quiesce(r->world);
+  char* tail = g->tail;
+  uint64_t cap = g->tail_cap;
+  g->tail = r->tail;
+  free_tail(g, r->world);
+  g->tail = tail;
+  g->tail_cap = cap;
+  shunt_gpu_world_release(r->world);
+  keeper_put(r->keeper);
+  free(r);
+}
+
+/* Releases the retired worlds no graph of this rank holds any more. */
+static void reap(struct gpu_backend* g) {
+  if (!g->retired) return;
+  /* Relaxed: the call that reaps may itself be being captured. */
+  struct shunt_cu_guard cg = shunt_cu_enter(g->cu, g->ctx, 1);
+  for (struct retired** pp = &g->retired; *pp;) {
+    struct retired* r = *pp;
+    if (keeper_free(r->keeper)) {
+      *pp = r->next;
+      release_retired(g, r);
+    } else {
+      pp = &r->next;
+    }
+  }
+  shunt_cu_leave(&cg);
+}
+
 static void free_world(struct shunt_backend* b, bool collective) {
   struct gpu_backend* g = (struct gpu_backend*)b;
-  struct shunt_gpu_world* w = atomic_load(&g->world);
-  if (w) {
-    /* This rank's launches complete before anything of theirs goes. */
-    shunt_gpu_world_quiesce(w);
-    drop_uploads(g);
-    free_tail(g, w);
-    atomic_store(&g->world, NULL);
-    end_world(w, collective);
-  }
-  /* Every rank retired the same worlds in the same order. */
+  end_current(g, collective);
+  /* Ranks may have released different retired worlds already: none of this is collective. */
   while (g->retired) {
     struct retired* r = g->retired;
     g->retired = r->next;
-    shunt_gpu_world_quiesce(r->world);
-    g->tail = r->tail;
-    free_tail(g, r->world);
-    end_world(r->world, collective);
-    free(r);
+    release_retired(g, r);
   }
 }
 
@@ -119,21 +204,40 @@ static void retire_world(struct gpu_backend* g) {
   struct retired* r = malloc(sizeof(*r));
   drop_uploads(g);
   /* Out of memory for the record: the old world is left alive unrecorded (a leak) rather than
-   * this rank freeing it alone, which would take a collective step its peers do not take. */
+   * freed under a graph that may replay on it. */
   if (r) {
     r->world = w;
     r->tail = g->tail;
+    r->keeper = g->keeper;
     r->next = g->retired;
     g->retired = r;
+  } else {
+    keeper_put(g->keeper);
   }
+  g->keeper = NULL;
   g->tail = NULL;
   g->tail_cap = 0;
   atomic_store(&g->world, NULL);
 }
 
+/* Whether any rank captured a call on its current world into a graph. Collective: every rank
+ * grows at the same call. A failed exchange counts as captured (the world is kept: safe). */
+static bool captured_anywhere(struct gpu_backend* g) {
+  uint32_t n = g->base.nranks;
+  uint8_t* all = calloc(n, 1);
+  /* Without room for the exchange this rank cannot take part: its peers' exchange fails. */
+  if (!all) return true;
+  all[g->base.rank] = g->captured;
+  bool any = g->base.ex.allgather(g->base.ex.ctx, all, 1) != 0;
+  for (uint32_t q = 0; q < n && !any; q++) any = all[q] != 0;
+  free(all);
+  return any;
+}
+
 static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const struct shunt_split* s,
                    char* err, size_t len) {
   struct gpu_backend* g = (struct gpu_backend*)b;
+  reap(g);
   uint64_t scratch, in_need, out_need;
   shunt_split_needs(plan, s, &scratch, &in_need, &out_need);
   uint64_t tail_need = s->rest ? shunt_split_tail_bytes(plan, s) : 0;
@@ -149,8 +253,18 @@ static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const
     if (g->cfg.input_bytes > cfg.input_bytes) cfg.input_bytes = g->cfg.input_bytes;
     if (g->cfg.output_bytes > cfg.output_bytes) cfg.output_bytes = g->cfg.output_bytes;
     if (g->tail_cap > tail_cap) tail_cap = g->tail_cap;
-    /* Every rank grows at the same call; the old world stays for graphs captured on it. */
-    retire_world(g);
+    /* Every rank grows at the same call. A world no rank captured into a graph is used by
+     * nothing once this rank's launches on it are done: it goes now, with every rank
+     * (collective, at this call on every rank). One a graph may replay on stays. */
+    if (captured_anywhere(g)) {
+      retire_world(g);
+    } else {
+      /* Relaxed: the growing call may itself be being captured (waiting for the old world's
+       * eager launches and freeing its memory neither fail nor break that capture). */
+      struct shunt_cu_guard cg = shunt_cu_enter(g->cu, g->ctx, 1);
+      end_current(g, true);
+      shunt_cu_leave(&cg);
+    }
   }
   struct shunt_gpu_world* made = NULL;
   char why[512];
@@ -180,7 +294,16 @@ static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const
   }
   g->cu = shunt_gpu_world_cu(made);
   g->ctx = shunt_gpu_world_ctx(made);
+  g->captured = false;
+  g->keeper = keeper_new();
   atomic_store(&g->world, made);
+  /* Every rank made its first world at this call, and knows alike whether it spans hosts. */
+  if (!g->board_tried && !shunt_gpu_world_spans(made)) {
+    char why2[256];
+    g->board_tried = true;
+    g->board = shunt_gpu_agree_new(b->rank, b->nranks, &b->ex, why2, sizeof(why2));
+    if (!g->board) SHUNT_INFO(SHUNT_ALLOC, "rank %u: registered buffers will be staged: %s", b->rank, why2);
+  }
   return SHUNT_EXEC_OK;
 }
 
@@ -224,30 +347,21 @@ static struct shunt_gpu_prog* upload_for(struct gpu_backend* g, struct shunt_gpu
   return gp;
 }
 
-/* Zero-copy for one part: the registrations holding its buffers (NULL: staged). */
-struct zc {
-  const struct shunt_gpu_reg* in;
-  const struct shunt_gpu_reg* out;
-};
-
 static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const struct shunt_backend_call* c,
-                       const struct shunt_call_shape* shape, const void* in, void* out, const struct zc* z,
-                       char* err, size_t len) {
+                       const struct shunt_call_shape* shape, const void* in, void* out,
+                       const struct shunt_gpu_zc* z, char* err, size_t len) {
   int code = 0;
   struct shunt_gpu_prog* gp = upload_for(g, w, c->plan, shape, &code, err, len);
   if (!gp)
     return code == SHUNT_GPU_UNFIT   ? SHUNT_EXEC_UNFIT
            : code == SHUNT_GPU_NOMEM ? SHUNT_EXEC_NOMEM
                                      : SHUNT_EXEC_INVALID;
-  struct shunt_gpu_run r = {w,    gp,   in,   out, c->scalar, c->timeout_ms * 1000000ull,
-                            true, NULL, NULL, 0,   0,         c->scalar_on_device};
-  if (z && z->out) {
-    r.zc_out = z->out->table;
-    r.zc_out_off = (uint64_t)((const char*)out - z->out->base);
-  }
-  if (z && z->in) {
-    r.zc_in = z->in->table;
-    r.zc_in_off = (uint64_t)((const char*)in - z->in->base);
+  struct shunt_gpu_run r = {w, gp, in, out, c->scalar, c->timeout_ms * 1000000ull, true, NULL, NULL, 0, 0,
+                            c->scalar_on_device};
+  /* The tables hold each rank's own address of this call's buffers: no offset on top. */
+  if (z) {
+    r.zc_out = z->out;
+    r.zc_in = z->in;
   }
   atomic_store(&g->last, gp->host);
   int rc = shunt_gpu_launch(&r, (CUstream)c->stream, err, len);
@@ -257,7 +371,7 @@ static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const s
 /* The head on the user's buffers, then the tail padded with zeros in the device staging, all
  * in one ordered section of the world's launches (the staging is shared by every call). */
 static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const struct shunt_backend_call* c,
-                    const struct zc* z, char* err, size_t len) {
+                    const struct shunt_gpu_zc* z, char* err, size_t len) {
   const struct shunt_cu* cu = shunt_gpu_world_cu(w);
   const struct shunt_split* s = &c->split;
   CUstream st = (CUstream)c->stream;
@@ -296,44 +410,43 @@ static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const stru
   return SHUNT_EXEC_OK;
 }
 
-/* A registration usable zero-copy for [p, p + bytes): exchanged with every rank at its first
- * use (collective: when one rank's buffers are registered, every rank's are, NCCL's rule). */
-static const struct shunt_gpu_reg* usable(struct gpu_backend* g, const void* p, uint64_t bytes) {
-  struct shunt_gpu_reg* r = shunt_gpu_reg_find(g->regs, p, bytes);
-  if (!r) return NULL;
-  /* Freed and allocated again without deregistering: the peers' mappings are of memory that is
-   * gone. Staged, as every rank that did the same will find (NCCL asks for deregistration
-   * before free; this keeps a program that forgot from reading stale memory). */
-  if (!shunt_gpu_reg_current(g->cu ? g->cu : shunt_cu(NULL, 0), r)) {
-    if (r->state != -2)
-      SHUNT_WARN(
-          "rank %u: registered buffer %p was freed and allocated again without ncclCommDeregister; calls "
-          "on it are staged",
-          g->base.rank, (void*)r->base);
-    r->state = -2;
-    return NULL;
+/* Whether any rank's program of the plan reaches a peer's user buffer (exec/lower.c's
+ * remote_access, over every rank): known alike on every rank, so every rank binds the same
+ * calls. Plans that move everything through scratch (the LL ones, the small calls) never bind. */
+static bool plan_reaches_user(const struct shunt_plan* p) {
+  for (uint32_t g = 0; g < p->ngpus; g++) {
+    const struct shunt_plan_gpu* gp = &p->gpus[g];
+    for (uint32_t i = 0; i < gp->nremote_buffers; i++)
+      if (gp->remote_buffers[i].type == SHUNT_BUF_INPUT || gp->remote_buffers[i].type == SHUNT_BUF_OUTPUT)
+        return true;
+    for (uint32_t i = 0; i < gp->nchannels[SHUNT_CHAN_SWITCH]; i++) {
+      enum shunt_buf_type t = gp->channels[SHUNT_CHAN_SWITCH][i].buffer_type;
+      if (t == SHUNT_BUF_INPUT || t == SHUNT_BUF_OUTPUT) return true;
+    }
   }
-  if (r->state == 0) {
-    char why[512];
-    if (shunt_gpu_reg_exchange(g->regs, g->cu, g->ctx, r, g->base.rank, g->base.nranks, &g->base.ex, why,
-                               sizeof(why)) != 0)
-      SHUNT_WARN("rank %u: a registered buffer cannot be reached zero-copy (%s); calls on it are staged",
-                 g->base.rank, why);
-  }
-  return r->state == 1 ? r : NULL;
+  return false;
 }
 
-/* Which buffers of the call's head peers reach in place: the output when it is registered, and
- * the input too when the call is not in place (in place, the input is a view into the output). */
-static void zero_copy(struct gpu_backend* g, const struct shunt_backend_call* c, struct zc* z) {
+/* Whether a rank waiting on the board should stop: the communicator was aborted (from another
+ * thread) or its world broke (a peer may never come). */
+static bool give_up(void* p) {
+  struct gpu_backend* g = p;
+  struct shunt_gpu_world* w = atomic_load(&g->world);
+  return atomic_load(&g->aborted) || (w && shunt_gpu_world_broken(w));
+}
+
+/* Which of the call head's buffers peers reach in place (gpu_reg.h: agreed with every rank at
+ * this call): the output, and the input too when the call is not in place (in place, the
+ * input is a view into the output). */
+static int zero_copy(struct gpu_backend* g, const struct shunt_backend_call* c, struct shunt_gpu_zc* z,
+                     char* err, size_t len) {
   bool inplace = (const char*)c->in >= (const char*)c->out &&
                  (const char*)c->in < (const char*)c->out + c->shape.out_bytes;
-  z->out = usable(g, c->out, c->shape.out_bytes);
-  if (z->out && !inplace) {
-    z->in = usable(g, c->in, c->shape.in_bytes);
-    if (!z->in) z->out = NULL; /* NCCL's rule: both registered, or neither used */
-  }
+  return shunt_gpu_reg_bind(g->regs, g->cu, g->ctx, g->board, g->base.rank, g->base.nranks, c->in,
+                            c->shape.in_bytes, c->out, c->shape.out_bytes, inplace, give_up, g, z, err, len);
 }
+
+static void tie_to_graph(struct gpu_backend* g, CUstream st);
 
 static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char* err, size_t len) {
   struct gpu_backend* g = (struct gpu_backend*)b;
@@ -357,12 +470,17 @@ static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char
   }
   /* Registered buffers are reached in place through CUDA IPC, which a rank of another host
    * has not: a world across hosts stages them. */
-  struct zc z = {NULL, NULL};
-  if (c->split.head && !shunt_gpu_world_spans(w)) zero_copy(g, c, &z);
+  struct shunt_gpu_zc z = {NULL, NULL};
+  if (c->split.head && !shunt_gpu_world_spans(w) && plan_reaches_user(c->plan) &&
+      zero_copy(g, c, &z, err, len) != 0)
+    return SHUNT_EXEC_INVALID;
+  bool capturing = shunt_gpu_stream_capturing(c->stream);
+  if (capturing) g->captured = true;
   struct shunt_cu_guard cg = shunt_cu_enter(shunt_gpu_world_cu(w), shunt_gpu_world_ctx(w), 0);
   int rc = SHUNT_EXEC_INVALID;
   if (shunt_gpu_world_order_begin(w, (CUstream)c->stream, err, len) == 0) {
     rc = run_call(g, w, c, &z, err, len);
+    if (capturing) tie_to_graph(g, (CUstream)c->stream);
     /* Recorded even after a failure midway: what was enqueued is ordered before the next. */
     char why[256];
     if (shunt_gpu_world_order_end(w, (CUstream)c->stream, true, why, sizeof(why)) != 0 &&
@@ -375,6 +493,33 @@ static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char
   return rc;
 }
 
+/* The current world is kept for the graph that `st` is capturing into (see struct keeper); where
+ * the driver cannot say which graph, the world is kept until the backend ends. */
+static void tie_to_graph(struct gpu_backend* g, CUstream st) {
+  const struct shunt_cu* cu = g->cu;
+  struct keeper* k = g->keeper;
+  if (!k) return; /* untracked: a retired world without a keeper is never released early */
+  void* graph = NULL;
+  void* obj = NULL;
+  int status = 0;
+  if (!cu->UserObjectCreate ||
+      cu->StreamGetCaptureInfo(st, &status, NULL, &graph, NULL, NULL) != CUDA_SUCCESS || !graph) {
+    atomic_store(&k->untracked, true);
+    return;
+  }
+  atomic_fetch_add(&k->refs, 1);
+  atomic_fetch_add(&k->graphs, 1);
+  if (cu->UserObjectCreate(&obj, k, graph_gone, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC) != CUDA_SUCCESS) {
+    graph_gone(k);
+    atomic_store(&k->untracked, true);
+    return;
+  }
+  if (cu->GraphRetainUserObject(graph, obj, 1, CU_GRAPH_USER_OBJECT_MOVE) != CUDA_SUCCESS) {
+    atomic_store(&k->untracked, true);
+    cu->UserObjectRelease(obj, 1); /* its destructor undoes the counts */
+  }
+}
+
 static int check(struct shunt_backend* b, char* err, size_t len) {
   struct gpu_backend* g = (struct gpu_backend*)b;
   if (err && len) err[0] = 0;
@@ -385,6 +530,7 @@ static int check(struct shunt_backend* b, char* err, size_t len) {
 }
 
 static void abort_(struct shunt_backend* b) {
+  atomic_store(&((struct gpu_backend*)b)->aborted, true);
   struct shunt_gpu_world* w = atomic_load(&((struct gpu_backend*)b)->world);
   if (w) shunt_gpu_world_abort(w);
 }
@@ -393,6 +539,8 @@ static void end(struct shunt_backend* b) {
   struct gpu_backend* g = (struct gpu_backend*)b;
   shunt_gpu_regs_free(g->regs, g->cu, g->ctx);
   g->regs = NULL;
+  shunt_gpu_agree_free(g->board);
+  g->board = NULL;
   pthread_mutex_destroy(&g->mu);
 }
 
@@ -410,10 +558,8 @@ void* shunt_backend_register(struct shunt_backend* b, void* buf, size_t bytes, c
 
 void shunt_backend_deregister(struct shunt_backend* b, void* handle) {
   if (!b || b->kind != SHUNT_BACKEND_GPU || !handle) return;
-  struct gpu_backend* g = (struct gpu_backend*)b;
-  struct shunt_gpu_world* w = atomic_load(&g->world);
-  if (w) shunt_gpu_world_quiesce(w); /* no kernel of this rank still reads through it */
-  shunt_gpu_reg_remove(g->regs, g->cu, g->ctx, handle);
+  /* Nothing to wait for: the peer mappings made through it stay until the backend ends. */
+  shunt_gpu_reg_remove(((struct gpu_backend*)b)->regs, handle);
 }
 
 struct shunt_gpu_world* shunt_gpu_backend_world(struct shunt_backend* b) {

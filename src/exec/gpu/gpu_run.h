@@ -41,8 +41,9 @@ struct shunt_gpu_run {
   /* The caller holds the world's launch order (shunt_gpu_world_order_begin): it enqueues
    * more around this launch that must stay in the same ordered section. */
   bool ordered;
-  /* Zero-copy: every rank's registration base of the input / output (device tables, NULL: not
-   * registered) and this call's offset into it, the same on every rank. */
+  /* Zero-copy: every rank's address of this call's input / output (device tables agreed by
+   * every rank, gpu_reg.h; NULL: staged), and an offset added to every entry (0 from the
+   * backend). */
   const uint64_t* zc_in;
   const uint64_t* zc_out;
   uint64_t zc_in_off, zc_out_off;

@@ -94,10 +94,10 @@ static inline uint32_t shunt_gpu_prog_smem(const struct shunt_program* p) {
   return b <= SHUNT_GPU_PROG_SMEM_MAX ? (uint32_t)b : 0u;
 }
 
-/* zc_in / zc_out: the call's input / output are registered on every rank at the same offset
- * (zero-copy); used only where no scaling comes first (s->zc_in / zc_out say which are used).
- * scalar_on_device: premul_scalar is device memory (ncclScalarDevice), never read here: the
- * pre kernel reads it when it runs, so a graph replay sees the value of its own time. */
+/* zc_in / zc_out: every rank agreed that peers reach the call's input / output in place
+ * (zero-copy, gpu_reg.h); used only where no scaling comes first (s->zc_in / zc_out say which
+ * are used). scalar_on_device: premul_scalar is device memory (ncclScalarDevice), never read
+ * here: the pre kernel reads it when it runs, so a graph replay sees the value of its own time. */
 static inline const char* shunt_gpu_steps_plan_zc(const struct shunt_program* p, uint32_t nranks,
                                                   const void* user_in_, void* user_out_,
                                                   const void* premul_scalar, bool scalar_on_device,

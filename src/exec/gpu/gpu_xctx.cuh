@@ -62,9 +62,10 @@ XG_FN struct shunt_gpu_ctrl* xg_ctrl(const struct shunt_xctx* X) {
 }
 
 /* Start of buffer `buf` (0 input, 1 output, 2 scratch without the half) of a peer: its user
- * buffer itself when the call is zero-copy for that buffer (registered on every rank at the
- * same offset), else its staging section, since a rank stages every user buffer that peers
- * reach (program.remote_access); in place, its input is a view into its output. */
+ * buffer itself when the call is zero-copy for that buffer (the table holds each rank's own
+ * address, agreed by every rank: gpu_reg.h), else its staging section, since a rank stages
+ * every user buffer that peers reach (program.remote_access); in place, its input is a view
+ * into its output. */
 XG_FN char* xg_peer_buf(const struct shunt_xctx* X, uint32_t rank, unsigned buf) {
   const struct shunt_gpu_kargs* k = X->k;
   const struct shunt_gpu_layout* L = &k->lay;
