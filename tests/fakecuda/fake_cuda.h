@@ -17,10 +17,12 @@
  *   of the threads asked for: every op of the kernel strides over the block, so results do not
  *   depend on the block size (shunt-plan verify --backend kernel-cpu checks 1, 3 and 32), and a
  *   block of host threads costs a core's time on every wait.
- * - Capture: an operation on a capturing stream is recorded into its graph; a synchronizing
- *   call (allocation, free, stream synchronize) from a thread not in relaxed mode while any
- *   stream captures in global mode fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
- *   invalidates that capture, as the driver does.
+ * - Capture: an operation on a capturing stream is recorded into its graph; an unsafe call
+ *   (allocation, free, stream/context/event synchronize, event query, synchronous copy or set)
+ *   from a thread not in relaxed mode while any stream captures in global mode fails with
+ *   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates that capture, as the driver does;
+ *   work on the legacy default stream while a blocking stream of its device captures fails
+ *   with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and invalidates that capture, in any mode.
  * - Faults (FAKECUDA_FAULT, or fakecuda_fault()): "corrupt:N" flips a byte of the output of the
  *   Nth executor launch of the process; "skip:N" does not run the Nth executor launch at all
  *   (its signals never come). */
@@ -51,6 +53,7 @@ enum {
   FC_ERROR_NOT_SUPPORTED = 801,
   FC_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
   FC_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
+  FC_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
   FC_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908
 };
 

@@ -161,6 +161,7 @@ FC_EXPORT int cuGetErrorString(int e, const char** s) {
     case FC_ERROR_LAUNCH_FAILED: *s = "unspecified launch failure"; break;
     case FC_ERROR_STREAM_CAPTURE_UNSUPPORTED: *s = "operation not permitted when stream is capturing"; break;
     case FC_ERROR_STREAM_CAPTURE_INVALIDATED: *s = "operation failed due to a previous error during capture"; break;
+    case FC_ERROR_STREAM_CAPTURE_IMPLICIT: *s = "legacy stream work would join a capture"; break;
     default: *s = NULL; return FC_ERROR_INVALID_VALUE;
   }
   return FC_SUCCESS;

@@ -37,6 +37,7 @@ struct fc_stream {
   void* runner;
   int capture; /* 0 none, 1 active, 2 invalidated */
   int capture_mode;
+  unsigned flags; /* as created: CU_STREAM_NON_BLOCKING (1) or blocking (0) */
   struct fc_graph* graph;
 };
 
@@ -116,6 +117,36 @@ bool fc_sync_allowed(void) {
   }
   pthread_mutex_unlock(&reg_mu);
   return false;
+}
+
+/* Work on device's legacy default stream while a blocking stream of that device captures: the
+ * legacy stream would join the capture implicitly, which the driver refuses whatever the
+ * thread's mode, invalidating that capture. 0 or CUDA_ERROR_STREAM_CAPTURE_IMPLICIT. */
+static int legacy_allowed(int device) {
+  int rc = FC_SUCCESS;
+  pthread_mutex_lock(&reg_mu);
+  for (int i = 0; i < nhandles; i++) {
+    struct fc_stream* s = handles[i].p;
+    if (handles[i].kind != H_STREAM || s == defaults[s->device] || s->device != device || (s->flags & 1))
+      continue;
+    pthread_mutex_lock(&s->mu);
+    if (s->capture) {
+      s->capture = 2;
+      rc = FC_ERROR_STREAM_CAPTURE_IMPLICIT;
+    }
+    pthread_mutex_unlock(&s->mu);
+  }
+  pthread_mutex_unlock(&reg_mu);
+  return rc;
+}
+
+/* A synchronous call of the current context: legal under the capture rules above and on the
+ * legacy stream (which it uses). 0 or the driver's error. */
+static int sync_call_allowed(void) {
+  struct fc_ctx* c = fc_current();
+  if (!c) return FC_ERROR_INVALID_CONTEXT;
+  if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  return legacy_allowed(c->device);
 }
 
 FC_EXPORT int cuThreadExchangeStreamCaptureMode(int* mode) {
@@ -247,6 +278,14 @@ static struct fc_stream* resolve(void* h) {
 
 /* Queues o on s, or records it into s's graph while s captures. */
 static int submit(struct fc_stream* s, struct op* o) {
+  pthread_mutex_lock(&reg_mu);
+  bool legacy = s == defaults[s->device];
+  pthread_mutex_unlock(&reg_mu);
+  int implicit = legacy ? legacy_allowed(s->device) : FC_SUCCESS;
+  if (implicit != FC_SUCCESS) {
+    op_free(o);
+    return implicit;
+  }
   pthread_mutex_lock(&s->mu);
   if (s->capture) {
     int inval = s->capture == 2;
@@ -283,11 +322,11 @@ static struct op* op_new(enum op_kind k) {
 }
 
 FC_EXPORT int cuStreamCreate(struct fc_stream** out, unsigned flags) {
-  (void)flags;
   struct fc_ctx* c = fc_current();
   if (!c) return FC_ERROR_INVALID_CONTEXT;
   struct fc_stream* s = stream_new(c->device);
   if (!s) return FC_ERROR_OUT_OF_MEMORY;
+  s->flags = flags;
   *out = s;
   return FC_SUCCESS;
 }
@@ -312,7 +351,31 @@ FC_EXPORT int cuStreamSynchronize(void* h) {
     return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if ((uintptr_t)h <= 1) {
+    int e = legacy_allowed(s->device);
+    if (e != FC_SUCCESS) return e;
+  }
   return drain(s);
+}
+
+/* Every stream of the current context drained: unsafe during capture, as any synchronize. */
+FC_EXPORT int cuCtxSynchronize(void) {
+  struct fc_ctx* c = fc_current();
+  if (!c) return FC_ERROR_INVALID_CONTEXT;
+  if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  struct fc_stream* list[MAX_HANDLES];
+  int n = 0;
+  pthread_mutex_lock(&reg_mu);
+  for (int i = 0; i < nhandles; i++)
+    if (handles[i].kind == H_STREAM && ((struct fc_stream*)handles[i].p)->device == c->device)
+      list[n++] = handles[i].p;
+  pthread_mutex_unlock(&reg_mu);
+  int rc = FC_SUCCESS;
+  for (int i = 0; i < n; i++) {
+    int e = drain(list[i]);
+    if (e != FC_SUCCESS && rc == FC_SUCCESS) rc = e;
+  }
+  return rc;
 }
 
 FC_EXPORT int cuStreamQuery(void* h) {
@@ -397,7 +460,8 @@ FC_EXPORT int cuMemsetD8Async(unsigned long long dst, unsigned char v, size_t n,
 }
 /* Synchronous forms: the copy happens now (the tests synchronize their streams first). */
 FC_EXPORT int cuMemcpy(unsigned long long dst, unsigned long long src, size_t n) {
-  if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  int e = sync_call_allowed();
+  if (e != FC_SUCCESS) return e;
   memmove((void*)(uintptr_t)dst, (const void*)(uintptr_t)src, n);
   return FC_SUCCESS;
 }
@@ -408,7 +472,8 @@ FC_EXPORT int cuMemcpyDtoH_v2(void* dst, unsigned long long src, size_t n) {
   return cuMemcpy((uintptr_t)dst, src, n);
 }
 FC_EXPORT int cuMemsetD8_v2(unsigned long long dst, unsigned char v, size_t n) {
-  if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  int e = sync_call_allowed();
+  if (e != FC_SUCCESS) return e;
   memset((void*)(uintptr_t)dst, v, n);
   return FC_SUCCESS;
 }
@@ -495,8 +560,10 @@ FC_EXPORT int cuStreamWaitEvent(void* h, struct fc_event* e, unsigned flags) {
   return submit(s, o);
 }
 
+/* Waiting for or asking after an event is unsafe while a capture is under way, as in CUDA. */
 FC_EXPORT int cuEventSynchronize(struct fc_event* e) {
   if (!reg_has(e, H_EVENT)) return FC_ERROR_INVALID_HANDLE;
+  if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   pthread_mutex_lock(&e->mu);
   while (e->completed < e->recorded) pthread_cond_wait(&e->cv, &e->mu);
   pthread_mutex_unlock(&e->mu);
@@ -505,6 +572,7 @@ FC_EXPORT int cuEventSynchronize(struct fc_event* e) {
 
 FC_EXPORT int cuEventQuery(struct fc_event* e) {
   if (!reg_has(e, H_EVENT)) return FC_ERROR_INVALID_HANDLE;
+  if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   pthread_mutex_lock(&e->mu);
   int done = e->completed >= e->recorded;
   pthread_mutex_unlock(&e->mu);

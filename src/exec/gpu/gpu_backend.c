@@ -74,7 +74,8 @@ static void drop_uploads(struct gpu_backend* g) {
 static void free_tail(struct gpu_backend* g, struct shunt_gpu_world* w) {
   if (g->tail && w) {
     const struct shunt_cu* cu = shunt_gpu_world_cu(w);
-    struct shunt_cu_guard cg = shunt_cu_enter(cu, shunt_gpu_world_ctx(w), 0);
+    /* Relaxed: another thread's capture neither fails this nor is invalidated by it. */
+    struct shunt_cu_guard cg = shunt_cu_enter(cu, shunt_gpu_world_ctx(w), 1);
     cu->MemFree(DP(g->tail));
     shunt_cu_leave(&cg);
   }
@@ -93,9 +94,11 @@ static void free_world(struct shunt_backend* b, bool collective) {
   struct gpu_backend* g = (struct gpu_backend*)b;
   struct shunt_gpu_world* w = atomic_load(&g->world);
   if (w) {
-    /* This rank's launches complete before anything of theirs goes. */
-    shunt_gpu_world_quiesce(w);
+    /* This rank's launches complete before anything of theirs goes; when that cannot be known,
+     * the tail staging stays (the world keeps its own memory likewise). */
+    bool settled = shunt_gpu_world_quiesce(w) == SHUNT_GPU_OK;
     drop_uploads(g);
+    if (!settled) g->tail = NULL;
     free_tail(g, w);
     atomic_store(&g->world, NULL);
     end_world(w, collective);
@@ -104,8 +107,7 @@ static void free_world(struct shunt_backend* b, bool collective) {
   while (g->retired) {
     struct retired* r = g->retired;
     g->retired = r->next;
-    shunt_gpu_world_quiesce(r->world);
-    g->tail = r->tail;
+    g->tail = shunt_gpu_world_quiesce(r->world) == SHUNT_GPU_OK ? r->tail : NULL;
     free_tail(g, r->world);
     end_world(r->world, collective);
     free(r);
@@ -314,8 +316,9 @@ static const struct shunt_gpu_reg* usable(struct gpu_backend* g, const void* p, 
   }
   if (r->state == 0) {
     char why[512];
-    if (shunt_gpu_reg_exchange(g->regs, g->cu, g->ctx, r, g->base.rank, g->base.nranks, &g->base.ex, why,
-                               sizeof(why)) != 0)
+    struct shunt_gpu_world* w = atomic_load(&g->world);
+    if (shunt_gpu_reg_exchange(g->regs, g->cu, g->ctx, w ? shunt_gpu_world_stream(w) : NULL, r, g->base.rank,
+                               g->base.nranks, &g->base.ex, why, sizeof(why)) != 0)
       SHUNT_WARN("rank %u: a registered buffer cannot be reached zero-copy (%s); calls on it are staged",
                  g->base.rank, why);
   }
@@ -411,7 +414,12 @@ void shunt_backend_deregister(struct shunt_backend* b, void* handle) {
   if (!b || b->kind != SHUNT_BACKEND_GPU || !handle) return;
   struct gpu_backend* g = (struct gpu_backend*)b;
   struct shunt_gpu_world* w = atomic_load(&g->world);
-  if (w) shunt_gpu_world_quiesce(w); /* no kernel of this rank still reads through it */
+  /* No kernel of this rank may still read through it; when that cannot be known, it stays
+   * mapped until the communicator ends. */
+  if (w && shunt_gpu_world_quiesce(w) != SHUNT_GPU_OK) {
+    SHUNT_WARN("rank %u: a deregistered buffer stays mapped until the communicator is destroyed", b->rank);
+    return;
+  }
   shunt_gpu_reg_remove(g->regs, g->cu, g->ctx, handle);
 }
 

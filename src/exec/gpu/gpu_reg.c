@@ -100,7 +100,8 @@ static void drop(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, struct re
 
 void shunt_gpu_reg_remove(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, CUcontext ctx,
                           struct shunt_gpu_reg* r) {
-  struct shunt_cu_guard g = shunt_cu_enter(cu, ctx, 0);
+  /* Relaxed: frees must neither fail nor invalidate another thread's capture. */
+  struct shunt_cu_guard g = shunt_cu_enter(cu, ctx, 1);
   pthread_mutex_lock(&rs->mu);
   struct shunt_gpu_reg** pp = &rs->head;
   while (*pp && *pp != r) pp = &(*pp)->next;
@@ -114,7 +115,7 @@ void shunt_gpu_reg_remove(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, 
 
 void shunt_gpu_regs_free(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, CUcontext ctx) {
   if (!rs) return;
-  struct shunt_cu_guard g = shunt_cu_enter(cu, ctx, 0);
+  struct shunt_cu_guard g = shunt_cu_enter(cu, ctx, 1);
   pthread_mutex_lock(&rs->mu);
   while (rs->head) {
     struct shunt_gpu_reg* r = rs->head;
@@ -154,9 +155,9 @@ static struct ipc_map* open_map(struct shunt_gpu_regs* rs, const struct shunt_cu
   return m;
 }
 
-int shunt_gpu_reg_exchange(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, CUcontext ctx, struct shunt_gpu_reg* r,
-                           uint32_t rank, uint32_t nranks, const struct shunt_world_exchange* ex, char* err,
-                           size_t len) {
+int shunt_gpu_reg_exchange(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, CUcontext ctx,
+                           CUstream stream, struct shunt_gpu_reg* r, uint32_t rank, uint32_t nranks,
+                           const struct shunt_world_exchange* ex, char* err, size_t len) {
   struct reg_full* f = (struct reg_full*)r;
   struct reg_card* all = calloc(nranks, sizeof(*all));
   uint64_t* table = calloc(nranks, sizeof(*table));
@@ -212,7 +213,10 @@ int shunt_gpu_reg_exchange(struct shunt_gpu_regs* rs, const struct shunt_cu* cu,
   if (ok) {
     CUdeviceptr d = 0;
     CUresult e = cu->MemAlloc(&d, (size_t)nranks * sizeof(uint64_t));
-    if (e == CUDA_SUCCESS) e = cu->MemcpyHtoD(d, table, (size_t)nranks * sizeof(uint64_t));
+    /* On the world's stream: a synchronous copy goes on the legacy stream, which waits for all
+     * of the application's default-stream work and joins a blocking stream's capture. */
+    if (e == CUDA_SUCCESS) e = cu->MemcpyHtoDAsync(d, table, (size_t)nranks * sizeof(uint64_t), stream);
+    if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(stream);
     if (e != CUDA_SUCCESS) {
       if (d) cu->MemFree(d);
       snprintf(err, len, "the registration table: %s", shunt_cu_error(e));

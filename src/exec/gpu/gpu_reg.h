@@ -46,10 +46,11 @@ struct shunt_gpu_reg* shunt_gpu_reg_find(struct shunt_gpu_regs* rs, const void* 
  * allocated again at the same address is not: its peers' mappings are stale). */
 bool shunt_gpu_reg_current(const struct shunt_cu* cu, const struct shunt_gpu_reg* r);
 
-/* The collective first-use exchange of r (see above): 0, or -1 with a message (then no rank
+/* The collective first-use exchange of r (see above), its table uploaded on `stream` (a
+ * non-blocking stream of ctx): 0, or -1 with a message (then no rank
  * uses it zero-copy: every rank learns whether all succeeded). */
-int shunt_gpu_reg_exchange(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, CUcontext ctx, struct shunt_gpu_reg* r,
-                           uint32_t rank, uint32_t nranks, const struct shunt_world_exchange* ex, char* err,
-                           size_t len);
+int shunt_gpu_reg_exchange(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, CUcontext ctx,
+                           CUstream stream, struct shunt_gpu_reg* r, uint32_t rank, uint32_t nranks,
+                           const struct shunt_world_exchange* ex, char* err, size_t len);
 
 #endif

@@ -79,6 +79,10 @@ struct shunt_gpu_world {
    * registers it by its dma-buf (which wants page-aligned ranges). */
   uint64_t alloc_bytes;
   struct shunt_gpu_net* net; /* ranks of other hosts (transport/gpu_net.h); NULL: all on this host */
+  /* A wait for this rank's launches failed: its kernels may still use the world's device
+   * memory and mappings, which are then never freed (a leak, rather than memory reused under a
+   * running kernel). */
+  bool unsettled;
 };
 
 static void setf(char* err, size_t len, const char* fmt, ...) SHUNT_PRINTF(3, 4);
@@ -99,12 +103,16 @@ static void release(struct shunt_gpu_world* w) {
   /* The proxy thread stops before the endpoints it drives, and their threads (the socket
    * transport's receiver copies with the proxy's stream) before the proxy's streams; the queue
    * pairs go before the memory they write from and into. */
+  const struct shunt_cu* cu = w->cu;
+  /* Relaxed: another thread capturing in global mode neither fails these frees and
+   * synchronizations nor is invalidated by them. */
+  struct shunt_cu_guard g = shunt_cu_enter(w->ctx ? cu : NULL, w->ctx, 1);
   shunt_gpu_proxy_stop(w->proxy);
   shunt_gpu_net_close(w->net);
   shunt_gpu_proxy_free(w->proxy);
-  const struct shunt_cu* cu = w->cu;
-  if (cu && w->ctx) {
-    struct shunt_cu_guard g = shunt_cu_enter(cu, w->ctx, 0);
+  if (cu && w->ctx && w->unsettled) {
+    SHUNT_WARN("rank %u: the GPU world's memory is kept: a kernel may still use it", w->rank);
+  } else if (cu && w->ctx) {
     if (w->pstream) cu->StreamSynchronize(w->pstream);
     if (w->peer)
       for (uint32_t r = 0; r < w->nranks; r++)
@@ -114,8 +122,8 @@ static void release(struct shunt_gpu_world* w) {
     if (w->last) cu->EventDestroy(w->last);
     if (w->fifo) cu->MemFreeHost(w->fifo);
     if (w->pstream) cu->StreamDestroy(w->pstream);
-    shunt_cu_leave(&g);
   }
+  shunt_cu_leave(&g);
   free(w->grave);
   pthread_mutex_destroy(&w->launch_mu);
   pthread_mutex_destroy(&w->grave_mu);
@@ -346,6 +354,7 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
 
 void shunt_gpu_world_destroy(struct shunt_gpu_world* w) {
   if (!w) return;
+  /* A failed wait marks the world unsettled: release keeps its memory. */
   /* No peer may still touch this region (its kernels or its proxy) once we free it: this
    * rank's launches complete (their peers' parts are already enqueued), then every rank's. */
   shunt_gpu_world_quiesce(w);
@@ -355,11 +364,19 @@ void shunt_gpu_world_destroy(struct shunt_gpu_world* w) {
   release(w);
 }
 
-void shunt_gpu_world_quiesce(struct shunt_gpu_world* w) {
-  if (!w || !w->cu || !w->last) return;
-  struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 0);
-  w->cu->EventSynchronize(w->last);
+int shunt_gpu_world_quiesce(struct shunt_gpu_world* w) {
+  if (!w || !w->cu || !w->last) return SHUNT_GPU_OK;
+  /* Relaxed: an event synchronize in the thread's global mode would fail while another thread
+   * captures (and invalidate that capture), and the memory freed next would still be in use. */
+  struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 1);
+  CUresult e = w->cu->EventSynchronize(w->last);
   shunt_cu_leave(&g);
+  if (e == CUDA_SUCCESS) return SHUNT_GPU_OK;
+  if (!w->unsettled)
+    SHUNT_WARN("rank %u: waiting for the last launch on the GPU world failed: %s", w->rank,
+               shunt_cu_error(e));
+  w->unsettled = true;
+  return SHUNT_GPU_CUDA;
 }
 
 void shunt_gpu_world_release(struct shunt_gpu_world* w) {
@@ -403,6 +420,9 @@ const struct shunt_gpu_kernels* shunt_gpu_world_fns(const struct shunt_gpu_world
 }
 struct CUctx_st* shunt_gpu_world_ctx(const struct shunt_gpu_world* w) {
   return w->ctx;
+}
+struct CUstream_st* shunt_gpu_world_stream(const struct shunt_gpu_world* w) {
+  return w->pstream;
 }
 
 int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program* p, char* err, size_t len) {
@@ -456,7 +476,8 @@ int shunt_gpu_world_order_end(struct shunt_gpu_world* w, CUstream stream, bool e
 int shunt_gpu_world_abort(struct shunt_gpu_world* w) {
   if (!w) return SHUNT_GPU_INVALID;
   if (!w->proxy) return SHUNT_GPU_INVALID;
-  struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 0);
+  /* Relaxed: the abort's synchronization must land while another thread captures. */
+  struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 1);
   int rc = shunt_gpu_proxy_abort(w->proxy);
   shunt_cu_leave(&g);
   return rc == 0 ? SHUNT_GPU_OK : SHUNT_GPU_CUDA;
@@ -552,7 +573,7 @@ void shunt_gpu_prog_destroy(struct shunt_gpu_prog* gp) {
   pthread_mutex_unlock(&w->grave_mu);
   /* Out of memory for the list: freed now, as before (it may wait for running kernels). */
   if (gp->dev) {
-    struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 0);
+    struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 1);
     w->cu->MemFree(DP(gp->dev));
     shunt_cu_leave(&g);
   }
