@@ -24,6 +24,8 @@ static const struct {
     S(DeviceGetP2PAttribute, "cuDeviceGetP2PAttribute"),
     S(DeviceCanAccessPeer, "cuDeviceCanAccessPeer"),
     S(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
+    S(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"),
+    S(StreamGetCtx, "cuStreamGetCtx"),
     S(CtxGetCurrent, "cuCtxGetCurrent"),
     S(CtxSetCurrent, "cuCtxSetCurrent"),
     S(CtxGetDevice, "cuCtxGetDevice"),
@@ -80,6 +82,8 @@ const struct shunt_cu* shunt_cu(char* err, size_t len) {
     if (!missing) {
       void* f = shunt_driver_sym("cuMemGetHandleForAddressRange");
       memcpy(&table.MemGetHandleForAddressRange, &f, sizeof(f));
+      f = shunt_driver_sym("cuCtxGetId");
+      memcpy(&table.CtxGetId, &f, sizeof(f));
       __atomic_store_n(&found, 1, __ATOMIC_RELEASE);
     }
   }

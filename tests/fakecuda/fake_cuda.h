@@ -61,6 +61,11 @@ enum {
 
 struct fc_ctx {
   int device;
+  bool primary;
+  /* The context's identity (cuCtxGetId): a primary context reset, or released by all its
+   * retainers, comes back as a new context under the same handle, and what was made in the old
+   * one (modules) is gone. */
+  unsigned long long id;
   int peer_enabled[FC_MAX_DEVICES];
 };
 
@@ -68,6 +73,22 @@ struct fc_stream;
 struct fc_graph;
 
 /* fc_core.c */
+/* 0 once cuInit ran, else CUDA_ERROR_NOT_INITIALIZED: every other call checks it first. */
+int fc_initialized(void);
+/* fc_initialized(), then a current context (CUDA_ERROR_INVALID_CONTEXT without one). */
+int fc_need_ctx(void);
+#define FC_NEED_INIT()            \
+  do {                            \
+    int fc_e_ = fc_initialized(); \
+    if (fc_e_ != 0) return fc_e_; \
+  } while (0)
+#define FC_NEED_CTX()             \
+  do {                            \
+    int fc_e_ = fc_need_ctx();    \
+    if (fc_e_ != 0) return fc_e_; \
+  } while (0)
+/* Whether the test relaxes a rule: FAKECUDA_LENIENT=<rule>[,<rule>...]. */
+bool fc_lenient(const char* rule);
 int fc_devices(void);
 struct fc_ctx* fc_ctx_of(int device);
 struct fc_ctx* fc_current(void);
@@ -75,6 +96,14 @@ int fc_max_threads(void);
 int fc_run_threads(void);
 /* The fault for the n-th executor launch of the process (1-based): 0 none, 'c' corrupt, 's' skip. */
 int fc_fault_for(long n);
+
+/* fc_topo.c: the machine's physical devices. The bus id of physical device phys; the
+ * physical device of a bus id (-1: none); whether a pair has peer access and native peer
+ * atomics (FAKECUDA_PEER_ACCESS, FAKECUDA_PEER_ATOMICS). */
+void fc_bus_id(int phys, char* buf, size_t len);
+int fc_bus_physical(const char* id);
+int fc_peer_access(int a, int b);
+int fc_peer_atomics(int a, int b);
 
 /* fc_mem.c */
 /* Device of an allocation holding p, or -1. */
@@ -91,6 +120,9 @@ struct fc_launch {
   unsigned blocks, threads, smem;
   unsigned char args[512]; /* the kernel's arguments, packed in declaration order */
 };
+/* Whether the current context may launch f (its module's context, still alive); 0 or
+ * CUDA_ERROR_INVALID_HANDLE. */
+int fc_func_usable(const void* f);
 /* Packs params as the kernel declares them; 0 or an error. */
 int fc_launch_pack(void* f, unsigned blocks, unsigned threads, unsigned smem, void** params,
                    struct fc_launch* out);

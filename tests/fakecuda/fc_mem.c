@@ -17,7 +17,7 @@ enum { KIND_DEVICE = 1, KIND_IPC, KIND_HOST, KIND_DECLARED };
 
 struct alloc {
   uintptr_t lo, hi;
-  int kind, device, fd;
+  int kind, device, fd;  /* fd: for pinned host memory, its CU_MEMHOSTALLOC flags */
   unsigned long long id; /* unique per allocation, as the driver's buffer id */
 };
 
@@ -71,8 +71,8 @@ FC_EXPORT int fakecuda_add_device(const void* p, size_t bytes) {
 }
 
 FC_EXPORT int cuMemAlloc_v2(unsigned long long* dptr, size_t bytes) {
+  FC_NEED_CTX();
   struct fc_ctx* c = fc_current();
-  if (!c) return FC_ERROR_INVALID_CONTEXT;
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (bytes == 0) return FC_ERROR_INVALID_VALUE;
   int fd = memfd_create("fakecuda", MFD_CLOEXEC);
@@ -145,11 +145,11 @@ FC_EXPORT int cuMemFree_v2(unsigned long long dptr) {
 }
 
 FC_EXPORT int cuMemHostAlloc(void** p, size_t bytes, unsigned flags) {
-  (void)flags;
+  FC_NEED_CTX();
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   void* m = NULL;
   if (posix_memalign(&m, 4096, bytes ? bytes : 1) != 0) return FC_ERROR_OUT_OF_MEMORY;
-  if (add((uintptr_t)m, bytes ? bytes : 1, KIND_HOST, -1, -1) != 0) {
+  if (add((uintptr_t)m, bytes ? bytes : 1, KIND_HOST, -1, (int)flags) != 0) {
     free(m);
     return FC_ERROR_OUT_OF_MEMORY;
   }
@@ -164,15 +164,18 @@ FC_EXPORT int cuMemFreeHost(void* p) {
   return FC_SUCCESS;
 }
 
+/* Only memory allocated with CU_MEMHOSTALLOC_DEVICEMAP (2) is mapped into the device. */
 FC_EXPORT int cuMemHostGetDevicePointer_v2(unsigned long long* d, void* p, unsigned flags) {
-  (void)flags;
+  FC_NEED_CTX();
   struct alloc a;
-  if (!find((uintptr_t)p, &a) || a.kind != KIND_HOST) return FC_ERROR_INVALID_VALUE;
+  if (flags != 0 || !find((uintptr_t)p, &a) || a.kind != KIND_HOST || !(a.fd & 2))
+    return FC_ERROR_INVALID_VALUE;
   *d = (uintptr_t)p;
   return FC_SUCCESS;
 }
 
 FC_EXPORT int cuPointerGetAttribute(void* data, int attribute, unsigned long long ptr) {
+  FC_NEED_INIT();
   struct alloc a;
   if (!find((uintptr_t)ptr, &a)) return FC_ERROR_INVALID_VALUE;
   switch (attribute) {

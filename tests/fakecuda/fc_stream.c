@@ -28,6 +28,7 @@ struct fc_graph {
 
 struct fc_stream {
   int device;
+  struct fc_ctx* ctx; /* the context it was made in; NULL for a device's default stream */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   struct op *head, *tail;
@@ -150,6 +151,7 @@ static int sync_call_allowed(void) {
 }
 
 FC_EXPORT int cuThreadExchangeStreamCaptureMode(int* mode) {
+  FC_NEED_INIT();
   int old = thread_mode;
   thread_mode = *mode;
   *mode = old;
@@ -245,8 +247,10 @@ static struct fc_stream* stream_new(int device) {
 }
 
 /* The stream a handle names: the default stream of the current context for NULL and the
- * legacy/per-thread handles (each device's default stream is one queue here). */
+ * legacy/per-thread handles (each device's default stream is one queue here). NULL before
+ * cuInit, for an unknown handle, and for the default stream without a current context. */
 static struct fc_stream* resolve(void* h) {
+  if (fc_initialized() != FC_SUCCESS) return NULL;
   if ((uintptr_t)h <= 2) {
     struct fc_ctx* c = fc_current();
     if (!c) return NULL;
@@ -274,6 +278,12 @@ static struct fc_stream* resolve(void* h) {
     return s;
   }
   return reg_has(h, H_STREAM) ? h : NULL;
+}
+
+/* Why resolve(h) found no stream. */
+static int bad_stream(void* h) {
+  if (fc_initialized() != FC_SUCCESS) return FC_ERROR_NOT_INITIALIZED;
+  return (uintptr_t)h <= 2 && !fc_current() ? FC_ERROR_INVALID_CONTEXT : FC_ERROR_INVALID_HANDLE;
 }
 
 /* Queues o on s, or records it into s's graph while s captures. */
@@ -322,11 +332,12 @@ static struct op* op_new(enum op_kind k) {
 }
 
 FC_EXPORT int cuStreamCreate(struct fc_stream** out, unsigned flags) {
+  FC_NEED_CTX();
   struct fc_ctx* c = fc_current();
-  if (!c) return FC_ERROR_INVALID_CONTEXT;
   struct fc_stream* s = stream_new(c->device);
   if (!s) return FC_ERROR_OUT_OF_MEMORY;
   s->flags = flags;
+  s->ctx = c;
   *out = s;
   return FC_SUCCESS;
 }
@@ -345,7 +356,7 @@ static int drain(struct fc_stream* s) {
 
 FC_EXPORT int cuStreamSynchronize(void* h) {
   struct fc_stream* s = resolve(h);
-  if (!s) return FC_ERROR_INVALID_HANDLE;
+  if (!s) return bad_stream(h);
   if (s->capture) {
     s->capture = 2;
     return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -378,9 +389,17 @@ FC_EXPORT int cuCtxSynchronize(void) {
   return rc;
 }
 
+/* The context a stream belongs to: its creator's, or the current one for a default stream. */
+FC_EXPORT int cuStreamGetCtx(void* h, struct fc_ctx** ctx) {
+  struct fc_stream* s = resolve(h);
+  if (!s) return bad_stream(h);
+  *ctx = s->ctx ? s->ctx : fc_current();
+  return FC_SUCCESS;
+}
+
 FC_EXPORT int cuStreamQuery(void* h) {
   struct fc_stream* s = resolve(h);
-  if (!s) return FC_ERROR_INVALID_HANDLE;
+  if (!s) return bad_stream(h);
   pthread_mutex_lock(&s->mu);
   int busy = s->head || s->busy;
   pthread_mutex_unlock(&s->mu);
@@ -412,7 +431,7 @@ FC_EXPORT long long fakecuda_copied_bytes(void) {
 
 static int copy_async(void* dst, const void* src, size_t n, void* h, bool stage) {
   struct fc_stream* s = resolve(h);
-  if (!s) return FC_ERROR_INVALID_HANDLE;
+  if (!s) return bad_stream(h);
   if (n == 0) return FC_SUCCESS;
   __atomic_fetch_add(&copied, (long long)n, __ATOMIC_RELAXED);
   struct op* o = op_new(OP_COPY);
@@ -450,7 +469,7 @@ FC_EXPORT int cuMemcpyDtoDAsync_v2(unsigned long long dst, unsigned long long sr
 }
 FC_EXPORT int cuMemsetD8Async(unsigned long long dst, unsigned char v, size_t n, void* h) {
   struct fc_stream* s = resolve(h);
-  if (!s) return FC_ERROR_INVALID_HANDLE;
+  if (!s) return bad_stream(h);
   struct op* o = op_new(OP_SET);
   if (!o) return FC_ERROR_OUT_OF_MEMORY;
   o->dst = (void*)(uintptr_t)dst;
@@ -482,7 +501,12 @@ FC_EXPORT int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, uns
                              unsigned bz, unsigned smem, void* h, void** params, void** extra) {
   if (extra || gy != 1 || gz != 1 || by != 1 || bz != 1) return FC_ERROR_INVALID_VALUE;
   struct fc_stream* s = resolve(h);
-  if (!s) return FC_ERROR_INVALID_HANDLE;
+  if (!s) return bad_stream(h);
+  /* The function's context must be current, and the stream must belong to it. */
+  FC_NEED_CTX();
+  int usable = fc_func_usable(f);
+  if (usable != FC_SUCCESS) return usable;
+  if (s->ctx && s->ctx != fc_current()) return FC_ERROR_INVALID_HANDLE;
   struct op* o = op_new(OP_KERNEL);
   if (!o) return FC_ERROR_OUT_OF_MEMORY;
   int e = fc_launch_pack(f, gx, bx, smem, params, &o->launch);
@@ -509,6 +533,7 @@ FC_EXPORT long fakecuda_event_records(void** event, void** stream) {
 
 FC_EXPORT int cuEventCreate(struct fc_event** out, unsigned flags) {
   (void)flags;
+  FC_NEED_CTX();
   struct fc_event* e = calloc(1, sizeof(*e));
   if (!e) return FC_ERROR_OUT_OF_MEMORY;
   pthread_mutex_init(&e->mu, NULL);
@@ -527,14 +552,13 @@ FC_EXPORT int cuEventDestroy_v2(struct fc_event* e) {
 }
 
 FC_EXPORT int cuEventRecord(void* event, void* h) {
-  if (!event) return FC_ERROR_INVALID_VALUE;
+  if (!reg_has(event, H_EVENT)) return FC_ERROR_INVALID_HANDLE;
+  struct fc_event* e = event;
+  struct fc_stream* s = resolve(h);
+  if (!s) return bad_stream(h);
   __atomic_store_n(&last_event, event, __ATOMIC_RELAXED);
   __atomic_store_n(&last_stream, h, __ATOMIC_RELAXED);
   __atomic_fetch_add(&event_records, 1, __ATOMIC_RELEASE);
-  if (!reg_has(event, H_EVENT)) return FC_SUCCESS; /* a test's token: counted only */
-  struct fc_event* e = event;
-  struct fc_stream* s = resolve(h);
-  if (!s) return FC_ERROR_INVALID_HANDLE;
   struct op* o = op_new(OP_RECORD);
   if (!o) return FC_ERROR_OUT_OF_MEMORY;
   pthread_mutex_lock(&e->mu);
@@ -549,7 +573,7 @@ FC_EXPORT int cuStreamWaitEvent(void* h, struct fc_event* e, unsigned flags) {
   (void)flags;
   if (!reg_has(e, H_EVENT)) return FC_ERROR_INVALID_HANDLE;
   struct fc_stream* s = resolve(h);
-  if (!s) return FC_ERROR_INVALID_HANDLE;
+  if (!s) return bad_stream(h);
   struct op* o = op_new(OP_WAIT);
   if (!o) return FC_ERROR_OUT_OF_MEMORY;
   pthread_mutex_lock(&e->mu);
@@ -617,7 +641,7 @@ static void ops_free(struct op* o) {
 
 FC_EXPORT int cuStreamEndCapture(void* h, struct fc_graph** out) {
   struct fc_stream* s = resolve(h);
-  if (!s) return FC_ERROR_INVALID_HANDLE;
+  if (!s) return bad_stream(h);
   pthread_mutex_lock(&s->mu);
   int state = s->capture, mode = s->capture_mode;
   struct fc_graph* g = s->graph;
@@ -643,7 +667,7 @@ FC_EXPORT int cuStreamEndCapture(void* h, struct fc_graph** out) {
 
 FC_EXPORT int cuStreamIsCapturing(void* h, int* status) {
   struct fc_stream* s = resolve(h);
-  if (!s) return FC_ERROR_INVALID_HANDLE;
+  if (!s) return bad_stream(h);
   pthread_mutex_lock(&s->mu);
   *status = s->capture;
   pthread_mutex_unlock(&s->mu);

@@ -357,6 +357,20 @@ static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char
                c->plan->name, ra, rb);
     return SHUNT_EXEC_INVALID;
   }
+  /* The world's kernels are loaded in the device's primary context (the runtime's): a stream
+   * of another context cannot run them. A default-stream handle names the world context's own. */
+  CUcontext sctx = NULL;
+  const struct shunt_cu* wcu = shunt_gpu_world_cu(w);
+  if ((uintptr_t)c->stream > 2 &&
+      (wcu->StreamGetCtx((CUstream)c->stream, &sctx) != CUDA_SUCCESS || sctx != shunt_gpu_world_ctx(w))) {
+    if (err && len)
+      snprintf(
+          err, len,
+          "stream %p is not a stream of device %d's primary context (the CUDA runtime's), where shunt's GPU "
+          "kernels run: use a stream of that context",
+          c->stream, shunt_gpu_world_device(w));
+    return SHUNT_EXEC_INVALID;
+  }
   /* Registered buffers are reached in place through CUDA IPC, which a rank of another host
    * has not: a world across hosts stages them. */
   struct zc z = {NULL, NULL};

@@ -47,6 +47,7 @@ struct shunt_gpu_world {
   int device;
   const struct shunt_cu* cu;
   CUcontext ctx; /* the device's primary context (the runtime's, so user streams belong to it) */
+  bool retained; /* ctx is retained by this world: released with it */
   struct shunt_gpu_kernels fns;
   struct shunt_gpu_world_config cfg;
   struct shunt_world_exchange bs;
@@ -124,6 +125,9 @@ static void release(struct shunt_gpu_world* w) {
     if (w->pstream) cu->StreamDestroy(w->pstream);
   }
   shunt_cu_leave(&g);
+  /* The world's retain of the primary context goes last, after everything made in it; an
+   * unsettled world keeps it too, with its memory. */
+  if (w->retained && !w->unsettled) cu->DevicePrimaryCtxRelease(w->device);
   free(w->grave);
   pthread_mutex_destroy(&w->launch_mu);
   pthread_mutex_destroy(&w->grave_mu);
@@ -134,12 +138,12 @@ static void release(struct shunt_gpu_world* w) {
   free(w);
 }
 
-/* An MPS control daemon serves this machine (its pipe directory, as CUDA looks for it). */
-static bool mps_active(void) {
-  const char* dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
-  char path[512];
-  snprintf(path, sizeof(path), "%s/control", dir && *dir ? dir : "/tmp/nvidia-mps");
-  return access(path, F_OK) == 0;
+/* This process is a client of an MPS server on dev, as the driver says (a control pipe left
+ * on disk, or a daemon this process did not connect to, says nothing about this process's
+ * contexts). A driver that cannot tell counts as no MPS. */
+static bool mps_active(const struct shunt_cu* cu, int dev) {
+  int on = 0;
+  return cu->DeviceGetAttribute(&on, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, dev) == CUDA_SUCCESS && on;
 }
 
 static int world_create(struct shunt_gpu_world* w, struct card* all, const struct shunt_gpu_world_config* cfg,
@@ -153,6 +157,7 @@ static int local_setup(struct shunt_gpu_world* w, int dev, char* err, size_t len
 #define TRY(x) \
   if (!what && (e = (x)) != CUDA_SUCCESS) what = #x
   TRY(cu->DevicePrimaryCtxRetain(&w->ctx, dev));
+  w->retained = !what;
   if (!what) cu->CtxSetCurrent(w->ctx);
   if (!what && shunt_gpu_kernels_get(cu, dev, &w->fns, err, len) != 0) return SHUNT_GPU_CUDA;
   TRY(cu->StreamCreate(&w->pstream, CU_STREAM_NON_BLOCKING));
@@ -317,7 +322,7 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
     const struct card* c = &all[r];
     if (c->cp.hostid != me->cp.hostid || strcmp(c->cp.busid, me->cp.busid) != 0) continue;
     w->sharing++;
-    if (c->cp.proc != me->cp.proc && !mps_active()) {
+    if (c->cp.proc != me->cp.proc && !mps_active(cu, dev)) {
       setf(err, len,
            "ranks %u and %u share GPU %s from different processes: without MPS their kernels are "
            "time-sliced, never concurrent, and would wait for each other forever; run them as threads "
