@@ -8,7 +8,9 @@
  * - Devices: FAKECUDA_DEVICES per process (default 1). Each process's devices have bus ids of
  *   their own (the domain is the pid), so ranks in different processes sit on different GPUs;
  *   ranks as threads share device 0 unless a test gives them others. Peer access and native
- *   peer atomics exist between every pair.
+ *   peer atomics exist between every pair unless FAKECUDA_PEER_ACCESS / FAKECUDA_PEER_ATOMICS
+ *   say otherwise; FAKECUDA_VISIBLE gives a process only some devices of one shared machine.
+ *   The rules on contexts, capture, peers and images are in README.md.
  * - Occupancy: a device of FAKECUDA_SMS (default 8) multiprocessors, each holding 16 blocks of
  *   at most FAKECUDA_MAX_THREADS (default 32) threads, and none larger: the executor's blocks
  *   are host threads, so they stay few.

@@ -1,5 +1,7 @@
-/* The stand-in's modules and kernel launches (fake_cuda.h): any image loads (nothing in it is
- * read); shunt's kernels are found by name and run by their CPU build (exec/kcpu). */
+/* The stand-in's modules and kernel launches (fake_cuda.h): an image loads when it is a fat
+ * binary, an ELF cubin or PTX text, and holds a kernel when the kernel's name is in it (as the
+ * symbol table and PTX name them); shunt's kernels are then run by their CPU build (exec/kcpu).
+ * A launch passes each of the kernel's declared parameters. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +25,37 @@ static long exec_launches;
 struct fc_module {
   struct fc_ctx* ctx;
   unsigned long long ctx_id; /* the context's identity when loaded */
+  const char* image;         /* the caller's image, as the driver reads it at load */
+  size_t bytes;              /* 0: any name (the "image" leniency) */
   char funcs[6];
 };
+
+/* Each kernel's parameters, as declared (gpu_kernel.cuh, the benchmark's empty kernel). */
+static const int nparams[] = {0, 1 /* struct shunt_gpu_kargs */, 4, 3, 0, 6};
+
+/* The image's length when it is one the driver loads, else 0: a fat binary (magic 0xba55ed50,
+ * its header and payload sizes), an ELF cubin (its section headers end it), NUL-terminated PTX. */
+static size_t image_bytes(const unsigned char* p) {
+  uint32_t magic;
+  memcpy(&magic, p, 4);
+  if (magic == 0xba55ed50u) {
+    uint16_t header;
+    uint64_t payload;
+    memcpy(&header, p + 6, 2);
+    memcpy(&payload, p + 8, 8);
+    return header + payload;
+  }
+  if (!memcmp(p, "\177ELF", 4) && p[4] == 2 /* 64-bit */) {
+    uint64_t shoff;
+    uint16_t shentsize, shnum;
+    memcpy(&shoff, p + 0x28, 8);
+    memcpy(&shentsize, p + 0x3a, 2);
+    memcpy(&shnum, p + 0x3c, 2);
+    return shoff + (uint64_t)shentsize * shnum;
+  }
+  size_t n = strlen((const char*)p);
+  return strstr((const char*)p, ".version") && strstr((const char*)p, ".entry") ? n : 0;
+}
 #define MAX_MODULES 256
 static pthread_mutex_t mod_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct fc_module* modules[MAX_MODULES];
@@ -55,8 +86,13 @@ static bool module_alive(const struct fc_module* m) {
 FC_EXPORT int cuModuleLoadData(void** mod, const void* image) {
   FC_NEED_CTX();
   if (!image) return FC_ERROR_INVALID_IMAGE;
+  /* A build without nvcc carries a placeholder no driver loads; its tests name the leniency. */
+  size_t bytes = fc_lenient("image") ? 0 : image_bytes(image);
+  if (!bytes && !fc_lenient("image")) return FC_ERROR_INVALID_IMAGE;
   struct fc_module* m = calloc(1, sizeof(*m));
   if (!m) return FC_ERROR_OUT_OF_MEMORY;
+  m->image = image;
+  m->bytes = bytes;
   m->ctx = fc_current();
   m->ctx_id = __atomic_load_n(&m->ctx->id, __ATOMIC_RELAXED);
   pthread_mutex_lock(&mod_mu);
@@ -83,6 +119,7 @@ FC_EXPORT int cuModuleGetFunction(void** f, void* mod, const char* name) {
   FC_NEED_CTX();
   if (!module_known(mod) || !module_alive(mod)) return FC_ERROR_INVALID_HANDLE;
   struct fc_module* m = mod;
+  if (m->bytes && !memmem(m->image, m->bytes, name, strlen(name))) return FC_ERROR_NOT_FOUND;
   for (int k = FC_K_EXEC; k <= FC_K_CHECK; k++)
     if (!strcmp(name, names[k])) {
       *f = &m->funcs[k];
@@ -125,7 +162,11 @@ int fc_launch_pack(void* f, unsigned blocks, unsigned threads, unsigned smem, vo
     out->kind = k;
     return FC_SUCCESS;
   }
-  if (!k || !params || blocks == 0 || threads == 0 || threads > SHUNT_GPU_MAX_THREADS) return FC_ERROR_INVALID_VALUE;
+  if (!k || blocks == 0 || threads == 0 || threads > SHUNT_GPU_MAX_THREADS) return FC_ERROR_INVALID_VALUE;
+  /* Every declared parameter is read through its pointer: none may be missing. */
+  if (!params) return FC_ERROR_INVALID_VALUE;
+  for (int i = 0; i < nparams[k]; i++)
+    if (!params[i]) return FC_ERROR_INVALID_VALUE;
   memset(out, 0, sizeof(*out));
   out->kind = k;
   out->blocks = blocks;
