@@ -4,9 +4,10 @@
  * The main thread begins a global-mode capture on a blocking stream of device 0 and holds it
  * open while two ranks (threads, each on its own stream) make allreduces that create and grow
  * their GPU worlds, register buffers and reduce on them zero-copy, deregister, and destroy their
- * communicators. Every result must be exact, and the capture must end valid and replay. The
- * ranks check their results in relaxed mode (their own synchronizations would otherwise be the
- * unsafe calls); everything the library does in their threads runs in their global mode. */
+ * communicators, then make (self-check included), use and destroy another one. Every result
+ * must be exact, and the capture must end valid and replay. The ranks check their results in
+ * relaxed mode (their own synchronizations would otherwise be the unsafe calls); everything the
+ * library does in their threads runs in their global mode. */
 #include <nccl.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -29,7 +30,7 @@ static int rank_failures;
 
 struct rank_arg {
   int rank;
-  ncclUniqueId id;
+  ncclUniqueId id, id2;
 };
 
 static void set_device(void) {
@@ -108,6 +109,17 @@ static void* rank_main(void* p) {
     if (h && (rc = ncclCommDeregister(comm, h)) != ncclSuccess) fail(a->rank, "ncclCommDeregister", rc);
     reduce(comm, a->rank, st, reg, reg_count, 5); /* staged again */
     if ((rc = ncclCommDestroy(comm)) != ncclSuccess) fail(a->rank, "ncclCommDestroy", rc);
+    /* A communicator made while the capture is open: its self-check allocates, launches and
+     * waits in this thread. */
+    ncclComm_t late = NULL;
+    int late_on = -2;
+    if (ncclCommInitRank(&late, NRANKS, a->id2, a->rank) != ncclSuccess ||
+        shuntGpuExecutor(late, &late_on) != 0 || late_on != 1)
+      fail(a->rank, "a communicator made during the capture is not on the GPU executor", late_on);
+    if (late) {
+      reduce(late, a->rank, st, small, 4096, 6);
+      if ((rc = ncclCommDestroy(late)) != ncclSuccess) fail(a->rank, "ncclCommDestroy", rc);
+    }
   }
   pthread_barrier_wait(&done);
   pthread_barrier_wait(&done); /* the capture has ended: the test's own frees are safe */
@@ -120,14 +132,15 @@ static void* rank_main(void* p) {
 
 int main(void) {
   set_device();
-  ncclUniqueId id;
+  ncclUniqueId id, id2;
   CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  CHECK_EQ_INT(ncclGetUniqueId(&id2), ncclSuccess);
   pthread_barrier_init(&ready, NULL, NRANKS + 1);
   pthread_barrier_init(&done, NULL, NRANKS + 1);
   pthread_t th[NRANKS];
   struct rank_arg args[NRANKS];
   for (int r = 0; r < NRANKS; r++) {
-    args[r] = (struct rank_arg){r, id};
+    args[r] = (struct rank_arg){r, id, id2};
     pthread_create(&th[r], NULL, rank_main, &args[r]);
   }
   /* A blocking stream (flags 0): the legacy stream would join its capture implicitly. */
