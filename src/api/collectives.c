@@ -133,7 +133,8 @@ static ncclResult_t run_plan_job(void* arg) {
    * enqueued it: the event is recorded on the call's stream now, as NCCL records it once its
    * kernel is launched. */
   if (rc == ncclSuccess && j->completion_event) {
-    int e = shunt_driver_event_record(j->completion_event, (void*)j->call.stream);
+    int e = shunt_driver_event_record(j->completion_event, (void*)j->call.stream,
+                                      j->call.on_gpu ? j->call.device : -1);
     if (e != 0) {
       SHUNT_WARN("could not record the call's launchCompletionEvent: %s",
                  e < 0 ? "the CUDA driver is not loaded in this process" : "cuEventRecord failed");

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "transport/cuda_driver.h"
 #include "util/log.h"
 
 struct job {
@@ -56,11 +57,14 @@ struct lane_run {
   pthread_t thread;
   int started;
   int in_progress;
+  void* ctx; /* the CUDA context current where the group ended, made current in the lane */
 };
 
 static void* run_lane(void* p) {
   struct lane_run* l = p;
   l->rc = ncclSuccess;
+  /* A lane's thread calls the driver as the thread that ended the group would. */
+  if (l->ctx && shunt_driver_ctx_current() != l->ctx) shunt_driver_ctx_set(l->ctx);
   for (size_t i = 0; i < l->njobs; i++) {
     if (l->jobs[i].lane != l->lane) continue;
     ncclResult_t rc = l->jobs[i].fn(l->jobs[i].arg);
@@ -100,10 +104,11 @@ ncclResult_t shunt_group_finish(void) {
     SHUNT_WARN("group: out of memory running the group");
     rc = ncclSystemError;
   } else {
+    void* ctx = shunt_driver_ctx_current();
     for (size_t i = 0; i < n; i++) {
       size_t k = 0;
       while (k < nl && lanes[k].lane != jobs[i].lane) k++;
-      if (k == nl) lanes[nl++] = (struct lane_run){jobs, n, jobs[i].lane, ncclSuccess, 0, 0, 0};
+      if (k == nl) lanes[nl++] = (struct lane_run){jobs, n, jobs[i].lane, ncclSuccess, 0, 0, 0, ctx};
     }
     if (nl == 1) {
       run_lane(&lanes[0]);

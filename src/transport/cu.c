@@ -24,6 +24,8 @@ static const struct {
     S(DeviceGetP2PAttribute, "cuDeviceGetP2PAttribute"),
     S(DeviceCanAccessPeer, "cuDeviceCanAccessPeer"),
     S(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
+    S(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"),
+    S(StreamGetCtx, "cuStreamGetCtx"),
     S(CtxGetCurrent, "cuCtxGetCurrent"),
     S(CtxSetCurrent, "cuCtxSetCurrent"),
     S(CtxGetDevice, "cuCtxGetDevice"),
@@ -89,6 +91,8 @@ const struct shunt_cu* shunt_cu(char* err, size_t len) {
         memcpy(&table.UserObjectRelease, &g[2], sizeof(g[2]));
         memcpy(&table.GraphRetainUserObject, &g[3], sizeof(g[3]));
       }
+      f = shunt_driver_sym("cuCtxGetId");
+      memcpy(&table.CtxGetId, &f, sizeof(f));
       __atomic_store_n(&found, 1, __ATOMIC_RELEASE);
     }
   }

@@ -33,6 +33,7 @@ enum {
   CUDA_ERROR_NOT_FOUND = 500,
   CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
   CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+  CU_DEVICE_ATTRIBUTE_MPS_ENABLED = 133,
   CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0,
   CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED = 3,
   CU_MEMHOSTALLOC_PORTABLE = 1,
@@ -59,6 +60,8 @@ struct shunt_cu {
   CUresult (*DeviceGetP2PAttribute)(int*, int, CUdevice, CUdevice);
   CUresult (*DeviceCanAccessPeer)(int*, CUdevice, CUdevice);
   CUresult (*DevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*DevicePrimaryCtxRelease)(CUdevice);
+  CUresult (*StreamGetCtx)(CUstream, CUcontext*);
   CUresult (*CtxGetCurrent)(CUcontext*);
   CUresult (*CtxSetCurrent)(CUcontext);
   CUresult (*CtxGetDevice)(CUdevice*);
@@ -105,6 +108,9 @@ struct shunt_cu {
                                unsigned flags);
   CUresult (*UserObjectRelease)(void* obj, unsigned count);
   CUresult (*GraphRetainUserObject)(void* graph, void* obj, unsigned count, unsigned flags);
+  /* Optional (CUDA 12.0 and later): a context's identity, new when a primary context is reset
+   * or released by all and made again under the same handle. */
+  CUresult (*CtxGetId)(CUcontext, unsigned long long*);
 };
 #define CU_USER_OBJECT_NO_DESTRUCTOR_SYNC 1
 #define CU_GRAPH_USER_OBJECT_MOVE 1

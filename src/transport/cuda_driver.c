@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,14 +43,53 @@ void* shunt_driver_sym(const char* name) {
 }
 
 typedef int (*event_record_fn)(void* event, void* stream);
-static _Atomic(event_record_fn) event_record;
+typedef int (*ctx_get_fn)(void** ctx);
+typedef int (*ctx_set_fn)(void* ctx);
+typedef int (*stream_ctx_fn)(void* stream, void** ctx);
+typedef int (*retain_fn)(void** ctx, int dev);
+typedef int (*release_fn)(int dev);
 
-int shunt_driver_event_record(void* event, void* stream) {
-  event_record_fn f = atomic_load_explicit(&event_record, memory_order_acquire);
-  if (!f) {
-    f = (event_record_fn)(uintptr_t)shunt_driver_sym("cuEventRecord");
-    if (!f) return -1;
-    atomic_store_explicit(&event_record, f, memory_order_release);
+/* A driver function looked up once (the driver, once found, stays). */
+static void* sym_once(_Atomic(void*)* slot, const char* name) {
+  void* f = atomic_load_explicit(slot, memory_order_acquire);
+  if (!f && (f = shunt_driver_sym(name))) atomic_store_explicit(slot, f, memory_order_release);
+  return f;
+}
+static _Atomic(void*) event_record, ctx_get, ctx_set, stream_ctx, retain, release;
+
+void* shunt_driver_ctx_current(void) {
+  ctx_get_fn get = (ctx_get_fn)(uintptr_t)sym_once(&ctx_get, "cuCtxGetCurrent");
+  void* ctx = NULL;
+  if (!get || get(&ctx) != 0) return NULL;
+  return ctx;
+}
+
+void shunt_driver_ctx_set(void* ctx) {
+  ctx_set_fn set = (ctx_set_fn)(uintptr_t)sym_once(&ctx_set, "cuCtxSetCurrent");
+  if (set) set(ctx);
+}
+
+int shunt_driver_event_record(void* event, void* stream, int device) {
+  event_record_fn rec = (event_record_fn)(uintptr_t)sym_once(&event_record, "cuEventRecord");
+  stream_ctx_fn sctx = (stream_ctx_fn)(uintptr_t)sym_once(&stream_ctx, "cuStreamGetCtx");
+  retain_fn ret = (retain_fn)(uintptr_t)sym_once(&retain, "cuDevicePrimaryCtxRetain");
+  release_fn rel = (release_fn)(uintptr_t)sym_once(&release, "cuDevicePrimaryCtxRelease_v2");
+  if (!rec || !sctx || !ret || !rel) return -1;
+  void* prev = shunt_driver_ctx_current();
+  void* ctx = NULL;
+  bool retained = false;
+  int e = 0;
+  if ((uintptr_t)stream > 2) {
+    e = sctx(stream, &ctx);
+  } else if (device >= 0) {
+    e = ret(&ctx, device);
+    retained = e == 0;
+  } else {
+    ctx = prev;
   }
-  return f(event, stream);
+  if (e == 0 && ctx != prev) shunt_driver_ctx_set(ctx);
+  if (e == 0) e = rec(event, stream);
+  if (ctx != prev) shunt_driver_ctx_set(prev);
+  if (retained) rel(device);
+  return e;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "transport/nvml.h"
 #include "util/host.h"
 
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
@@ -28,21 +29,28 @@ int shunt_cuda_peer_map(const struct shunt_cu* cu, uint32_t rank, const struct s
   *out = NULL;
   *ipc = false;
   /* Signals and semaphores are atomics on the peer's memory: a pair of devices without native
-   * peer atomics (PCIe-only) would lose increments. */
+   * peer atomics (PCIe-only) would lose increments. The driver answers for a device this
+   * process sees; NVML, by bus id, for one it does not (CUDA_VISIBLE_DEVICES set per rank).
+   * A pair whose capabilities cannot be established is refused, not mapped. */
   if (strcmp(c->busid, me->busid) != 0) {
     CUdevice peer_dev = -1;
-    int atomics = 0;
+    int atomics = -1, v = 0;
     if (c->proc == me->proc)
       peer_dev = c->device;
     else if (cu->DeviceGetByPCIBusId(&peer_dev, c->busid) != CUDA_SUCCESS)
-      peer_dev = -1; /* not visible here: the IPC mapping decides */
-    if (peer_dev >= 0 &&
-        cu->DeviceGetP2PAttribute(&atomics, CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, me->device,
-                                  peer_dev) == CUDA_SUCCESS &&
-        !atomics) {
+      peer_dev = -1;
+    if (peer_dev >= 0 && cu->DeviceGetP2PAttribute(&v, CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED,
+                                                   me->device, peer_dev) == CUDA_SUCCESS)
+      atomics = v != 0;
+    if (atomics < 0) atomics = shunt_nvml_peer_atomics(me->busid, c->busid);
+    if (atomics != 1) {
       snprintf(err, len,
-               "devices %s (rank %u) and %s (rank %u) have no native peer atomics (a PCIe-only pair): the "
-               "GPU backend needs them for its signals",
+               atomics == 0
+                   ? "devices %s (rank %u) and %s (rank %u) have no native peer atomics (a PCIe-only "
+                     "pair): the GPU backend needs them for its signals"
+                   : "the peer capabilities of devices %s (rank %u) and %s (rank %u) cannot be "
+                     "established (the device is not visible here and NVML cannot tell): the GPU "
+                     "backend needs native peer atomics for its signals",
                me->busid, rank, c->busid, r);
       return -1;
     }
@@ -57,8 +65,13 @@ int shunt_cuda_peer_map(const struct shunt_cu* cu, uint32_t rank, const struct s
                  c->device, r);
         return -1;
       }
+      /* The peer's rank holds its own retain of that context for as long as its world lives;
+       * this one only names it. */
       e = cu->DevicePrimaryCtxRetain(&pctx, c->device);
-      if (e == CUDA_SUCCESS) e = cu->CtxEnablePeerAccess(pctx, 0);
+      if (e == CUDA_SUCCESS) {
+        e = cu->CtxEnablePeerAccess(pctx, 0);
+        cu->DevicePrimaryCtxRelease(c->device);
+      }
       if (e != CUDA_SUCCESS && e != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
         snprintf(err, len, "peer access to device %d: %s", c->device, shunt_cu_error(e));
         return -1;

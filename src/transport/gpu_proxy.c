@@ -107,9 +107,12 @@ static int net_landed(void* ctx, unsigned buf, uint64_t off, const char* at, uin
   struct shunt_gpu_proxy* p = ctx;
   const struct shunt_cu* cu = p->cfg.cu;
   if (buf != 3 || off > p->region_bytes || bytes > p->region_bytes - off) return -1;
-  cu->CtxSetCurrent(p->cfg.ctx);
+  /* Relaxed: a synchronize in this thread's global mode would fail while another thread
+   * captures (and invalidate that capture). */
+  struct shunt_cu_guard g = shunt_cu_enter(cu, p->cfg.ctx, 1);
   CUresult e = cu->MemcpyHtoDAsync(DP(p->cfg.region + off), at, bytes, p->rx);
   if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(p->rx);
+  shunt_cu_leave(&g);
   if (e != CUDA_SUCCESS) fail_cu(p, "copy of received data into the region", e);
   return e == CUDA_SUCCESS ? 0 : -1;
 }
@@ -123,9 +126,10 @@ static void net_signal(void* ctx, uint32_t peer, uint16_t ordinal) {
   size_t k = (size_t)peer * p->cfg.ordinals + ordinal;
   *p->rx_flag = ++p->got[k];
   char* dst = p->cfg.region + p->cfg.port_off + k * sizeof(uint64_t);
-  cu->CtxSetCurrent(p->cfg.ctx);
+  struct shunt_cu_guard g = shunt_cu_enter(cu, p->cfg.ctx, 1); /* relaxed, as net_landed */
   CUresult e = cu->MemcpyHtoDAsync(DP(dst), p->rx_flag, sizeof(uint64_t), p->rx);
   if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(p->rx);
+  shunt_cu_leave(&g);
   if (e != CUDA_SUCCESS) fail_cu(p, "write of a received flag", e);
 }
 

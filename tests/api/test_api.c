@@ -242,6 +242,8 @@ static void run_devptr(ncclComm_t comm, int rank) {
   CHECK_MSG(h != NULL, "cannot load the CUDA stand-in: %s", dlerror());
   if (!h) return;
   int (*add_device)(const void*, size_t) = (int (*)(const void*, size_t))dlsym(h, "fakecuda_add_device");
+  int (*cu_init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
+  CHECK(cu_init && cu_init(0) == 0); /* the driver answers nothing before cuInit */
   size_t count = 1024;
   float* buf = malloc(count * sizeof(float));
   for (size_t i = 0; i < count; i++) buf[i] = fval(rank, i);
@@ -425,25 +427,46 @@ static int run_config(ncclComm_t comm, int rank) {
   long (*records)(void**, void**) =
       cuda ? (long (*)(void**, void**))dlsym(cuda, "fakecuda_event_records") : NULL;
   CHECK_MSG(records != NULL, "cannot load the CUDA driver stand-in: %s", dlerror());
+  /* A real event and stream of the stand-in (it refuses handles it did not make). */
+  int (*cu_init)(unsigned) = cuda ? (int (*)(unsigned))dlsym(cuda, "cuInit") : NULL;
+  int (*retain)(void**, int) = cuda ? (int (*)(void**, int))dlsym(cuda, "cuDevicePrimaryCtxRetain") : NULL;
+  int (*release)(int) = cuda ? (int (*)(int))dlsym(cuda, "cuDevicePrimaryCtxRelease_v2") : NULL;
+  int (*set_ctx)(void*) = cuda ? (int (*)(void*))dlsym(cuda, "cuCtxSetCurrent") : NULL;
+  int (*event_create)(void**, unsigned) =
+      cuda ? (int (*)(void**, unsigned))dlsym(cuda, "cuEventCreate") : NULL;
+  int (*event_destroy)(void*) = cuda ? (int (*)(void*))dlsym(cuda, "cuEventDestroy_v2") : NULL;
+  int (*stream_create)(void**, unsigned) =
+      cuda ? (int (*)(void**, unsigned))dlsym(cuda, "cuStreamCreate") : NULL;
+  int (*stream_destroy)(void*) = cuda ? (int (*)(void*))dlsym(cuda, "cuStreamDestroy_v2") : NULL;
+  void *ctx = NULL, *event_h = NULL, *stream_h = NULL;
+  if (records && cu_init && retain && release && set_ctx && event_create && event_destroy && stream_create &&
+      stream_destroy) {
+    CHECK_EQ_INT(cu_init(0), 0);
+    CHECK_EQ_INT(retain(&ctx, 0), 0);
+    CHECK_EQ_INT(set_ctx(ctx), 0);
+    CHECK_EQ_INT(event_create(&event_h, 2), 0);
+    CHECK_EQ_INT(stream_create(&stream_h, 1), 0);
+  } else {
+    CHECK_MSG(0, "the driver stand-in lacks its context, event or stream calls");
+    records = NULL;
+  }
   if (records) {
     void *ev = NULL, *st = NULL;
     long before = records(&ev, &st);
     coll_config_init(&cfg);
-    int event_token, stream_token;
-    cfg.launchCompletionEvent = (cudaEvent_t)&event_token;
+    cfg.launchCompletionEvent = (cudaEvent_t)event_h;
     float* a = malloc(count * sizeof(float));
     int32_t* g = calloc((size_t)nranks * 256, sizeof(int32_t));
     for (size_t i = 0; i < count; i++) a[i] = fval(rank, i);
     for (int i = 0; i < 256; i++) g[rank * 256 + i] = rank * 7 + i;
     CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
-    CHECK_EQ_INT(
-        ncclAllReduceConfig(a, a, count, ncclFloat, ncclSum, comm, (cudaStream_t)&stream_token, &cfg),
-        ncclSuccess);
+    CHECK_EQ_INT(ncclAllReduceConfig(a, a, count, ncclFloat, ncclSum, comm, (cudaStream_t)stream_h, &cfg),
+                 ncclSuccess);
     CHECK_MSG(records(&ev, &st) == before, "the event was recorded before the group ran the plan");
     CHECK_EQ_INT(ncclAllGatherConfig(g + rank * 256, g, 256, ncclInt32, comm, NULL, NULL), ncclSuccess);
     CHECK_EQ_INT(ncclGroupEnd(), ncclSuccess);
     CHECK_EQ_INT(records(&ev, &st), before + 1);
-    CHECK(ev == (void*)&event_token && st == (void*)&stream_token);
+    CHECK(ev == event_h && st == stream_h);
     CHECK_MSG(strcmp(last_plan(comm), "nccl") != 0, "the group's allgather went to NCCL");
     size_t bad = 0;
     for (size_t i = 0; i < count; i++) {
@@ -464,6 +487,10 @@ static int run_config(ncclComm_t comm, int rank) {
               last_plan(comm));
     free(a);
     free(g);
+    event_destroy(event_h);
+    stream_destroy(stream_h);
+    set_ctx(NULL);
+    release(0);
   }
   return 0;
 }

@@ -8,7 +8,9 @@
  * - Devices: FAKECUDA_DEVICES per process (default 1). Each process's devices have bus ids of
  *   their own (the domain is the pid), so ranks in different processes sit on different GPUs;
  *   ranks as threads share device 0 unless a test gives them others. Peer access and native
- *   peer atomics exist between every pair.
+ *   peer atomics exist between every pair unless FAKECUDA_PEER_ACCESS / FAKECUDA_PEER_ATOMICS
+ *   say otherwise; FAKECUDA_VISIBLE gives a process only some devices of one shared machine.
+ *   The rules on contexts, capture, peers and images are in README.md.
  * - Occupancy: a device of FAKECUDA_SMS (default 8) multiprocessors, each holding 16 blocks of
  *   at most FAKECUDA_MAX_THREADS (default 32) threads, and none larger: the executor's blocks
  *   are host threads, so they stay few.
@@ -17,10 +19,12 @@
  *   of the threads asked for: every op of the kernel strides over the block, so results do not
  *   depend on the block size (shunt-plan verify --backend kernel-cpu checks 1, 3 and 32), and a
  *   block of host threads costs a core's time on every wait.
- * - Capture: an operation on a capturing stream is recorded into its graph; a synchronizing
- *   call (allocation, free, stream synchronize) from a thread not in relaxed mode while any
- *   stream captures in global mode fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
- *   invalidates that capture, as the driver does.
+ * - Capture: an operation on a capturing stream is recorded into its graph; an unsafe call
+ *   (allocation, free, stream/context/event synchronize, event query, synchronous copy or set)
+ *   from a thread not in relaxed mode while any stream captures in global mode fails with
+ *   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates that capture, as the driver does;
+ *   work on the legacy default stream while a blocking stream of its device captures fails
+ *   with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and invalidates that capture, in any mode.
  * - Faults (FAKECUDA_FAULT, or fakecuda_fault()): "corrupt:N" flips a byte of the output of the
  *   Nth executor launch of the process; "skip:N" does not run the Nth executor launch at all
  *   (its signals never come). */
@@ -51,6 +55,7 @@ enum {
   FC_ERROR_NOT_SUPPORTED = 801,
   FC_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
   FC_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
+  FC_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
   FC_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908
 };
 
@@ -58,6 +63,11 @@ enum {
 
 struct fc_ctx {
   int device;
+  bool primary;
+  /* The context's identity (cuCtxGetId): a primary context reset, or released by all its
+   * retainers, comes back as a new context under the same handle, and what was made in the old
+   * one (modules) is gone. */
+  unsigned long long id;
   int peer_enabled[FC_MAX_DEVICES];
 };
 
@@ -65,7 +75,21 @@ struct fc_stream;
 struct fc_graph;
 
 /* fc_core.c */
-/* Whether FAKECUDA_LENIENT (comma-separated rule names) sets this rule aside. */
+/* 0 once cuInit ran, else CUDA_ERROR_NOT_INITIALIZED: every other call checks it first. */
+int fc_initialized(void);
+/* fc_initialized(), then a current context (CUDA_ERROR_INVALID_CONTEXT without one). */
+int fc_need_ctx(void);
+#define FC_NEED_INIT()            \
+  do {                            \
+    int fc_e_ = fc_initialized(); \
+    if (fc_e_ != 0) return fc_e_; \
+  } while (0)
+#define FC_NEED_CTX()             \
+  do {                            \
+    int fc_e_ = fc_need_ctx();    \
+    if (fc_e_ != 0) return fc_e_; \
+  } while (0)
+/* Whether the test relaxes a rule: FAKECUDA_LENIENT=<rule>[,<rule>...]. */
 bool fc_lenient(const char* rule);
 /* Whether the devices support dma-buf export (FAKECUDA_DMA_BUF). */
 bool fc_dma_buf(void);
@@ -76,6 +100,14 @@ int fc_max_threads(void);
 int fc_run_threads(void);
 /* The fault for the n-th executor launch of the process (1-based): 0 none, 'c' corrupt, 's' skip. */
 int fc_fault_for(long n);
+
+/* fc_topo.c: the machine's physical devices. The bus id of physical device phys; the
+ * physical device of a bus id (-1: none); whether a pair has peer access and native peer
+ * atomics (FAKECUDA_PEER_ACCESS, FAKECUDA_PEER_ATOMICS). */
+void fc_bus_id(int phys, char* buf, size_t len);
+int fc_bus_physical(const char* id);
+int fc_peer_access(int a, int b);
+int fc_peer_atomics(int a, int b);
 
 /* fc_mem.c */
 /* Device of an allocation holding p, or -1. */
@@ -159,6 +191,9 @@ struct fc_launch {
   unsigned blocks, threads, smem;
   unsigned char args[512]; /* the kernel's arguments, packed in declaration order */
 };
+/* Whether the current context may launch f (its module's context, still alive); 0 or
+ * CUDA_ERROR_INVALID_HANDLE. */
+int fc_func_usable(const void* f);
 /* Packs params as the kernel declares them; 0 or an error. */
 int fc_launch_pack(void* f, unsigned blocks, unsigned threads, unsigned smem, void** params,
                    struct fc_launch* out);

@@ -27,7 +27,7 @@ enum {
 
 struct alloc {
   uintptr_t lo, hi;
-  int kind, device, fd;
+  int kind, device, fd; /* fd: for pinned host memory, its CU_MEMHOSTALLOC flags */
   unsigned long long id;    /* unique per allocation, as the driver's buffer id */
   uintptr_t map_lo, map_hi; /* the mapping with its guard pages (device memory), else 0 */
   /* KIND_IPC: the exporter and its allocation's id, and the opens of that mapping. */
@@ -287,8 +287,8 @@ int fc_mem_alloc_kind(size_t bytes, int device, int kind, unsigned long long* dp
 }
 
 FC_EXPORT int cuMemAlloc_v2(unsigned long long* dptr, size_t bytes) {
+  FC_NEED_CTX();
   struct fc_ctx* c = fc_current();
-  if (!c) return FC_ERROR_INVALID_CONTEXT;
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (bytes == 0) return FC_ERROR_INVALID_VALUE;
   return device_alloc(bytes, c->device, KIND_DEVICE, dptr);
@@ -377,14 +377,14 @@ FC_EXPORT int cuMemAllocManaged(unsigned long long* dptr, size_t bytes, unsigned
 }
 
 FC_EXPORT int cuMemHostAlloc(void** p, size_t bytes, unsigned flags) {
-  (void)flags;
+  FC_NEED_CTX();
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   void* m = NULL;
   if (posix_memalign(&m, 4096, bytes ? bytes : 1) != 0) return FC_ERROR_OUT_OF_MEMORY;
   /* The device it was allocated against, as cuPointerGetAttribute documents it; its memory type
    * says host. */
   struct fc_ctx* c = fc_current();
-  if (add((uintptr_t)m, bytes ? bytes : 1, KIND_HOST, c ? c->device : 0, -1) != 0) {
+  if (add((uintptr_t)m, bytes ? bytes : 1, KIND_HOST, c ? c->device : 0, (int)flags) != 0) {
     free(m);
     return FC_ERROR_OUT_OF_MEMORY;
   }
@@ -399,15 +399,18 @@ FC_EXPORT int cuMemFreeHost(void* p) {
   return FC_SUCCESS;
 }
 
+/* Only memory allocated with CU_MEMHOSTALLOC_DEVICEMAP (2) is mapped into the device. */
 FC_EXPORT int cuMemHostGetDevicePointer_v2(unsigned long long* d, void* p, unsigned flags) {
-  (void)flags;
+  FC_NEED_CTX();
   struct alloc a;
-  if (!find((uintptr_t)p, &a) || a.kind != KIND_HOST) return FC_ERROR_INVALID_VALUE;
+  if (flags != 0 || !find((uintptr_t)p, &a) || a.kind != KIND_HOST || !(a.fd & 2))
+    return FC_ERROR_INVALID_VALUE;
   *d = (uintptr_t)p;
   return FC_SUCCESS;
 }
 
 FC_EXPORT int cuPointerGetAttribute(void* data, int attribute, unsigned long long ptr) {
+  FC_NEED_INIT();
   struct alloc a;
   if (!find((uintptr_t)ptr, &a)) return FC_ERROR_INVALID_VALUE;
   switch (attribute) {

@@ -1,5 +1,7 @@
-/* The stand-in's modules and kernel launches (fake_cuda.h): any image loads (nothing in it is
- * read); shunt's kernels are found by name and run by their CPU build (exec/kcpu). */
+/* The stand-in's modules and kernel launches (fake_cuda.h): an image loads when it is a fat
+ * binary, an ELF cubin or PTX text, and holds a kernel when the kernel's name is in it (as the
+ * symbol table and PTX name them); shunt's kernels are then run by their CPU build (exec/kcpu).
+ * A launch passes each of the kernel's declared parameters. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,37 +11,134 @@
 #include "exec/ops/dtype.h"
 #include "fake_cuda.h"
 
-/* Function handles are the addresses of these, one per kernel. */
-static const char* const names[] = {NULL, "shunt_gpu_exec_kernel", "shunt_gpu_pre_kernel", "shunt_gpu_post_kernel",
-                                    "shunt_bench_empty", "shunt_gpu_check_kernel"};
-static char funcs[6];
-static char module_token;
+static const char* const names[] = {NULL,
+                                    "shunt_gpu_exec_kernel",
+                                    "shunt_gpu_pre_kernel",
+                                    "shunt_gpu_post_kernel",
+                                    "shunt_bench_empty",
+                                    "shunt_gpu_check_kernel"};
 static long exec_launches;
 
+/* A module belongs to the context it was loaded in, and dies with it (a primary context
+ * released by everyone, or reset, is a new context); function handles are the addresses of
+ * its `funcs`, one per kernel. Modules are never unloaded here: handles stay valid memory. */
+struct fc_module {
+  struct fc_ctx* ctx;
+  unsigned long long ctx_id; /* the context's identity when loaded */
+  const char* image;         /* the caller's image, as the driver reads it at load */
+  size_t bytes;              /* 0: any name (the "image" leniency) */
+  char funcs[6];
+};
+
+/* Each kernel's parameters, as declared (gpu_kernel.cuh, the benchmark's empty kernel). */
+static const int nparams[] = {0, 1 /* struct shunt_gpu_kargs */, 4, 3, 0, 6};
+
+/* The image's length when it is one the driver loads, else 0: a fat binary (magic 0xba55ed50,
+ * its header and payload sizes), an ELF cubin (its section headers end it), NUL-terminated PTX. */
+static size_t image_bytes(const unsigned char* p) {
+  uint32_t magic;
+  memcpy(&magic, p, 4);
+  if (magic == 0xba55ed50u) {
+    uint16_t header;
+    uint64_t payload;
+    memcpy(&header, p + 6, 2);
+    memcpy(&payload, p + 8, 8);
+    return header + payload;
+  }
+  if (!memcmp(p, "\177ELF", 4) && p[4] == 2 /* 64-bit */) {
+    uint64_t shoff;
+    uint16_t shentsize, shnum;
+    memcpy(&shoff, p + 0x28, 8);
+    memcpy(&shentsize, p + 0x3a, 2);
+    memcpy(&shnum, p + 0x3c, 2);
+    return shoff + (uint64_t)shentsize * shnum;
+  }
+  size_t n = strlen((const char*)p);
+  return strstr((const char*)p, ".version") && strstr((const char*)p, ".entry") ? n : 0;
+}
+#define MAX_MODULES 256
+static pthread_mutex_t mod_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct fc_module* modules[MAX_MODULES];
+static int nmodules;
+
+static struct fc_module* module_of_func(const void* f, enum fc_kernel* kind) {
+  pthread_mutex_lock(&mod_mu);
+  struct fc_module* m = NULL;
+  for (int i = 0; i < nmodules && !m; i++)
+    if ((const char*)f >= modules[i]->funcs + FC_K_EXEC && (const char*)f <= modules[i]->funcs + FC_K_CHECK) {
+      m = modules[i];
+      *kind = (enum fc_kernel)((const char*)f - m->funcs);
+    }
+  pthread_mutex_unlock(&mod_mu);
+  return m;
+}
+
 static enum fc_kernel kind_of(const void* f) {
-  for (int k = FC_K_EXEC; k <= FC_K_CHECK; k++)
-    if (f == &funcs[k]) return (enum fc_kernel)k;
-  return 0;
+  enum fc_kernel k = 0;
+  return module_of_func(f, &k) ? k : 0;
+}
+
+/* Whether m's context is still the one it was loaded in. */
+static bool module_alive(const struct fc_module* m) {
+  return __atomic_load_n(&m->ctx->id, __ATOMIC_RELAXED) == m->ctx_id;
 }
 
 FC_EXPORT int cuModuleLoadData(void** mod, const void* image) {
-  if (!fc_current()) return FC_ERROR_INVALID_CONTEXT;
+  FC_NEED_CTX();
   if (!image) return FC_ERROR_INVALID_IMAGE;
-  *mod = &module_token;
+  /* A build without nvcc carries a placeholder no driver loads; its tests name the leniency. */
+  size_t bytes = fc_lenient("image") ? 0 : image_bytes(image);
+  if (!bytes && !fc_lenient("image")) return FC_ERROR_INVALID_IMAGE;
+  struct fc_module* m = calloc(1, sizeof(*m));
+  if (!m) return FC_ERROR_OUT_OF_MEMORY;
+  m->image = image;
+  m->bytes = bytes;
+  m->ctx = fc_current();
+  m->ctx_id = __atomic_load_n(&m->ctx->id, __ATOMIC_RELAXED);
+  pthread_mutex_lock(&mod_mu);
+  int ok = nmodules < MAX_MODULES;
+  if (ok) modules[nmodules++] = m;
+  pthread_mutex_unlock(&mod_mu);
+  if (!ok) {
+    free(m);
+    return FC_ERROR_OUT_OF_MEMORY;
+  }
+  *mod = m;
   return FC_SUCCESS;
 }
 
+static bool module_known(const void* mod) {
+  pthread_mutex_lock(&mod_mu);
+  bool hit = false;
+  for (int i = 0; i < nmodules && !hit; i++) hit = modules[i] == mod;
+  pthread_mutex_unlock(&mod_mu);
+  return hit;
+}
+
 FC_EXPORT int cuModuleGetFunction(void** f, void* mod, const char* name) {
-  if (mod != &module_token) return FC_ERROR_INVALID_HANDLE;
+  FC_NEED_CTX();
+  if (!module_known(mod) || !module_alive(mod)) return FC_ERROR_INVALID_HANDLE;
+  struct fc_module* m = mod;
+  if (m->bytes && !memmem(m->image, m->bytes, name, strlen(name))) return FC_ERROR_NOT_FOUND;
   for (int k = FC_K_EXEC; k <= FC_K_CHECK; k++)
     if (!strcmp(name, names[k])) {
-      *f = &funcs[k];
+      *f = &m->funcs[k];
       return FC_SUCCESS;
     }
   return FC_ERROR_NOT_FOUND;
 }
 
+int fc_func_usable(const void* f) {
+  enum fc_kernel k = 0;
+  struct fc_module* m = module_of_func(f, &k);
+  if (!m) return FC_ERROR_INVALID_HANDLE;
+  /* A function of a context that is gone, or launched from another context. */
+  if (!module_alive(m) || m->ctx != fc_current()) return FC_ERROR_INVALID_HANDLE;
+  return FC_SUCCESS;
+}
+
 FC_EXPORT int cuFuncGetAttribute(int* v, int attr, void* f) {
+  FC_NEED_INIT();
   if (!kind_of(f)) return FC_ERROR_INVALID_HANDLE;
   if (attr != 0 /* max threads per block */) return FC_ERROR_INVALID_VALUE;
   *v = (int)SHUNT_GPU_MAX_THREADS;
@@ -49,6 +148,7 @@ FC_EXPORT int cuFuncGetAttribute(int* v, int attr, void* f) {
 /* 16 blocks per multiprocessor of at most FAKECUDA_MAX_THREADS threads; none larger. */
 FC_EXPORT int cuOccupancyMaxActiveBlocksPerMultiprocessor(int* n, void* f, int threads, size_t smem) {
   (void)smem;
+  FC_NEED_INIT();
   if (!kind_of(f)) return FC_ERROR_INVALID_HANDLE;
   *n = threads > 0 && threads <= fc_max_threads() ? 16 : 0;
   return FC_SUCCESS;
@@ -62,7 +162,11 @@ int fc_launch_pack(void* f, unsigned blocks, unsigned threads, unsigned smem, vo
     out->kind = k;
     return FC_SUCCESS;
   }
-  if (!k || !params || blocks == 0 || threads == 0 || threads > SHUNT_GPU_MAX_THREADS) return FC_ERROR_INVALID_VALUE;
+  if (!k || blocks == 0 || threads == 0 || threads > SHUNT_GPU_MAX_THREADS) return FC_ERROR_INVALID_VALUE;
+  /* Every declared parameter is read through its pointer: none may be missing. */
+  if (!params) return FC_ERROR_INVALID_VALUE;
+  for (int i = 0; i < nparams[k]; i++)
+    if (!params[i]) return FC_ERROR_INVALID_VALUE;
   memset(out, 0, sizeof(*out));
   out->kind = k;
   out->blocks = blocks;

@@ -29,6 +29,7 @@ struct fc_graph {
 
 struct fc_stream {
   int device;
+  struct fc_ctx* ctx; /* the context it was made in; NULL for a device's default stream */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   struct op *head, *tail;
@@ -38,6 +39,7 @@ struct fc_stream {
   void* runner;
   int capture; /* 0 none, 1 active, 2 invalidated */
   int capture_mode;
+  unsigned flags; /* as created: CU_STREAM_NON_BLOCKING (1) or blocking (0) */
   struct fc_graph* graph;
 };
 
@@ -119,7 +121,38 @@ bool fc_sync_allowed(void) {
   return false;
 }
 
+/* Work on device's legacy default stream while a blocking stream of that device captures: the
+ * legacy stream would join the capture implicitly, which the driver refuses whatever the
+ * thread's mode, invalidating that capture. 0 or CUDA_ERROR_STREAM_CAPTURE_IMPLICIT. */
+static int legacy_allowed(int device) {
+  int rc = FC_SUCCESS;
+  pthread_mutex_lock(&reg_mu);
+  for (int i = 0; i < nhandles; i++) {
+    struct fc_stream* s = handles[i].p;
+    if (handles[i].kind != H_STREAM || s == defaults[s->device] || s->device != device || (s->flags & 1))
+      continue;
+    pthread_mutex_lock(&s->mu);
+    if (s->capture) {
+      s->capture = 2;
+      rc = FC_ERROR_STREAM_CAPTURE_IMPLICIT;
+    }
+    pthread_mutex_unlock(&s->mu);
+  }
+  pthread_mutex_unlock(&reg_mu);
+  return rc;
+}
+
+/* A synchronous call of the current context: legal under the capture rules above and on the
+ * legacy stream (which it uses). 0 or the driver's error. */
+static int sync_call_allowed(void) {
+  struct fc_ctx* c = fc_current();
+  if (!c) return FC_ERROR_INVALID_CONTEXT;
+  if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  return legacy_allowed(c->device);
+}
+
 FC_EXPORT int cuThreadExchangeStreamCaptureMode(int* mode) {
+  FC_NEED_INIT();
   int old = thread_mode;
   thread_mode = *mode;
   *mode = old;
@@ -206,8 +239,10 @@ static struct fc_stream* stream_new(int device) {
 }
 
 /* The stream a handle names: the default stream of the current context for NULL and the
- * legacy/per-thread handles (each device's default stream is one queue here). */
+ * legacy/per-thread handles (each device's default stream is one queue here). NULL before
+ * cuInit, for an unknown handle, and for the default stream without a current context. */
 static struct fc_stream* resolve(void* h) {
+  if (fc_initialized() != FC_SUCCESS) return NULL;
   if ((uintptr_t)h <= 2) {
     struct fc_ctx* c = fc_current();
     if (!c) return NULL;
@@ -237,8 +272,22 @@ static struct fc_stream* resolve(void* h) {
   return reg_has(h, H_STREAM) ? h : NULL;
 }
 
+/* Why resolve(h) found no stream. */
+static int bad_stream(void* h) {
+  if (fc_initialized() != FC_SUCCESS) return FC_ERROR_NOT_INITIALIZED;
+  return (uintptr_t)h <= 2 && !fc_current() ? FC_ERROR_INVALID_CONTEXT : FC_ERROR_INVALID_HANDLE;
+}
+
 /* Queues o on s, or records it into s's graph while s captures. */
 static int submit(struct fc_stream* s, struct op* o) {
+  pthread_mutex_lock(&reg_mu);
+  bool legacy = s == defaults[s->device];
+  pthread_mutex_unlock(&reg_mu);
+  int implicit = legacy ? legacy_allowed(s->device) : FC_SUCCESS;
+  if (implicit != FC_SUCCESS) {
+    op_free(o);
+    return implicit;
+  }
   pthread_mutex_lock(&s->mu);
   if (s->capture) {
     int inval = s->capture == 2;
@@ -275,11 +324,12 @@ static struct op* op_new(enum op_kind k) {
 }
 
 FC_EXPORT int cuStreamCreate(struct fc_stream** out, unsigned flags) {
-  (void)flags;
+  FC_NEED_CTX();
   struct fc_ctx* c = fc_current();
-  if (!c) return FC_ERROR_INVALID_CONTEXT;
   struct fc_stream* s = stream_new(c->device);
   if (!s) return FC_ERROR_OUT_OF_MEMORY;
+  s->flags = flags;
+  s->ctx = c;
   *out = s;
   return FC_SUCCESS;
 }
@@ -298,18 +348,50 @@ static int drain(struct fc_stream* s) {
 
 FC_EXPORT int cuStreamSynchronize(void* h) {
   struct fc_stream* s = resolve(h);
-  if (!s) return FC_ERROR_INVALID_HANDLE;
+  if (!s) return bad_stream(h);
   if (s->capture) {
     s->capture = 2;
     return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if ((uintptr_t)h <= 1) {
+    int e = legacy_allowed(s->device);
+    if (e != FC_SUCCESS) return e;
+  }
   return drain(s);
+}
+
+/* Every stream of the current context drained: unsafe during capture, as any synchronize. */
+FC_EXPORT int cuCtxSynchronize(void) {
+  struct fc_ctx* c = fc_current();
+  if (!c) return FC_ERROR_INVALID_CONTEXT;
+  if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  struct fc_stream* list[MAX_HANDLES];
+  int n = 0;
+  pthread_mutex_lock(&reg_mu);
+  for (int i = 0; i < nhandles; i++)
+    if (handles[i].kind == H_STREAM && ((struct fc_stream*)handles[i].p)->device == c->device)
+      list[n++] = handles[i].p;
+  pthread_mutex_unlock(&reg_mu);
+  int rc = FC_SUCCESS;
+  for (int i = 0; i < n; i++) {
+    int e = drain(list[i]);
+    if (e != FC_SUCCESS && rc == FC_SUCCESS) rc = e;
+  }
+  return rc;
+}
+
+/* The context a stream belongs to: its creator's, or the current one for a default stream. */
+FC_EXPORT int cuStreamGetCtx(void* h, struct fc_ctx** ctx) {
+  struct fc_stream* s = resolve(h);
+  if (!s) return bad_stream(h);
+  *ctx = s->ctx ? s->ctx : fc_current();
+  return FC_SUCCESS;
 }
 
 FC_EXPORT int cuStreamQuery(void* h) {
   struct fc_stream* s = resolve(h);
-  if (!s) return FC_ERROR_INVALID_HANDLE;
+  if (!s) return bad_stream(h);
   pthread_mutex_lock(&s->mu);
   int busy = s->head || s->busy;
   pthread_mutex_unlock(&s->mu);
@@ -342,7 +424,7 @@ FC_EXPORT long long fakecuda_copied_bytes(void) {
 
 static int copy_async(void* dst, const void* src, size_t n, void* h, bool stage) {
   struct fc_stream* s = resolve(h);
-  if (!s) return FC_ERROR_INVALID_HANDLE;
+  if (!s) return bad_stream(h);
   if (n == 0) return FC_SUCCESS;
   __atomic_fetch_add(&copied, (long long)n, __ATOMIC_RELAXED);
   struct op* o = op_new(OP_COPY);
@@ -380,7 +462,7 @@ FC_EXPORT int cuMemcpyDtoDAsync_v2(unsigned long long dst, unsigned long long sr
 }
 FC_EXPORT int cuMemsetD8Async(unsigned long long dst, unsigned char v, size_t n, void* h) {
   struct fc_stream* s = resolve(h);
-  if (!s) return FC_ERROR_INVALID_HANDLE;
+  if (!s) return bad_stream(h);
   struct op* o = op_new(OP_SET);
   if (!o) return FC_ERROR_OUT_OF_MEMORY;
   o->dst = (void*)(uintptr_t)dst;
@@ -390,7 +472,8 @@ FC_EXPORT int cuMemsetD8Async(unsigned long long dst, unsigned char v, size_t n,
 }
 /* Synchronous forms: the copy happens now (the tests synchronize their streams first). */
 FC_EXPORT int cuMemcpy(unsigned long long dst, unsigned long long src, size_t n) {
-  if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  int e = sync_call_allowed();
+  if (e != FC_SUCCESS) return e;
   fc_device_enter();
   memmove((void*)(uintptr_t)dst, (const void*)(uintptr_t)src, n);
   fc_device_leave();
@@ -403,7 +486,8 @@ FC_EXPORT int cuMemcpyDtoH_v2(void* dst, unsigned long long src, size_t n) {
   return cuMemcpy((uintptr_t)dst, src, n);
 }
 FC_EXPORT int cuMemsetD8_v2(unsigned long long dst, unsigned char v, size_t n) {
-  if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  int e = sync_call_allowed();
+  if (e != FC_SUCCESS) return e;
   fc_device_enter();
   memset((void*)(uintptr_t)dst, v, n);
   fc_device_leave();
@@ -414,7 +498,12 @@ FC_EXPORT int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, uns
                              unsigned bz, unsigned smem, void* h, void** params, void** extra) {
   if (extra || gy != 1 || gz != 1 || by != 1 || bz != 1) return FC_ERROR_INVALID_VALUE;
   struct fc_stream* s = resolve(h);
-  if (!s) return FC_ERROR_INVALID_HANDLE;
+  if (!s) return bad_stream(h);
+  /* The function's context must be current, and the stream must belong to it. */
+  FC_NEED_CTX();
+  int usable = fc_func_usable(f);
+  if (usable != FC_SUCCESS) return usable;
+  if (s->ctx && s->ctx != fc_current()) return FC_ERROR_INVALID_HANDLE;
   struct op* o = op_new(OP_KERNEL);
   if (!o) return FC_ERROR_OUT_OF_MEMORY;
   int e = fc_launch_pack(f, gx, bx, smem, params, &o->launch);
@@ -441,6 +530,7 @@ FC_EXPORT long fakecuda_event_records(void** event, void** stream) {
 
 FC_EXPORT int cuEventCreate(struct fc_event** out, unsigned flags) {
   (void)flags;
+  FC_NEED_CTX();
   struct fc_event* e = calloc(1, sizeof(*e));
   if (!e) return FC_ERROR_OUT_OF_MEMORY;
   pthread_mutex_init(&e->mu, NULL);
@@ -459,14 +549,13 @@ FC_EXPORT int cuEventDestroy_v2(struct fc_event* e) {
 }
 
 FC_EXPORT int cuEventRecord(void* event, void* h) {
-  if (!event) return FC_ERROR_INVALID_VALUE;
+  if (!reg_has(event, H_EVENT)) return FC_ERROR_INVALID_HANDLE;
+  struct fc_event* e = event;
+  struct fc_stream* s = resolve(h);
+  if (!s) return bad_stream(h);
   __atomic_store_n(&last_event, event, __ATOMIC_RELAXED);
   __atomic_store_n(&last_stream, h, __ATOMIC_RELAXED);
   __atomic_fetch_add(&event_records, 1, __ATOMIC_RELEASE);
-  if (!reg_has(event, H_EVENT)) return FC_SUCCESS; /* a test's token: counted only */
-  struct fc_event* e = event;
-  struct fc_stream* s = resolve(h);
-  if (!s) return FC_ERROR_INVALID_HANDLE;
   struct op* o = op_new(OP_RECORD);
   if (!o) return FC_ERROR_OUT_OF_MEMORY;
   pthread_mutex_lock(&e->mu);
@@ -481,7 +570,7 @@ FC_EXPORT int cuStreamWaitEvent(void* h, struct fc_event* e, unsigned flags) {
   (void)flags;
   if (!reg_has(e, H_EVENT)) return FC_ERROR_INVALID_HANDLE;
   struct fc_stream* s = resolve(h);
-  if (!s) return FC_ERROR_INVALID_HANDLE;
+  if (!s) return bad_stream(h);
   struct op* o = op_new(OP_WAIT);
   if (!o) return FC_ERROR_OUT_OF_MEMORY;
   pthread_mutex_lock(&e->mu);
@@ -492,8 +581,10 @@ FC_EXPORT int cuStreamWaitEvent(void* h, struct fc_event* e, unsigned flags) {
   return submit(s, o);
 }
 
+/* Waiting for or asking after an event is unsafe while a capture is under way, as in CUDA. */
 FC_EXPORT int cuEventSynchronize(struct fc_event* e) {
   if (!reg_has(e, H_EVENT)) return FC_ERROR_INVALID_HANDLE;
+  if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   pthread_mutex_lock(&e->mu);
   while (e->completed < e->recorded) pthread_cond_wait(&e->cv, &e->mu);
   pthread_mutex_unlock(&e->mu);
@@ -502,6 +593,7 @@ FC_EXPORT int cuEventSynchronize(struct fc_event* e) {
 
 FC_EXPORT int cuEventQuery(struct fc_event* e) {
   if (!reg_has(e, H_EVENT)) return FC_ERROR_INVALID_HANDLE;
+  if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   pthread_mutex_lock(&e->mu);
   int done = e->completed >= e->recorded;
   pthread_mutex_unlock(&e->mu);
@@ -546,7 +638,7 @@ static void ops_free(struct op* o) {
 
 FC_EXPORT int cuStreamEndCapture(void* h, struct fc_graph** out) {
   struct fc_stream* s = resolve(h);
-  if (!s) return FC_ERROR_INVALID_HANDLE;
+  if (!s) return bad_stream(h);
   pthread_mutex_lock(&s->mu);
   int state = s->capture, mode = s->capture_mode;
   struct fc_graph* g = s->graph;
@@ -589,7 +681,7 @@ FC_EXPORT int cuStreamGetCaptureInfo_v2(void* h, int* status, unsigned long long
 
 FC_EXPORT int cuStreamIsCapturing(void* h, int* status) {
   struct fc_stream* s = resolve(h);
-  if (!s) return FC_ERROR_INVALID_HANDLE;
+  if (!s) return bad_stream(h);
   pthread_mutex_lock(&s->mu);
   *status = s->capture;
   pthread_mutex_unlock(&s->mu);

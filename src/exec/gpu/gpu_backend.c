@@ -121,7 +121,8 @@ static void drop_uploads(struct gpu_backend* g) {
 static void free_tail(struct gpu_backend* g, struct shunt_gpu_world* w) {
   if (g->tail && w) {
     const struct shunt_cu* cu = shunt_gpu_world_cu(w);
-    struct shunt_cu_guard cg = shunt_cu_enter(cu, shunt_gpu_world_ctx(w), 0);
+    /* Relaxed: another thread's capture neither fails this nor is invalidated by it. */
+    struct shunt_cu_guard cg = shunt_cu_enter(cu, shunt_gpu_world_ctx(w), 1);
     cu->MemFree(DP(g->tail));
     shunt_cu_leave(&cg);
   }
@@ -140,9 +141,11 @@ static void end_world(struct shunt_gpu_world* w, bool collective) {
 static void end_current(struct gpu_backend* g, bool collective) {
   struct shunt_gpu_world* w = atomic_load(&g->world);
   if (!w) return;
-  /* This rank's launches complete before anything of theirs goes. */
-  shunt_gpu_world_quiesce(w);
+  /* This rank's launches complete before anything of theirs goes; when that cannot be known,
+   * the tail staging stays (the world keeps its own memory likewise). */
+  bool settled = shunt_gpu_world_quiesce(w) == SHUNT_GPU_OK;
   drop_uploads(g);
+  if (!settled) g->tail = NULL;
   free_tail(g, w);
   atomic_store(&g->world, NULL);
   g->captured = false;
@@ -157,10 +160,11 @@ static void end_current(struct gpu_backend* g, bool collective) {
  * peers' kernels that waited on it have ended with it; peers' own copies are released by each
  * peer in turn (shunt_gpu_world_release only unmaps their regions here and frees this one's). */
 static void release_retired(struct gpu_backend* g, struct retired* r) {
-  shunt_gpu_world_quiesce(r->world);
+  /* When this rank's launches on it cannot be known complete, its tail staging stays. */
+  bool settled = shunt_gpu_world_quiesce(r->world) == SHUNT_GPU_OK;
   char* tail = g->tail;
   uint64_t cap = g->tail_cap;
-  g->tail = r->tail;
+  g->tail = settled ? r->tail : NULL;
   free_tail(g, r->world);
   g->tail = tail;
   g->tail_cap = cap;
@@ -356,8 +360,8 @@ static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const s
     return code == SHUNT_GPU_UNFIT   ? SHUNT_EXEC_UNFIT
            : code == SHUNT_GPU_NOMEM ? SHUNT_EXEC_NOMEM
                                      : SHUNT_EXEC_INVALID;
-  struct shunt_gpu_run r = {w, gp, in, out, c->scalar, c->timeout_ms * 1000000ull, true, NULL, NULL, 0, 0,
-                            c->scalar_on_device};
+  struct shunt_gpu_run r = {w,    gp,   in,   out, c->scalar, c->timeout_ms * 1000000ull,
+                            true, NULL, NULL, 0,   0,         c->scalar_on_device};
   /* The tables hold each rank's own address of this call's buffers: no offset on top. */
   if (z) {
     r.zc_out = z->out;
@@ -442,8 +446,10 @@ static int zero_copy(struct gpu_backend* g, const struct shunt_backend_call* c, 
                      char* err, size_t len) {
   bool inplace = (const char*)c->in >= (const char*)c->out &&
                  (const char*)c->in < (const char*)c->out + c->shape.out_bytes;
-  return shunt_gpu_reg_bind(g->regs, g->cu, g->ctx, g->board, g->base.rank, g->base.nranks, c->in,
-                            c->shape.in_bytes, c->out, c->shape.out_bytes, inplace, give_up, g, z, err, len);
+  struct shunt_gpu_world* w = atomic_load(&g->world);
+  return shunt_gpu_reg_bind(g->regs, g->cu, g->ctx, w ? shunt_gpu_world_stream(w) : NULL, g->board,
+                            g->base.rank, g->base.nranks, c->in, c->shape.in_bytes, c->out,
+                            c->shape.out_bytes, inplace, give_up, g, z, err, len);
 }
 
 static void tie_to_graph(struct gpu_backend* g, CUstream st);
@@ -466,6 +472,20 @@ static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char
     if (err && len)
       snprintf(err, len, "plan %s joins ranks %u and %u through memory, but they are on different hosts",
                c->plan->name, ra, rb);
+    return SHUNT_EXEC_INVALID;
+  }
+  /* The world's kernels are loaded in the device's primary context (the runtime's): a stream
+   * of another context cannot run them. A default-stream handle names the world context's own. */
+  CUcontext sctx = NULL;
+  const struct shunt_cu* wcu = shunt_gpu_world_cu(w);
+  if ((uintptr_t)c->stream > 2 &&
+      (wcu->StreamGetCtx((CUstream)c->stream, &sctx) != CUDA_SUCCESS || sctx != shunt_gpu_world_ctx(w))) {
+    if (err && len)
+      snprintf(
+          err, len,
+          "stream %p is not a stream of device %d's primary context (the CUDA runtime's), where shunt's GPU "
+          "kernels run: use a stream of that context",
+          c->stream, shunt_gpu_world_device(w));
     return SHUNT_EXEC_INVALID;
   }
   /* Registered buffers are reached in place through CUDA IPC, which a rank of another host

@@ -6,10 +6,14 @@
 #define MAX_DEVICES 64
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-/* Per device ordinal, once loaded; a module is kept for the life of the process, as the
- * runtime keeps its own. */
+/* Per device ordinal, the module of the context it was loaded in: a module dies with its
+ * context, and a primary context reset (cudaDeviceReset) or released by all its retainers
+ * comes back as a new context, under the same handle but with a new identity (cuCtxGetId).
+ * A module is kept for the life of its context, as the runtime keeps its own. */
 static struct shunt_gpu_kernels loaded[MAX_DEVICES];
 static int have[MAX_DEVICES];
+static CUcontext loaded_ctx[MAX_DEVICES];
+static unsigned long long loaded_id[MAX_DEVICES];
 
 static int load(const struct shunt_cu* cu, struct shunt_gpu_kernels* k, char* err, size_t len) {
   size_t bytes = 0;
@@ -42,11 +46,24 @@ int shunt_gpu_kernels_get(const struct shunt_cu* cu, CUdevice dev, struct shunt_
     snprintf(err, len, "device %d: at most %d devices are supported", dev, MAX_DEVICES);
     return -1;
   }
+  /* The current context (the device's primary one) and its identity: without cuCtxGetId (a
+   * driver before CUDA 12) a reset under the same handle cannot be told apart. */
+  CUcontext ctx = NULL;
+  unsigned long long id = 0;
+  CUresult e = cu->CtxGetCurrent(&ctx);
+  if (e == CUDA_SUCCESS && !ctx) e = CUDA_ERROR_INVALID_CONTEXT;
+  if (e == CUDA_SUCCESS && cu->CtxGetId) e = cu->CtxGetId(ctx, &id);
+  if (e != CUDA_SUCCESS) {
+    snprintf(err, len, "device %d: no current context to load the GPU kernels in: %s", dev,
+             shunt_cu_error(e));
+    return -1;
+  }
   pthread_mutex_lock(&mu);
   int rc = 0;
-  if (!have[dev]) {
+  if (!have[dev] || loaded_ctx[dev] != ctx || loaded_id[dev] != id) {
+    have[dev] = 0;
     rc = load(cu, &loaded[dev], err, len);
-    if (rc == 0) have[dev] = 1;
+    if (rc == 0) have[dev] = 1, loaded_ctx[dev] = ctx, loaded_id[dev] = id;
   }
   if (rc == 0) *out = loaded[dev];
   pthread_mutex_unlock(&mu);

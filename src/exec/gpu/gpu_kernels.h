@@ -6,7 +6,8 @@
  * load waits for the device's running kernels: a rank whose first launch waits behind a peer's
  * executor kernel that waits for this rank would deadlock), and returns the handles; later
  * calls for the device return the same handles without a driver call. The primary context of
- * the device must be current. 0, or a CUDA error with a message (a library built without nvcc
+ * the device must be current; a module of a context that is gone (the device was reset) is
+ * loaded again in the current one. 0, or a CUDA error with a message (a library built without nvcc
  * has no kernels to load, and says so). Private to src/exec/gpu. */
 #ifndef SHUNT_EXEC_GPU_KERNELS_H
 #define SHUNT_EXEC_GPU_KERNELS_H

@@ -119,7 +119,8 @@ void shunt_gpu_reg_remove(struct shunt_gpu_regs* rs, struct shunt_gpu_reg* r) {
 
 void shunt_gpu_regs_free(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, CUcontext ctx) {
   if (!rs) return;
-  struct shunt_cu_guard g = shunt_cu_enter(cu, ctx, 0);
+  /* Relaxed: frees must neither fail nor invalidate another thread's capture. */
+  struct shunt_cu_guard g = shunt_cu_enter(cu, ctx, 1);
   while (rs->head) {
     struct shunt_gpu_reg* r = rs->head;
     rs->head = r->next;
@@ -257,8 +258,8 @@ static uint64_t hash_of(const uint64_t* v, size_t n) {
 }
 
 /* The device table holding `addrs` (2 * nranks), uploaded on first use. */
-static CUdeviceptr table_for(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, const uint64_t* addrs,
-                             char* err, size_t len) {
+static CUdeviceptr table_for(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, CUstream stream,
+                             const uint64_t* addrs, char* err, size_t len) {
   size_t n = 2 * (size_t)rs->nranks, bytes = n * sizeof(uint64_t);
   uint64_t h = hash_of(addrs, n);
   struct table** head = &rs->tables[h % TABLE_BUCKETS];
@@ -275,7 +276,10 @@ static CUdeviceptr table_for(struct shunt_gpu_regs* rs, const struct shunt_cu* c
   memcpy(host, addrs, bytes);
   CUdeviceptr d = 0;
   CUresult e = cu->MemAlloc(&d, bytes);
-  if (e == CUDA_SUCCESS) e = cu->MemcpyHtoD(d, host, bytes);
+  /* On the world's own stream, not the legacy one: a synchronous copy would wait for the
+   * application's default-stream work and break a capture on a blocking stream. */
+  if (e == CUDA_SUCCESS) e = cu->MemcpyHtoDAsync(d, host, bytes, stream);
+  if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(stream);
   if (e != CUDA_SUCCESS) {
     if (d) cu->MemFree(d);
     snprintf(err, len, "the zero-copy table: %s", shunt_cu_error(e));
@@ -362,7 +366,7 @@ static uint64_t peer_addr(struct shunt_gpu_regs* rs, uint32_t rank, const struct
   return m ? m->base + s->alloc_off : 0;
 }
 
-int shunt_gpu_reg_bind(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, CUcontext ctx,
+int shunt_gpu_reg_bind(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, CUcontext ctx, CUstream stream,
                        struct shunt_gpu_agree* board, uint32_t rank, uint32_t nranks, const void* in,
                        uint64_t in_bytes, const void* out, uint64_t out_bytes, bool inplace,
                        bool (*stop)(void*), void* arg, struct shunt_gpu_zc* z, char* err, size_t len) {
@@ -399,7 +403,7 @@ int shunt_gpu_reg_bind(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, CUc
         addrs[q] = inplace ? 0 : peer_addr(rs, rank, cards, q, &cards[q].in);
         ok = addrs[nranks + q] && (inplace || addrs[q]);
       }
-      CUdeviceptr t = ok ? table_for(rs, cu, addrs, err, len) : 0;
+      CUdeviceptr t = ok ? table_for(rs, cu, stream, addrs, err, len) : 0;
       /* This rank staged while its peers reach it in place would be wrong data: a table it
        * could not make fails the call, as any enqueue that fails on one rank. */
       if (!t) rc = -1;

@@ -217,7 +217,8 @@ int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const*
     snprintf(what, sizeof(what), "setup: no context for device %d", b->device);
     local = FAILED;
   } else {
-    cg = shunt_cu_enter(B.cu, ctx, 0);
+    /* Relaxed: another thread may capture a graph meanwhile. */
+    cg = shunt_cu_enter(B.cu, ctx, 1);
   }
   /* The largest buffers any run needs. */
   uint64_t in_cap = 16, out_cap = 16;
@@ -264,6 +265,7 @@ int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const*
     b->ops->free_world(b, true);
   }
   shunt_cu_leave(&cg);
+  if (ctx) B.cu->DevicePrimaryCtxRelease(b->device); /* after the world made in it, if it failed */
   free(all);
   out->ok = !failed;
   out->ms = now_ms() - t0;

@@ -47,6 +47,7 @@ struct shunt_gpu_world {
   int device;
   const struct shunt_cu* cu;
   CUcontext ctx; /* the device's primary context (the runtime's, so user streams belong to it) */
+  bool retained; /* ctx is retained by this world: released with it */
   struct shunt_gpu_kernels fns;
   struct shunt_gpu_world_config cfg;
   struct shunt_world_exchange bs;
@@ -79,6 +80,10 @@ struct shunt_gpu_world {
    * registers it by its dma-buf (which wants page-aligned ranges). */
   uint64_t alloc_bytes;
   struct shunt_gpu_net* net; /* ranks of other hosts (transport/gpu_net.h); NULL: all on this host */
+  /* A wait for this rank's launches failed: its kernels may still use the world's device
+   * memory and mappings, which are then never freed (a leak, rather than memory reused under a
+   * running kernel). */
+  bool unsettled;
 };
 
 static void setf(char* err, size_t len, const char* fmt, ...) SHUNT_PRINTF(3, 4);
@@ -110,12 +115,16 @@ static void release(struct shunt_gpu_world* w, bool keep_region) {
   /* The proxy thread stops before the endpoints it drives, and their threads (the socket
    * transport's receiver copies with the proxy's stream) before the proxy's streams; the queue
    * pairs go before the memory they write from and into. */
+  const struct shunt_cu* cu = w->cu;
+  /* Relaxed: another thread capturing in global mode neither fails these frees and
+   * synchronizations nor is invalidated by them. */
+  struct shunt_cu_guard g = shunt_cu_enter(w->ctx ? cu : NULL, w->ctx, 1);
   shunt_gpu_proxy_stop(w->proxy);
   shunt_gpu_net_close(w->net);
   shunt_gpu_proxy_free(w->proxy);
-  const struct shunt_cu* cu = w->cu;
-  if (cu && w->ctx) {
-    struct shunt_cu_guard g = shunt_cu_enter(cu, w->ctx, 0);
+  if (cu && w->ctx && w->unsettled) {
+    SHUNT_WARN("rank %u: the GPU world's memory is kept: a kernel may still use it", w->rank);
+  } else if (cu && w->ctx) {
     if (w->pstream) cu->StreamSynchronize(w->pstream);
     unmap_peers(w);
     if (w->region && !keep_region) cu->MemFree(DP(w->region));
@@ -123,8 +132,11 @@ static void release(struct shunt_gpu_world* w, bool keep_region) {
     if (w->last) cu->EventDestroy(w->last);
     if (w->fifo) cu->MemFreeHost(w->fifo);
     if (w->pstream) cu->StreamDestroy(w->pstream);
-    shunt_cu_leave(&g);
   }
+  shunt_cu_leave(&g);
+  /* The world's retain of the primary context goes last, after everything made in it; an
+   * unsettled world keeps it too, with its memory. */
+  if (w->retained && !w->unsettled) cu->DevicePrimaryCtxRelease(w->device);
   free(w->grave);
   pthread_mutex_destroy(&w->launch_mu);
   pthread_mutex_destroy(&w->grave_mu);
@@ -135,12 +147,12 @@ static void release(struct shunt_gpu_world* w, bool keep_region) {
   free(w);
 }
 
-/* An MPS control daemon serves this machine (its pipe directory, as CUDA looks for it). */
-static bool mps_active(void) {
-  const char* dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
-  char path[512];
-  snprintf(path, sizeof(path), "%s/control", dir && *dir ? dir : "/tmp/nvidia-mps");
-  return access(path, F_OK) == 0;
+/* This process is a client of an MPS server on dev, as the driver says (a control pipe left
+ * on disk, or a daemon this process did not connect to, says nothing about this process's
+ * contexts). A driver that cannot tell counts as no MPS. */
+static bool mps_active(const struct shunt_cu* cu, int dev) {
+  int on = 0;
+  return cu->DeviceGetAttribute(&on, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, dev) == CUDA_SUCCESS && on;
 }
 
 static int world_create(struct shunt_gpu_world* w, struct card* all, const struct shunt_gpu_world_config* cfg,
@@ -154,6 +166,7 @@ static int local_setup(struct shunt_gpu_world* w, int dev, char* err, size_t len
 #define TRY(x) \
   if (!what && (e = (x)) != CUDA_SUCCESS) what = #x
   TRY(cu->DevicePrimaryCtxRetain(&w->ctx, dev));
+  w->retained = !what;
   if (!what) cu->CtxSetCurrent(w->ctx);
   if (!what && shunt_gpu_kernels_get(cu, dev, &w->fns, err, len) != 0) return SHUNT_GPU_CUDA;
   TRY(cu->StreamCreate(&w->pstream, CU_STREAM_NON_BLOCKING));
@@ -318,7 +331,7 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
     const struct card* c = &all[r];
     if (c->cp.hostid != me->cp.hostid || strcmp(c->cp.busid, me->cp.busid) != 0) continue;
     w->sharing++;
-    if (c->cp.proc != me->cp.proc && !mps_active()) {
+    if (c->cp.proc != me->cp.proc && !mps_active(cu, dev)) {
       setf(err, len,
            "ranks %u and %u share GPU %s from different processes: without MPS their kernels are "
            "time-sliced, never concurrent, and would wait for each other forever; run them as threads "
@@ -355,6 +368,7 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
 
 void shunt_gpu_world_destroy(struct shunt_gpu_world* w) {
   if (!w) return;
+  /* A failed wait marks the world unsettled: release keeps its memory. */
   /* No peer may still touch this region (its kernels or its proxy) once we free it: this
    * rank's launches complete (their peers' parts are already enqueued), then every rank's. */
   shunt_gpu_world_quiesce(w);
@@ -366,11 +380,19 @@ void shunt_gpu_world_destroy(struct shunt_gpu_world* w) {
   release(w, false);
 }
 
-void shunt_gpu_world_quiesce(struct shunt_gpu_world* w) {
-  if (!w || !w->cu || !w->last) return;
-  struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 0);
-  w->cu->EventSynchronize(w->last);
+int shunt_gpu_world_quiesce(struct shunt_gpu_world* w) {
+  if (!w || !w->cu || !w->last) return SHUNT_GPU_OK;
+  /* Relaxed: an event synchronize in the thread's global mode would fail while another thread
+   * captures (and invalidate that capture), and the memory freed next would still be in use. */
+  struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 1);
+  CUresult e = w->cu->EventSynchronize(w->last);
   shunt_cu_leave(&g);
+  if (e == CUDA_SUCCESS) return SHUNT_GPU_OK;
+  if (!w->unsettled)
+    SHUNT_WARN("rank %u: waiting for the last launch on the GPU world failed: %s", w->rank,
+               shunt_cu_error(e));
+  w->unsettled = true;
+  return SHUNT_GPU_CUDA;
 }
 
 void shunt_gpu_world_release(struct shunt_gpu_world* w) {
@@ -421,6 +443,9 @@ const struct shunt_gpu_kernels* shunt_gpu_world_fns(const struct shunt_gpu_world
 }
 struct CUctx_st* shunt_gpu_world_ctx(const struct shunt_gpu_world* w) {
   return w->ctx;
+}
+struct CUstream_st* shunt_gpu_world_stream(const struct shunt_gpu_world* w) {
+  return w->pstream;
 }
 
 int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program* p, char* err, size_t len) {
@@ -474,7 +499,8 @@ int shunt_gpu_world_order_end(struct shunt_gpu_world* w, CUstream stream, bool e
 int shunt_gpu_world_abort(struct shunt_gpu_world* w) {
   if (!w) return SHUNT_GPU_INVALID;
   if (!w->proxy) return SHUNT_GPU_INVALID;
-  struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 0);
+  /* Relaxed: the abort's synchronization must land while another thread captures. */
+  struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 1);
   int rc = shunt_gpu_proxy_abort(w->proxy);
   shunt_cu_leave(&g);
   return rc == 0 ? SHUNT_GPU_OK : SHUNT_GPU_CUDA;
@@ -570,7 +596,7 @@ void shunt_gpu_prog_destroy(struct shunt_gpu_prog* gp) {
   pthread_mutex_unlock(&w->grave_mu);
   /* Out of memory for the list: freed now, as before (it may wait for running kernels). */
   if (gp->dev) {
-    struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 0);
+    struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 1);
     w->cu->MemFree(DP(gp->dev));
     shunt_cu_leave(&g);
   }

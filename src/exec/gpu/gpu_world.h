@@ -75,8 +75,10 @@ int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gp
 /* Collective: waits for this rank's launches (eager ones; a captured graph still replaying is
  * the caller's to finish), then for every rank, then frees. */
 void shunt_gpu_world_destroy(struct shunt_gpu_world* w);
-/* Waits until this rank's last eager launch has completed. */
-void shunt_gpu_world_quiesce(struct shunt_gpu_world* w);
+/* Waits until this rank's last eager launch has completed (also while another thread captures
+ * a graph): SHUNT_GPU_OK, or SHUNT_GPU_CUDA (one WARN) when the wait failed, after which the
+ * world's device memory is never freed, since its kernels may still use it. */
+int shunt_gpu_world_quiesce(struct shunt_gpu_world* w);
 /* Not collective (teardown, where one thread may end the ranks one after another): waits for
  * this rank's last launch to complete, then frees its part. */
 void shunt_gpu_world_release(struct shunt_gpu_world* w);
@@ -122,6 +124,8 @@ const struct shunt_gpu_kernels* shunt_gpu_world_fns(const struct shunt_gpu_world
 bool shunt_gpu_world_expect(struct shunt_gpu_world* w, struct CUstream_st* stream);
 void shunt_gpu_world_unexpect(struct shunt_gpu_world* w, bool graph);
 struct CUctx_st* shunt_gpu_world_ctx(const struct shunt_gpu_world* w);
+/* The world's own stream (non-blocking, never captured): set-up copies. */
+struct CUstream_st* shunt_gpu_world_stream(const struct shunt_gpu_world* w);
 
 /* A program uploaded for one world: the device copy (the Program's bytes as they are,
  * followed by its live semaphores, set to their initial values) and how it is launched. */
