@@ -73,6 +73,18 @@ int fc_run_threads(void);
 /* The fault for the n-th executor launch of the process (1-based): 0 none, 'c' corrupt, 's' skip. */
 int fc_fault_for(long n);
 
+/* Whether the test named this rule's leniency in FAKECUDA_LENIENT (a comma-separated list). */
+bool fc_lenient(const char* rule);
+
+/* fc_stream.c: the context lock (one per device's primary context, as the driver has). enter
+ * takes it (a thread may take it again); with drain it also waits until every operation already
+ * queued on the context's streams has run, as a lazy load or a synchronizing call does. gate
+ * waits while another thread holds it: every other call of the context does. device < 0 or the
+ * leniency "ctxlock": nothing. */
+void fc_ctx_enter(int device, bool drain);
+void fc_ctx_leave(int device);
+void fc_ctx_gate(int device);
+
 /* fc_mem.c */
 /* Device of an allocation holding p, or -1. */
 int fc_mem_device(const void* p);
@@ -88,6 +100,9 @@ struct fc_launch {
   unsigned blocks, threads, smem;
   unsigned char args[512]; /* the kernel's arguments, packed in declaration order */
 };
+/* Loads f's kernel if it is not loaded yet (lazy loading: the context lock, held until the
+ * context's queued work has run). */
+void fc_func_load(void* f);
 /* Packs params as the kernel declares them; 0 or an error. */
 int fc_launch_pack(void* f, unsigned blocks, unsigned threads, unsigned smem, void** params,
                    struct fc_launch* out);

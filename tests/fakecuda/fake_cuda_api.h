@@ -27,5 +27,7 @@ int cuGraphExecDestroy(fc_handle g);
 void fakecuda_fault(const char* spec);
 long long fakecuda_copied_bytes(void);
 int fakecuda_replace(void* p);
+long long fakecuda_pcie_reads(void);
+long fakecuda_exec_launches(void);
 
 #endif

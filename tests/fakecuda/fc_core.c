@@ -33,6 +33,19 @@ static void init(void) {
   parse_fault(getenv("FAKECUDA_FAULT"));
 }
 
+static pthread_once_t lenient_once = PTHREAD_ONCE_INIT;
+static char lenient_list[512];
+static void lenient_init(void) {
+  const char* v = getenv("FAKECUDA_LENIENT");
+  snprintf(lenient_list, sizeof(lenient_list), ",%s,", v ? v : "");
+}
+bool fc_lenient(const char* rule) {
+  pthread_once(&lenient_once, lenient_init);
+  char key[96];
+  snprintf(key, sizeof(key), ",%s,", rule);
+  return strstr(lenient_list, key) != NULL;
+}
+
 int fc_devices(void) {
   pthread_once(&once, init);
   return ndev;

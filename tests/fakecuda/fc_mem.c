@@ -70,11 +70,19 @@ FC_EXPORT int fakecuda_add_device(const void* p, size_t bytes) {
   return add((uintptr_t)p, bytes, KIND_DECLARED, 0, -1);
 }
 
+static int alloc_device(struct fc_ctx* c, unsigned long long* dptr, size_t bytes);
 FC_EXPORT int cuMemAlloc_v2(unsigned long long* dptr, size_t bytes) {
   struct fc_ctx* c = fc_current();
   if (!c) return FC_ERROR_INVALID_CONTEXT;
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (bytes == 0) return FC_ERROR_INVALID_VALUE;
+  fc_ctx_enter(c->device, false); /* allocations take the context lock */
+  int rc = alloc_device(c, dptr, bytes);
+  fc_ctx_leave(c->device);
+  return rc;
+}
+
+static int alloc_device(struct fc_ctx* c, unsigned long long* dptr, size_t bytes) {
   int fd = memfd_create("fakecuda", MFD_CLOEXEC);
   if (fd < 0) return FC_ERROR_OUT_OF_MEMORY;
   if (ftruncate(fd, (off_t)bytes) != 0) {
@@ -137,16 +145,21 @@ FC_EXPORT int fakecuda_replace(void* p) {
 
 FC_EXPORT int cuMemFree_v2(unsigned long long dptr) {
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  /* A free waits for the context's queued work, under the context lock. */
+  int dev = fc_mem_device((const void*)(uintptr_t)dptr);
+  fc_ctx_enter(dev, true);
   struct alloc a = take((uintptr_t)dptr, KIND_DEVICE);
-  if (!a.kind) return FC_ERROR_INVALID_VALUE;
-  munmap((void*)a.lo, a.hi - a.lo);
-  close(a.fd);
-  return FC_SUCCESS;
+  if (a.kind) munmap((void*)a.lo, a.hi - a.lo), close(a.fd);
+  fc_ctx_leave(dev);
+  return a.kind ? FC_SUCCESS : FC_ERROR_INVALID_VALUE;
 }
 
 FC_EXPORT int cuMemHostAlloc(void** p, size_t bytes, unsigned flags) {
   (void)flags;
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  int dev = fc_current() ? fc_current()->device : -1;
+  fc_ctx_enter(dev, false); /* pinned allocations take the context lock */
+  fc_ctx_leave(dev);
   void* m = NULL;
   if (posix_memalign(&m, 4096, bytes ? bytes : 1) != 0) return FC_ERROR_OUT_OF_MEMORY;
   if (add((uintptr_t)m, bytes ? bytes : 1, KIND_HOST, -1, -1) != 0) {
