@@ -52,6 +52,7 @@ struct fc_stream {
   pthread_t th;
   int error; /* sticky: a kernel that could not run */
   void* runner;
+  bool legacy; /* the device's legacy default stream (handles NULL and CU_STREAM_LEGACY) */
   int capture; /* 0 none, 1 active, 2 invalidated */
   int capture_mode;
   struct fc_graph* graph;
@@ -352,8 +353,17 @@ static struct fc_stream* stream_new(int device, unsigned flags) {
 
 /* The stream a handle names: the default stream of the current context for NULL and the
  * legacy/per-thread handles (each device's default stream is one queue here). */
+static __thread struct fc_stream* per_thread[FC_MAX_DEVICES]; /* CU_STREAM_PER_THREAD's */
+
 static struct fc_stream* resolve(void* h) {
-  if ((uintptr_t)h <= 2) {
+  if ((uintptr_t)h == 2) {
+    /* The per-thread default stream: a blocking stream of the thread's own. */
+    struct fc_ctx* c = fc_current();
+    if (!c) return NULL;
+    if (!per_thread[c->device]) per_thread[c->device] = stream_new(c->device, 0);
+    return per_thread[c->device];
+  }
+  if ((uintptr_t)h <= 1) {
     struct fc_ctx* c = fc_current();
     if (!c) return NULL;
     pthread_mutex_lock(&reg_mu);
@@ -375,6 +385,7 @@ static struct fc_stream* resolve(void* h) {
       free(t);
       return s;
     }
+    s->legacy = true;
     defaults[c->device] = s;
     pthread_mutex_unlock(&reg_mu);
     return s;
@@ -382,8 +393,68 @@ static struct fc_stream* resolve(void* h) {
   return reg_has(h, H_STREAM) ? h : NULL;
 }
 
-/* Queues o on s, or records it into s's graph while s captures. */
+static struct op* op_new(enum op_kind k);
+static int submit_raw(struct fc_stream* s, struct op* o);
+
+static bool has_pending(struct fc_stream* s) {
+  pthread_mutex_lock(&s->mu);
+  bool p = !s->capture && s->completed < s->submitted;
+  pthread_mutex_unlock(&s->mu);
+  return p;
+}
+
+/* `after` waits on the device for everything queued on `before` so far: a record of an event of
+ * the stand-in's own on `before`, a wait for it on `after`. */
+static void order_after(struct fc_stream* after, struct fc_stream* before) {
+  struct fc_event* e = calloc(1, sizeof(*e));
+  struct op* r = op_new(OP_RECORD);
+  struct op* w = op_new(OP_WAIT);
+  if (!e || !r || !w) {
+    free(e), free(r), free(w);
+    return;
+  }
+  pthread_mutex_init(&e->mu, NULL);
+  pthread_cond_init(&e->cv, NULL);
+  e->device = before->device;
+  e->recorded = 1;
+  e->refs = 2;
+  r->ev = w->ev = e;
+  r->seq = w->seq = 1;
+  submit_raw(before, r);
+  submit_raw(after, w);
+}
+
+/* The legacy default stream's implicit synchronization (leniency "legacy"): work on it waits for
+ * the work already queued on every blocking stream of its context, and work on a blocking
+ * stream waits for the work already queued on the legacy stream. Non-blocking streams take no
+ * part; the per-thread default stream is a blocking stream. */
+static void legacy_order(struct fc_stream* s) {
+  if (fc_lenient("legacy") || (s->flags & 1u)) return;
+  pthread_mutex_lock(&reg_mu);
+  if (s->legacy) {
+    for (int i = 0; i < nhandles; i++) {
+      struct fc_stream* b = handles[i].p;
+      if (handles[i].kind == H_STREAM && b != s && b->device == s->device && !b->legacy && !(b->flags & 1u) &&
+          has_pending(b))
+        order_after(s, b);
+    }
+  } else {
+    struct fc_stream* l = defaults[s->device];
+    if (l && has_pending(l)) order_after(s, l);
+  }
+  pthread_mutex_unlock(&reg_mu);
+}
+
 static int submit(struct fc_stream* s, struct op* o) {
+  pthread_mutex_lock(&s->mu);
+  bool capturing = s->capture != 0;
+  pthread_mutex_unlock(&s->mu);
+  if (!capturing) legacy_order(s);
+  return submit_raw(s, o);
+}
+
+/* Queues o on s, or records it into s's graph while s captures. */
+static int submit_raw(struct fc_stream* s, struct op* o) {
   pthread_mutex_lock(&s->mu);
   if (s->capture) {
     int inval = s->capture == 2;
