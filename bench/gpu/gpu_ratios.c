@@ -78,8 +78,10 @@ static void* rank_main(void* p) {
   unsigned long long send = 0, recv = 0;
   size_t per = j->what == BW_ALLGATHER ? j->bytes / (size_t)j->nranks : j->bytes;
   int ok = j->what == GRAPH_EMPTY || ncclCommInitRank(&comm, j->nranks, j->id, a->rank) == ncclSuccess;
-  ok = ok && D.StreamCreate(&st, 1) == 0 && D.MemAlloc(&send, j->bytes) == 0 && D.MemAlloc(&recv, j->bytes) == 0 &&
-       D.MemsetD8(send, 1, j->bytes) == 0;
+  /* On the rank's stream: a synchronous set would wait for every stream of the context, among
+   * them a peer's kernel that already waits for this rank's first call. */
+  ok = ok && D.StreamCreate(&st, 1) == 0 && D.MemAlloc(&send, j->bytes) == 0 &&
+       D.MemAlloc(&recv, j->bytes) == 0 && D.MemsetD8Async(send, 1, j->bytes, st) == 0;
   void* mod = NULL;
   void* empty = NULL;
   if (ok && j->what == GRAPH_EMPTY)

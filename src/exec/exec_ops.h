@@ -21,6 +21,10 @@
  *   xb_block_sync(X), xb_barrier(X, id, nblocks)
  *   xb_signal(X, chan, relaxed), xb_wait(X, chan, relaxed)
  *   xb_port(X, chan, trigger, wait_done)   push a trigger; wait for its completion if asked
+ *   xb_port_direct(X, peer)          whether port ops to that peer move the data in the
+ *                                    kernel: then every thread calls xb_port_copy(X, trigger)
+ *                                    for the data, the block syncs, and xb_port gets the
+ *                                    trigger without DATA (the flag, the flush)
  *   xb_sem_acquire(X, id), xb_sem_release(X, id)
  *   xb_aliased(X)                    the call is in place: every rank's input is a view into
  *                                    its output (SHUNT_PROG_IN_VIEW), xb_addr places peers'
@@ -80,30 +84,51 @@ SHUNT_XFN int shunt_x_copies(struct shunt_xctx* X, const struct shunt_prog_ref* 
   return 0;
 }
 
-/* Port put family: thread i < ndst pushes one trigger per destination. */
+/* The trigger of a port put op's destination i. */
+SHUNT_XFN void shunt_x_port_trigger(struct shunt_xctx* X, const struct shunt_prog_op* o,
+                                    const struct shunt_prog_ref* r, const struct shunt_prog_chan* c,
+                                    unsigned type, uint64_t off, uint64_t unit, unsigned i,
+                                    struct shunt_trigger* out) {
+  bool pkt = o->type == SHUNT_OP_PPKT || o->type == SHUNT_OP_RPPKT;
+  const struct shunt_prog_ref* s = &r[o->nsrc > i ? i : 0];
+  const struct shunt_prog_ref* d = &r[o->nsrc + i];
+  struct shunt_trigger t;
+  t.type = (uint8_t)(type | (pkt ? SHUNT_TRIG_PACKETS : 0));
+  t.peer = d->slot;
+  t.ordinal = i < o->nchan ? c[i].ordinal : 0;
+  t.src_buf = s->buf;
+  t.dst_buf = d->buf;
+  t.pad_ = 0;
+  /* Offsets relative to the buffers' bases: the backend adds the half for scratch. */
+  t.src_off = xb_rel(X, s, pkt ? 0 : off);
+  t.dst_off = xb_rel(X, d, pkt ? 0 : off);
+  if (t.dst_buf == SHUNT_BUF_INPUT && xb_aliased(X)) {
+    /* The peer's input is a view into its output. */
+    t.dst_buf = SHUNT_BUF_OUTPUT;
+    t.dst_off += SHUNT_PROG_IN_VIEW(X->prog, t.peer);
+  }
+  t.size = pkt ? 2 * d->bytes : shunt_x_len(d, off, unit);
+  *out = t;
+}
+
+/* Port put family. To peers whose memory the backend reaches itself (xb_port_direct) the whole
+ * block copies the data, then syncs; then thread i < ndst hands its destination's trigger to
+ * xb_port (without DATA where the block copied it). */
 SHUNT_XFN int shunt_x_port_puts(struct shunt_xctx* X, const struct shunt_prog_op* o,
                                 const struct shunt_prog_ref* r, const struct shunt_prog_chan* c,
                                 unsigned type, uint64_t off, uint64_t unit) {
-  bool pkt = o->type == SHUNT_OP_PPKT || o->type == SHUNT_OP_RPPKT;
-  for (unsigned i = X->tid; i < o->ndst; i += X->nthreads) {
-    const struct shunt_prog_ref* s = &r[o->nsrc > i ? i : 0];
-    const struct shunt_prog_ref* d = &r[o->nsrc + i];
-    struct shunt_trigger t;
-    t.type = (uint8_t)(type | (pkt ? SHUNT_TRIG_PACKETS : 0));
-    t.peer = d->slot;
-    t.ordinal = i < o->nchan ? c[i].ordinal : 0;
-    t.src_buf = s->buf;
-    t.dst_buf = d->buf;
-    t.pad_ = 0;
-    /* Offsets relative to the buffers' bases: the backend adds the half for scratch. */
-    t.src_off = xb_rel(X, s, pkt ? 0 : off);
-    t.dst_off = xb_rel(X, d, pkt ? 0 : off);
-    if (t.dst_buf == SHUNT_BUF_INPUT && xb_aliased(X)) {
-      /* The peer's input is a view into its output. */
-      t.dst_buf = SHUNT_BUF_OUTPUT;
-      t.dst_off += SHUNT_PROG_IN_VIEW(X->prog, t.peer);
+  struct shunt_trigger t;
+  bool copied = false;
+  for (unsigned i = 0; i < o->ndst; i++)
+    if (xb_port_direct(X, r[o->nsrc + i].slot) && (type & SHUNT_TRIG_DATA)) {
+      shunt_x_port_trigger(X, o, r, c, type, off, unit, i, &t);
+      xb_port_copy(X, &t);
+      copied = true;
     }
-    t.size = pkt ? 2 * d->bytes : shunt_x_len(d, off, unit);
+  if (copied) xb_block_sync(X);
+  for (unsigned i = X->tid; i < o->ndst; i += X->nthreads) {
+    shunt_x_port_trigger(X, o, r, c, type, off, unit, i, &t);
+    if (xb_port_direct(X, t.peer)) t.type = (uint8_t)(t.type & ~SHUNT_TRIG_DATA);
     if (xb_port(X, i < o->nchan ? &c[i] : 0, &t, (type & SHUNT_TRIG_SYNC) != 0)) return -1;
   }
   return 0;

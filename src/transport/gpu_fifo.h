@@ -48,6 +48,11 @@ struct shunt_gpu_fifo {
    * compares it with the launches it was told of to know that no trigger can come. */
   uint64_t finished;
   uint64_t pad3_[7];
+  /* Nonzero once the host aborted this rank (ncclCommAbort, a failed proxy): a plain store, no
+   * CUDA call, so it lands whatever the driver is busy with; the kernel looks at it with its
+   * own abort word (every 256 polls) and then raises every rank's abort word itself. */
+  uint32_t abort;
+  uint32_t pad4_[15];
   struct shunt_gpu_error error;
   uint64_t pad2_[1];
   struct shunt_gpu_slot slots[SHUNT_GPU_FIFO_SLOTS];

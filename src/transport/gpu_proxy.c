@@ -45,24 +45,21 @@ struct shunt_gpu_proxy {
   _Atomic uint64_t launched;
   atomic_bool graphs;
   struct shunt_doorbell bell;
+  /* For measurements (logged at the end): triggers served, and how often the thread woke from
+   * a nap or a sleep. */
+  uint64_t served, wakeups;
+  bool pending; /* copies on the stream not yet waited for (proxy thread only) */
   atomic_bool stop;
   atomic_int failed;
   char msg[512];
 };
 
-/* Raises every rank's abort word with stream copies on the proxy's stream, which holds copies
- * only, never a kernel, so the words land while kernels run. The source is static: a pageable
- * copy is staged before the call returns. A rank of another host has this rank's own region as
- * its entry, so its word is this rank's, raised twice. */
-static CUresult raise_abort(struct shunt_gpu_proxy* p) {
-  static const uint32_t one = 1;
-  CUresult first = CUDA_SUCCESS;
-  for (uint32_t r = 0; r < p->cfg.nranks; r++) {
-    char* word = p->cfg.peer[r] + p->cfg.abort_off;
-    CUresult e = p->cfg.cu->MemcpyHtoDAsync(DP(word), &one, sizeof(one), p->stream);
-    if (e != CUDA_SUCCESS && first == CUDA_SUCCESS) first = e;
-  }
-  return first;
+/* Raises this rank's abort through the word in mapped host memory that its kernel looks at
+ * with its own abort word; the kernel then raises every rank's. A plain store, no CUDA call: a
+ * copy could wait behind another thread's module load or synchronizing call (the context
+ * lock) or behind a kernel's stream in a shared hardware queue, while that kernel waits. */
+static void raise_abort(struct shunt_gpu_proxy* p) {
+  __atomic_store_n(&p->cfg.fifo->abort, 1u, __ATOMIC_RELEASE);
 }
 
 static void fail_msg(struct shunt_gpu_proxy* p, const char* msg) {
@@ -221,6 +218,7 @@ static void handle(struct shunt_gpu_proxy* p, const struct shunt_gpu_slot* s, ui
     /* Packets too: copy engines write whole aligned 16-byte units, so a packet lands at once. */
     e = cu->MemcpyAsync((CUdeviceptr)s->dst_addr, (CUdeviceptr)s->src_addr, t->size, p->stream);
     if (e != CUDA_SUCCESS) fail_cu(p, "data copy", e);
+    p->pending = true;
   }
   if ((t->type & SHUNT_TRIG_FLAG) && t->peer < p->cfg.nranks && !remote && t->ordinal < p->cfg.ordinals) {
     /* Only this proxy writes the peer's counter for (port, this rank, ordinal): it knows the
@@ -240,10 +238,17 @@ static void handle(struct shunt_gpu_proxy* p, const struct shunt_gpu_slot* s, ui
                 ((uint64_t)p->cfg.rank * p->cfg.ordinals + t->ordinal) * sizeof(uint64_t);
     e = cu->MemcpyHtoDAsync(DP(dst), v, sizeof(*v), p->stream);
     if (e != CUDA_SUCCESS) fail_cu(p, "flag write", e);
+    p->pending = true;
   }
   if (t->type & SHUNT_TRIG_SYNC) {
-    e = cu->StreamSynchronize(p->stream);
-    if (e != CUDA_SUCCESS) fail_cu(p, "stream synchronize", e);
+    /* The kernel moves data to the ranks of this host itself, and the paths to other hosts
+     * wait for their own completions: the stream is synchronized only if copies were put on
+     * it, so that a SYNC costs no CUDA call that could wait behind the kernel. */
+    if (p->pending) {
+      e = cu->StreamSynchronize(p->stream);
+      if (e != CUDA_SUCCESS) fail_cu(p, "stream synchronize", e);
+    }
+    p->pending = false;
     p->ring_used = 0;
     __atomic_store_n(&p->cfg.fifo->done, pos + 1, __ATOMIC_RELEASE);
   }
@@ -305,13 +310,19 @@ static void* proxy_main(void* arg) {
       if (!idle_since) idle_since = now;
       if (now - idle_since < PROXY_SPIN_NS) {
         sched_yield();
-      } else if (!nothing_pending(p) || !sleep_until_launch(p, pos)) {
+      } else if (nothing_pending(p) && sleep_until_launch(p, pos)) {
+        /* Woken by a launch: its triggers come in a burst, polled without sleeping again. */
+        idle_since = 0;
+        p->wakeups++;
+      } else {
         struct timespec ts = {0, PROXY_NAP_NS};
         nanosleep(&ts, NULL);
+        p->wakeups++;
       }
       continue;
     }
     idle_since = 0;
+    p->served++;
     handle(p, &s, pos);
     pos++;
   }
@@ -367,9 +378,8 @@ int shunt_gpu_proxy_start(struct shunt_gpu_proxy* p, char* err, size_t len) {
 }
 
 int shunt_gpu_proxy_abort(struct shunt_gpu_proxy* p) {
-  CUresult e = raise_abort(p);
-  if (e == CUDA_SUCCESS) e = p->cfg.cu->StreamSynchronize(p->stream);
-  return e == CUDA_SUCCESS ? 0 : -1;
+  raise_abort(p);
+  return 0;
 }
 
 bool shunt_gpu_proxy_failed(struct shunt_gpu_proxy* p) {
@@ -386,6 +396,8 @@ void shunt_gpu_proxy_stop(struct shunt_gpu_proxy* p) {
   shunt_doorbell_ring(&p->bell);
   pthread_join(p->thread, NULL);
   p->started = false;
+  SHUNT_INFO(SHUNT_NET, "rank %u proxy: %llu triggers served, %llu wake-ups", p->cfg.rank,
+             (unsigned long long)p->served, (unsigned long long)p->wakeups);
 }
 
 void shunt_gpu_proxy_free(struct shunt_gpu_proxy* p) {

@@ -15,9 +15,13 @@
  * - The proxy never blocks on anything but its own stream and its own writes, and is immune to
  *   other threads' stream capture. Idle with no execution pending (every launch it was told of
  *   has ended, none captured into a graph), it sleeps until the next launch.
+ * - The kernel moves data to ranks of this host itself (gpu_xctx.cuh); what reaches the proxy
+ *   are triggers to ranks of other hosts and SYNCs, and a SYNC synchronizes the proxy's stream
+ *   only when copies were put on it.
  * - A failure (a CUDA call, an error completion) is recorded once with a message and raises
- *   the abort word of every rank of this host, so their kernels give up instead of waiting; a
- *   rank of another host learns of it from its own transport or timeout. */
+ *   this rank's abort (the FIFO's word in mapped host memory), from which the kernel raises
+ *   every rank's abort word, so their kernels give up instead of waiting; a rank of another
+ *   host learns of it from its own transport or timeout. */
 #ifndef SHUNT_TRANSPORT_GPU_PROXY_H
 #define SHUNT_TRANSPORT_GPU_PROXY_H
 
@@ -66,7 +70,8 @@ int shunt_gpu_proxy_start(struct shunt_gpu_proxy* p, char* err, size_t len);
  * unexpect takes back a launch that failed. NULL is fine. */
 void shunt_gpu_proxy_expect(struct shunt_gpu_proxy* p, bool graph);
 void shunt_gpu_proxy_unexpect(struct shunt_gpu_proxy* p, bool graph);
-/* Raises every rank's abort word of this host on the proxy's stream and waits for it. */
+/* Aborts this rank: a store into the FIFO's abort word (mapped host memory), no CUDA call; the
+ * kernel that sees it raises every rank's abort word. */
 int shunt_gpu_proxy_abort(struct shunt_gpu_proxy* p);
 /* Whether it failed; the message ("rank R proxy: ..."). */
 bool shunt_gpu_proxy_failed(struct shunt_gpu_proxy* p);

@@ -109,6 +109,15 @@ int fc_bus_physical(const char* id);
 int fc_peer_access(int a, int b);
 int fc_peer_atomics(int a, int b);
 
+/* fc_stream.c: the context lock (one per device's primary context, as the driver has). enter
+ * takes it (a thread may take it again); with drain it also waits until every operation already
+ * queued on the context's streams has run, as a lazy load or a synchronizing call does. gate
+ * waits while another thread holds it: every other call of the context does. device < 0 or the
+ * leniency "ctxlock": nothing. */
+void fc_ctx_enter(int device, bool drain);
+void fc_ctx_leave(int device);
+void fc_ctx_gate(int device);
+
 /* fc_mem.c */
 /* Device of an allocation holding p, or -1. */
 int fc_mem_device(const void* p);
@@ -194,6 +203,9 @@ struct fc_launch {
 /* Whether the current context may launch f (its module's context, still alive); 0 or
  * CUDA_ERROR_INVALID_HANDLE. */
 int fc_func_usable(const void* f);
+/* Loads f's kernel if it is not loaded yet (lazy loading: the context lock, held until the
+ * context's queued work has run). */
+void fc_func_load(void* f);
 /* Packs params as the kernel declares them; 0 or an error. */
 int fc_launch_pack(void* f, unsigned blocks, unsigned threads, unsigned smem, void** params,
                    struct fc_launch* out);

@@ -28,5 +28,7 @@ void fakecuda_fault(const char* spec);
 long long fakecuda_copied_bytes(void);
 int fakecuda_replace(void* p);
 long fakecuda_stream_count(void);
+long long fakecuda_pcie_reads(void);
+long fakecuda_exec_launches(void);
 
 #endif

@@ -308,22 +308,54 @@ FC_EXPORT int cuCtxEnablePeerAccess(struct fc_ctx* peer, unsigned flags) {
 
 FC_EXPORT int cuGetErrorString(int e, const char** s) {
   switch (e) {
-    case FC_SUCCESS: *s = "no error"; break;
-    case FC_ERROR_INVALID_VALUE: *s = "invalid argument"; break;
-    case FC_ERROR_OUT_OF_MEMORY: *s = "out of memory"; break;
-    case FC_ERROR_NOT_INITIALIZED: *s = "initialization error"; break;
-    case FC_ERROR_INVALID_DEVICE: *s = "invalid device ordinal"; break;
-    case FC_ERROR_INVALID_IMAGE: *s = "device kernel image is invalid"; break;
-    case FC_ERROR_INVALID_CONTEXT: *s = "invalid device context"; break;
-    case FC_ERROR_INVALID_HANDLE: *s = "invalid resource handle"; break;
-    case FC_ERROR_NOT_FOUND: *s = "named symbol not found"; break;
-    case FC_ERROR_NOT_READY: *s = "device not ready"; break;
-    case FC_ERROR_PEER_ACCESS_ALREADY_ENABLED: *s = "peer access is already enabled"; break;
-    case FC_ERROR_LAUNCH_FAILED: *s = "unspecified launch failure"; break;
-    case FC_ERROR_STREAM_CAPTURE_UNSUPPORTED: *s = "operation not permitted when stream is capturing"; break;
-    case FC_ERROR_STREAM_CAPTURE_INVALIDATED: *s = "operation failed due to a previous error during capture"; break;
-    case FC_ERROR_STREAM_CAPTURE_IMPLICIT: *s = "legacy stream work would join a capture"; break;
-    default: *s = NULL; return FC_ERROR_INVALID_VALUE;
+    case FC_SUCCESS:
+      *s = "no error";
+      break;
+    case FC_ERROR_INVALID_VALUE:
+      *s = "invalid argument";
+      break;
+    case FC_ERROR_OUT_OF_MEMORY:
+      *s = "out of memory";
+      break;
+    case FC_ERROR_NOT_INITIALIZED:
+      *s = "initialization error";
+      break;
+    case FC_ERROR_INVALID_DEVICE:
+      *s = "invalid device ordinal";
+      break;
+    case FC_ERROR_INVALID_IMAGE:
+      *s = "device kernel image is invalid";
+      break;
+    case FC_ERROR_INVALID_CONTEXT:
+      *s = "invalid device context";
+      break;
+    case FC_ERROR_INVALID_HANDLE:
+      *s = "invalid resource handle";
+      break;
+    case FC_ERROR_NOT_FOUND:
+      *s = "named symbol not found";
+      break;
+    case FC_ERROR_NOT_READY:
+      *s = "device not ready";
+      break;
+    case FC_ERROR_PEER_ACCESS_ALREADY_ENABLED:
+      *s = "peer access is already enabled";
+      break;
+    case FC_ERROR_LAUNCH_FAILED:
+      *s = "unspecified launch failure";
+      break;
+    case FC_ERROR_STREAM_CAPTURE_UNSUPPORTED:
+      *s = "operation not permitted when stream is capturing";
+      break;
+    case FC_ERROR_STREAM_CAPTURE_INVALIDATED:
+      *s = "operation failed due to a previous error during capture";
+      break;
+    case FC_ERROR_STREAM_CAPTURE_IMPLICIT:
+      *s = "legacy stream work would join a capture";
+      break;
+    default:
+      *s = NULL;
+      return FC_ERROR_INVALID_VALUE;
   }
   return FC_SUCCESS;
 }

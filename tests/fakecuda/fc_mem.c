@@ -27,7 +27,7 @@ enum {
 
 struct alloc {
   uintptr_t lo, hi;
-  int kind, device, fd; /* fd: for pinned host memory, its CU_MEMHOSTALLOC flags */
+  int kind, device, fd;     /* fd: for pinned host memory, its CU_MEMHOSTALLOC flags */
   unsigned long long id;    /* unique per allocation, as the driver's buffer id */
   uintptr_t map_lo, map_hi; /* the mapping with its guard pages (device memory), else 0 */
   /* KIND_IPC: the exporter and its allocation's id, and the opens of that mapping. */
@@ -291,7 +291,10 @@ FC_EXPORT int cuMemAlloc_v2(unsigned long long* dptr, size_t bytes) {
   struct fc_ctx* c = fc_current();
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (bytes == 0) return FC_ERROR_INVALID_VALUE;
-  return device_alloc(bytes, c->device, KIND_DEVICE, dptr);
+  fc_ctx_enter(c->device, false); /* allocations take the context lock */
+  int rc = device_alloc(bytes, c->device, KIND_DEVICE, dptr);
+  fc_ctx_leave(c->device);
+  return rc;
 }
 
 /* A dma-buf of device memory, as a NIC registers it: here the allocation's memfd, so the
@@ -350,14 +353,22 @@ int fc_mem_free_kind(unsigned long long dptr, int kind) {
 /* cuMemFree frees what cuMemAlloc, cuMemAllocAsync and cuMemAllocManaged gave. */
 FC_EXPORT int cuMemFree_v2(unsigned long long dptr) {
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  if (fc_mem_free_kind(dptr, KIND_POOL) == FC_SUCCESS || fc_mem_free_kind(dptr, KIND_MANAGED) == FC_SUCCESS)
-    return FC_SUCCESS;
-  struct alloc a = take((uintptr_t)dptr, KIND_DEVICE, true);
-  if (!a.kind) return FC_ERROR_INVALID_VALUE;
-  if (ftruncate(a.fd, 0) != 0) { /* nothing to do: the peers keep the pages */
+  /* A free waits for the context's queued work, under the context lock. */
+  int dev = fc_mem_device((const void*)(uintptr_t)dptr);
+  fc_ctx_enter(dev, true);
+  int rc = FC_SUCCESS;
+  if (fc_mem_free_kind(dptr, KIND_POOL) != FC_SUCCESS && fc_mem_free_kind(dptr, KIND_MANAGED) != FC_SUCCESS) {
+    struct alloc a = take((uintptr_t)dptr, KIND_DEVICE, true);
+    if (a.kind) {
+      if (ftruncate(a.fd, 0) != 0) { /* nothing to do: the peers keep the pages */
+      }
+      close(a.fd);
+    } else {
+      rc = FC_ERROR_INVALID_VALUE;
+    }
   }
-  close(a.fd);
-  return FC_SUCCESS;
+  fc_ctx_leave(dev);
+  return rc;
 }
 
 /* Managed memory: one address for host and device, reachable from both (pages migrate on a GPU). */
@@ -379,6 +390,9 @@ FC_EXPORT int cuMemAllocManaged(unsigned long long* dptr, size_t bytes, unsigned
 FC_EXPORT int cuMemHostAlloc(void** p, size_t bytes, unsigned flags) {
   FC_NEED_CTX();
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  int dev = fc_current() ? fc_current()->device : -1;
+  fc_ctx_enter(dev, false); /* pinned allocations take the context lock */
+  fc_ctx_leave(dev);
   void* m = NULL;
   if (posix_memalign(&m, 4096, bytes ? bytes : 1) != 0) return FC_ERROR_OUT_OF_MEMORY;
   /* The device it was allocated against, as cuPointerGetAttribute documents it; its memory type

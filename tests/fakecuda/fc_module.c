@@ -1,7 +1,8 @@
 /* The stand-in's modules and kernel launches (fake_cuda.h): an image loads when it is a fat
  * binary, an ELF cubin or PTX text, and holds a kernel when the kernel's name is in it (as the
  * symbol table and PTX name them); shunt's kernels are then run by their CPU build (exec/kcpu).
- * A launch passes each of the kernel's declared parameters. */
+ * A launch passes each of the kernel's declared parameters. Loading is lazy unless
+ * CUDA_MODULE_LOADING=EAGER, and takes the context lock (README.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,13 +26,15 @@ static long exec_launches;
 struct fc_module {
   struct fc_ctx* ctx;
   unsigned long long ctx_id; /* the context's identity when loaded */
-  const char* image;         /* the caller's image, as the driver reads it at load */
-  size_t bytes;              /* 0: any name (the "image" leniency) */
+  int device;
+  bool loaded[6];    /* each kernel loaded into the context yet (lazy loading) */
+  const char* image; /* the caller's image, as the driver reads it at load */
+  size_t bytes;      /* 0: any name (the "image" leniency) */
   char funcs[6];
 };
 
 /* Each kernel's parameters, as declared (gpu_kernel.cuh, the benchmark's empty kernel). */
-static const int nparams[] = {0, 1 /* struct shunt_gpu_kargs */, 4, 3, 0, 6};
+static const int nparams[] = {0, 1 /* struct shunt_gpu_kargs */, 5, 3, 0, 6};
 
 /* The image's length when it is one the driver loads, else 0: a fat binary (magic 0xba55ed50,
  * its header and payload sizes), an ELF cubin (its section headers end it), NUL-terminated PTX. */
@@ -83,6 +86,31 @@ static bool module_alive(const struct fc_module* m) {
   return __atomic_load_n(&m->ctx->id, __ATOMIC_RELAXED) == m->ctx_id;
 }
 
+static bool eager(void) {
+  const char* v = getenv("CUDA_MODULE_LOADING");
+  return v && !strcmp(v, "EAGER");
+}
+
+/* Loading a kernel into the context: the context lock, held until the work already queued in
+ * the context has run, as the driver does (the deadlock lazy loading is known for). */
+static void load(struct fc_module* m, int k) {
+  pthread_mutex_lock(&mod_mu);
+  bool done = m->loaded[k];
+  pthread_mutex_unlock(&mod_mu);
+  if (done) return;
+  fc_ctx_enter(m->device, true);
+  pthread_mutex_lock(&mod_mu);
+  m->loaded[k] = true;
+  pthread_mutex_unlock(&mod_mu);
+  fc_ctx_leave(m->device);
+}
+
+void fc_func_load(void* f) {
+  enum fc_kernel k = 0;
+  struct fc_module* m = module_of_func(f, &k);
+  if (m) load(m, k);
+}
+
 FC_EXPORT int cuModuleLoadData(void** mod, const void* image) {
   FC_NEED_CTX();
   if (!image) return FC_ERROR_INVALID_IMAGE;
@@ -94,11 +122,17 @@ FC_EXPORT int cuModuleLoadData(void** mod, const void* image) {
   m->image = image;
   m->bytes = bytes;
   m->ctx = fc_current();
+  m->device = m->ctx->device;
   m->ctx_id = __atomic_load_n(&m->ctx->id, __ATOMIC_RELAXED);
+  /* A module load takes the context lock; an eager one loads every kernel now. */
+  fc_ctx_enter(m->device, false);
   pthread_mutex_lock(&mod_mu);
   int ok = nmodules < MAX_MODULES;
   if (ok) modules[nmodules++] = m;
   pthread_mutex_unlock(&mod_mu);
+  if (ok && eager())
+    for (int k = FC_K_EXEC; k <= FC_K_CHECK; k++) load(m, k);
+  fc_ctx_leave(m->device);
   if (!ok) {
     free(m);
     return FC_ERROR_OUT_OF_MEMORY;
@@ -115,6 +149,7 @@ static bool module_known(const void* mod) {
   return hit;
 }
 
+/* Under lazy loading, fetching a kernel loads it (as the driver's cuModuleGetFunction does). */
 FC_EXPORT int cuModuleGetFunction(void** f, void* mod, const char* name) {
   FC_NEED_CTX();
   if (!module_known(mod) || !module_alive(mod)) return FC_ERROR_INVALID_HANDLE;
@@ -122,6 +157,7 @@ FC_EXPORT int cuModuleGetFunction(void** f, void* mod, const char* name) {
   if (m->bytes && !memmem(m->image, m->bytes, name, strlen(name))) return FC_ERROR_NOT_FOUND;
   for (int k = FC_K_EXEC; k <= FC_K_CHECK; k++)
     if (!strcmp(name, names[k])) {
+      load(m, k); /* under lazy loading, fetching a kernel loads it, as the driver does */
       *f = &m->funcs[k];
       return FC_SUCCESS;
     }
@@ -191,7 +227,8 @@ int fc_launch_pack(void* f, unsigned blocks, unsigned threads, unsigned smem, vo
       break;
     case FC_K_EMPTY:
       break;
-    case FC_K_CHECK: /* (const float* out, uint64_t n, uint64_t per, uint32_t nranks, uint32_t ag, u64* first) */
+    case FC_K_CHECK: /* (const float* out, uint64_t n, uint64_t per, uint32_t nranks, uint32_t ag, u64* first)
+                      */
       memcpy(a, params[0], sizeof(char*));
       memcpy(a + 8, params[1], sizeof(uint64_t));
       memcpy(a + 16, params[2], sizeof(uint64_t));
@@ -253,4 +290,24 @@ int fc_launch_run(void** runner, const struct fc_launch* l, char* err, size_t le
 
 void fc_runner_free(void* runner) {
   if (runner) shunt_kcpu_device_destroy(runner);
+}
+
+/* Device reads of mapped host memory by the executor kernels run so far (each a PCIe round trip
+ * on a GPU), and executor launches: what a test or a measurement divides per call. */
+FC_EXPORT long long fakecuda_pcie_reads(void) {
+  return shunt_kcpu_pcie_reads();
+}
+FC_EXPORT long fakecuda_exec_launches(void) {
+  return __atomic_load_n(&exec_launches, __ATOMIC_RELAXED);
+}
+
+/* FAKECUDA_STATS=1: both counts on stderr when the process ends, for measurements of programs
+ * that do not ask (shunt-perf). */
+static void stats_at_exit(void) {
+  fprintf(stderr, "fakecuda: %lld device reads of mapped host memory in %ld executor launches\n",
+          fakecuda_pcie_reads(), fakecuda_exec_launches());
+}
+__attribute__((constructor)) static void stats_init(void) {
+  const char* v = getenv("FAKECUDA_STATS");
+  if (v && *v == '1') atexit(stats_at_exit);
 }

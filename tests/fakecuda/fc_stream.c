@@ -1,6 +1,8 @@
 /* The stand-in's streams, events and graphs (fake_cuda.h): each stream an in-order queue served
- * by a thread of its own; capture records a stream's operations into a graph instead. */
+ * by a thread of its own; capture records a stream's operations into a graph instead. Here too
+ * the context lock (fc_ctx_enter) and the hardware queues that streams share (README.md). */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +22,18 @@ struct op {
   void* owned; /* a staged source, freed with the op */
   struct fc_launch launch;
   struct fc_event* ev;
-  uint64_t seq; /* OP_RECORD: the record's number; OP_WAIT: the record waited for */
+  uint64_t seq;    /* OP_RECORD: the record's number; OP_WAIT: the record waited for */
+  uint64_t ticket; /* its place in its hardware queue */
+};
+
+/* A hardware queue (a connection): its operations start in the order they were queued, whatever
+ * their stream, so one that cannot start (its stream's previous operation has not finished, an
+ * event wait not yet satisfied) holds up every later one of every stream sharing the queue. */
+struct hwq {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  uint64_t next;       /* the ticket of the next operation queued */
+  uint64_t dispatched; /* operations with tickets below have started */
 };
 
 struct fc_graph {
@@ -30,6 +43,10 @@ struct fc_graph {
 struct fc_stream {
   int device;
   struct fc_ctx* ctx; /* the context it was made in; NULL for a device's default stream */
+  unsigned flags;     /* CU_STREAM_NON_BLOCKING = 1 */
+  struct hwq* q;      /* the device's queue it was given, or own when queues are lenient */
+  struct hwq own;
+  uint64_t submitted, completed; /* operations queued, operations run */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   struct op *head, *tail;
@@ -37,13 +54,14 @@ struct fc_stream {
   pthread_t th;
   int error; /* sticky: a kernel that could not run */
   void* runner;
+  bool legacy; /* the device's legacy default stream (handles NULL and CU_STREAM_LEGACY) */
   int capture; /* 0 none, 1 active, 2 invalidated */
   int capture_mode;
-  unsigned flags; /* as created: CU_STREAM_NON_BLOCKING (1) or blocking (0) */
   struct fc_graph* graph;
 };
 
 struct fc_event {
+  int device; /* its context's device (-1: made without a current context) */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   uint64_t recorded, completed;
@@ -72,7 +90,7 @@ static struct {
 static int nhandles;
 static struct fc_stream* defaults[FC_MAX_DEVICES];
 static int global_captures;
-static __thread int thread_mode; /* 0 global, 1 thread local, 2 relaxed */
+static __thread int thread_mode;     /* 0 global, 1 thread local, 2 relaxed */
 static __thread int thread_captures; /* captures this thread began in thread-local mode */
 
 static void reg_add(void* h, int kind) {
@@ -98,6 +116,97 @@ static void reg_del(const void* h) {
       break;
     }
   pthread_mutex_unlock(&reg_mu);
+}
+
+/* ---- The context lock ------------------------------------------------------------------------- */
+
+struct ctx_lock {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  pthread_t holder;
+  int depth;
+};
+static struct ctx_lock ctx_locks[FC_MAX_DEVICES];
+static struct hwq queues[FC_MAX_DEVICES][32];
+static int nqueues = 8;
+static unsigned next_queue[FC_MAX_DEVICES];
+static pthread_once_t lock_once = PTHREAD_ONCE_INIT;
+
+static void hwq_init(struct hwq* q) {
+  pthread_mutex_init(&q->mu, NULL);
+  pthread_cond_init(&q->cv, NULL);
+  q->next = q->dispatched = 0;
+}
+
+static void locks_init(void) {
+  for (int d = 0; d < FC_MAX_DEVICES; d++) {
+    pthread_mutex_init(&ctx_locks[d].mu, NULL);
+    pthread_cond_init(&ctx_locks[d].cv, NULL);
+    for (int i = 0; i < 32; i++) hwq_init(&queues[d][i]);
+  }
+  /* As the driver: CUDA_DEVICE_MAX_CONNECTIONS queues per device, 8 unless set, at most 32. */
+  const char* v = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (v && atoi(v) > 0) nqueues = atoi(v) > 32 ? 32 : atoi(v);
+}
+
+static struct ctx_lock* ctx_lock_of(int device) {
+  pthread_once(&lock_once, locks_init);
+  if (device < 0 || device >= FC_MAX_DEVICES || fc_lenient("ctxlock")) return NULL;
+  return &ctx_locks[device];
+}
+
+static void drain_device(int device);
+
+void fc_ctx_enter(int device, bool drain) {
+  struct ctx_lock* l = ctx_lock_of(device);
+  if (!l) return;
+  pthread_mutex_lock(&l->mu);
+  while (l->depth > 0 && !pthread_equal(l->holder, pthread_self())) pthread_cond_wait(&l->cv, &l->mu);
+  l->holder = pthread_self();
+  l->depth++;
+  pthread_mutex_unlock(&l->mu);
+  if (drain) drain_device(device);
+}
+
+void fc_ctx_leave(int device) {
+  struct ctx_lock* l = ctx_lock_of(device);
+  if (!l) return;
+  pthread_mutex_lock(&l->mu);
+  if (l->depth > 0 && --l->depth == 0) pthread_cond_broadcast(&l->cv);
+  pthread_mutex_unlock(&l->mu);
+}
+
+void fc_ctx_gate(int device) {
+  struct ctx_lock* l = ctx_lock_of(device);
+  if (!l) return;
+  pthread_mutex_lock(&l->mu);
+  while (l->depth > 0 && !pthread_equal(l->holder, pthread_self())) pthread_cond_wait(&l->cv, &l->mu);
+  pthread_mutex_unlock(&l->mu);
+}
+
+/* Every operation queued so far on the device's streams has run. Streams are not destroyed
+ * meanwhile: cuStreamDestroy takes the lock this caller holds. */
+static void drain_device(int device) {
+  pthread_mutex_lock(&reg_mu);
+  struct fc_stream** ss = malloc((size_t)(nhandles ? nhandles : 1) * sizeof(*ss));
+  uint64_t* upto = malloc((size_t)(nhandles ? nhandles : 1) * sizeof(*upto));
+  int n = 0;
+  for (int i = 0; ss && upto && i < nhandles; i++) {
+    struct fc_stream* s = handles[i].p;
+    if (handles[i].kind != H_STREAM || s->device != device) continue;
+    pthread_mutex_lock(&s->mu);
+    upto[n] = s->submitted;
+    pthread_mutex_unlock(&s->mu);
+    ss[n++] = s;
+  }
+  pthread_mutex_unlock(&reg_mu);
+  for (int i = 0; i < n; i++) {
+    pthread_mutex_lock(&ss[i]->mu);
+    while (ss[i]->completed < upto[i]) pthread_cond_wait(&ss[i]->cv, &ss[i]->mu);
+    pthread_mutex_unlock(&ss[i]->mu);
+  }
+  free(ss);
+  free(upto);
 }
 
 /* ---- Capture rules ---------------------------------------------------------------------------- */
@@ -205,12 +314,29 @@ static void* worker(void* arg) {
     if (!s->head) s->tail = NULL;
     s->busy = true;
     pthread_mutex_unlock(&s->mu);
+    /* Its turn in the hardware queue: every earlier operation of the queue has started. An event
+     * wait holds the queue until it is satisfied; anything else lets the next one start. */
+    struct hwq* q = s->q;
+    pthread_mutex_lock(&q->mu);
+    while (q->dispatched != o->ticket) pthread_cond_wait(&q->cv, &q->mu);
+    if (o->kind != OP_WAIT) {
+      q->dispatched++;
+      pthread_cond_broadcast(&q->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
     fc_device_enter(); /* device memory is open to this operation (fc_guard.c) */
     run_op(s, o);
     fc_device_leave();
+    if (o->kind == OP_WAIT) {
+      pthread_mutex_lock(&q->mu);
+      q->dispatched++;
+      pthread_cond_broadcast(&q->cv);
+      pthread_mutex_unlock(&q->mu);
+    }
     op_free(o);
     pthread_mutex_lock(&s->mu);
     s->busy = false;
+    s->completed++;
     pthread_cond_broadcast(&s->cv);
   }
   pthread_mutex_unlock(&s->mu);
@@ -223,10 +349,21 @@ FC_EXPORT long fakecuda_stream_count(void) {
   return live_streams;
 }
 
-static struct fc_stream* stream_new(int device) {
+static struct fc_stream* stream_new(int device, unsigned flags) {
   struct fc_stream* s = calloc(1, sizeof(*s));
   if (!s) return NULL;
   s->device = device;
+  s->flags = flags;
+  hwq_init(&s->own);
+  /* As the driver: a new stream takes the device's next queue, round robin. */
+  pthread_once(&lock_once, locks_init);
+  if (fc_lenient("queues")) {
+    s->q = &s->own;
+  } else {
+    pthread_mutex_lock(&reg_mu);
+    s->q = &queues[device][next_queue[device]++ % (unsigned)nqueues];
+    pthread_mutex_unlock(&reg_mu);
+  }
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
   if (pthread_create(&s->th, NULL, worker, s) != 0) {
@@ -241,16 +378,25 @@ static struct fc_stream* stream_new(int device) {
 /* The stream a handle names: the default stream of the current context for NULL and the
  * legacy/per-thread handles (each device's default stream is one queue here). NULL before
  * cuInit, for an unknown handle, and for the default stream without a current context. */
+static __thread struct fc_stream* per_thread[FC_MAX_DEVICES]; /* CU_STREAM_PER_THREAD's */
+
 static struct fc_stream* resolve(void* h) {
   if (fc_initialized() != FC_SUCCESS) return NULL;
-  if ((uintptr_t)h <= 2) {
+  if ((uintptr_t)h == 2) {
+    /* The per-thread default stream: a blocking stream of the thread's own. */
+    struct fc_ctx* c = fc_current();
+    if (!c) return NULL;
+    if (!per_thread[c->device]) per_thread[c->device] = stream_new(c->device, 0);
+    return per_thread[c->device];
+  }
+  if ((uintptr_t)h <= 1) {
     struct fc_ctx* c = fc_current();
     if (!c) return NULL;
     pthread_mutex_lock(&reg_mu);
     struct fc_stream* s = defaults[c->device];
     pthread_mutex_unlock(&reg_mu);
     if (s) return s;
-    s = stream_new(c->device);
+    s = stream_new(c->device, 0);
     pthread_mutex_lock(&reg_mu);
     if (defaults[c->device]) {
       struct fc_stream* t = s;
@@ -265,6 +411,7 @@ static struct fc_stream* resolve(void* h) {
       free(t);
       return s;
     }
+    s->legacy = true;
     defaults[c->device] = s;
     pthread_mutex_unlock(&reg_mu);
     return s;
@@ -278,7 +425,58 @@ static int bad_stream(void* h) {
   return (uintptr_t)h <= 2 && !fc_current() ? FC_ERROR_INVALID_CONTEXT : FC_ERROR_INVALID_HANDLE;
 }
 
-/* Queues o on s, or records it into s's graph while s captures. */
+static struct op* op_new(enum op_kind k);
+static int submit_raw(struct fc_stream* s, struct op* o);
+
+static bool has_pending(struct fc_stream* s) {
+  pthread_mutex_lock(&s->mu);
+  bool p = !s->capture && s->completed < s->submitted;
+  pthread_mutex_unlock(&s->mu);
+  return p;
+}
+
+/* `after` waits on the device for everything queued on `before` so far: a record of an event of
+ * the stand-in's own on `before`, a wait for it on `after`. */
+static void order_after(struct fc_stream* after, struct fc_stream* before) {
+  struct fc_event* e = calloc(1, sizeof(*e));
+  struct op* r = op_new(OP_RECORD);
+  struct op* w = op_new(OP_WAIT);
+  if (!e || !r || !w) {
+    free(e), free(r), free(w);
+    return;
+  }
+  pthread_mutex_init(&e->mu, NULL);
+  pthread_cond_init(&e->cv, NULL);
+  e->device = before->device;
+  e->recorded = 1;
+  e->refs = 2;
+  r->ev = w->ev = e;
+  r->seq = w->seq = 1;
+  submit_raw(before, r);
+  submit_raw(after, w);
+}
+
+/* The legacy default stream's implicit synchronization (leniency "legacy"): work on it waits for
+ * the work already queued on every blocking stream of its context, and work on a blocking
+ * stream waits for the work already queued on the legacy stream. Non-blocking streams take no
+ * part; the per-thread default stream is a blocking stream. */
+static void legacy_order(struct fc_stream* s) {
+  if (fc_lenient("legacy") || (s->flags & 1u)) return;
+  pthread_mutex_lock(&reg_mu);
+  if (s->legacy) {
+    for (int i = 0; i < nhandles; i++) {
+      struct fc_stream* b = handles[i].p;
+      if (handles[i].kind == H_STREAM && b != s && b->device == s->device && !b->legacy && !(b->flags & 1u) &&
+          has_pending(b))
+        order_after(s, b);
+    }
+  } else {
+    struct fc_stream* l = defaults[s->device];
+    if (l && has_pending(l)) order_after(s, l);
+  }
+  pthread_mutex_unlock(&reg_mu);
+}
+
 static int submit(struct fc_stream* s, struct op* o) {
   pthread_mutex_lock(&reg_mu);
   bool legacy = s == defaults[s->device];
@@ -288,6 +486,15 @@ static int submit(struct fc_stream* s, struct op* o) {
     op_free(o);
     return implicit;
   }
+  pthread_mutex_lock(&s->mu);
+  bool capturing = s->capture != 0;
+  pthread_mutex_unlock(&s->mu);
+  if (!capturing) legacy_order(s);
+  return submit_raw(s, o);
+}
+
+/* Queues o on s, or records it into s's graph while s captures. */
+static int submit_raw(struct fc_stream* s, struct op* o) {
   pthread_mutex_lock(&s->mu);
   if (s->capture) {
     int inval = s->capture == 2;
@@ -307,6 +514,10 @@ static int submit(struct fc_stream* s, struct op* o) {
     return FC_SUCCESS;
   }
   o->next = NULL;
+  pthread_mutex_lock(&s->q->mu);
+  o->ticket = s->q->next++;
+  pthread_mutex_unlock(&s->q->mu);
+  s->submitted++;
   if (s->tail)
     s->tail->next = o;
   else
@@ -326,7 +537,8 @@ static struct op* op_new(enum op_kind k) {
 FC_EXPORT int cuStreamCreate(struct fc_stream** out, unsigned flags) {
   FC_NEED_CTX();
   struct fc_ctx* c = fc_current();
-  struct fc_stream* s = stream_new(c->device);
+  fc_ctx_gate(c->device);
+  struct fc_stream* s = stream_new(c->device, flags);
   if (!s) return FC_ERROR_OUT_OF_MEMORY;
   s->flags = flags;
   s->ctx = c;
@@ -349,6 +561,7 @@ static int drain(struct fc_stream* s) {
 FC_EXPORT int cuStreamSynchronize(void* h) {
   struct fc_stream* s = resolve(h);
   if (!s) return bad_stream(h);
+  fc_ctx_gate(s->device);
   if (s->capture) {
     s->capture = 2;
     return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -392,6 +605,7 @@ FC_EXPORT int cuStreamGetCtx(void* h, struct fc_ctx** ctx) {
 FC_EXPORT int cuStreamQuery(void* h) {
   struct fc_stream* s = resolve(h);
   if (!s) return bad_stream(h);
+  fc_ctx_gate(s->device);
   pthread_mutex_lock(&s->mu);
   int busy = s->head || s->busy;
   pthread_mutex_unlock(&s->mu);
@@ -401,7 +615,10 @@ FC_EXPORT int cuStreamQuery(void* h) {
 FC_EXPORT int cuStreamDestroy_v2(void* h) {
   if ((uintptr_t)h <= 2 || !reg_has(h, H_STREAM)) return FC_ERROR_INVALID_HANDLE;
   struct fc_stream* s = h;
+  /* Under the context lock: a drain of the context must not see it go. */
+  fc_ctx_enter(s->device, false);
   reg_del(s);
+  fc_ctx_leave(s->device);
   pthread_mutex_lock(&s->mu);
   s->stop = true;
   pthread_cond_broadcast(&s->cv);
@@ -425,6 +642,7 @@ FC_EXPORT long long fakecuda_copied_bytes(void) {
 static int copy_async(void* dst, const void* src, size_t n, void* h, bool stage) {
   struct fc_stream* s = resolve(h);
   if (!s) return bad_stream(h);
+  fc_ctx_gate(s->device);
   if (n == 0) return FC_SUCCESS;
   __atomic_fetch_add(&copied, (long long)n, __ATOMIC_RELAXED);
   struct op* o = op_new(OP_COPY);
@@ -463,6 +681,7 @@ FC_EXPORT int cuMemcpyDtoDAsync_v2(unsigned long long dst, unsigned long long sr
 FC_EXPORT int cuMemsetD8Async(unsigned long long dst, unsigned char v, size_t n, void* h) {
   struct fc_stream* s = resolve(h);
   if (!s) return bad_stream(h);
+  fc_ctx_gate(s->device);
   struct op* o = op_new(OP_SET);
   if (!o) return FC_ERROR_OUT_OF_MEMORY;
   o->dst = (void*)(uintptr_t)dst;
@@ -470,13 +689,23 @@ FC_EXPORT int cuMemsetD8Async(unsigned long long dst, unsigned char v, size_t n,
   o->val = v;
   return submit(s, o);
 }
-/* Synchronous forms: the copy happens now (the tests synchronize their streams first). */
+/* The device a synchronous call works on: the current context's. */
+static int sync_device(void) {
+  struct fc_ctx* c = fc_current();
+  return c ? c->device : -1;
+}
+
+/* Synchronous forms: under the context lock, once everything queued in the context has run (the
+ * driver's synchronous copies wait for prior work), then the copy. */
 FC_EXPORT int cuMemcpy(unsigned long long dst, unsigned long long src, size_t n) {
   int e = sync_call_allowed();
   if (e != FC_SUCCESS) return e;
+  int dev = sync_device();
+  fc_ctx_enter(dev, true);
   fc_device_enter();
   memmove((void*)(uintptr_t)dst, (const void*)(uintptr_t)src, n);
   fc_device_leave();
+  fc_ctx_leave(dev);
   return FC_SUCCESS;
 }
 FC_EXPORT int cuMemcpyHtoD_v2(unsigned long long dst, const void* src, size_t n) {
@@ -488,9 +717,12 @@ FC_EXPORT int cuMemcpyDtoH_v2(void* dst, unsigned long long src, size_t n) {
 FC_EXPORT int cuMemsetD8_v2(unsigned long long dst, unsigned char v, size_t n) {
   int e = sync_call_allowed();
   if (e != FC_SUCCESS) return e;
+  int dev = sync_device();
+  fc_ctx_enter(dev, true);
   fc_device_enter();
   memset((void*)(uintptr_t)dst, v, n);
   fc_device_leave();
+  fc_ctx_leave(dev);
   return FC_SUCCESS;
 }
 
@@ -499,11 +731,13 @@ FC_EXPORT int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, uns
   if (extra || gy != 1 || gz != 1 || by != 1 || bz != 1) return FC_ERROR_INVALID_VALUE;
   struct fc_stream* s = resolve(h);
   if (!s) return bad_stream(h);
+  fc_ctx_gate(s->device);
   /* The function's context must be current, and the stream must belong to it. */
   FC_NEED_CTX();
   int usable = fc_func_usable(f);
   if (usable != FC_SUCCESS) return usable;
   if (s->ctx && s->ctx != fc_current()) return FC_ERROR_INVALID_HANDLE;
+  fc_func_load(f); /* a kernel not loaded yet (lazy loading) loads now */
   struct op* o = op_new(OP_KERNEL);
   if (!o) return FC_ERROR_OUT_OF_MEMORY;
   int e = fc_launch_pack(f, gx, bx, smem, params, &o->launch);
@@ -536,6 +770,8 @@ FC_EXPORT int cuEventCreate(struct fc_event** out, unsigned flags) {
   pthread_mutex_init(&e->mu, NULL);
   pthread_cond_init(&e->cv, NULL);
   e->refs = 1;
+  e->device = fc_current() ? fc_current()->device : -1;
+  fc_ctx_gate(e->device);
   reg_add(e, H_EVENT);
   *out = e;
   return FC_SUCCESS;
@@ -556,6 +792,7 @@ FC_EXPORT int cuEventRecord(void* event, void* h) {
   __atomic_store_n(&last_event, event, __ATOMIC_RELAXED);
   __atomic_store_n(&last_stream, h, __ATOMIC_RELAXED);
   __atomic_fetch_add(&event_records, 1, __ATOMIC_RELEASE);
+  fc_ctx_gate(s->device);
   struct op* o = op_new(OP_RECORD);
   if (!o) return FC_ERROR_OUT_OF_MEMORY;
   pthread_mutex_lock(&e->mu);
@@ -571,6 +808,7 @@ FC_EXPORT int cuStreamWaitEvent(void* h, struct fc_event* e, unsigned flags) {
   if (!reg_has(e, H_EVENT)) return FC_ERROR_INVALID_HANDLE;
   struct fc_stream* s = resolve(h);
   if (!s) return bad_stream(h);
+  fc_ctx_gate(s->device);
   struct op* o = op_new(OP_WAIT);
   if (!o) return FC_ERROR_OUT_OF_MEMORY;
   pthread_mutex_lock(&e->mu);
@@ -585,6 +823,7 @@ FC_EXPORT int cuStreamWaitEvent(void* h, struct fc_event* e, unsigned flags) {
 FC_EXPORT int cuEventSynchronize(struct fc_event* e) {
   if (!reg_has(e, H_EVENT)) return FC_ERROR_INVALID_HANDLE;
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  fc_ctx_gate(e->device);
   pthread_mutex_lock(&e->mu);
   while (e->completed < e->recorded) pthread_cond_wait(&e->cv, &e->mu);
   pthread_mutex_unlock(&e->mu);
@@ -594,6 +833,7 @@ FC_EXPORT int cuEventSynchronize(struct fc_event* e) {
 FC_EXPORT int cuEventQuery(struct fc_event* e) {
   if (!reg_has(e, H_EVENT)) return FC_ERROR_INVALID_HANDLE;
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  fc_ctx_gate(e->device);
   pthread_mutex_lock(&e->mu);
   int done = e->completed >= e->recorded;
   pthread_mutex_unlock(&e->mu);
@@ -721,7 +961,8 @@ static struct fc_graph* graph_copy(const struct fc_graph* g) {
   return c;
 }
 
-FC_EXPORT int cuGraphInstantiateWithFlags(struct fc_graph** exec, struct fc_graph* g, unsigned long long flags) {
+FC_EXPORT int cuGraphInstantiateWithFlags(struct fc_graph** exec, struct fc_graph* g,
+                                          unsigned long long flags) {
   (void)flags;
   if (!g) return FC_ERROR_INVALID_VALUE;
   *exec = graph_copy(g);
@@ -732,6 +973,7 @@ FC_EXPORT int cuGraphInstantiateWithFlags(struct fc_graph** exec, struct fc_grap
 FC_EXPORT int cuGraphLaunch(struct fc_graph* exec, void* h) {
   struct fc_stream* s = resolve(h);
   if (!s || !exec) return FC_ERROR_INVALID_HANDLE;
+  fc_ctx_gate(s->device);
   struct fc_graph* c = graph_copy(exec);
   if (!c) return FC_ERROR_OUT_OF_MEMORY;
   struct op* o = c->head;

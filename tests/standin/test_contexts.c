@@ -63,12 +63,15 @@ static void reduce(ncclComm_t comm, int rank, int nranks, fc_handle st, size_t c
   float* h = malloc(count * sizeof(float));
   for (size_t i = 0; i < count; i++) h[i] = (float)(rank + 1 + (int)(i % 7));
   CHECK_EQ_INT(cuMemAlloc_v2(&d, count * sizeof(float)), 0);
-  CHECK_EQ_INT(cuMemcpyHtoD_v2(d, h, count * sizeof(float)), 0);
+  /* On the rank's stream: a synchronous copy would wait for the device's work, a peer rank's
+   * kernel (waiting for this rank's) included, as on a GPU. */
+  CHECK_EQ_INT(cuMemcpyHtoDAsync_v2(d, h, count * sizeof(float), st), 0);
   ncclResult_t rc =
       ncclAllReduce((void*)(uintptr_t)d, (void*)(uintptr_t)d, count, ncclFloat, ncclSum, comm, st);
   if (rc != ncclSuccess) fail(rank, "ncclAllReduce", rc);
   CHECK_EQ_INT(cuStreamSynchronize(st), 0);
-  CHECK_EQ_INT(cuMemcpyDtoH_v2(h, d, count * sizeof(float)), 0);
+  CHECK_EQ_INT(cuMemcpyDtoHAsync_v2(h, d, count * sizeof(float), st), 0);
+  CHECK_EQ_INT(cuStreamSynchronize(st), 0);
   size_t bad = 0;
   for (size_t i = 0; i < count; i++) {
     float want = 0;

@@ -16,7 +16,7 @@ int tool_cuda_open(struct tool_cuda* d, char* missing, size_t len) {
                                       "cuMemFree_v2",
                                       "cuMemcpyHtoD_v2",
                                       "cuMemcpyDtoH_v2",
-                                      "cuMemsetD8_v2",
+                                      "cuMemsetD8Async",
                                       "cuMemcpyDtoDAsync_v2",
                                       "cuStreamCreate",
                                       "cuStreamDestroy_v2",
@@ -29,7 +29,9 @@ int tool_cuda_open(struct tool_cuda* d, char* missing, size_t len) {
                                       "cuGraphExecDestroy",
                                       "cuModuleLoadData",
                                       "cuModuleGetFunction",
-                                      "cuLaunchKernel"};
+                                      "cuLaunchKernel",
+                                      "cuMemcpyHtoDAsync_v2",
+                                      "cuMemcpyDtoHAsync_v2"};
   _Static_assert(sizeof(names) / sizeof(names[0]) == sizeof(struct tool_cuda) / sizeof(void (*)(void)),
                  "one name per call of struct tool_cuda");
   memset(d, 0, sizeof(*d));

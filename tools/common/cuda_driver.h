@@ -16,7 +16,7 @@ struct tool_cuda {
   int (*MemFree)(unsigned long long);
   int (*MemcpyHtoD)(unsigned long long, const void*, size_t);
   int (*MemcpyDtoH)(void*, unsigned long long, size_t);
-  int (*MemsetD8)(unsigned long long, unsigned char, size_t);
+  int (*MemsetD8Async)(unsigned long long, unsigned char, size_t, void*);
   int (*MemcpyDtoDAsync)(unsigned long long, unsigned long long, size_t, void*);
   int (*StreamCreate)(void**, unsigned);
   int (*StreamDestroy)(void*);
@@ -31,6 +31,8 @@ struct tool_cuda {
   int (*ModuleGetFunction)(void**, void*, const char*);
   int (*LaunchKernel)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
                       void**, void**);
+  int (*MemcpyHtoDAsync)(unsigned long long, const void*, size_t, void*);
+  int (*MemcpyDtoHAsync)(void*, unsigned long long, size_t, void*);
 };
 
 /* Opens libcuda.so.1, finds every call and initialises the driver. Returns the device count

@@ -93,13 +93,16 @@ void perf_dev_free(struct perf_dev* d, void* p) {
     D.MemFree((uintptr_t)p);
 }
 
-/* Copies happen with the stream drained, so a synchronous copy is ordered after its work. */
+/* Copies go on the rank's stream, ordered after its work, and are waited for. */
 void perf_dev_upload(struct perf_dev* d, void* dst, const void* host_src, size_t bytes) {
   if (d->index < 0) {
     memcpy(dst, host_src, bytes);
     return;
   }
-  if (!on(d) || D.StreamSynchronize(d->stream) != 0 || D.MemcpyHtoD((uintptr_t)dst, host_src, bytes) != 0)
+  /* On the rank's stream, never a synchronous copy: that waits for every stream of the context,
+   * including another rank's kernel that waits for this rank's next call. */
+  if (!on(d) || D.MemcpyHtoDAsync((uintptr_t)dst, host_src, bytes, d->stream) != 0 ||
+      D.StreamSynchronize(d->stream) != 0)
     fprintf(stderr, "shunt-perf: copy to the device failed\n");
 }
 
@@ -108,7 +111,8 @@ void perf_dev_download(struct perf_dev* d, void* host_dst, const void* src, size
     memcpy(host_dst, src, bytes);
     return;
   }
-  if (!on(d) || D.StreamSynchronize(d->stream) != 0 || D.MemcpyDtoH(host_dst, (uintptr_t)src, bytes) != 0) {
+  if (!on(d) || D.MemcpyDtoHAsync(host_dst, (uintptr_t)src, bytes, d->stream) != 0 ||
+      D.StreamSynchronize(d->stream) != 0) {
     fprintf(stderr, "shunt-perf: copy from the device failed\n");
     memset(host_dst, 0xee, bytes); /* counted wrong, never taken for a result */
   }

@@ -51,6 +51,11 @@ struct shunt_gpu_ctrl {
   uint32_t err_claim;   /* 0 until a thread of this rank claims the error record */
   uint32_t pad_;
   uint64_t ended; /* executions that have ended (finished, or skipped by a broken world) */
+  /* The FIFO's counters as this rank's kernel last read them across PCIe (device copies, so a
+   * push reads the host's only when the FIFO looks full, and an execution's end pushes a SYNC
+   * only when a trigger is still incomplete): positions below were consumed / complete. */
+  uint64_t fifo_consumed;
+  uint64_t fifo_synced;
   uint64_t bars[SHUNT_GPU_BARRIERS]; /* inter-block barrier arrivals of the running execution */
 };
 

@@ -67,7 +67,9 @@ struct shunt_gpu_agree* shunt_gpu_agree_new(uint32_t rank, uint32_t nranks,
   }
   a->rank = rank;
   a->nranks = nranks;
-  a->timeout_s = shunt_env_int("SHUNT_BOOTSTRAP_TIMEOUT", 300, 1, 7 * 86400);
+  /* A late peer is waited for as the kernels wait for one: as long as it takes (a checkpoint,
+   * data loading), unless SHUNT_GPU_TIMEOUT bounds the waits; abort ends the wait. */
+  a->timeout_s = shunt_env_int("SHUNT_GPU_TIMEOUT", 0, 0, INT64_MAX / 1000000000);
   return a;
 }
 
@@ -110,7 +112,7 @@ int shunt_gpu_agree_round(struct shunt_gpu_agree* a, uint64_t seq, const void* m
         return -1;
       }
       if (start == 0) start = now_s();
-      if (now_s() - start > (double)a->timeout_s) {
+      if (a->timeout_s && now_s() - start > (double)a->timeout_s) {
         snprintf(err, len, "rank %u did not reach the call within %lld s", q, (long long)a->timeout_s);
         return -1;
       }

@@ -15,6 +15,7 @@
 #include "exec/gpu/gpu_run.h"
 #include "exec/gpu/gpu_world.h"
 #include "exec/host/host_run.h"
+#include "util/env.h"
 #include "util/log.h"
 
 #define UPLOADS 64
@@ -444,6 +445,13 @@ static bool give_up(void* p) {
  * input is a view into the output). */
 static int zero_copy(struct gpu_backend* g, const struct shunt_backend_call* c, struct shunt_gpu_zc* z,
                      char* err, size_t len) {
+  /* Agreeing on zero-copy is a host rendezvous of the ranks at every call that could use it
+   * (gpu_reg.h): a rank's call then waits for its peers' calls, which NCCL's never does. Only
+   * where the job asks for it (SHUNT_ZERO_COPY=1, on every rank); otherwise every rank stages. */
+  if (!shunt_env_bool("SHUNT_ZERO_COPY", 0)) {
+    z->in = z->out = NULL;
+    return 0;
+  }
   bool inplace = (const char*)c->in >= (const char*)c->out &&
                  (const char*)c->in < (const char*)c->out + c->shape.out_bytes;
   struct shunt_gpu_world* w = atomic_load(&g->world);

@@ -109,6 +109,8 @@ XG_FN void xg_relax(uint32_t polls) {
 
 /* A write that may end another thread's wait: nothing to do where waiters poll memory. */
 XG_FN void xg_progress(void) {}
+/* A read of mapped host memory (a PCIe round trip): counted by the CPU build only. */
+XG_FN void xg_pcie_read(void) {}
 
 /* What the host side of a rank's launch wrote before the kernel, made visible to a thread that
  * observed the kernel running (a relaxed wait): on the GPU the kernel boundary does it. */

@@ -39,9 +39,11 @@ XG_FN void shunt_gpu_count_ended(struct shunt_gpu_ctrl* ctrl, const struct shunt
  * so the per-execution state can be reset for the next execution and the epoch advanced. */
 static __device__ void shunt_gpu_finish(struct shunt_xctx* X, struct shunt_gpu_ctrl* ctrl, uint64_t epoch) {
   const struct shunt_gpu_kargs* k = X->k;
-  if (k->port_used) {
+  if (k->port_used && xg_ld_vol_u64(&ctrl->fifo_head) > xg_ld_vol_u64(&ctrl->fifo_synced)) {
     /* Every trigger of this execution must be complete before the stream moves on (staging
-     * copies, the next call reusing the source buffers): one SYNC trigger drains the FIFO. */
+     * copies, the next call reusing the source buffers): one SYNC trigger drains the FIFO,
+     * unless nothing went to the proxy since its last completion this kernel saw (puts to
+     * peers this process maps are the block's own copies, done by now). */
     struct shunt_trigger t;
     memset(&t, 0, sizeof(t));
     t.type = SHUNT_TRIG_SYNC;

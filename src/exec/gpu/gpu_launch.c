@@ -24,7 +24,7 @@ static unsigned elem_grid(uint64_t n) {
 /* Every step is a stream operation, in gpu_steps.h's order. cuLaunchKernel returns this
  * launch's own error (no error state is left behind for later calls to find). */
 static int enqueue(struct shunt_gpu_world* w, const struct shunt_cu* cu, const struct shunt_gpu_kernels* fn,
-                   struct shunt_gpu_steps st, struct shunt_gpu_kargs k, const struct shunt_gpu_prog* gp,
+                   struct shunt_gpu_steps st, struct shunt_gpu_kargs k, struct shunt_gpu_prog* gp,
                    const struct shunt_program* p, const struct shunt_gpu_run* zc, CUstream stream, char* err,
                    size_t len) {
   CUresult e = CUDA_SUCCESS;
@@ -32,6 +32,11 @@ static int enqueue(struct shunt_gpu_world* w, const struct shunt_cu* cu, const s
   do {                                                                                    \
     if ((e = (x)) != CUDA_SUCCESS) FAIL(SHUNT_GPU_CUDA, "%s: %s", #x, shunt_cu_error(e)); \
   } while (0)
+  if (!gp->uploaded) {
+    int cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (cu->StreamIsCapturing(stream, &cs) != CUDA_SUCCESS) cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    CU((CUresult)shunt_gpu_prog_upload(gp, stream, cs != CU_STREAM_CAPTURE_STATUS_NONE));
+  }
   if (st.seed_bytes) CU(cu->MemcpyAsync(DP(st.seed_dst), DP(st.seed_src), st.seed_bytes, stream));
   if (st.pre_n) {
     void* a[] = {&st.pre_dst, &st.pre_src, &st.pre_n, &st.pre_red, &st.pre_scalar};
@@ -63,7 +68,7 @@ int shunt_gpu_launch(const struct shunt_gpu_run* run, struct CUstream_st* stream
   if (!run || !run->world || !run->prog || !run->prog->host || !run->prog->dev)
     FAIL(SHUNT_GPU_INVALID, "no world or no program");
   struct shunt_gpu_world* w = run->world;
-  const struct shunt_gpu_prog* gp = run->prog;
+  struct shunt_gpu_prog* gp = run->prog;
   const struct shunt_program* p = gp->host;
   const struct shunt_cu* cu = shunt_gpu_world_cu(w);
   struct shunt_gpu_kargs k;

@@ -30,9 +30,9 @@ extern "C" {
 
 struct shunt_gpu_run {
   struct shunt_gpu_world* world;
-  const struct shunt_gpu_prog* prog;
-  const void* in; /* user input (device) */
-  void* out;      /* user output (device) */
+  struct shunt_gpu_prog* prog; /* its first launch uploads it */
+  const void* in;              /* user input (device) */
+  void* out;                   /* user output (device) */
   /* PREMULSUM: one element of the program's dtype: in host memory, read during the call (a
    * captured graph keeps the value it had then), or with premul_on_device in device memory,
    * read by the kernel when it runs (a graph replay reads it anew). */
@@ -51,7 +51,6 @@ struct shunt_gpu_run {
 };
 
 int shunt_gpu_launch(const struct shunt_gpu_run* run, struct CUstream_st* stream, char* err, size_t len);
-
 
 #ifdef __cplusplus
 }

@@ -258,6 +258,9 @@ int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const*
     }
   }
   free_bufs(&B);
+  /* No rank launches again before every rank's frees are done: a free holds the context lock
+   * until the device's queued work has run, and a peer's next kernel would wait for this rank. */
+  b->ex.barrier(b->ex.ctx);
   if (failed) {
     out->rank = bad;
     snprintf(out->what, sizeof(out->what), "%s", all[bad].what);

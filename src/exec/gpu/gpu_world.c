@@ -422,7 +422,7 @@ bool shunt_gpu_world_fits(const struct shunt_gpu_world* w, uint32_t rpn, uint32_
 
 bool shunt_gpu_world_broken(const struct shunt_gpu_world* w) {
   const volatile struct shunt_gpu_error* e = &w->fifo->error;
-  return e->code != 0 || (w->proxy && shunt_gpu_proxy_failed(w->proxy));
+  return e->code != 0 || w->fifo->abort != 0 || (w->proxy && shunt_gpu_proxy_failed(w->proxy));
 }
 
 void shunt_gpu_world_kargs(const struct shunt_gpu_world* w, struct shunt_gpu_kargs* k) {
@@ -496,14 +496,12 @@ int shunt_gpu_world_order_end(struct shunt_gpu_world* w, CUstream stream, bool e
   return -1;
 }
 
+/* No CUDA call: the word lives in mapped host memory (gpu_proxy.h), so the abort lands whatever
+ * another thread holds the context lock for and whatever shares a hardware queue. */
 int shunt_gpu_world_abort(struct shunt_gpu_world* w) {
   if (!w) return SHUNT_GPU_INVALID;
   if (!w->proxy) return SHUNT_GPU_INVALID;
-  /* Relaxed: the abort's synchronization must land while another thread captures. */
-  struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 1);
-  int rc = shunt_gpu_proxy_abort(w->proxy);
-  shunt_cu_leave(&g);
-  return rc == 0 ? SHUNT_GPU_OK : SHUNT_GPU_CUDA;
+  return shunt_gpu_proxy_abort(w->proxy) == 0 ? SHUNT_GPU_OK : SHUNT_GPU_CUDA;
 }
 
 /* ---- Programs ------------------------------------------------------------------------------------ */
@@ -557,16 +555,12 @@ static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p,
   uint64_t prog_bytes = (p->total_bytes + 15u) / 16u * 16u;
   uint64_t bytes = prog_bytes + (uint64_t)p->nsems * sizeof(long long);
   CUdeviceptr d = 0;
+  /* An allocation takes the context lock but waits for no kernel; the upload itself waits for
+   * the first launch (shunt_gpu_prog_upload). */
   CUresult e = cu->MemAlloc(&d, bytes);
-  if (e == CUDA_SUCCESS) e = cu->MemcpyHtoDAsync(d, p, p->total_bytes, w->pstream);
-  if (e == CUDA_SUCCESS && p->nsems)
-    e = cu->MemcpyHtoDAsync(d + prog_bytes, shunt_prog_sem_init(p), (size_t)p->nsems * sizeof(long long),
-                            w->pstream);
-  if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(w->pstream);
   if (e != CUDA_SUCCESS) {
-    if (d) cu->MemFree(d);
     free(gp);
-    setf(err, len, "program upload: %s", shunt_cu_error(e));
+    setf(err, len, "program allocation: %s", shunt_cu_error(e));
     return e == CUDA_ERROR_OUT_OF_MEMORY ? SHUNT_GPU_NOMEM : SHUNT_GPU_CUDA;
   }
   gp->host = p;
@@ -578,6 +572,25 @@ static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p,
   gp->port_used = shunt_gpu_uses_port(p);
   *out = gp;
   return SHUNT_GPU_OK;
+}
+
+int shunt_gpu_prog_upload(struct shunt_gpu_prog* gp, CUstream stream, bool capturing) {
+  if (gp->uploaded) return CUDA_SUCCESS;
+  struct shunt_gpu_world* w = gp->world;
+  const struct shunt_cu* cu = w->cu;
+  const struct shunt_program* p = gp->host;
+  CUstream s = capturing ? w->pstream : stream;
+  /* Pageable sources: the driver stages them before the call returns. */
+  CUresult e = cu->MemcpyHtoDAsync(DP(gp->dev), p, p->total_bytes, s);
+  if (e == CUDA_SUCCESS && p->nsems)
+    e = cu->MemcpyHtoDAsync(DP(gp->sems), shunt_prog_sem_init(p), (size_t)p->nsems * sizeof(long long), s);
+  if (e == CUDA_SUCCESS && capturing) {
+    struct shunt_cu_guard g = shunt_cu_enter(cu, w->ctx, 1);
+    e = cu->StreamSynchronize(s);
+    shunt_cu_leave(&g);
+  }
+  if (e == CUDA_SUCCESS) gp->uploaded = true;
+  return e;
 }
 
 void shunt_gpu_prog_destroy(struct shunt_gpu_prog* gp) {

@@ -88,9 +88,11 @@ void shunt_gpu_world_release(struct shunt_gpu_world* w);
  * program that ran), what it waited on, the value awaited and the value seen. Reads host
  * memory only: safe while kernels run and inside stream capture. */
 int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program* p, char* err, size_t len);
-/* Raises the world's abort word from the host (a stream copy, not ordered after any kernel):
- * every waiting kernel of every rank gives up and the world is broken. Thread-safe; for
- * communicator abort; the world must outlive the call. */
+/* Aborts this rank from the host: a store into its FIFO's abort word (mapped host memory), no
+ * CUDA call, so it lands whatever another thread holds the context lock for. Its running (or
+ * next) kernel sees it within 256 polls of any wait and raises every rank's abort word: every
+ * waiting kernel gives up and the world is broken. Thread-safe; for communicator abort; the
+ * world must outlive the call. */
 int shunt_gpu_world_abort(struct shunt_gpu_world* w);
 bool shunt_gpu_world_broken(const struct shunt_gpu_world* w);
 /* Whether ranks of this world sit on several hosts (joined by verbs). */
@@ -137,15 +139,24 @@ struct shunt_gpu_prog {
   uint32_t threads;          /* threads per block of the launch */
   uint32_t smem;             /* dynamic shared memory: the program's copy (gpu_steps.h) */
   bool port_used;            /* the program pushes port triggers */
+  bool uploaded;             /* dev holds the program (set by its first launch) */
 };
 
-/* Uploads p (a synchronous copy on the world's own stream, in relaxed capture mode: not for
- * the launch path, but harmless while another thread captures). The block size is the plan's,
+/* Allocates p's device copy; the first launch copies p into it on the launch's own stream
+ * (shunt_gpu_prog_upload), so that no thread of a rank waits for a stream of its own (which may
+ * share a hardware queue with a peer's kernel that waits for this rank) before it launches.
+ * The block size is the plan's,
  * capped by max_threads (0: no cap), and halved until the blocks of every rank of the world on
  * this GPU can be resident together (gpu_residency.h); a program that cannot be is refused,
  * as one that does not fit the world. */
 int shunt_gpu_prog_create(struct shunt_gpu_world* w, const struct shunt_program* p, uint32_t max_threads,
                           struct shunt_gpu_prog** out, char* err, size_t len);
+/* The program's bytes and its semaphores' initial values into its device copy, once: queued on
+ * `stream` ahead of the launch; into a stream being captured, a copy on the world's own stream
+ * waited for instead (a captured copy would read the host program at every replay). In the
+ * world's context; the world's launches are ordered, so no two threads upload one program.
+ * 0 or a CUresult. */
+int shunt_gpu_prog_upload(struct shunt_gpu_prog* gp, struct CUstream_st* stream, bool capturing);
 /* Its device memory is freed with the world, not now: cuMemFree waits for the device, where a
  * peer's kernel may be waiting on this rank. */
 void shunt_gpu_prog_destroy(struct shunt_gpu_prog* gp);

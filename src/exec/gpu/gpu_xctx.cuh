@@ -13,8 +13,18 @@
  *   the world's timeout when it has one (none by default: a healthy job may be late), records
  *   (first failure per rank) which block, thread, op and what it waited for, raises every rank's
  *   abort word so every other waiter in the world gives up too, and returns -1.
- * - Port channel ops push a trigger with absolute addresses into the rank's FIFO in mapped
- *   host memory; flush-type triggers wait for the proxy's completion counter.
+ * - Port channel ops to a rank whose memory this process maps (every rank of this host) need no
+ *   proxy and no CUDA call: the block copies the data itself, as a memory channel does, and the
+ *   flag is a system-scope release add on the peer's counter for (port, this rank, ordinal),
+ *   which only this rank writes; a flush is a system fence. Ops to a rank of another host push
+ *   a trigger with absolute addresses into the rank's FIFO in mapped host memory; flush-type
+ *   triggers wait for the proxy's completion counter. So a kernel waits on no CUDA call of the
+ *   host's, which another thread's module load or synchronizing call could hold up (the
+ *   context lock), nor on a stream that may share a hardware queue with the kernel's own.
+ * - The host aborts a rank through a word in mapped host memory (the FIFO's abort): waits look
+ *   at it with the rank's own abort word and, once it is set, raise every rank's.
+ * - Device reads of mapped host memory are few (each a PCIe round trip): the FIFO's consumed
+ *   count is read only when the FIFO looks full, the host's abort word every 256 polls.
  * Only for inclusion by gpu_kernel.cuh (CUDA and its CPU build). */
 #ifndef SHUNT_EXEC_GPU_XCTX_CUH
 #define SHUNT_EXEC_GPU_XCTX_CUH
@@ -243,10 +253,15 @@ struct xg_spin {
 
 /* One more poll? False once the world's abort word is set or its timeout (when it has one) has
  * passed; both are looked at every 256 polls so that a poll costs one memory access. */
+XG_FN uint32_t xg_host_aborted(const struct shunt_gpu_kargs* k) {
+  xg_pcie_read();
+  return xg_ld_vol_u32(&k->fifo->abort);
+}
+
 XG_FN bool xg_spin_more(const struct shunt_xctx* X, struct xg_spin* s) {
   xg_relax(s->n);
   if ((++s->n & 255u) != 0) return true;
-  if (xg_ld_vol_u32(X->k->abort)) {
+  if (xg_ld_vol_u32(X->k->abort) || xg_host_aborted(X->k)) {
     s->aborted = 1;
     return false;
   }
@@ -396,27 +411,84 @@ SHUNT_XFN int xb_wait(struct shunt_xctx* X, const struct shunt_prog_chan* c, boo
   return 0;
 }
 
+/* Whether this process maps the peer's memory (every rank of this host): a rank of another host
+ * has this rank's own region as its entry of the peer table. */
+SHUNT_XFN bool xb_port_direct(struct shunt_xctx* X, uint32_t peer) {
+  const struct shunt_gpu_kargs* k = X->k;
+  return peer == k->rank || k->peers[peer] != (uint64_t)(uintptr_t)k->region;
+}
+
+XG_FN char* xg_trig_src(const struct shunt_xctx* X, const struct shunt_trigger* t) {
+  char* lb = t->src_buf == SHUNT_BUF_SCRATCH ? X->scratch0 : X->base[t->src_buf == SHUNT_BUF_OUTPUT ? 1 : 0];
+  return lb + t->src_off;
+}
+XG_FN char* xg_trig_dst(const struct shunt_xctx* X, const struct shunt_trigger* t) {
+  return xg_peer_buf(X, t->peer, t->dst_buf) + t->dst_off;
+}
+
+/* The data of a trigger to a peer this process maps, copied by the whole block (every thread
+ * calls it): packets in whole 8-byte words, each landing at once, as a packet's reader needs. */
+SHUNT_XFN void xb_port_copy(struct shunt_xctx* X, const struct shunt_trigger* t) {
+  char* dst = xg_trig_dst(X, t);
+  const char* src = xg_trig_src(X, t);
+  if (t->type & SHUNT_TRIG_PACKETS) {
+    for (uint64_t o = (uint64_t)X->tid * 8u; o + 8u <= t->size; o += (uint64_t)X->nthreads * 8u)
+      xg_st_vol_u64((uint64_t*)(dst + o), xg_ld_vol_u64((const uint64_t*)(src + o)));
+  } else {
+    const uint64_t B = SHUNT_GPU_BATCH;
+    for (uint64_t o = (uint64_t)X->tid * B; o < t->size; o += (uint64_t)X->nthreads * B)
+      xb_copy(X, dst + o, src + o, t->size - o < B ? t->size - o : B);
+  }
+}
+
+/* A trigger to a peer this process maps, once its data are there (xb_port_copy, then a block
+ * barrier): the flag a system-scope release add on the peer's counter for (port, this rank,
+ * ordinal), which only this rank writes, so the same count the proxy would have written; a
+ * flush a system fence, since every copy before it is this block's own and done. */
+XG_FN int xg_port_direct(struct shunt_xctx* X, const struct shunt_prog_chan* c, const struct shunt_trigger* t) {
+  const struct shunt_gpu_kargs* k = X->k;
+  if (t->type & SHUNT_TRIG_FLAG) {
+    uint64_t* s = (uint64_t*)(uintptr_t)(k->peers[t->peer] + k->lay.inbound) +
+                  shunt_gpu_sem_index(k->nranks, SHUNT_CHAN_PORT, k->rank, c ? c->ordinal : t->ordinal);
+    __threadfence_system();
+    xg_add_release_sys(s, 1);
+    xg_progress();
+  }
+  if (t->type & SHUNT_TRIG_SYNC) __threadfence_system();
+  return 0;
+}
+
 /* Pushes a trigger; with wait_done, waits until the proxy has completed it (and everything
- * before it). */
+ * before it). To a peer this process maps, the data must already be there (xb_port_copy). */
 SHUNT_XFN int xb_port(struct shunt_xctx* X, const struct shunt_prog_chan* c, const struct shunt_trigger* t,
                       bool wait_done) {
   const struct shunt_gpu_kargs* k = X->k;
+  if (xb_port_direct(X, t->peer)) return xg_port_direct(X, c, t);
   struct shunt_gpu_fifo* f = k->fifo;
+  struct shunt_gpu_ctrl* ctrl = xg_ctrl(X);
   uint32_t peer = c ? c->peer : t->peer, ord = c ? c->ordinal : t->ordinal;
-  uint64_t pos = (uint64_t)atomicAdd((unsigned long long*)&xg_ctrl(X)->fifo_head, 1ull);
+  uint64_t pos = (uint64_t)atomicAdd((unsigned long long*)&ctrl->fifo_head, 1ull);
   struct xg_spin s = {0, 0, 0};
-  uint64_t consumed;
-  while (pos - (consumed = xg_ld_acquire_sys(&f->consumed)) >= SHUNT_GPU_FIFO_SLOTS)
+  /* The device copy of the consumed count first: the host's is read across PCIe only while
+   * the FIFO looks full. */
+  uint64_t consumed = xg_ld_vol_u64(&ctrl->fifo_consumed);
+  while (pos - consumed >= SHUNT_GPU_FIFO_SLOTS) {
+    xg_pcie_read();
+    consumed = xg_ld_acquire_sys(&f->consumed);
+    if (pos - consumed < SHUNT_GPU_FIFO_SLOTS) {
+      /* Racing stores of this copy may lower it: that costs a read, never a slot. */
+      if (consumed > xg_ld_vol_u64(&ctrl->fifo_consumed)) xg_st_vol_u64(&ctrl->fifo_consumed, consumed);
+      break;
+    }
     if (!xg_spin_more(X, &s))
       return xg_blocked(X, &s, SHUNT_GPU_WAIT_FIFO, SHUNT_CHAN_PORT, peer, ord,
                         pos + 1 - SHUNT_GPU_FIFO_SLOTS, consumed, pos);
+  }
   struct shunt_gpu_slot* slot = &f->slots[pos % SHUNT_GPU_FIFO_SLOTS];
   uint64_t src = 0, dst = 0;
   if (t->type & SHUNT_TRIG_DATA) {
-    char* lb =
-        t->src_buf == SHUNT_BUF_SCRATCH ? X->scratch0 : X->base[t->src_buf == SHUNT_BUF_OUTPUT ? 1 : 0];
-    src = (uint64_t)(uintptr_t)(lb + t->src_off);
-    dst = (uint64_t)(uintptr_t)(xg_peer_buf(X, t->peer, t->dst_buf) + t->dst_off);
+    src = (uint64_t)(uintptr_t)xg_trig_src(X, t);
+    dst = (uint64_t)(uintptr_t)xg_trig_dst(X, t);
   }
   /* The slot lives in host memory: plain 8-byte stores, then one system fence, then the
    * sequence word the proxy polls. */
@@ -433,9 +505,10 @@ SHUNT_XFN int xb_port(struct shunt_xctx* X, const struct shunt_prog_chan* c, con
   s.t0 = 0;
   s.n = 0;
   uint64_t d;
-  while ((d = xg_ld_acquire_sys(&f->done)) <= pos)
+  while ((xg_pcie_read(), d = xg_ld_acquire_sys(&f->done)) <= pos)
     if (!xg_spin_more(X, &s))
       return xg_blocked(X, &s, SHUNT_GPU_WAIT_FLUSH, SHUNT_CHAN_PORT, peer, ord, pos + 1, d, pos);
+  if (d > xg_ld_vol_u64(&ctrl->fifo_synced)) xg_st_vol_u64(&ctrl->fifo_synced, d);
   return 0;
 }
 

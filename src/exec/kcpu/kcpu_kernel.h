@@ -65,6 +65,11 @@ void shunt_kcpu_idle(struct shunt_kcpu_idle* st);
  * xg_relax). */
 void shunt_kcpu_relax(uint32_t polls);
 
+/* Device reads of mapped host memory (the FIFO's counters, the host's abort word) so far in this
+ * process: what costs a PCIe round trip each on a GPU. */
+void shunt_kcpu_pcie_read(void);
+long long shunt_kcpu_pcie_reads(void);
+
 /* The self-check's comparison (gpu_kernel.cuh: shunt_gpu_check_kernel). */
 int shunt_kcpu_check(struct shunt_kcpu_device* d, const float* out, uint64_t n, uint64_t per, uint32_t nranks,
                      uint32_t allgather, unsigned long long* first, const struct shunt_kcpu_grid* g,

@@ -53,3 +53,14 @@ void shunt_kcpu_idle(struct shunt_kcpu_idle* st) {
    * the epoch, and the next sleep does not begin. */
   st->seen = atomic_load(&g_progress.epoch);
 }
+
+/* A count for tests and measurements, touched only atomically. */
+static _Atomic long long g_pcie_reads;
+
+void shunt_kcpu_pcie_read(void) {
+  atomic_fetch_add_explicit(&g_pcie_reads, 1, memory_order_relaxed);
+}
+
+long long shunt_kcpu_pcie_reads(void) {
+  return atomic_load_explicit(&g_pcie_reads, memory_order_relaxed);
+}

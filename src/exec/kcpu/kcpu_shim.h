@@ -156,5 +156,11 @@ XG_FN void xg_relax(uint32_t polls) {
 XG_FN void xg_progress(void) {
   shunt_kcpu_progress();
 }
+/* A device read of mapped host memory, a PCIe round trip on a GPU: counted
+ * (shunt_kcpu_pcie_reads). */
+extern "C" void shunt_kcpu_pcie_read(void);
+XG_FN void xg_pcie_read(void) {
+  shunt_kcpu_pcie_read();
+}
 
 #endif
