@@ -476,6 +476,61 @@ def allreduce_port(n, inplace):
 
 
 # ---------------------------------------------------------------------------------------
+# Reducescatter (input: one chunk per rank, output: one chunk)
+# ---------------------------------------------------------------------------------------
+
+def rs_out(rank, inplace):
+    """Where a rank's result goes. In place the output is chunk `rank` of the input, and the
+    plan names only the input, so one buffer per rank is ever registered or staged."""
+    return local("i", rank) if inplace else local("o", 0)
+
+
+def reducescatter_ll(n, inplace):
+    """One packet hop: rank r sends chunk p of its input as packets to its slot on rank p's
+    scratch, then adds the n-1 packet streams of its own chunk to its input chunk r, keeping
+    the sum. No peer touches a rank's input or output: nothing is staged around the call."""
+    g = LL_BLOCKS_PER_PEER[n]
+    total = g * (n - 1)
+    plan = Plan(name("reducescatter", n, "ll", inplace), "reducescatter", "LL", inplace, n,
+                (n, 1, n - 1))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        ps = peers(r, n)
+        for pi, p in enumerate(ps):
+            for j in range(g):
+                b = gpu.block()
+                b.data("ppkt", [local("i", p)], [b.remote("memory", p, "s", slot(p, r, n))],
+                       "memory", [p], tbg=(j, g))
+                # The reduction of the own chunk is spread over all blocks of the rank. In
+                # place it rewrites chunk r, which only this op reads, position by position.
+                b.data("repkt", [local("i", r)] + [local("s", slot(r, q, n)) for q in ps],
+                       [rs_out(r, inplace)], tbg=(pi * g + j, total))
+    return plan
+
+
+def reducescatter_simple(n, inplace):
+    """After a signal/wait round (every peer is inside the call), rank r reads chunk r of
+    every peer's input and adds it to its own (rre) into its output; a final round keeps
+    every rank's input unchanged until its peers have read it."""
+    t = SIMPLE_BLOCKS[n]
+    plan = Plan(name("reducescatter", n, "simple", inplace), "reducescatter", "Simple", inplace, n,
+                (n, 1, 0))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        ps = peers(r, n)
+        for j in range(t):
+            b = gpu.block()
+            b.round(ps, j)
+            b.nop()
+            # In place the sum rewrites chunk r of the input, which no peer reads.
+            b.data("rre", [local("i", r)] + [b.remote("memory", p, "i", r) for p in ps],
+                   [rs_out(r, inplace)], "memory", ps, j, tbg=(j, t))
+            b.nop()
+            b.round(ps, j)
+    return plan
+
+
+# ---------------------------------------------------------------------------------------
 # Multi-node (N nodes x M ranks, rank = node * M + local rank)
 # ---------------------------------------------------------------------------------------
 
@@ -588,7 +643,8 @@ def allreduce_hier(nodes, m, inplace):
 
 def granule(plan):
     """Total sizes a plan can serve are the multiples of this: the send buffer must be a
-    multiple of alignment x input_chunks (§4.1); allgather totals are nranks x that."""
+    multiple of alignment x input_chunks (§4.1); allgather totals are nranks x that
+    (reducescatter totals are its input)."""
     g = ALIGN * plan.gpus[0].chunks[0]
     return g * plan.nranks if plan.collective == "allgather" else g
 
@@ -634,7 +690,8 @@ def name_multi(collective, nodes, m, inplace):
 def all_plans():
     builders = {"allgather": (None, allgather_ll, None, allgather_simple, allgather_port),
                 "allreduce": (allreduce_allpairs, allreduce_ll, allreduce_scratch, allreduce_simple,
-                              allreduce_port)}
+                              allreduce_port),
+                "reducescatter": (None, reducescatter_ll, None, reducescatter_simple, None)}
     plans = []
     for collective in sorted(builders):
         allpairs, ll, scratch, simple, port = builders[collective]
@@ -649,8 +706,12 @@ def all_plans():
                 if scratch:
                     plans.append(set_range(scratch(n, inplace), LL_MAX, SCRATCH_MAX))
                     top = SCRATCH_MAX
-                plans.append(set_range(simple(n, inplace), top, SIMPLE_MAX))
-                plans.append(set_range(port(n, inplace), 0, PORT_MAX))
+                if port:
+                    plans.append(set_range(simple(n, inplace), top, SIMPLE_MAX))
+                    plans.append(set_range(port(n, inplace), 0, PORT_MAX))
+                else:
+                    # No port plan: the memory Simple plan serves every size above.
+                    plans.append(set_range(simple(n, inplace), top, PORT_MAX))
     hier = {"allgather": allgather_hier, "allreduce": allreduce_hier}
     for collective in sorted(hier):
         for nodes, m in MULTI:
@@ -754,8 +815,10 @@ def coverage(folder):
                                            p.get("max_message_size", (1 << 64) - 1), f))
     gaps = 0
     shapes = [(n, n) for n in RANKS] + [(nodes * m, m) for nodes, m in MULTI]
-    for coll in ("allreduce", "allgather"):
+    for coll in ("allreduce", "allgather", "reducescatter"):
         for n, rpn in shapes:
+            if coll == "reducescatter" and rpn != n:
+                continue  # one host only: no multi-node reducescatter plans yet
             for inplace in (False, True):
                 rs = sorted(ranges.get((coll, n, inplace, rpn), []) + ranges.get((coll, n, inplace, 0), []))
                 covered = 0  # every size in [1, covered] is served
@@ -792,7 +855,7 @@ def main():
     ap.add_argument("--coverage", metavar="DIR",
                     help="check that the plans in DIR leave no size from one byte to 1 GiB unserved for "
                          "allreduce and allgather, in and out of place, at 2, 4 and 8 ranks on one node and on the "
-                         "multi-node shapes; exit 1 on a gap")
+                         "multi-node shapes, and for reducescatter on one node; exit 1 on a gap")
     args = ap.parse_args()
     if args.summary:
         return summary()

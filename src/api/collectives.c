@@ -1,5 +1,5 @@
-/* ncclAllReduce and ncclAllGather (and their *Config forms): check arguments as NCCL does, pick
- * a plan, run it, or send the call to NCCL; one chain for every collective, driven by a row per
+/* ncclAllReduce, ncclAllGather and ncclReduceScatter (and their *Config forms): check arguments as NCCL does,
+ * pick a plan, run it, or send the call to NCCL; one chain for every collective, driven by a row per
  * collective (struct coll_kind). */
 #include <inttypes.h>
 #include <nccl.h>
@@ -25,7 +25,7 @@
 #include "fallback/real_nccl.h"
 #include "util/log.h"
 
-enum { FORCE_ALLREDUCE = 1, FORCE_ALLGATHER = 2 };
+enum { FORCE_ALLREDUCE = 1, FORCE_ALLGATHER = 2, FORCE_REDUCESCATTER = 4 };
 
 /* SHUNT_FORCE_FALLBACK, read once. */
 static pthread_once_t force_once = PTHREAD_ONCE_INIT;
@@ -39,14 +39,18 @@ static void read_force(void) {
   char* save = NULL;
   for (char* t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     if (!strcmp(t, "all") || !strcmp(t, "1"))
-      force_mask |= FORCE_ALLREDUCE | FORCE_ALLGATHER;
+      force_mask |= FORCE_ALLREDUCE | FORCE_ALLGATHER | FORCE_REDUCESCATTER;
     else if (!strcmp(t, "allreduce"))
       force_mask |= FORCE_ALLREDUCE;
     else if (!strcmp(t, "allgather"))
       force_mask |= FORCE_ALLGATHER;
+    else if (!strcmp(t, "reducescatter"))
+      force_mask |= FORCE_REDUCESCATTER;
     else {
       SHUNT_WARN(
-          "SHUNT_FORCE_FALLBACK=%s is not valid (accepted: all, allreduce, allgather, a comma list, or 0); "
+          "SHUNT_FORCE_FALLBACK=%s is not valid (accepted: all, allreduce, allgather, reducescatter, a comma "
+          "list, "
+          "or 0); "
           "using 0",
           v);
       force_mask = 0;
@@ -207,7 +211,8 @@ static ncclResult_t no_path(const char* fn, const char* why) {
 struct coll_args {
   const void* send;
   void* recv;
-  size_t count; /* NCCL's count: allreduce's elements, allgather's per-rank send count */
+  size_t count; /* NCCL's count: allreduce's elements, allgather's per-rank send count,
+                   reducescatter's per-rank receive count */
   ncclDataType_t dtype;
   ncclRedOp_t op; /* collectives that reduce */
   ncclComm_t comm;
@@ -256,10 +261,24 @@ static ncclResult_t fwd_allgather(const struct shunt_real_nccl* real, const stru
   return real_said(real->ncclAllGather(a->send, a->recv, a->count, a->dtype, comm, a->stream));
 }
 
+static ncclResult_t fwd_reducescatter(const struct shunt_real_nccl* real, const struct coll_args* a,
+                                      ncclComm_t comm) {
+  if (a->with_config) {
+    if (!real || !real->ncclReduceScatterConfig) return shunt_unavailable("ncclReduceScatterConfig", real);
+    return real_said(real->ncclReduceScatterConfig(a->send, a->recv, a->count, a->dtype, a->op, comm,
+                                                   a->stream, a->config));
+  }
+  if (!real || !real->ncclReduceScatter) return shunt_unavailable("ncclReduceScatter", real);
+  return real_said(real->ncclReduceScatter(a->send, a->recv, a->count, a->dtype, a->op, comm, a->stream));
+}
+
 static const struct coll_kind ALLREDUCE = {
     SHUNT_COLL_ALLREDUCE, "AllReduce", "AllReduceConfig", FORCE_ALLREDUCE, true, 1, 1, fwd_allreduce};
 static const struct coll_kind ALLGATHER = {
     SHUNT_COLL_ALLGATHER, "AllGather", "AllGatherConfig", FORCE_ALLGATHER, false, 1, 0, fwd_allgather};
+static const struct coll_kind REDUCESCATTER = {
+    SHUNT_COLL_REDUCESCATTER, "ReduceScatter", "ReduceScatterConfig", FORCE_REDUCESCATTER, true, 0, 1,
+    fwd_reducescatter};
 
 /* One collective call: NCCL's argument checks, then a plan when one serves it (queued in the
  * group), else the real NCCL with the reason logged, or an error naming the reason when the
@@ -372,3 +391,23 @@ SHUNT_EXPORT ncclResult_t pncclAllGatherConfig(const void* sendbuff, void* recvb
 SHUNT_ALIAS(ncclAllGatherConfig, ncclResult_t,
             (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
              cudaStream_t stream, const ncclCollConfig_t* config))
+
+SHUNT_EXPORT ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                             ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                             cudaStream_t stream) {
+  struct coll_args a = {sendbuff, recvbuff, recvcount, datatype, op, comm, stream, 0, NULL};
+  return route(&REDUCESCATTER, &a);
+}
+SHUNT_ALIAS(ncclReduceScatter, ncclResult_t,
+            (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
+             ncclComm_t comm, cudaStream_t stream))
+
+SHUNT_EXPORT ncclResult_t pncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                                   ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                                   cudaStream_t stream, const ncclCollConfig_t* config) {
+  struct coll_args a = {sendbuff, recvbuff, recvcount, datatype, op, comm, stream, 1, config};
+  return route(&REDUCESCATTER, &a);
+}
+SHUNT_ALIAS(ncclReduceScatterConfig, ncclResult_t,
+            (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
+             ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))

@@ -120,6 +120,8 @@ const char* shunt_gpu_gate_call(struct shunt_comm* c, struct shunt_call* call, u
   call->on_gpu = false;
   if (ks == SHUNT_MEM_HOST && kr == SHUNT_MEM_HOST) return NULL;
   if (ks != kr) return "one buffer in host memory, the other on the GPU";
+  if (call->coll != SHUNT_COLL_ALLREDUCE && call->coll != SHUNT_COLL_ALLGATHER)
+    return "GPU buffers, and the GPU backend serves only allreduce and allgather";
   switch (atomic_load(&c->gpu_verdict)) {
     case SHUNT_GPU_USE:
       break;

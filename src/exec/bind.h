@@ -12,6 +12,9 @@
  *   memory (for an aliased call: the output, holding the input view); so is the input when it
  *   must be scaled and is not aliased (the user's input is never written), and the output
  *   when an aliased input must be scaled;
+ * - reducescatter mirrors all of this (SHUNT_PROG_OUT_IN_INPUT): in place, its output is a
+ *   view into its input (SHUNT_PROG_OUT_VIEW), the input is staged when peers reach either or
+ *   it must be scaled, and the output is never staged apart from it;
  * - it refuses (with a reason) buffers larger than the staging capacity, and an input that
  *   already lies in the staging region when it would have to be scaled into it.
  * C and CUDA (host code). */
@@ -24,7 +27,7 @@
 #include "exec/program.h"
 
 struct shunt_bind {
-  bool alias;     /* the input lies in the output (in place) */
+  bool alias;     /* in place: the input lies in the output (reducescatter: the output in the input) */
   bool stage_in;  /* the plan reads its input from the staging input */
   bool stage_out; /* the plan writes the staging output, copied out afterwards */
 };
@@ -40,8 +43,20 @@ static inline const char* shunt_bind_decide_zc(const struct shunt_program* p, co
                                                const void* user_out, bool pre_scale, const void* stage_in,
                                                uint64_t in_cap, uint64_t out_cap, bool zc_in, bool zc_out,
                                                struct shunt_bind* b) {
-  b->alias = user_in != user_out ? shunt_bind_inside(user_in, user_out, p->out_bytes) : p->in_bytes > 0;
-  if (b->alias) {
+  if (SHUNT_PROG_OUT_IN_INPUT(p)) {
+    /* Reducescatter, the mirror: in place, the output is a view into the input, so the input
+     * is what peers reach (staged when they do, or when it must be scaled: the user's input is
+     * never scaled where it lies), and the output is never staged apart from it. */
+    b->alias = shunt_bind_inside(user_out, user_in, p->in_bytes);
+    if (b->alias) {
+      b->stage_out = false;
+      b->stage_in = (p->remote_access != 0 && !zc_in) || pre_scale;
+    } else {
+      b->stage_out = (p->remote_access & SHUNT_PROG_REMOTE_OUTPUT) != 0 && !zc_out;
+      b->stage_in = ((p->remote_access & SHUNT_PROG_REMOTE_INPUT) != 0 && !zc_in) || pre_scale;
+    }
+  } else if ((b->alias = user_in != user_out ? shunt_bind_inside(user_in, user_out, p->out_bytes)
+                                             : p->in_bytes > 0)) {
     b->stage_in = false;
     b->stage_out = (p->remote_access != 0 && !zc_out) || pre_scale;
   } else {

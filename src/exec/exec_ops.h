@@ -28,7 +28,9 @@
  *   xb_sem_acquire(X, id), xb_sem_release(X, id)
  *   xb_aliased(X)                    the call is in place: every rank's input is a view into
  *                                    its output (SHUNT_PROG_IN_VIEW), xb_addr places peers'
- *                                    inputs there, and a trigger names the output
+ *                                    inputs there, and a trigger names the output (reducescatter,
+ *                                    SHUNT_PROG_OUT_IN_INPUT: the output a view into the input,
+ *                                    SHUNT_PROG_OUT_VIEW, and a trigger names the input)
  * Data ops split their bytes into xb_batch pieces handed round-robin to the block's threads;
  * per-channel and per-semaphore ops use threads 0..n-1, as the reference does. */
 #ifndef SHUNT_EXEC_EXEC_OPS_H
@@ -102,7 +104,13 @@ SHUNT_XFN void shunt_x_port_trigger(struct shunt_xctx* X, const struct shunt_pro
   /* Offsets relative to the buffers' bases: the backend adds the half for scratch. */
   t.src_off = xb_rel(X, s, pkt ? 0 : off);
   t.dst_off = xb_rel(X, d, pkt ? 0 : off);
-  if (t.dst_buf == SHUNT_BUF_INPUT && xb_aliased(X)) {
+  if (xb_aliased(X) && SHUNT_PROG_OUT_IN_INPUT(X->prog)) {
+    /* Reducescatter: the peer's output is a view into its input. */
+    if (t.dst_buf == SHUNT_BUF_OUTPUT) {
+      t.dst_buf = SHUNT_BUF_INPUT;
+      t.dst_off += SHUNT_PROG_OUT_VIEW(X->prog, t.peer);
+    }
+  } else if (t.dst_buf == SHUNT_BUF_INPUT && xb_aliased(X)) {
     /* The peer's input is a view into its output. */
     t.dst_buf = SHUNT_BUF_OUTPUT;
     t.dst_off += SHUNT_PROG_IN_VIEW(X->prog, t.peer);

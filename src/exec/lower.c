@@ -9,6 +9,8 @@
 #include "exec/lower_internal.h"
 
 _Static_assert(SHUNT_COLL_ALLGATHER == 2, "SHUNT_PROG_IN_VIEW (exec/program.h) names allgather by value");
+_Static_assert(SHUNT_COLL_REDUCESCATTER == 3,
+               "SHUNT_PROG_OUT_VIEW (exec/program.h) names reducescatter by value");
 
 #define ENC_LIMIT (UINT64_C(1) << 32)
 
@@ -22,7 +24,8 @@ struct builder {
   const struct shunt_plan_gpu* g;
   uint32_t rank;
   uint64_t chunk, align;
-  uint64_t out_stride; /* allgather head runs: bytes between rank slices of the output, else 0 */
+  uint64_t out_stride; /* head runs: bytes between rank slices of the output (allgather) or of the
+                         input (reducescatter), else 0 */
   uint32_t payload;
   struct vec blocks, ops, refs, chans, u32, sw, swr;
   char* reason;
@@ -93,15 +96,20 @@ static uint32_t lower_ref(struct builder* b, const struct shunt_plan_op* o, cons
   if (!pr) return 0;
   uint64_t bytes = (uint64_t)r->size * b->chunk, off = (uint64_t)r->index * b->chunk;
   unsigned btype = r->type;
-  if (r->kind == SHUNT_REF_SWITCH && r->global >= 0 && (uint32_t)r->global < b->g->nchannels[SHUNT_CHAN_SWITCH])
+  if (r->kind == SHUNT_REF_SWITCH && r->global >= 0 &&
+      (uint32_t)r->global < b->g->nchannels[SHUNT_CHAN_SWITCH])
     btype = b->g->channels[SHUNT_CHAN_SWITCH][r->global].buffer_type;
-  if (b->out_stride && btype == SHUNT_BUF_OUTPUT) {
-    /* Rank q's chunk k of the output (index q x input_chunks + k) starts q slices in. */
-    uint32_t ic = b->plan->gpus[0].input_chunks;
+  /* The sliced buffer of a head run: allgather's output, reducescatter's input. */
+  bool rs = b->plan->coll == SHUNT_COLL_REDUCESCATTER;
+  if (b->out_stride && btype == (rs ? SHUNT_BUF_INPUT : SHUNT_BUF_OUTPUT)) {
+    /* Rank q's chunk k of the sliced buffer (index q x C + k, C the other side's chunks)
+     * starts q slices in. */
+    uint32_t ic = rs ? b->plan->gpus[0].output_chunks : b->plan->gpus[0].input_chunks;
     if (r->index % ic + r->size > ic) {
-      fail(b, "%s: an output entry spanning two ranks' slices (chunks %u..%u of %u per rank) cannot run on a "
-              "call whose size is not a multiple of the plan's",
-           where, r->index, r->index + r->size - 1, ic);
+      fail(b,
+           "%s: an %s entry spanning two ranks' slices (chunks %u..%u of %u per rank) cannot run on a "
+           "call whose size is not a multiple of the plan's",
+           where, rs ? "input" : "output", r->index, r->index + r->size - 1, ic);
       return 0;
     }
     off = (uint64_t)(r->index / ic) * b->out_stride + (uint64_t)(r->index % ic) * b->chunk;
@@ -380,7 +388,9 @@ static struct shunt_program* pack(struct builder* b, const struct shunt_call_sha
   p->remote_access = remote_access_of(b->plan, b->rank);
   p->in_bytes = s->in_bytes;
   p->out_bytes = s->out_bytes;
-  p->out_stride = s->out_stride ? s->out_stride : s->in_bytes;
+  p->out_stride = s->out_stride                               ? s->out_stride
+                  : b->plan->coll == SHUNT_COLL_REDUCESCATTER ? s->out_bytes
+                                                              : s->in_bytes;
   p->chunk_bytes = b->chunk;
   p->scratch_bytes = b->chunk * g->scratch_chunks * (b->plan->ll ? 2 : 1);
   p->off_blocks = (uint32_t)o_blocks;
@@ -414,7 +424,10 @@ struct shunt_program* shunt_lower(const struct shunt_plan* plan, uint32_t rank,
   }
   struct builder b = {.plan = plan, .g = &plan->gpus[rank], .rank = rank, .reason = reason, .len = len};
   b.align = plan->buffer_alignment;
-  b.chunk = shunt_lower_chunk_bytes(plan, s->in_bytes, s->out_bytes);
+  /* A strided reducescatter head addresses ranks x out_bytes of its input: its chunk unit. */
+  uint64_t in_flat =
+      s->out_stride && plan->coll == SHUNT_COLL_REDUCESCATTER ? s->out_bytes * plan->ngpus : s->in_bytes;
+  b.chunk = shunt_lower_chunk_bytes(plan, in_flat, s->out_bytes);
   b.out_stride = s->out_stride;
   b.payload = (s->pkt == SHUNT_PKT_LL8) ? 4 : 8;
   const struct shunt_plan_gpu* g = b.g;

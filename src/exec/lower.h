@@ -30,9 +30,12 @@ struct shunt_call_shape {
   enum shunt_dtype dtype;
   enum shunt_redop op;     /* allgather: ignored */
   enum shunt_pkt_type pkt; /* 0 means LL16 */
-  /* Allgather only, 0 otherwise: the rank slices of the output lie out_stride bytes apart
-   * (out_bytes = ranks x out_stride, out_stride > in_bytes); the plan runs on the first
-   * in_bytes of each slice. How a call of any size runs on a plan (exec/split.h). */
+  /* The stride of the collective's rank-sliced buffer in a head run, 0 otherwise. Allgather:
+   * the rank slices of the output lie out_stride bytes apart (out_bytes = ranks x out_stride,
+   * out_stride > in_bytes); the plan runs on the first in_bytes of each slice. Reducescatter,
+   * the mirror: the input's slices lie out_stride apart (in_bytes = ranks x out_stride,
+   * out_stride > out_bytes); the plan runs on the first out_bytes of each. How a call of any
+   * size runs on a plan (exec/split.h). */
   uint64_t out_stride;
   /* A part of a larger call (exec/split.h), whose own size the plan's range was checked
    * against: the range is not applied to this shape. */

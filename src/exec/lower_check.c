@@ -39,10 +39,28 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
   uint32_t ic = g->input_chunks, oc = g->output_chunks;
   if (ic == 0 && oc == 0) REFUSE("plan has neither input nor output chunks");
   uint64_t in = s->in_bytes, out = s->out_bytes;
+  if (s->out_stride && plan->coll == SHUNT_COLL_REDUCESCATTER) {
+    /* The mirror for reducescatter: input slices wider than the plan's output; the input is
+     * checked as ranks x out_bytes, which the plan addresses. */
+    if (s->out_stride <= out || in != s->out_stride * plan->ngpus)
+      REFUSE("input stride %" PRIu64 " does not fit %u slices of %" PRIu64 " bytes in %" PRIu64,
+             s->out_stride, plan->ngpus, out, in);
+    if (!oc || ic != oc * plan->ngpus)
+      REFUSE("a strided input needs input_chunks = ranks x output_chunks (%u vs %u x %u)", ic, plan->ngpus,
+             oc);
+    if (!s->part && (in < plan->min_message_size || in > plan->max_message_size))
+      REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", in,
+             plan->min_message_size, plan->max_message_size);
+    struct shunt_call_shape flat = *s;
+    flat.in_bytes = out * plan->ngpus;
+    flat.out_stride = 0;
+    flat.part = true; /* the range was checked on the real size */
+    return shunt_lower_check_shape(plan, &flat, reason, len);
+  }
   if (s->out_stride) {
     /* A head run of an allgather whose slices are wider than the plan's input (exec/split.h):
      * the output is checked as if it were ranks x in_bytes, which the plan addresses. */
-    if (plan->coll != SHUNT_COLL_ALLGATHER) REFUSE("an output stride is for allgather only");
+    if (plan->coll != SHUNT_COLL_ALLGATHER) REFUSE("a slice stride is for allgather and reducescatter only");
     if (s->out_stride <= in || out != s->out_stride * plan->ngpus)
       REFUSE("output stride %" PRIu64 " does not fit %u slices of %" PRIu64 " bytes in %" PRIu64,
              s->out_stride, plan->ngpus, in, out);
@@ -79,6 +97,8 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
     REFUSE("allreduce needs equal input and output sizes (%" PRIu64 " vs %" PRIu64 ")", in, out);
   if (plan->coll == SHUNT_COLL_ALLGATHER && out != in * plan->ngpus)
     REFUSE("allgather needs output = %u x input (%" PRIu64 " vs %" PRIu64 ")", plan->ngpus, out, in);
+  if (plan->coll == SHUNT_COLL_REDUCESCATTER && in != out * plan->ngpus)
+    REFUSE("reducescatter needs input = %u x output (%" PRIu64 " vs %" PRIu64 ")", plan->ngpus, in, out);
   if (s->pkt != 0 && s->pkt != SHUNT_PKT_LL16 && s->pkt != SHUNT_PKT_LL8)
     REFUSE("unknown packet type %d", s->pkt);
   if ((unsigned)s->dtype >= SHUNT_DT_COUNT) REFUSE("unknown data type %d", (int)s->dtype);

@@ -37,6 +37,13 @@ enum shunt_pkt_type { SHUNT_PKT_LL16 = 16, SHUNT_PKT_LL8 = 8 };
 #define SHUNT_PROG_IN_VIEW(p, r) \
   ((p)->coll == 2u /* SHUNT_COLL_ALLGATHER */ ? (uint64_t)(r) * (p)->out_stride : 0u)
 
+/* Reducescatter is the mirror: in place, rank r's output lies inside its input (NCCL's rule:
+ * recvbuff == sendbuff + rank x recvcount), at SHUNT_PROG_OUT_VIEW; every rank binds its
+ * output there, so a rank also places its peers'. The input's rank slices lie out_stride
+ * apart (the field is the stride of the collective's rank-sliced buffer). */
+#define SHUNT_PROG_OUT_IN_INPUT(p) ((p)->coll == 3u /* SHUNT_COLL_REDUCESCATTER */)
+#define SHUNT_PROG_OUT_VIEW(p, r) (SHUNT_PROG_OUT_IN_INPUT(p) ? (uint64_t)(r) * (p)->out_stride : 0u)
+
 /* Channel ordinals per (type, peer) that the transport provides counters for. */
 #define SHUNT_PROG_MAX_ORDINAL 256
 
@@ -106,7 +113,8 @@ struct shunt_program {
   uint8_t remote_access; /* SHUNT_PROG_REMOTE_* */
   uint8_t pad_;
   uint64_t in_bytes, out_bytes;
-  uint64_t out_stride;    /* allgather: bytes from one rank's slice of the output to the next */
+  uint64_t out_stride;    /* allgather: bytes from one rank's slice of the output to the next;
+                           reducescatter: of the input (the rank-sliced buffer) */
   uint64_t chunk_bytes;   /* the chunk unit */
   uint64_t scratch_bytes; /* one scratch half (packet doubling included) */
   /* Byte offsets of the arrays from the start of the program. */

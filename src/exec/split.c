@@ -12,13 +12,23 @@
     return false;                                          \
   } while (0)
 
-/* The flat (unstrided) shape of a run of `in` bytes per rank. */
+static bool is_rs(const struct shunt_plan* p) {
+  return p->coll == SHUNT_COLL_REDUCESCATTER;
+}
+
+/* The per-rank unit of a call: one rank's input (allgather, allreduce) or output
+ * (reducescatter); the split cuts this unit into head and tail. */
+static uint64_t unit_of(const struct shunt_plan* p, const struct shunt_call_shape* call) {
+  return is_rs(p) ? call->out_bytes : call->in_bytes;
+}
+
+/* The flat (unstrided) shape of a run of `u` bytes per rank. */
 static struct shunt_call_shape flat(const struct shunt_plan* p, const struct shunt_call_shape* call,
-                                    uint64_t in) {
+                                    uint64_t u) {
   struct shunt_call_shape s = *call;
   s.part = false;
-  s.in_bytes = in;
-  s.out_bytes = p->coll == SHUNT_COLL_ALLGATHER ? in * p->ngpus : in;
+  s.in_bytes = is_rs(p) ? u * p->ngpus : u;
+  s.out_bytes = p->coll == SHUNT_COLL_ALLGATHER ? u * p->ngpus : u;
   s.out_stride = 0;
   return s;
 }
@@ -37,18 +47,21 @@ bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_sha
   const struct shunt_plan_gpu* g = &plan->gpus[0];
   uint64_t a = plan->buffer_alignment ? plan->buffer_alignment : 16;
   uint32_t n = plan->ngpus;
-  uint64_t in = call->in_bytes;
+  uint64_t in = unit_of(plan, call);
   uint32_t es = shunt_dtype_size(call->dtype);
   if (!es) REFUSE("unknown data type %d", (int)call->dtype);
   if (in == 0) REFUSE("empty message");
   if (in % es) REFUSE("%" PRIu64 " bytes are not whole %u-byte elements", in, es);
-  if (call->out_bytes != (plan->coll == SHUNT_COLL_ALLGATHER ? in * n : in))
-    REFUSE("output of %" PRIu64 " bytes does not fit an input of %" PRIu64, call->out_bytes, in);
-  /* The smallest per-rank size the rule takes: a multiple of alignment x input chunks (or of
-   * the output's share when the plan names no input chunks), tried up to a bound. */
-  uint64_t base = g->input_chunks                           ? a * g->input_chunks
-                  : plan->coll == SHUNT_COLL_ALLGATHER && n ? a * ((g->output_chunks + n - 1) / n)
-                                                            : a * g->output_chunks;
+  if (is_rs(plan) ? call->in_bytes != in * n
+                  : call->out_bytes != (plan->coll == SHUNT_COLL_ALLGATHER ? in * n : in))
+    REFUSE("output of %" PRIu64 " bytes does not fit an input of %" PRIu64, call->out_bytes, call->in_bytes);
+  /* The smallest per-rank size the rule takes: a multiple of alignment x the per-rank side's
+   * chunks (input, or reducescatter's output; the other side's share when the plan names
+   * none), tried up to a bound. */
+  uint32_t own = is_rs(plan) ? g->output_chunks : g->input_chunks;
+  uint32_t other = is_rs(plan) ? g->input_chunks : g->output_chunks;
+  bool sliced = plan->coll == SHUNT_COLL_ALLGATHER || is_rs(plan);
+  uint64_t base = own ? a * own : sliced && n ? a * ((other + n - 1) / n) : a * other;
   s->quantum = 0;
   for (uint64_t k = 1; k <= 64 && base; k++) {
     struct shunt_call_shape t = flat(plan, call, base * k);
@@ -67,6 +80,10 @@ bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_sha
       s->head_shape.out_bytes = call->out_bytes;
       s->head_shape.out_stride = in;
     }
+    if (is_rs(plan) && s->head) {
+      s->head_shape.in_bytes = call->in_bytes;
+      s->head_shape.out_stride = in;
+    }
   }
   s->tail_shape = flat(plan, call, s->rest ? s->quantum : 0);
   s->tail_shape.part = true;
@@ -77,7 +94,7 @@ bool shunt_split_check(const struct shunt_plan* plan, const struct shunt_call_sh
                        size_t len) {
   struct shunt_split s;
   if (!shunt_split_call(plan, call, &s, reason, len)) return false;
-  uint64_t real = plan->coll == SHUNT_COLL_ALLGATHER ? call->out_bytes : call->in_bytes;
+  uint64_t real = plan->coll == SHUNT_COLL_ALLGATHER ? call->out_bytes : call->in_bytes; /* §10 */
   if (real < plan->min_message_size || real > plan->max_message_size)
     REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", real,
            plan->min_message_size, plan->max_message_size);
@@ -90,24 +107,38 @@ uint32_t shunt_split_slices(const struct shunt_plan* plan) {
   return plan->coll == SHUNT_COLL_ALLGATHER ? plan->ngpus : 1;
 }
 
+uint32_t shunt_split_in_slices(const struct shunt_plan* plan) {
+  return is_rs(plan) ? plan->ngpus : 1;
+}
+
 uint64_t shunt_split_tail_bytes(const struct shunt_plan* plan, const struct shunt_split* s) {
   if (!s->rest) return 0;
-  return s->quantum * shunt_split_slices(plan) + s->quantum;
+  return s->quantum * shunt_split_slices(plan) + s->quantum * shunt_split_in_slices(plan);
 }
 
 uint64_t shunt_split_tail_in(const struct shunt_plan* plan, const struct shunt_split* s, uint32_t rank,
                              bool inplace) {
+  if (is_rs(plan)) return 0; /* reducescatter's input comes first: its output may be a view in it */
   if (!inplace) return s->quantum * shunt_split_slices(plan);
   return plan->coll == SHUNT_COLL_ALLGATHER ? (uint64_t)rank * s->quantum : 0;
+}
+
+uint64_t shunt_split_tail_out(const struct shunt_plan* plan, const struct shunt_split* s, uint32_t rank,
+                              bool inplace) {
+  if (!is_rs(plan)) return 0;
+  return inplace ? (uint64_t)rank * s->quantum : s->quantum * plan->ngpus;
 }
 
 void shunt_split_needs(const struct shunt_plan* plan, const struct shunt_split* s, uint64_t* scratch,
                        uint64_t* in, uint64_t* out) {
   const struct shunt_call_shape* h = &s->head_shape;
   const struct shunt_call_shape* t = &s->tail_shape;
-  /* A strided head addresses ranks x in_bytes of its output: that is what its scratch follows. */
-  uint64_t sh =
-      s->head ? shunt_lower_scratch_need(plan, h->in_bytes, h->in_bytes * shunt_split_slices(plan)) : 0;
+  /* A strided head addresses ranks x its unit of the sliced buffer: that is what its scratch
+   * follows. */
+  uint64_t sh = !s->head ? 0
+                : is_rs(plan)
+                    ? shunt_lower_scratch_need(plan, h->out_bytes * plan->ngpus, h->out_bytes)
+                    : shunt_lower_scratch_need(plan, h->in_bytes, h->in_bytes * shunt_split_slices(plan));
   uint64_t st = s->rest ? shunt_lower_scratch_need(plan, t->in_bytes, t->out_bytes) : 0;
   *scratch = sh > st ? sh : st;
   *in = s->head ? h->in_bytes : 0;
@@ -119,10 +150,13 @@ void shunt_split_needs(const struct shunt_plan* plan, const struct shunt_split* 
 int shunt_split_run_host(const struct shunt_plan* plan, const struct shunt_call_shape* call,
                          const struct shunt_split* s, uint32_t rank, const void* in, void* out, char* tail,
                          shunt_split_part_fn run, void* ctx) {
-  uint64_t R = call->in_bytes; /* per-rank input bytes, the output's rank stride for allgather */
-  /* In place as NCCL defines it (the input inside the output): the tail runs in place too, so
+  /* The per-rank unit: the stride of the rank-sliced buffer (allgather's output,
+   * reducescatter's input). */
+  uint64_t R = unit_of(plan, call);
+  /* In place as NCCL defines it (one buffer inside the other): the tail runs in place too, so
    * an in-place plan sees the layout it was written for. */
-  bool inplace = (const char*)in >= (const char*)out && (const char*)in < (const char*)out + call->out_bytes;
+  bool inplace = is_rs(plan) ? shunt_split_inside(out, in, call->in_bytes)
+                             : shunt_split_inside(in, out, call->out_bytes);
   if (s->head) {
     int r = run(ctx, &s->head_shape, false, in, out);
     if (r) return r;
@@ -132,10 +166,14 @@ int shunt_split_run_host(const struct shunt_plan* plan, const struct shunt_call_
   /* Padding is zeros: it only ever meets padding (split.h), and zeros are valid in every dtype. */
   memset(tail, 0, shunt_split_tail_bytes(plan, s));
   char* tin = tail + shunt_split_tail_in(plan, s, rank, inplace);
-  memcpy(tin, (const char*)in + s->head, s->rest);
-  int r = run(ctx, &s->tail_shape, true, tin, tail);
+  char* tout = tail + shunt_split_tail_out(plan, s, rank, inplace);
+  /* Input slice k's rest goes to slice k of the padded input (one slice but for reducescatter);
+   * the head never touched those bytes. */
+  for (uint32_t k = 0; k < shunt_split_in_slices(plan); k++)
+    memcpy(tin + (uint64_t)k * q, (const char*)in + (uint64_t)k * R + s->head, s->rest);
+  int r = run(ctx, &s->tail_shape, true, tin, tout);
   if (r) return r;
   for (uint32_t k = 0; k < shunt_split_slices(plan); k++)
-    memcpy((char*)out + (uint64_t)k * R + s->head, tail + (uint64_t)k * q, s->rest);
+    memcpy((char*)out + (uint64_t)k * R + s->head, tout + (uint64_t)k * q, s->rest);
   return 0;
 }

@@ -3,9 +3,10 @@
  * A plan's chunk rule (plan-format.md §4.1-4.2) takes only sizes that split into its chunk
  * counts in whole alignment units. A call of any other size runs in two parts, on every rank
  * alike (the split depends only on the plan and the call's size):
- * - the head: the largest part the rule takes (per rank for allgather), run on the user's
- *   buffers, with offsets exactly MSCCL++'s for that size; an allgather head keeps the
- *   output's real layout (rank slices `in_bytes` apart, exec/lower.h out_stride);
+ * - the head: the largest part the rule takes (per rank for allgather and reducescatter),
+ *   run on the user's buffers, with offsets exactly MSCCL++'s for that size; an allgather head
+ *   keeps the output's real layout (rank slices `in_bytes` apart, exec/lower.h out_stride), a
+ *   reducescatter head the input's (rank slices `out_bytes` apart);
  * - the tail: the rest, fewer bytes than one quantum per rank, run once more padded with
  *   zeros to one quantum through small staging buffers, its results copied out.
  * Every op of the format is element-wise in position (copies, reductions, packets, slices
@@ -50,6 +51,18 @@ uint64_t shunt_split_tail_bytes(const struct shunt_plan* plan, const struct shun
 uint64_t shunt_split_tail_in(const struct shunt_plan* plan, const struct shunt_split* s, uint32_t rank,
                              bool inplace);
 uint32_t shunt_split_slices(const struct shunt_plan* plan);
+/* Reducescatter, the mirror: its tail input (ranks x quantum: input slice k's rest at slice k)
+ * comes first, at shunt_split_tail_in = 0, and its output (quantum) follows it, or, in place,
+ * lies at this rank's view inside it: shunt_split_tail_out (0 for the other collectives).
+ * shunt_split_in_slices: the input's slices (ranks for reducescatter, else 1). */
+uint64_t shunt_split_tail_out(const struct shunt_plan* plan, const struct shunt_split* s, uint32_t rank,
+                              bool inplace);
+uint32_t shunt_split_in_slices(const struct shunt_plan* plan);
+
+/* Whether p lies inside [base, base + bytes). */
+static inline bool shunt_split_inside(const void* p, const void* base, uint64_t bytes) {
+  return (const char*)p >= (const char*)base && (const char*)p < (const char*)base + bytes;
+}
 
 /* One part run by a backend: the head (tail = false) on the user's buffers, or the tail on the
  * staging; 0 or the backend's error code, which stops the call. */
@@ -59,7 +72,8 @@ typedef int (*shunt_split_part_fn)(void* ctx, const struct shunt_call_shape* par
 /* Runs both parts of `call` (its real sizes, split as `s`) in host memory, for the backends
  * whose buffers are host memory: the head on the user's buffers, then the tail padded with zeros
  * in `tail` (shunt_split_tail_bytes of it), in place when the call is (the input inside the
- * output, NCCL's rule), its results copied back. Returns the first nonzero part result. */
+ * output, NCCL's rule; reducescatter: the output inside the input), its results copied back. Returns the
+ * first nonzero part result. */
 int shunt_split_run_host(const struct shunt_plan* plan, const struct shunt_call_shape* call,
                          const struct shunt_split* s, uint32_t rank, const void* in, void* out, char* tail,
                          shunt_split_part_fn run, void* ctx);

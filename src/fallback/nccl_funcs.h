@@ -85,7 +85,7 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
     (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, \
      cudaStream_t stream),                                                                                 \
     (sendbuff, recvbuff, count, datatype, op, comm, stream))                                               \
-  R(FC, ncclReduceScatter,                                                                                     \
+  R(O, ncclReduceScatter,                                                                                     \
     (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,      \
      ncclComm_t comm, cudaStream_t stream),                                                                \
     (sendbuff, recvbuff, recvcount, datatype, op, comm, stream))                                           \
@@ -151,7 +151,7 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
     (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,     \
      cudaStream_t stream, const ncclCollConfig_t* config),                                                 \
     (sendbuff, recvbuff, sendcount, datatype, comm, stream, config))                                       \
-  R(FC, ncclReduceScatterConfig,                                                                               \
+  R(O, ncclReduceScatterConfig,                                                                               \
     (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,      \
      ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),                                \
     (sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config))                                   \

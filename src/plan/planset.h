@@ -115,15 +115,16 @@ static inline bool shunt_rpn_matches(uint32_t plan_rpn, uint32_t nranks, uint32_
 }
 
 struct shunt_select_query {
-  enum shunt_coll coll; /* ALLREDUCE or ALLGATHER (others are never selected) */
+  enum shunt_coll coll; /* ALLREDUCE, ALLGATHER or REDUCESCATTER (others are never selected) */
   uint32_t nranks;
   /* Ranks per host when every host holds that many consecutive ranks; 0: all on one host;
    * SHUNT_RPN_IRREGULAR: several hosts of other shapes (only plans free of placement match). */
   uint32_t ranks_per_node;
   bool inplace; /* see shunt_select_inplace */
   enum shunt_dtype dtype;
-  enum shunt_redop op; /* allreduce only */
-  uint64_t bytes;      /* allreduce: count * size; allgather: total output bytes */
+  enum shunt_redop op; /* allreduce and reducescatter only */
+  uint64_t bytes;      /* allreduce: count * size; allgather: total output bytes; reducescatter:
+                          total input bytes (recvcount * size * ranks) */
   const char* only;    /* NULL: any plan; else only the plan of that name may serve */
 };
 
@@ -143,9 +144,13 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
                                             const struct shunt_select_query* q);
 
 /* NCCL's in-place rule (nccl-abi.md §10): allreduce send == recv; allgather
- * send == recv + rank * per-rank bytes. */
+ * send == recv + rank * per-rank bytes; reducescatter recv == send + rank * per-rank bytes. */
 bool shunt_select_inplace(enum shunt_coll coll, const void* send, const void* recv, uint32_t rank,
                           uint64_t per_rank_bytes);
+/* Whether the collective takes a reduction op (allreduce, reducescatter). */
+static inline bool shunt_coll_reduces(enum shunt_coll c) {
+  return c == SHUNT_COLL_ALLREDUCE || c == SHUNT_COLL_REDUCESCATTER;
+}
 /* Bytes of one element, 0 for an unknown type. */
 uint32_t shunt_dtype_size(enum shunt_dtype t);
 

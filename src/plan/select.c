@@ -34,6 +34,8 @@ bool shunt_select_inplace(enum shunt_coll coll, const void* send, const void* re
                           uint64_t per_rank_bytes) {
   if (coll == SHUNT_COLL_ALLGATHER)
     return (uintptr_t)send == (uintptr_t)recv + (uintptr_t)rank * (uintptr_t)per_rank_bytes;
+  if (coll == SHUNT_COLL_REDUCESCATTER)
+    return (uintptr_t)recv == (uintptr_t)send + (uintptr_t)rank * (uintptr_t)per_rank_bytes;
   return send == recv;
 }
 
@@ -136,7 +138,7 @@ static void warn_overlaps(const struct shunt_planset* ps, const struct bucket* b
       const struct sel_entry *a = &ps->sel[bk->start + i], *b = &ps->sel[bk->start + j];
       if (a->max < b->min || b->max < a->min) continue;
       if (a->rpn != b->rpn) continue; /* other placements, or the placement's own plan wins */
-      if (bk->coll == SHUNT_COLL_ALLREDUCE && !redops_overlap(a->redop, b->redop)) continue;
+      if (shunt_coll_reduces((enum shunt_coll)bk->coll) && !redops_overlap(a->redop, b->redop)) continue;
       uint64_t lo = a->min > b->min ? a->min : b->min, hi = a->max < b->max ? a->max : b->max;
       /* Where each range came from (the plan file, or FILE:LINE of a tuning rule), so that a
        * tuning file's overlap names the lines to mend. */
@@ -199,7 +201,8 @@ static const uint8_t redop_exact[SHUNT_REDOP_OTHER] = {
 struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
                                             const struct shunt_select_query* q) {
   struct shunt_selection res = {NULL, false, NULL};
-  if (q->coll != SHUNT_COLL_ALLREDUCE && q->coll != SHUNT_COLL_ALLGATHER) {
+  if (q->coll != SHUNT_COLL_ALLREDUCE && q->coll != SHUNT_COLL_ALLGATHER &&
+      q->coll != SHUNT_COLL_REDUCESCATTER) {
     res.why_not = "collective not served by plans";
     return res;
   }
@@ -208,7 +211,7 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
     return res;
   }
   uint8_t need = SHUNT_PLAN_REDOP_NONE;
-  if (q->coll == SHUNT_COLL_ALLREDUCE) {
+  if (shunt_coll_reduces(q->coll)) {
     if ((unsigned)q->op >= SHUNT_REDOP_OTHER) {
       res.why_not = "reduction op not computed by plans";
       return res;
@@ -218,7 +221,7 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
      * NCCL does, which a sum plan serves too. */
     res.scale = (q->op == SHUNT_REDOP_AVG && is_float(q->dtype)) || q->op == SHUNT_REDOP_PREMULSUM;
   }
-  if (q->coll == SHUNT_COLL_ALLGATHER && q->nranks == 0) {
+  if ((q->coll == SHUNT_COLL_ALLGATHER || q->coll == SHUNT_COLL_REDUCESCATTER) && q->nranks == 0) {
     res.why_not = "no ranks";
     return res;
   }
@@ -248,7 +251,7 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
       res.why_not = "plans for this size need another number of ranks per node";
       continue;
     }
-    if (q->coll == SHUNT_COLL_ALLREDUCE && s->redop > SHUNT_PLAN_REDOP_SUM && s->redop != need) {
+    if (shunt_coll_reduces(q->coll) && s->redop > SHUNT_PLAN_REDOP_SUM && s->redop != need) {
       res.why_not = "plans for this size serve another reduction op";
       continue;
     }

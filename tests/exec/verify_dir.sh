@@ -1,7 +1,7 @@
 #!/bin/sh
 # Verifies every *.json plan of a folder, found when the test runs (an empty folder passes).
 # VERIFY_GLOB, a shell pattern, takes only the files it matches (default *.json); VERIFY_SKIP,
-# another, passes over the plans whose file name matches it. The plans go to one shunt-plan
+# patterns separated by spaces, passes over the plans whose file name matches one of them. The plans go to one shunt-plan
 # process, which keeps what it made for one plan for the next (the CPU-built kernel's device
 # threads above all: under ThreadSanitizer, making them again per plan cost more than running).
 # usage: verify_dir.sh SHUNT_PLAN DIR [verify options...]
@@ -12,8 +12,14 @@ n=0
 # shellcheck disable=SC2231
 for f in "$dir"/${VERIFY_GLOB:-*.json}; do
   [ -e "$f" ] || continue
+  skip=0
+  set -f # the patterns are split at spaces, not expanded here
   # shellcheck disable=SC2254
-  case "${f##*/}" in ${VERIFY_SKIP:-/}) continue ;; esac
+  for pat in ${VERIFY_SKIP:-/}; do
+    case "${f##*/}" in $pat) skip=1 ;; esac
+  done
+  set +f
+  [ "$skip" -eq 1 ] && continue
   n=$((n + 1))
   set -- "$@" "$f"
 done

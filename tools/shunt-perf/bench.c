@@ -55,7 +55,8 @@ static struct perf_case lane_case(const struct perf_case* c, const struct perf_l
   return lc;
 }
 
-/* Where rank l's call reads from: its send buffer, or in place its own part of recv. */
+/* Where rank l's call reads from: its send buffer, or in place its own part of recv
+ * (reducescatter: the whole of recv, its output being the rank's part). */
 static const void* lane_send(const struct perf_case* c, const struct perf_lane* l, int inplace) {
   size_t es = perf_dtype_size(c->type);
   unsigned char* recv = l->recv;
@@ -63,13 +64,23 @@ static const void* lane_send(const struct perf_case* c, const struct perf_lane* 
   return c->coll == PERF_COLL_ALLGATHER ? recv + (size_t)l->rank * c->count * es : recv;
 }
 
+/* Where rank l's call writes: recv, or for an in-place reducescatter the rank's part of it. */
+static void* lane_recv(const struct perf_case* c, const struct perf_lane* l, int inplace) {
+  size_t es = perf_dtype_size(c->type);
+  unsigned char* recv = l->recv;
+  return inplace && c->coll == PERF_COLL_REDUCESCATTER ? recv + (size_t)l->rank * c->count * es : recv;
+}
+
 static int lane_call(struct perf_lane* l, const struct perf_case* c, int inplace, ncclRedOp_t op) {
   cudaStream_t s = perf_dev_stream(l->dev);
   const void* send = lane_send(c, l, inplace);
+  void* recv = lane_recv(c, l, inplace);
   if (c->coll == PERF_COLL_ALLGATHER)
-    NCCL_OK(l, ncclAllGather(send, l->recv, c->count, c->type, l->comm, s));
+    NCCL_OK(l, ncclAllGather(send, recv, c->count, c->type, l->comm, s));
+  else if (c->coll == PERF_COLL_REDUCESCATTER)
+    NCCL_OK(l, ncclReduceScatter(send, recv, c->count, c->type, op, l->comm, s));
   else
-    NCCL_OK(l, ncclAllReduce(send, l->recv, c->count, c->type, op, l->comm, s));
+    NCCL_OK(l, ncclAllReduce(send, recv, c->count, c->type, op, l->comm, s));
   return 0;
 }
 
@@ -81,7 +92,7 @@ static int call(struct perf_thread* t, const struct perf_case* c, int inplace) {
   for (; made < t->nlocal && rc == 0; made++) {
     struct perf_lane* l = &t->lanes[made];
     ops[made] = (ncclRedOp_t)c->op;
-    if (c->coll != PERF_COLL_ALLREDUCE || c->op != PERF_OP_MULSUM) continue;
+    if (!perf_reduces(c->coll) || c->op != PERF_OP_MULSUM) continue;
     struct perf_case lc = lane_case(c, l);
     uint64_t scalar = perf_mulsum_scalar(&lc);
     ncclResult_t r = ncclRedOpCreatePreMulSum(&ops[made], &scalar, c->type, ncclScalarHostImmediate, l->comm);
@@ -106,7 +117,7 @@ static int call(struct perf_thread* t, const struct perf_case* c, int inplace) {
       }
     }
   }
-  if (c->coll == PERF_COLL_ALLREDUCE && c->op == PERF_OP_MULSUM)
+  if (perf_reduces(c->coll) && c->op == PERF_OP_MULSUM)
     for (int k = 0; k < made && k < t->nlocal; k++)
       if (ncclRedOpDestroy(ops[k], t->lanes[k].comm) != ncclSuccess) rc = -1;
   return rc;
@@ -177,20 +188,19 @@ static int timed_half(struct perf_thread* t, const struct perf_case* c, int inpl
   snprintf(plan, plan_len, "%s", last_plan(t->lanes[0].comm));
   for (int k = 0; k < t->nlocal; k++) h[k] = (struct half_local){us, o->check ? 0 : -1};
   if (!o->check) return 0;
-  size_t out = c->coll == PERF_COLL_ALLGATHER ? c->count * (size_t)c->nranks : c->count;
   int64_t any = 0;
   for (int round = 0; round < o->check && any == 0; round++) {
     for (int k = 0; k < t->nlocal; k++) {
       struct perf_lane* l = &t->lanes[k];
       struct perf_case lc = lane_case(c, l);
       perf_fill_input(&lc, l->host);
-      perf_dev_upload(l->dev, (void*)lane_send(c, l, inplace), l->host, c->count * es);
+      perf_dev_upload(l->dev, (void*)lane_send(c, l, inplace), l->host, perf_in_count(&lc) * es);
     }
     if (call(t, c, inplace) != 0 || sync_all(t) != 0) return -1;
     for (int k = 0; k < t->nlocal; k++) {
       struct perf_lane* l = &t->lanes[k];
       struct perf_case lc = lane_case(c, l);
-      perf_dev_download(l->dev, l->host, l->recv, out * es);
+      perf_dev_download(l->dev, l->host, lane_recv(c, l, inplace), perf_out_count(&lc) * es);
       h[k].wrong = perf_count_wrong(&lc, l->host);
       any += h[k].wrong;
     }
@@ -202,9 +212,9 @@ static int timed_half(struct perf_thread* t, const struct perf_case* c, int inpl
 static void progress(struct perf_thread* r, const struct perf_case* c, int k, int nsizes, size_t bytes) {
   double t = now_s();
   if (r->lanes[0].rank != 0 || t < r->next_progress) return;
-  fprintf(stderr, "shunt-perf: %s %s %s: size %d of %d (%zu B)\n",
-          c->coll == PERF_COLL_ALLGATHER ? "allgather" : "allreduce", perf_dtype_name(c->type),
-          c->coll == PERF_COLL_ALLGATHER ? "none" : perf_op_name(c->op), k + 1, nsizes, bytes);
+  fprintf(stderr, "shunt-perf: %s %s %s: size %d of %d (%zu B)\n", perf_coll_name(c->coll),
+          perf_dtype_name(c->type), perf_reduces(c->coll) ? perf_op_name(c->op) : "none", k + 1, nsizes,
+          bytes);
   r->next_progress = t + 5;
 }
 
@@ -213,14 +223,15 @@ static size_t next_size(const struct perf_opts* o, size_t s) {
   return n > s ? n : s + 1;
 }
 
-/* One row: counts as nccl-tests computes them (allgather: per-rank count rounded down to
- * 16 bytes), the two timed halves, the check, and the exchange of results with all ranks. */
+/* One row: counts as nccl-tests computes them (allgather and reducescatter: per-rank count
+ * rounded down to 16 bytes, bus bandwidth (n-1)/n of the algorithm's), the two timed halves,
+ * the check, and the exchange of results with all ranks. */
 static int row(struct perf_thread* r, struct perf_case* c, size_t size, double* bw_sum, int* bw_n,
                int64_t* table_wrong) {
   size_t es = perf_dtype_size(c->type), count = size / es, n = (size_t)r->nranks;
   size_t bytes = count * es, shown = count;
   double factor = n > 1 ? 2.0 * (double)(n - 1) / (double)n : 0;
-  if (c->coll == PERF_COLL_ALLGATHER) {
+  if (c->coll == PERF_COLL_ALLGATHER || c->coll == PERF_COLL_REDUCESCATTER) {
     /* nccl-tests rounds each rank's part to 16 bytes; --random keeps every count exact. */
     count = r->o->random_sizes ? (count / n ? count / n : 1) : (count / n) & ~(16 / es - 1);
     shown = count * n;
@@ -259,7 +270,7 @@ static int row(struct perf_thread* r, struct perf_case* c, size_t size, double* 
     else
       snprintf(plan, sizeof(plan), "%s", plans[0]);
     perf_print_row(bytes, shown, perf_dtype_name(c->type),
-                   c->coll == PERF_COLL_ALLGATHER ? "none" : perf_op_name(c->op), -1, &h[0], &h[1], plan);
+                   perf_reduces(c->coll) ? perf_op_name(c->op) : "none", -1, &h[0], &h[1], plan);
   }
   if (every != all) free(every);
   return rc;
@@ -280,20 +291,20 @@ static size_t random_size(const struct perf_opts* o, int k) {
 /* --random: size k with the k-th dtype (and op) in turn, one table. */
 static int random_table(struct perf_thread* r, int coll) {
   const struct perf_opts* o = r->o;
-  if (r->lanes[0].rank == 0) perf_print_table_header(coll == PERF_COLL_ALLGATHER ? "allgather" : "allreduce");
+  if (r->lanes[0].rank == 0) perf_print_table_header(perf_coll_name(coll));
   double bw_sum = 0;
   int bw_n = 0;
   int64_t wrong = 0;
+  size_t per = coll == PERF_COLL_ALLREDUCE ? 1 : (size_t)r->nranks;
   for (int k = 0; k < o->random_sizes; k++) {
     struct perf_case c = {coll,
                           o->types[k % o->ntypes],
-                          o->ops[k % (coll == PERF_COLL_ALLGATHER ? 1 : o->nops)],
+                          o->ops[k % (perf_reduces(coll) ? o->nops : 1)],
                           r->lanes[0].rank,
                           r->nranks,
                           0};
     size_t s = random_size(o, k), es = perf_dtype_size(c.type);
-    if (s < es * (coll == PERF_COLL_ALLGATHER ? (size_t)r->nranks : 1))
-      s = es * (coll == PERF_COLL_ALLGATHER ? (size_t)r->nranks : 1);
+    if (s < es * per) s = es * per;
     progress(r, &c, k, o->random_sizes, s);
     if (row(r, &c, s, &bw_sum, &bw_n, &wrong) != 0) return -1;
   }
@@ -307,11 +318,11 @@ static int table(struct perf_thread* r, int coll) {
   if (o->random_sizes) return random_table(r, coll);
   int nsizes = 0;
   for (size_t s = o->min_bytes; s <= o->max_bytes; s = next_size(o, s)) nsizes++;
-  if (r->lanes[0].rank == 0) perf_print_table_header(coll == PERF_COLL_ALLGATHER ? "allgather" : "allreduce");
+  if (r->lanes[0].rank == 0) perf_print_table_header(perf_coll_name(coll));
   double bw_sum = 0;
   int bw_n = 0;
   int64_t wrong = 0;
-  int nops = coll == PERF_COLL_ALLGATHER ? 1 : o->nops;
+  int nops = perf_reduces(coll) ? o->nops : 1;
   for (int cycle = 0; o->cycles == 0 || cycle < o->cycles; cycle++) {
     for (int t = 0; t < o->ntypes; t++) {
       for (int op = 0; op < nops; op++) {
@@ -351,6 +362,7 @@ int perf_bench(struct perf_thread* r) {
     r->next_progress = now_s() + 5;
     if (r->o->colls & PERF_COLL_ALLREDUCE) rc = table(r, PERF_COLL_ALLREDUCE);
     if (rc == 0 && (r->o->colls & PERF_COLL_ALLGATHER)) rc = table(r, PERF_COLL_ALLGATHER);
+    if (rc == 0 && (r->o->colls & PERF_COLL_REDUCESCATTER)) rc = table(r, PERF_COLL_REDUCESCATTER);
   }
   for (int k = 0; k < r->nlocal; k++) {
     struct perf_lane* l = &r->lanes[k];

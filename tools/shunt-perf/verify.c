@@ -42,11 +42,29 @@ static uint64_t load(const void* p, size_t i, size_t es) {
   return v;
 }
 
+size_t perf_in_count(const struct perf_case* c) {
+  return c->coll == PERF_COLL_REDUCESCATTER ? c->count * (size_t)c->nranks : c->count;
+}
+
+size_t perf_out_count(const struct perf_case* c) {
+  return c->coll == PERF_COLL_ALLGATHER ? c->count * (size_t)c->nranks : c->count;
+}
+
+int perf_reduces(int coll) {
+  return coll != PERF_COLL_ALLGATHER;
+}
+
+const char* perf_coll_name(int coll) {
+  return coll == PERF_COLL_ALLGATHER       ? "allgather"
+         : coll == PERF_COLL_REDUCESCATTER ? "reducescatter"
+                                           : "allreduce";
+}
+
 void perf_fill_input(const struct perf_case* c, void* host) {
-  size_t es = perf_dtype_size(c->type);
+  size_t es = perf_dtype_size(c->type), n = perf_in_count(c);
   uint64_t table[17];
   for (int v = 0; v <= 16; v++) table[v] = perf_encode(c->type, v);
-  for (size_t i = 0; i < c->count; i++) store(host, i, es, table[input(c, c->rank, i)]);
+  for (size_t i = 0; i < n; i++) store(host, i, es, table[input(c, c->rank, i)]);
 }
 
 uint64_t perf_mulsum_scalar(const struct perf_case* c) {
@@ -86,7 +104,9 @@ static double reduced(const struct perf_case* c, size_t i) {
 
 int64_t perf_count_wrong(const struct perf_case* c, const void* host) {
   size_t es = perf_dtype_size(c->type);
-  int tolerant = c->coll == PERF_COLL_ALLREDUCE && c->op == ncclAvg && perf_dtype_is_float(c->type);
+  int tolerant = perf_reduces(c->coll) && c->op == ncclAvg && perf_dtype_is_float(c->type);
+  /* Reducescatter: rank r's output is the allreduce's slice r. */
+  size_t at = c->coll == PERF_COLL_REDUCESCATTER ? (size_t)c->rank * c->count : 0;
   uint64_t table[17];
   for (int v = 0; v <= 16; v++) table[v] = perf_encode(c->type, v);
   int64_t wrong = 0;
@@ -97,7 +117,7 @@ int64_t perf_count_wrong(const struct perf_case* c, const void* host) {
     return wrong;
   }
   for (size_t i = 0; i < c->count; i++) {
-    double v = reduced(c, i);
+    double v = reduced(c, at + i);
     uint64_t want = v == (int)v && v >= 0 && v <= 16 ? table[(int)v] : perf_encode(c->type, v);
     uint64_t got = load(host, i, es);
     if (got != want && !(tolerant && perf_ulp_distance(c->type, got, want) <= 2)) wrong++;

@@ -18,18 +18,26 @@
 #include "options.h"
 
 struct perf_case {
-  int coll; /* PERF_COLL_ALLREDUCE or PERF_COLL_ALLGATHER */
+  int coll; /* PERF_COLL_ALLREDUCE, PERF_COLL_ALLGATHER or PERF_COLL_REDUCESCATTER */
   ncclDataType_t type;
   int op; /* ncclRedOp_t or PERF_OP_MULSUM; unused for allgather */
   int rank, nranks;
-  size_t count; /* NCCL's count argument: elements per rank for allgather */
+  size_t count; /* NCCL's count argument: elements per rank for allgather and reducescatter */
 };
 
-/* Writes rank's input (count elements) into host memory. */
+/* Elements of a rank's input and output. */
+size_t perf_in_count(const struct perf_case* c);
+size_t perf_out_count(const struct perf_case* c);
+/* Whether the collective takes a reduction op. */
+int perf_reduces(int coll);
+/* The collective's name as nccl-tests' tables give it. */
+const char* perf_coll_name(int coll);
+/* Writes rank's input (perf_in_count elements) into host memory. A reducescatter's input is
+ * an allreduce's of ranks x count elements, of which rank r keeps slice r. */
 void perf_fill_input(const struct perf_case* c, void* host);
 /* The mulsum scalar of this rank, encoded in the case's type. */
 uint64_t perf_mulsum_scalar(const struct perf_case* c);
-/* Wrong elements in host, this rank's output (count elements, or count * nranks for allgather). */
+/* Wrong elements in host, this rank's output (perf_out_count elements). */
 int64_t perf_count_wrong(const struct perf_case* c, const void* host);
 
 #endif

@@ -1,7 +1,8 @@
 /* shunt-plan verify: run a plan on the host backend, one process per rank, and compare every
  * output byte with the reference collective.
  *
- * For each size (total bytes: allreduce buffer, allgather output), dtype and op, every rank
+ * For each size (total bytes: allreduce buffer, allgather output, reducescatter input), dtype
+ * and op, every rank
  * runs K executions back to back; before each, inputs are filled with rank- and
  * index-dependent values (small integers, so any summation order is exact in every dtype)
  * and outputs with a sentinel. Prints PASS, the first mismatch (rank, byte offset, expected,
@@ -89,6 +90,9 @@ static void in_out_bytes(const struct shunt_plan* p, uint64_t total, uint64_t* i
   if (p->coll == SHUNT_COLL_ALLGATHER) {
     *out = total;
     *in = total / p->ngpus;
+  } else if (p->coll == SHUNT_COLL_REDUCESCATTER) {
+    *in = total;
+    *out = total / p->ngpus;
   } else {
     *in = *out = total;
   }
@@ -122,10 +126,11 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
   struct shunt_host_tail tail = {NULL, 0};
   char* out = malloc(user_out_max ? user_out_max : 1);
   char* in = malloc(user_in_max ? user_in_max : 1);
-  char* tmp = malloc(user_out_max / o->nranks + 64);
+  bool rs = plan->coll == SHUNT_COLL_REDUCESCATTER;
+  char* tmp = malloc((rs ? user_out_max : user_out_max / o->nranks) + 64);
   char* exp = sh->expected;
   int status = 0;
-  bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE;
+  bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE || rs;
   if (!cache || !out || !in || !tmp) {
     status = 3;
     snprintf(msg, MSG_BYTES, "rank %u: out of memory", rank);
@@ -146,10 +151,15 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
     uint32_t es = shunt_dtype_size((enum shunt_dtype)s->dt);
     /* This rank's slice of the reference output, in whole elements. */
     uint64_t nel = s->out / es, lo = nel * rank / o->nranks * es, hi = nel * (rank + 1) / o->nranks * es;
+    /* Reducescatter: this rank's output is the reduction of the ranks' slice `rank`; the
+     * reference holds every rank's output, slice by slice, and each rank computes its own. */
+    if (rs) lo = (uint64_t)rank * s->out, hi = lo + s->out;
+    uint64_t cmp_at = rs ? lo : 0;
     for (unsigned it = 0; it < o->iters && status < 2; it++) {
       unsigned seed = k * 131 + it;
-      char* user_in = inplace ? (reduce ? out : out + (uint64_t)rank * s->in) : in;
-      memset(out, 0xa5, s->out);
+      char* user_in = rs ? in : inplace ? (reduce ? out : out + (uint64_t)rank * s->in) : in;
+      char* user_out = rs && inplace ? in + (uint64_t)rank * s->out : out;
+      memset(user_out, 0xa5, s->out);
       verify_fill_input(user_in, 0, s->in, rank, o->nranks, seed, (enum shunt_dtype)s->dt, s->op, reduce);
       if (reduce)
         verify_expected_allreduce(exp + lo, tmp, lo, hi - lo, o->nranks, seed, (enum shunt_dtype)s->dt,
@@ -157,8 +167,8 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
       else
         memcpy(exp + (uint64_t)rank * s->in, user_in, s->in);
       char err[MSG_BYTES];
-      int rc =
-          shunt_host_run_call(w, cache, plan, rank, &cs, &sp, user_in, out, &ro, &tail, err, sizeof(err));
+      int rc = shunt_host_run_call(w, cache, plan, rank, &cs, &sp, user_in, user_out, &ro, &tail, err,
+                                   sizeof(err));
       sh->res[rank].runs++;
       if (rc) {
         status = rc == SHUNT_EXEC_TIMEOUT ? 2 : 3;
@@ -168,15 +178,15 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
       /* Every slice of the reference is written once every rank has finished its run. */
       if (bs_barrier(&bc)) break;
       /* After a mismatch the rank keeps running, so its peers never wait for it. */
-      if (!status && memcmp(exp, out, s->out) != 0) {
+      if (!status && memcmp(exp + cmp_at, user_out, s->out) != 0) {
         uint64_t b = 0;
-        while (exp[b] == out[b]) b++;
+        while (exp[cmp_at + b] == user_out[b]) b++;
         status = 1;
         snprintf(msg, MSG_BYTES,
                  "mismatch: %s, %" PRIu64 " bytes, %s %s, iteration %u: rank %u byte offset %" PRIu64
                  ": expected 0x%02x, got 0x%02x",
                  plan->name, s->total, verify_dt_names[s->dt], reduce ? verify_op_names[s->op] : "-", it,
-                 rank, b, (unsigned)(unsigned char)exp[b], (unsigned)(unsigned char)out[b]);
+                 rank, b, (unsigned)(unsigned char)exp[cmp_at + b], (unsigned)(unsigned char)user_out[b]);
       }
       /* Nobody writes the next reference before every rank has compared this one. */
       if (bs_barrier(&bc)) break;
@@ -203,6 +213,7 @@ static uint64_t granule(const struct shunt_plan* p) {
   uint64_t ic = p->gpus[0].input_chunks ? p->gpus[0].input_chunks : 1;
   uint64_t g = a * ic;
   if (p->coll == SHUNT_COLL_ALLGATHER) g *= p->ngpus;
+  if (p->coll == SHUNT_COLL_REDUCESCATTER && (g / a) % p->ngpus) g *= p->ngpus;
   uint64_t oc = p->gpus[0].output_chunks;
   while (oc && (g / a) % oc) g += a * ic * (p->coll == SHUNT_COLL_ALLGATHER ? p->ngpus : 1);
   return g;
@@ -234,7 +245,8 @@ static unsigned default_sizes(const struct shunt_plan* p, const struct vopts* o,
   }
   /* Sizes the chunk rule does not take (a head and a padded tail, exec/split.h): one element
    * above the first size, and one element of the dtype per rank, when the range holds them. */
-  uint64_t es = shunt_dtype_size((enum shunt_dtype)dt), per = p->coll == SHUNT_COLL_ALLGATHER ? p->ngpus : 1;
+  uint64_t es = shunt_dtype_size((enum shunt_dtype)dt),
+           per = p->coll == SHUNT_COLL_ALLGATHER || p->coll == SHUNT_COLL_REDUCESCATTER ? p->ngpus : 1;
   uint64_t odd[2] = {lo + es * per, es * per};
   for (unsigned k = 0; k < 2 && n < MAX_SIZES; k++) {
     bool have = false;
@@ -482,9 +494,11 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
     plan->max_message_size = UINT64_MAX;
   }
   int rc = 2;
-  bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE;
-  if (plan->coll != SHUNT_COLL_ALLREDUCE && plan->coll != SHUNT_COLL_ALLGATHER) {
-    fprintf(stderr, "%s: verify knows allreduce and allgather, not '%s'\n", o.file, plan->collective);
+  bool reduce = shunt_coll_reduces(plan->coll);
+  if (plan->coll != SHUNT_COLL_ALLREDUCE && plan->coll != SHUNT_COLL_ALLGATHER &&
+      plan->coll != SHUNT_COLL_REDUCESCATTER) {
+    fprintf(stderr, "%s: verify knows allreduce, allgather and reducescatter, not '%s'\n", o.file,
+            plan->collective);
     goto out;
   }
   if (o.nranks && o.nranks != plan->ngpus) {
@@ -494,6 +508,10 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
   o.nranks = plan->ngpus;
   if (o.nranks > 64) {
     fprintf(stderr, "%s: verify runs at most 64 ranks\n", o.file);
+    goto out;
+  }
+  if (plan->coll == SHUNT_COLL_REDUCESCATTER && o.backend != VERIFY_BACKEND_HOST) {
+    fprintf(stderr, "%s: reducescatter runs on the host backend only\n", o.file);
     goto out;
   }
   if (o.net && o.backend != VERIFY_BACKEND_HOST) {
@@ -599,9 +617,12 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
   }
   memset(sh, 0, shbytes);
   sh->nranks = o.nranks;
+  /* The reference: the output (reducescatter: every rank's output, as long as the input). */
   uint64_t max_out = 0;
-  for (unsigned k = 0; k < nshapes; k++)
-    if (shapes[k].out > max_out) max_out = shapes[k].out;
+  for (unsigned k = 0; k < nshapes; k++) {
+    uint64_t ref = plan->coll == SHUNT_COLL_REDUCESCATTER ? shapes[k].in : shapes[k].out;
+    if (ref > max_out) max_out = ref;
+  }
   sh->expected = mmap(NULL, max_out, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (sh->expected == MAP_FAILED) {
     fprintf(stderr, "mmap: %s\n", strerror(errno));

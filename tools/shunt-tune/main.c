@@ -41,7 +41,7 @@ static void usage(FILE* f) {
           "  -b, -e SIZE             smallest and largest size (default 1K and 16M; K, M, G)\n"
           "  -f F                    step factor between sizes (default 2)\n"
           "  -n N, -w N              timed and warm-up calls per size and run (default 20, 3)\n"
-          "  --coll C                allreduce, allgather or all (default all)\n"
+          "  --coll C                allreduce, allgather, reducescatter or all (default all)\n"
           "  -o FILE                 the tuning file to write (default shunt.tuning)\n"
           "  --plot FILE             the plot (PNG) to write (default: the tuning file's name + .png)\n"
           "  --margin PCT            a plan takes over only when faster by more than PCT%% (default 5)\n"
@@ -116,8 +116,9 @@ static int parse(int argc, char** argv, struct opts* o) {
     fprintf(stderr, "shunt-tune: unknown option %s (see --help)\n", a);
     return -1;
   }
-  if (strcmp(o->coll, "all") && strcmp(o->coll, "allreduce") && strcmp(o->coll, "allgather")) {
-    fprintf(stderr, "shunt-tune: --coll %s: want allreduce, allgather or all\n", o->coll);
+  if (strcmp(o->coll, "all") && strcmp(o->coll, "allreduce") && strcmp(o->coll, "allgather") &&
+      strcmp(o->coll, "reducescatter")) {
+    fprintf(stderr, "shunt-tune: --coll %s: want allreduce, allgather, reducescatter or all\n", o->coll);
     return -1;
   }
   if (o->min_runs > o->max_runs) o->min_runs = o->max_runs;
@@ -424,10 +425,10 @@ int main(int argc, char** argv) {
   bool placed = run_placement(head, nranks, &rpn);
 
   /* Groups: each collective asked for, out of place then in place. */
-  static struct tune_group groups[4];
+  static struct tune_group groups[6];
   unsigned ng = 0;
-  const char* colls[] = {"allreduce", "allgather"};
-  for (unsigned k = 0; k < 2; k++) {
+  const char* colls[] = {"allreduce", "allgather", "reducescatter"};
+  for (unsigned k = 0; k < 3; k++) {
     if (strcmp(o.coll, "all") && strcmp(o.coll, colls[k])) continue;
     for (int ip = 0; ip < 2; ip++) {
       struct tune_group* g = &groups[ng];

@@ -243,7 +243,7 @@ int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const v
     FAIL(SHUNT_EXEC_INVALID, "plan needs %" PRIu64 " bytes of scratch per half, the world has %" PRIu64,
          p->scratch_bytes, scratch_cap);
   enum shunt_elem_scaling scaling = SHUNT_SCALE_NONE;
-  if (p->coll == SHUNT_COLL_ALLREDUCE) {
+  if (p->coll == SHUNT_COLL_ALLREDUCE || p->coll == SHUNT_COLL_REDUCESCATTER) {
     if (!shunt_elem_supported((enum shunt_dtype)p->dtype, (enum shunt_redop)p->redop))
       FAIL(SHUNT_EXEC_INVALID, "dtype %u with op %u is not computed by the host executor", p->dtype,
            p->redop);
@@ -275,22 +275,34 @@ int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const v
   *sh = (struct shunt_host_shared){0}; /* the barrier counters at 0, not expired */
 
   /* Bind the buffers. */
-  char* out = stage_o ? stage_out : (char*)user_out;
-  if (stage_o && alias && user_out != stage_out) memcpy(stage_out, user_out, p->out_bytes);
+  char* out;
   char* in;
-  if (stage_i) {
-    in = stage_in;
-    const char* src = alias && stage_o ? out + ((const char*)user_in - (const char*)user_out) : user_in;
+  if (alias && SHUNT_PROG_OUT_IN_INPUT(p)) {
+    /* Reducescatter in place: the output is a view into the input, staged (and scaled there)
+     * or the user's own; only the view is copied back. */
+    in = stage_i ? stage_in : (char*)(uintptr_t)user_in;
     if (scaling == SHUNT_SCALE_PRE)
-      shunt_elem_premul((enum shunt_dtype)p->dtype, in, src, p->in_bytes / es, scalar, p->nranks);
-    else if (in != src)
-      memcpy(in, src, p->in_bytes);
-  } else if (alias) {
-    in = out + ((const char*)user_in - (const char*)user_out);
-    if (scaling == SHUNT_SCALE_PRE)
-      shunt_elem_premul((enum shunt_dtype)p->dtype, in, in, p->in_bytes / es, scalar, p->nranks);
+      shunt_elem_premul((enum shunt_dtype)p->dtype, in, user_in, p->in_bytes / es, scalar, p->nranks);
+    else if (in != user_in)
+      memcpy(in, user_in, p->in_bytes);
+    out = in + ((const char*)user_out - (const char*)user_in);
   } else {
-    in = (char*)(uintptr_t)user_in; /* read only: no op of a plan writes its input */
+    out = stage_o ? stage_out : (char*)user_out;
+    if (stage_o && alias && user_out != stage_out) memcpy(stage_out, user_out, p->out_bytes);
+    if (stage_i) {
+      in = stage_in;
+      const char* src = alias && stage_o ? out + ((const char*)user_in - (const char*)user_out) : user_in;
+      if (scaling == SHUNT_SCALE_PRE)
+        shunt_elem_premul((enum shunt_dtype)p->dtype, in, src, p->in_bytes / es, scalar, p->nranks);
+      else if (in != src)
+        memcpy(in, src, p->in_bytes);
+    } else if (alias) {
+      in = out + ((const char*)user_in - (const char*)user_out);
+      if (scaling == SHUNT_SCALE_PRE)
+        shunt_elem_premul((enum shunt_dtype)p->dtype, in, in, p->in_bytes / es, scalar, p->nranks);
+    } else {
+      in = (char*)(uintptr_t)user_in; /* read only: no op of a plan writes its input */
+    }
   }
 
   uint64_t epoch = atomic_fetch_add(&w->epoch, 1) + 1;

@@ -102,6 +102,10 @@ static inline char* xh_base(struct shunt_xctx* X, unsigned kind, unsigned slot, 
   char* b;
   if (rank == sh->w->rank)
     b = sh->base[buf];
+  else if (sh->alias && SHUNT_PROG_OUT_IN_INPUT(X->prog))
+    b = buf == SHUNT_BUF_OUTPUT
+            ? shunt_world_buf(sh->w, rank, SHUNT_BUF_INPUT) + SHUNT_PROG_OUT_VIEW(X->prog, rank)
+            : shunt_world_buf(sh->w, rank, buf);
   else if (buf == SHUNT_BUF_INPUT && sh->alias)
     b = shunt_world_buf(sh->w, rank, SHUNT_BUF_OUTPUT) + SHUNT_PROG_IN_VIEW(X->prog, rank);
   else
