@@ -146,6 +146,8 @@ static void run_devptr(ncclComm_t comm, int rank) {
   CHECK_MSG(h != NULL, "cannot load the CUDA stand-in: %s", dlerror());
   if (!h) return;
   int (*add_device)(const void*, size_t) = (int (*)(const void*, size_t))dlsym(h, "fakecuda_add_device");
+  int (*cu_init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
+  CHECK(cu_init && cu_init(0) == 0); /* the driver answers nothing before cuInit */
   size_t count = 1024, total = count * (size_t)nranks;
   float* buf = malloc(total * sizeof(float));
   for (size_t i = 0; i < total; i++) buf[i] = rval(rank, i);
