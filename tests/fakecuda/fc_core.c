@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "exec/kcpu/kcpu_kernel.h"
 #include "fake_cuda.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -39,6 +40,9 @@ static void init(void) {
   if ((v = getenv("FAKECUDA_MAX_THREADS")) && atoi(v) > 0) max_threads = atoi(v);
   if ((v = getenv("FAKECUDA_SMS")) && atoi(v) > 0) sms = atoi(v);
   if ((v = getenv("FAKECUDA_RUN_THREADS")) && atoi(v) > 0) run_threads = atoi(v);
+  /* A device read of mapped host memory is a PCIe round trip, about 1 us (FAKECUDA_PCIE_NS). */
+  v = getenv("FAKECUDA_PCIE_NS");
+  shunt_kcpu_set_pcie_ns(v && *v ? atoll(v) : 1000);
   for (int d = 0; d < FC_MAX_DEVICES; d++)
     ctxs[d] = (struct fc_ctx){.device = d, .primary = true, .id = next_ctx_id++};
   parse_fault(getenv("FAKECUDA_FAULT"));

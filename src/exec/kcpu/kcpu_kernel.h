@@ -69,6 +69,8 @@ void shunt_kcpu_relax(uint32_t polls);
  * process: what costs a PCIe round trip each on a GPU. */
 void shunt_kcpu_pcie_read(void);
 long long shunt_kcpu_pcie_reads(void);
+/* What each such read costs from now on (ns; 0, the default: nothing). */
+void shunt_kcpu_set_pcie_ns(long long ns);
 
 /* The self-check's comparison (gpu_kernel.cuh: shunt_gpu_check_kernel). */
 int shunt_kcpu_check(struct shunt_kcpu_device* d, const float* out, uint64_t n, uint64_t per, uint32_t nranks,

@@ -54,11 +54,24 @@ void shunt_kcpu_idle(struct shunt_kcpu_idle* st) {
   st->seen = atomic_load(&g_progress.epoch);
 }
 
-/* A count for tests and measurements, touched only atomically. */
+/* A count for tests and measurements, and the time each read costs (0 unless a driver
+ * stand-in models PCIe), touched only atomically. */
 static _Atomic long long g_pcie_reads;
+static _Atomic long long g_pcie_ns;
 
 void shunt_kcpu_pcie_read(void) {
   atomic_fetch_add_explicit(&g_pcie_reads, 1, memory_order_relaxed);
+  long long ns = atomic_load_explicit(&g_pcie_ns, memory_order_relaxed);
+  if (ns <= 0) return;
+  /* The round trip a GPU's read of host memory takes: spun, as the device thread would stall. */
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do clock_gettime(CLOCK_MONOTONIC, &t);
+  while ((t.tv_sec - t0.tv_sec) * 1000000000LL + (t.tv_nsec - t0.tv_nsec) < ns);
+}
+
+void shunt_kcpu_set_pcie_ns(long long ns) {
+  atomic_store_explicit(&g_pcie_ns, ns, memory_order_relaxed);
 }
 
 long long shunt_kcpu_pcie_reads(void) {
