@@ -13,7 +13,8 @@
  *   The rules on contexts, capture, peers and images are in README.md.
  * - Occupancy: a device of FAKECUDA_SMS (default 8) multiprocessors, each holding 16 blocks of
  *   at most FAKECUDA_MAX_THREADS (default 32) threads, and none larger: the executor's blocks
- *   are host threads, so they stay few.
+ *   are host threads, so they stay few. Those slots are shared by every kernel running on the
+ *   device; a launch waits for its blocks' slots before it runs (fc_resident.c, README.md).
  * - The grid-stride scaling kernels run on a small grid whatever was asked, and the executor
  *   kernel runs its blocks as launched but each with at most FAKECUDA_RUN_THREADS (default 4)
  *   of the threads asked for: every op of the kernel strides over the block, so results do not
@@ -98,6 +99,15 @@ struct fc_ctx* fc_ctx_of(int device);
 struct fc_ctx* fc_current(void);
 int fc_max_threads(void);
 int fc_run_threads(void);
+int fc_sms(void);
+/* The blocks a multiprocessor holds at once (what cuOccupancyMaxActiveBlocksPerMultiprocessor
+ * answers for a block the device accepts). */
+#define FC_BLOCKS_PER_SM 16
+/* fc_resident.c: a launch's blocks take `blocks` of its device's resident block slots before it
+ * runs (waiting until that many are free: all kernels of the device, every stream) and give
+ * them back when it ends. A grid larger than the device waits for the device to be empty. */
+void fc_resident_enter(int device, unsigned blocks);
+void fc_resident_leave(int device, unsigned blocks);
 /* The fault for the n-th executor launch of the process (1-based): 0 none, 'c' corrupt, 's' skip. */
 int fc_fault_for(long n);
 

@@ -110,6 +110,10 @@ int fc_run_threads(void) {
   pthread_once(&once, init);
   return run_threads;
 }
+int fc_sms(void) {
+  pthread_once(&once, init);
+  return sms;
+}
 struct fc_ctx* fc_ctx_of(int device) {
   return device >= 0 && device < fc_devices() ? &ctxs[device] : NULL;
 }

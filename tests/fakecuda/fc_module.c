@@ -181,12 +181,12 @@ FC_EXPORT int cuFuncGetAttribute(int* v, int attr, void* f) {
   return FC_SUCCESS;
 }
 
-/* 16 blocks per multiprocessor of at most FAKECUDA_MAX_THREADS threads; none larger. */
+/* FC_BLOCKS_PER_SM (16) blocks per multiprocessor of at most FAKECUDA_MAX_THREADS threads; none larger. */
 FC_EXPORT int cuOccupancyMaxActiveBlocksPerMultiprocessor(int* n, void* f, int threads, size_t smem) {
   (void)smem;
   FC_NEED_INIT();
   if (!kind_of(f)) return FC_ERROR_INVALID_HANDLE;
-  *n = threads > 0 && threads <= fc_max_threads() ? 16 : 0;
+  *n = threads > 0 && threads <= fc_max_threads() ? FC_BLOCKS_PER_SM : 0;
   return FC_SUCCESS;
 }
 

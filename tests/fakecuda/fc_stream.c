@@ -279,8 +279,14 @@ static void run_op(struct fc_stream* s, struct op* o) {
       memset(o->dst, o->val, o->n);
       break;
     case OP_KERNEL: {
+      /* Its blocks must be resident first (fc_resident.c). The executor's blocks wait on each
+       * other, so its grid takes all its slots; the other kernels' blocks are independent (a
+       * grid-stride loop), and one resident block makes progress: it takes one. */
+      unsigned slots = o->launch.kind == FC_K_EXEC ? o->launch.blocks : 1;
+      fc_resident_enter(s->device, slots);
       char err[256];
       if (fc_launch_run(&s->runner, &o->launch, err, sizeof(err)) != 0) s->error = FC_ERROR_LAUNCH_FAILED;
+      fc_resident_leave(s->device, slots);
       break;
     }
     case OP_RECORD:
