@@ -92,6 +92,8 @@ struct shunt_gpu_verdict_info {
   uint64_t bytes;    /* !ok: the call size that failed (the collective's total bytes) */
   char plan[96];     /* !ok: the plan */
   char what[320];    /* !ok: what went wrong (mismatch, timeout, launch error) */
+  bool busy;         /* !ok: inconclusive, the device was busy on every try (no fault of shunt's) */
+  uint32_t tries;    /* !ok: runs of the failing size (more than 1: retried, the device was busy) */
 };
 
 /* Collective over b's exchange (a GPU backend): runs every plan of `plans` on shunt's own

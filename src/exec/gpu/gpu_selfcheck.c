@@ -12,16 +12,23 @@
 #include "exec/gpu/gpu_backend.h"
 #include "exec/gpu/gpu_kernels.h"
 #include "exec/gpu/gpu_selfcheck_values.h"
+#include "exec/gpu/gpu_world.h"
 #include "exec/host/host_run.h"
 #include "plan/planset.h"
 
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
 #define LARGE_BYTES (1u << 20)
 
-/* What a rank says after a run. */
-enum { PASSED = 0, UNFIT = 1, FAILED = 2 };
+/* What a rank says after a run. BUSY outranks FAILED: a rank whose kernel started only after its
+ * peers had given up explains their timeouts (the device was busy), so the run proves nothing. */
+enum { PASSED = 0, UNFIT = 1, FAILED = 2, BUSY = 3 };
+/* Tries of a run the device was too busy for, and the pause before the next: another
+ * application's kernels end in their own time, and a check that waited for them forever would
+ * hold up the communicator's creation. */
+#define BUSY_TRIES 3
+#define BUSY_PAUSE_MS 100
 struct vote {
-  uint32_t state; /* PASSED, UNFIT (this GPU cannot run the plan at all), FAILED */
+  uint32_t state; /* PASSED, UNFIT (this GPU cannot run the plan at all), FAILED, BUSY */
   uint32_t pad_;
   char what[304];
 };
@@ -126,6 +133,13 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
   if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(B->stream);
   if (e == CUDA_SUCCESS) memcpy(&first, B->host, sizeof(first));
   if (shunt_backend_check(b, err, sizeof(err)) != SHUNT_EXEC_OK) {
+    if (shunt_gpu_world_started_late(shunt_gpu_backend_world(b))) {
+      snprintf(what, wlen,
+               "the device was busy: rank %u's blocks could not all be resident until its peers had given up "
+               "waiting (SHUNT_GPU_CHECK_TIMEOUT)",
+               rank);
+      return BUSY;
+    }
     say(what, wlen, "timeout: ", err);
     return FAILED;
   }
@@ -242,16 +256,28 @@ int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const*
     sizes_for(plans[p], b->nranks, sz);
     for (int k = 0; k < 3 && !failed && !unfit[p]; k++) {
       if (!sz[k]) continue;
-      what[0] = 0;
-      local = run_one(b, &B, plans[p], sz[k], timeout_ms, what, sizeof(what));
-      out->runs++;
-      int st = agree(b, local, what, all, &bad);
+      int st = PASSED;
+      for (uint32_t t = 1;; t++) {
+        what[0] = 0;
+        local = run_one(b, &B, plans[p], sz[k], timeout_ms, what, sizeof(what));
+        out->runs++;
+        st = agree(b, local, what, all, &bad);
+        out->tries = t;
+        if (st != BUSY || t >= BUSY_TRIES) break;
+        /* Every rank saw the same vote, so every rank tries again, on a new world (the aborted
+         * one is broken), once every rank's frees are done (as after the last run, below). */
+        b->ops->free_world(b, true);
+        b->ex.barrier(b->ex.ctx);
+        struct timespec pause = {0, BUSY_PAUSE_MS * 1000000L};
+        nanosleep(&pause, NULL);
+      }
       if (st == UNFIT) {
         /* Not a fault: this GPU cannot run the plan for this many ranks; its calls go elsewhere. */
         unfit[p] = true;
         out->unfit++;
-      } else if (st == FAILED) {
+      } else if (st == FAILED || st == BUSY) {
         failed = 1;
+        out->busy = st == BUSY;
         snprintf(out->plan, sizeof(out->plan), "%s", plans[p]->name);
         out->bytes = plans[p]->coll == SHUNT_COLL_ALLGATHER ? sz[k] * b->nranks : sz[k];
       }

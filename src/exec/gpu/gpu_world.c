@@ -461,6 +461,13 @@ int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program*
   return SHUNT_GPU_TIMEOUT;
 }
 
+bool shunt_gpu_world_started_late(struct shunt_gpu_world* w) {
+  struct shunt_gpu_error e;
+  if (!w || shunt_gpu_error_read(&w->fifo->error, &e) == 0) return false;
+  /* The kernel's entry records exactly this when the abort word is already up (gpu_kernel.cuh). */
+  return e.code == SHUNT_GPU_ERR_ABORTED && e.what == SHUNT_GPU_WAIT_NONE;
+}
+
 static bool capturing(const struct shunt_cu* cu, CUstream stream) {
   int st = CU_STREAM_CAPTURE_STATUS_NONE;
   return cu->StreamIsCapturing(stream, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;

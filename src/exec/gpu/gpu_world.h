@@ -88,6 +88,11 @@ void shunt_gpu_world_release(struct shunt_gpu_world* w);
  * program that ran), what it waited on, the value awaited and the value seen. Reads host
  * memory only: safe while kernels run and inside stream capture. */
 int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program* p, char* err, size_t len);
+/* Whether this rank's failed run began only after the run had been given up: its kernel found
+ * the abort word already raised when it started (another rank's wait ran out while this rank's
+ * blocks were not yet resident, as when another application's kernels fill the device). Host
+ * memory only, as shunt_gpu_world_check. */
+bool shunt_gpu_world_started_late(struct shunt_gpu_world* w);
 /* Aborts this rank from the host: a store into its FIFO's abort word (mapped host memory), no
  * CUDA call, so it lands whatever another thread holds the context lock for. Its running (or
  * next) kernel sees it within 256 polls of any wait and raises every rank's abort word: every
