@@ -97,9 +97,9 @@ void shunt_gpu_gate_init(struct shunt_comm* c) {
     SHUNT_WARN("rank %d: GPU self-check not run (out of memory); device calls go to NCCL", c->rank);
   else if (v.busy)
     SHUNT_WARN(
-        "rank %d: GPU self-check inconclusive: plan %s, %llu bytes, runs given up: %u: %s; this communicator's device "
-        "calls go to NCCL, a fallback that may be spurious: the device was busy with other kernels, no fault "
-        "of shunt's was seen (a longer SHUNT_GPU_CHECK_TIMEOUT waits them out)",
+        "rank %d: GPU self-check inconclusive: plan %s, %llu bytes, runs given up: %u: %s; this "
+        "communicator's device calls go to NCCL, a fallback that may be spurious: the device was busy with "
+        "other kernels, no fault of shunt's was seen (a longer SHUNT_GPU_CHECK_TIMEOUT waits them out)",
         c->rank, v.plan, (unsigned long long)v.bytes, v.tries, v.what);
   else
     SHUNT_WARN(
