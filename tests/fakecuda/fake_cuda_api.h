@@ -31,4 +31,27 @@ long fakecuda_stream_count(void);
 long long fakecuda_pcie_reads(void);
 long fakecuda_exec_launches(void);
 
+/* VMM and stream-ordered memory, as cuda.h declares them (plain types): CUmemAllocationProp and
+ * CUmemAccessDesc laid out as the driver reads them. */
+struct prop {
+  int type, handle_types, loc_type, loc_id;
+  void* win32;
+  unsigned char flags[8];
+};
+struct access_desc {
+  int loc_type, loc_id, flags;
+};
+int cuMemCreate(unsigned long long* h, size_t size, const struct prop* p, unsigned long long flags);
+int cuMemAddressReserve(unsigned long long* ptr, size_t size, size_t align, unsigned long long addr,
+                        unsigned long long flags);
+int cuMemMap(unsigned long long ptr, size_t size, size_t offset, unsigned long long h,
+             unsigned long long flags);
+int cuMemSetAccess(unsigned long long ptr, size_t size, const struct access_desc* d, size_t count);
+int cuMemUnmap(unsigned long long ptr, size_t size);
+int cuMemRelease(unsigned long long h);
+int cuMemAddressFree(unsigned long long ptr, size_t size);
+int cuMemExportToShareableHandle(void* out, unsigned long long h, int type, unsigned long long flags);
+int cuMemAllocAsync(unsigned long long* dptr, size_t bytes, fc_handle stream);
+int cuMemFreeAsync(unsigned long long dptr, fc_handle stream);
+
 #endif

@@ -37,6 +37,17 @@ static void words(void* dst, const void* src, size_t n) {
   }
 }
 
+/* order[0..n) = 0..n-1 in a random order (Fisher-Yates); n <= 256. */
+static void shuffled(unsigned char* order, size_t n, uint64_t* seed) {
+  for (size_t i = 0; i < n; i++) order[i] = (unsigned char)i;
+  for (size_t i = n - 1; i > 0; i--) {
+    size_t j = next_rand(seed) % (i + 1);
+    unsigned char t = order[i];
+    order[i] = order[j];
+    order[j] = t;
+  }
+}
+
 void fc_copy(void* dst, const void* src, size_t n) {
   uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
   if (n == 0) return;
@@ -56,13 +67,7 @@ void fc_copy(void* dst, const void* src, size_t n) {
   if (n <= SMALL) {
     /* Every byte once, in a shuffled order, half of them before a pause. */
     unsigned char order[SMALL];
-    for (size_t i = 0; i < n; i++) order[i] = (unsigned char)i;
-    for (size_t i = n - 1; i > 0; i--) {
-      size_t j = next_rand(&seed) % (i + 1);
-      unsigned char t = order[i];
-      order[i] = order[j];
-      order[j] = t;
-    }
+    shuffled(order, n, &seed);
     for (size_t i = 0; i < n; i++) {
       if (i == n / 2 && n > 1) sched_yield();
       out[order[i]] = in[order[i]];
@@ -70,13 +75,7 @@ void fc_copy(void* dst, const void* src, size_t n) {
   } else {
     size_t seg = (n + SEGMENTS - 1) / SEGMENTS, nseg = (n + seg - 1) / seg;
     unsigned char order[SEGMENTS];
-    for (size_t i = 0; i < nseg; i++) order[i] = (unsigned char)i;
-    for (size_t i = nseg - 1; i > 0; i--) {
-      size_t j = next_rand(&seed) % (i + 1);
-      unsigned char t = order[i];
-      order[i] = order[j];
-      order[j] = t;
-    }
+    shuffled(order, nseg, &seed);
     for (size_t k = 0; k < nseg; k++) {
       size_t lo = order[k] * seg, len = lo + seg <= n ? seg : n - lo;
       /* A piece's first bytes one at a time: no word of it lands whole by chance. */

@@ -37,26 +37,9 @@ int cuMemFreeHost(void* p);
 int cuPointerGetAttribute(void* data, int attribute, unsigned long long ptr);
 int cuMemcpyDtoHAsync_v2(void* dst, unsigned long long src, size_t n, fc_handle stream);
 int cuMemAllocManaged(unsigned long long* dptr, size_t bytes, unsigned flags);
-int cuMemAllocAsync(unsigned long long* dptr, size_t bytes, fc_handle stream);
 int cuMemGetHandleForAddressRange(void* handle, unsigned long long dptr, size_t size, int type,
                                   unsigned long long flags);
 int cuDeviceGetAttribute(int* v, int attr, int dev);
-struct prop {
-  int type, handle_types, loc_type, loc_id;
-  void* win32;
-  unsigned char flags[8];
-};
-struct access_desc {
-  int loc_type, loc_id, flags;
-};
-int cuMemCreate(unsigned long long* h, size_t size, const struct prop* p, unsigned long long flags);
-int cuMemAddressReserve(unsigned long long* ptr, size_t size, size_t align, unsigned long long addr,
-                        unsigned long long flags);
-int cuMemMap(unsigned long long ptr, size_t size, size_t offset, unsigned long long h,
-             unsigned long long flags);
-int cuMemSetAccess(unsigned long long ptr, size_t size, const struct access_desc* d, size_t count);
-int cuMemExportToShareableHandle(void* out, unsigned long long h, int type, unsigned long long flags);
-int cuMemRelease(unsigned long long h);
 
 static int failures;
 #define EXPECT(cond, ...)                                        \

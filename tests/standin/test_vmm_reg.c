@@ -21,25 +21,6 @@
 #define GRAN ((size_t)2 << 20)
 
 /* Driver calls beyond fake_cuda_api.h, as cuda.h declares them (plain types). */
-struct prop {
-  int type, handle_types, loc_type, loc_id;
-  void* win32;
-  unsigned char flags[8];
-};
-struct access_desc {
-  int loc_type, loc_id, flags;
-};
-int cuMemCreate(unsigned long long* h, size_t size, const struct prop* p, unsigned long long flags);
-int cuMemAddressReserve(unsigned long long* ptr, size_t size, size_t align, unsigned long long addr,
-                        unsigned long long flags);
-int cuMemMap(unsigned long long ptr, size_t size, size_t offset, unsigned long long h,
-             unsigned long long flags);
-int cuMemSetAccess(unsigned long long ptr, size_t size, const struct access_desc* d, size_t count);
-int cuMemUnmap(unsigned long long ptr, size_t size);
-int cuMemRelease(unsigned long long h);
-int cuMemAddressFree(unsigned long long ptr, size_t size);
-int cuMemAllocAsync(unsigned long long* dptr, size_t bytes, fc_handle stream);
-int cuMemFreeAsync(unsigned long long dptr, fc_handle stream);
 int cuPointerGetAttribute(void* data, int attribute, unsigned long long ptr);
 
 static const char* last_plan(ncclComm_t comm) {

@@ -443,12 +443,23 @@ static bool give_up(void* p) {
 /* Which of the call head's buffers peers reach in place (gpu_reg.h: agreed with every rank at
  * this call): the output, and the input too when the call is not in place (in place, the
  * input is a view into the output). */
+/* SHUNT_ZERO_COPY, read once: it is asked at every call. */
+static pthread_once_t zc_once = PTHREAD_ONCE_INIT;
+static int zc_asked;
+static void zc_read(void) {
+  zc_asked = shunt_env_bool("SHUNT_ZERO_COPY", 0);
+}
+static bool zero_copy_asked(void) {
+  pthread_once(&zc_once, zc_read);
+  return zc_asked != 0;
+}
+
 static int zero_copy(struct gpu_backend* g, const struct shunt_backend_call* c, struct shunt_gpu_zc* z,
                      char* err, size_t len) {
   /* Agreeing on zero-copy is a host rendezvous of the ranks at every call that could use it
    * (gpu_reg.h): a rank's call then waits for its peers' calls, which NCCL's never does. Only
    * where the job asks for it (SHUNT_ZERO_COPY=1, on every rank); otherwise every rank stages. */
-  if (!shunt_env_bool("SHUNT_ZERO_COPY", 0)) {
+  if (!zero_copy_asked()) {
     z->in = z->out = NULL;
     return 0;
   }
