@@ -547,22 +547,27 @@ def broadcast_name(n, family):
 
 def broadcast_ll(n):
     """One packet hop: the root writes its input as packets into every peer's scratch, each
-    peer unpacks them into its output. No signals: the packet flags are the sync."""
+    peer unpacks them into its output. Only the root sends, so the packet flags alone would let
+    it run calls ahead of a slow peer and overwrite packets not yet read: each peer block first
+    signals the root block that writes to it, which waits for that (the peer has finished its
+    previous call) before it writes."""
     g = LL_BLOCKS_PER_PEER[n]
     plan = Plan(broadcast_name(n, "ll"), "broadcast", "LL", False, n, (1, 1, 1))
     for gpu in plan.gpus:
         r = gpu.rank
         if r != BCAST_ROOT:
-            # The channel back to the root that the root's channel pairs with (unused here).
-            gpu.channel_id("memory", BCAST_ROOT, 0)
             for j in range(g):
-                gpu.block().data("upkt", [local("s", 0)], [local("o", 0)], tbg=(j, g))
+                b = gpu.block()
+                b.sync("signal", "memory", [BCAST_ROOT], j)
+                b.data("upkt", [local("s", 0)], [local("o", 0)], tbg=(j, g))
             continue
         for pi, p in enumerate(peers(r, n)):
             for j in range(g):
                 b = gpu.block()
                 if pi == 0:
                     b.data("copy", [local("i", 0)], [local("o", 0)], tbg=(j, g))
+                b.sync("wait", "memory", [p], j)
+                b.nop()
                 b.data("ppkt", [local("i", 0)], [b.remote("memory", p, "s", 0)], "memory", [p],
                        tbg=(j, g))
     return plan

@@ -331,7 +331,9 @@ static ncclResult_t route(const struct coll_kind* k, const struct coll_args* a) 
   /* Broadcast reads sendbuff on the root only; elsewhere it may be anything, NULL included, and
    * the input is bound to the receive buffer (the call is in place there). */
   const void* send_used = bcast && a->root != c->rank ? a->recv : a->send;
-  if (rc == ncclSuccess) rc = check_args(fn, send_used, a->recv, a->count, a->dtype);
+  static const char not_read; /* stands for a sendbuff that is not checked */
+  if (rc == ncclSuccess)
+    rc = check_args(fn, bcast && a->root != c->rank ? &not_read : a->send, a->recv, a->count, a->dtype);
   if (rc == ncclSuccess) rc = shunt_coll_opts_read(fn, a->config, &opts);
   struct shunt_call call = {.coll = k->coll,
                             .send = send_used,
