@@ -192,9 +192,8 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
         uint64_t b = 0;
         while (want[b] == user_out[b]) b++;
         status = 1;
-        char root[32] = "";
-        if (bcast)
-          snprintf(root, sizeof(root), " root %u %s", plan->root, inplace ? "in place" : "out of place");
+        /* A broadcast's root is in the line's prefix; its mode only here. */
+        const char* root = !bcast ? "" : inplace ? " in place" : " out of place";
         snprintf(msg, MSG_BYTES,
                  "mismatch: %s%s, %" PRIu64 " bytes, %s %s, iteration %u: rank %u byte offset %" PRIu64
                  ": expected 0x%02x, got 0x%02x",
