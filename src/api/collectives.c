@@ -51,8 +51,7 @@ static void read_force(void) {
     else {
       SHUNT_WARN(
           "SHUNT_FORCE_FALLBACK=%s is not valid (accepted: all, allreduce, allgather, reducescatter, "
-          "broadcast, "
-          "a comma list, or 0); using 0",
+          "broadcast, a comma list, or 0); using 0",
           v);
       force_mask = 0;
       return;
