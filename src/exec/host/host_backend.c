@@ -27,7 +27,7 @@ static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const
   struct shunt_world* w = atomic_load(&h->world);
   if (w && w->cfg.scratch_bytes >= scratch && w->cfg.input_bytes >= in_need &&
       w->cfg.output_bytes >= out_need)
-    return SHUNT_EXEC_OK;
+    return SHUNT_OK;
   struct shunt_world_config cfg = {shunt_backend_round(scratch), shunt_backend_round(in_need),
                                    shunt_backend_round(out_need)};
   if (w) {
@@ -44,9 +44,9 @@ static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const
   atomic_store(&h->world, made);
   if (failed) {
     if (err && len) snprintf(err, len, "the host backend could not map its shared memory: %s", why);
-    return SHUNT_EXEC_NOMEM;
+    return SHUNT_E_NOMEM;
   }
-  return SHUNT_EXEC_OK;
+  return SHUNT_OK;
 }
 
 static int run(struct shunt_backend* b, const struct shunt_backend_call* call, char* err, size_t len) {
@@ -54,7 +54,7 @@ static int run(struct shunt_backend* b, const struct shunt_backend_call* call, c
   struct shunt_world* w = atomic_load(&h->world);
   if (!w) {
     if (err && len) snprintf(err, len, "no world");
-    return SHUNT_EXEC_INVALID;
+    return SHUNT_E_INVALID;
   }
   struct shunt_host_run_opts opts = {call->timeout_ms, call->scalar};
   return shunt_host_run_call(w, b->programs, call->plan, b->rank, &call->shape, &call->split, call->in,
@@ -64,7 +64,7 @@ static int run(struct shunt_backend* b, const struct shunt_backend_call* call, c
 static int check(struct shunt_backend* b, char* err, size_t len) {
   (void)b;
   if (err && len) err[0] = 0;
-  return SHUNT_EXEC_OK; /* a host run reports its failure when it returns */
+  return SHUNT_OK; /* a host run reports its failure when it returns */
 }
 
 static void abort_(struct shunt_backend* b) {
