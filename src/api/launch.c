@@ -4,7 +4,7 @@
 
 #include "comm/bootstrap.h"
 #include "exec/backend.h"
-#include "exec/host/host_run.h"
+#include "util/status.h"
 #include "exec/lower.h"
 #include "util/log.h"
 

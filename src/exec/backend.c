@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "exec/host/host_run.h"
+#include "util/status.h"
 
 #define PROGRAM_CACHE 64
 

@@ -14,7 +14,7 @@
 #include "exec/gpu/gpu_reg.h"
 #include "exec/gpu/gpu_run.h"
 #include "exec/gpu/gpu_world.h"
-#include "exec/host/host_run.h"
+#include "util/status.h"
 #include "util/env.h"
 #include "util/log.h"
 

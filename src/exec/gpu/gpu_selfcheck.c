@@ -13,7 +13,7 @@
 #include "exec/gpu/gpu_kernels.h"
 #include "exec/gpu/gpu_selfcheck_values.h"
 #include "exec/gpu/gpu_world.h"
-#include "exec/host/host_run.h"
+#include "util/status.h"
 #include "plan/planset.h"
 
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
