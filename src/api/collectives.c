@@ -1,6 +1,6 @@
-/* ncclAllReduce, ncclAllGather and ncclReduceScatter (and their *Config forms): check arguments as NCCL does,
- * pick a plan, run it, or send the call to NCCL; one chain for every collective, driven by a row per
- * collective (struct coll_kind). */
+/* ncclAllReduce, ncclAllGather, ncclReduceScatter and ncclAlltoAll (and their *Config forms): check arguments
+ * as NCCL does, pick a plan, run it, or send the call to NCCL; one chain for every collective, driven by a
+ * row per collective (struct coll_kind). */
 #include <inttypes.h>
 #include <nccl.h>
 #include <pthread.h>
@@ -25,7 +25,7 @@
 #include "fallback/real_nccl.h"
 #include "util/log.h"
 
-enum { FORCE_ALLREDUCE = 1, FORCE_ALLGATHER = 2, FORCE_REDUCESCATTER = 4 };
+enum { FORCE_ALLREDUCE = 1, FORCE_ALLGATHER = 2, FORCE_REDUCESCATTER = 4, FORCE_ALLTOALL = 8 };
 
 /* SHUNT_FORCE_FALLBACK, read once. */
 static pthread_once_t force_once = PTHREAD_ONCE_INIT;
@@ -39,19 +39,19 @@ static void read_force(void) {
   char* save = NULL;
   for (char* t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     if (!strcmp(t, "all") || !strcmp(t, "1"))
-      force_mask |= FORCE_ALLREDUCE | FORCE_ALLGATHER | FORCE_REDUCESCATTER;
+      force_mask |= FORCE_ALLREDUCE | FORCE_ALLGATHER | FORCE_REDUCESCATTER | FORCE_ALLTOALL;
     else if (!strcmp(t, "allreduce"))
       force_mask |= FORCE_ALLREDUCE;
     else if (!strcmp(t, "allgather"))
       force_mask |= FORCE_ALLGATHER;
     else if (!strcmp(t, "reducescatter"))
       force_mask |= FORCE_REDUCESCATTER;
+    else if (!strcmp(t, "alltoall"))
+      force_mask |= FORCE_ALLTOALL;
     else {
       SHUNT_WARN(
-          "SHUNT_FORCE_FALLBACK=%s is not valid (accepted: all, allreduce, allgather, reducescatter, a comma "
-          "list, "
-          "or 0); "
-          "using 0",
+          "SHUNT_FORCE_FALLBACK=%s is not valid (accepted: all, allreduce, allgather, reducescatter, "
+          "alltoall, a comma list, or 0); using 0",
           v);
       force_mask = 0;
       return;
@@ -212,7 +212,7 @@ struct coll_args {
   const void* send;
   void* recv;
   size_t count; /* NCCL's count: allreduce's elements, allgather's per-rank send count,
-                   reducescatter's per-rank receive count */
+                   reducescatter's per-rank receive count, alltoall's count to and from each peer */
   ncclDataType_t dtype;
   ncclRedOp_t op; /* collectives that reduce */
   ncclComm_t comm;
@@ -272,6 +272,17 @@ static ncclResult_t fwd_reducescatter(const struct shunt_real_nccl* real, const 
   return real_said(real->ncclReduceScatter(a->send, a->recv, a->count, a->dtype, a->op, comm, a->stream));
 }
 
+static ncclResult_t fwd_alltoall(const struct shunt_real_nccl* real, const struct coll_args* a,
+                                 ncclComm_t comm) {
+  if (a->with_config) {
+    if (!real || !real->ncclAlltoAllConfig) return shunt_unavailable("ncclAlltoAllConfig", real);
+    return real_said(
+        real->ncclAlltoAllConfig(a->send, a->recv, a->count, a->dtype, comm, a->stream, a->config));
+  }
+  if (!real || !real->ncclAlltoAll) return shunt_unavailable("ncclAlltoAll", real);
+  return real_said(real->ncclAlltoAll(a->send, a->recv, a->count, a->dtype, comm, a->stream));
+}
+
 static const struct coll_kind ALLREDUCE = {
     SHUNT_COLL_ALLREDUCE, "AllReduce", "AllReduceConfig", FORCE_ALLREDUCE, true, 1, 1, fwd_allreduce};
 static const struct coll_kind ALLGATHER = {
@@ -279,6 +290,10 @@ static const struct coll_kind ALLGATHER = {
 static const struct coll_kind REDUCESCATTER = {
     SHUNT_COLL_REDUCESCATTER, "ReduceScatter", "ReduceScatterConfig", FORCE_REDUCESCATTER, true, 0, 1,
     fwd_reducescatter};
+/* count elements to and from each peer: both buffers hold one block per rank (nccl.h: the
+ * block for rank j at sendbuff + j x count, the block from rank i at recvbuff + i x count). */
+static const struct coll_kind ALLTOALL = {
+    SHUNT_COLL_ALLTOALL, "AlltoAll", "AlltoAllConfig", FORCE_ALLTOALL, false, 0, 0, fwd_alltoall};
 
 /* One collective call: NCCL's argument checks, then a plan when one serves it (queued in the
  * group), else the real NCCL with the reason logged, or an error naming the reason when the
@@ -411,3 +426,22 @@ SHUNT_EXPORT ncclResult_t pncclReduceScatterConfig(const void* sendbuff, void* r
 SHUNT_ALIAS(ncclReduceScatterConfig, ncclResult_t,
             (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
              ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
+
+SHUNT_EXPORT ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                        ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  struct coll_args a = {sendbuff, recvbuff, count, datatype, ncclSum, comm, stream, 0, NULL};
+  return route(&ALLTOALL, &a);
+}
+SHUNT_ALIAS(ncclAlltoAll, ncclResult_t,
+            (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+             cudaStream_t stream))
+
+SHUNT_EXPORT ncclResult_t pncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                              ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+                                              const ncclCollConfig_t* config) {
+  struct coll_args a = {sendbuff, recvbuff, count, datatype, ncclSum, comm, stream, 1, config};
+  return route(&ALLTOALL, &a);
+}
+SHUNT_ALIAS(ncclAlltoAllConfig, ncclResult_t,
+            (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+             cudaStream_t stream, const ncclCollConfig_t* config))

@@ -57,10 +57,32 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
     flat.part = true; /* the range was checked on the real size */
     return shunt_lower_check_shape(plan, &flat, reason, len);
   }
+  if (s->out_stride && plan->coll == SHUNT_COLL_ALLTOALL) {
+    /* An alltoall head: both buffers keep their blocks (in_bytes / ranks apart) and the plan
+     * runs on the first out_stride bytes of each; checked as ranks x out_stride, which the
+     * plan addresses. */
+    uint32_t n = plan->ngpus;
+    if (in != out || in % n || s->out_stride >= in / n)
+      REFUSE("alltoall head of %" PRIu64 " bytes per block does not fit %u blocks in %" PRIu64 "/%" PRIu64
+             " bytes",
+             s->out_stride, n, in, out);
+    if (ic % n || oc % n)
+      REFUSE("a strided alltoall needs chunk counts that are multiples of the ranks (%u and %u for %u)", ic,
+             oc, n);
+    if (!s->part && (in < plan->min_message_size || in > plan->max_message_size))
+      REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", in,
+             plan->min_message_size, plan->max_message_size);
+    struct shunt_call_shape flat = *s;
+    flat.in_bytes = flat.out_bytes = s->out_stride * n;
+    flat.out_stride = 0;
+    flat.part = true; /* the range was checked on the real size */
+    return shunt_lower_check_shape(plan, &flat, reason, len);
+  }
   if (s->out_stride) {
     /* A head run of an allgather whose slices are wider than the plan's input (exec/split.h):
      * the output is checked as if it were ranks x in_bytes, which the plan addresses. */
-    if (plan->coll != SHUNT_COLL_ALLGATHER) REFUSE("a slice stride is for allgather and reducescatter only");
+    if (plan->coll != SHUNT_COLL_ALLGATHER)
+      REFUSE("a slice stride is for allgather, reducescatter and alltoall only");
     if (s->out_stride <= in || out != s->out_stride * plan->ngpus)
       REFUSE("output stride %" PRIu64 " does not fit %u slices of %" PRIu64 " bytes in %" PRIu64,
              s->out_stride, plan->ngpus, in, out);
@@ -97,6 +119,10 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
     REFUSE("allreduce needs equal input and output sizes (%" PRIu64 " vs %" PRIu64 ")", in, out);
   if (plan->coll == SHUNT_COLL_ALLGATHER && out != in * plan->ngpus)
     REFUSE("allgather needs output = %u x input (%" PRIu64 " vs %" PRIu64 ")", plan->ngpus, out, in);
+  if (plan->coll == SHUNT_COLL_ALLTOALL && (in != out || in % plan->ngpus))
+    REFUSE("alltoall needs equal input and output sizes of whole blocks per rank (%" PRIu64 " vs %" PRIu64
+           " for %u ranks)",
+           in, out, plan->ngpus);
   if (plan->coll == SHUNT_COLL_REDUCESCATTER && in != out * plan->ngpus)
     REFUSE("reducescatter needs input = %u x output (%" PRIu64 " vs %" PRIu64 ")", plan->ngpus, in, out);
   if (s->pkt != 0 && s->pkt != SHUNT_PKT_LL16 && s->pkt != SHUNT_PKT_LL8)

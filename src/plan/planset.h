@@ -115,7 +115,7 @@ static inline bool shunt_rpn_matches(uint32_t plan_rpn, uint32_t nranks, uint32_
 }
 
 struct shunt_select_query {
-  enum shunt_coll coll; /* ALLREDUCE, ALLGATHER or REDUCESCATTER (others are never selected) */
+  enum shunt_coll coll; /* ALLREDUCE, ALLGATHER, REDUCESCATTER or ALLTOALL (others are never selected) */
   uint32_t nranks;
   /* Ranks per host when every host holds that many consecutive ranks; 0: all on one host;
    * SHUNT_RPN_IRREGULAR: several hosts of other shapes (only plans free of placement match). */
@@ -124,7 +124,8 @@ struct shunt_select_query {
   enum shunt_dtype dtype;
   enum shunt_redop op; /* allreduce and reducescatter only */
   uint64_t bytes;      /* allreduce: count * size; allgather: total output bytes; reducescatter:
-                          total input bytes (recvcount * size * ranks) */
+                          total input bytes (recvcount * size * ranks); alltoall: the send
+                          buffer's bytes (count * size * ranks) */
   const char* only;    /* NULL: any plan; else only the plan of that name may serve */
 };
 
@@ -144,7 +145,8 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
                                             const struct shunt_select_query* q);
 
 /* NCCL's in-place rule (nccl-abi.md §10): allreduce send == recv; allgather
- * send == recv + rank * per-rank bytes; reducescatter recv == send + rank * per-rank bytes. */
+ * send == recv + rank * per-rank bytes; reducescatter recv == send + rank * per-rank bytes;
+ * alltoall send == recv. */
 bool shunt_select_inplace(enum shunt_coll coll, const void* send, const void* recv, uint32_t rank,
                           uint64_t per_rank_bytes);
 /* Whether the collective takes a reduction op (allreduce, reducescatter). */

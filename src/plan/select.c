@@ -202,7 +202,7 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
                                             const struct shunt_select_query* q) {
   struct shunt_selection res = {NULL, false, NULL};
   if (q->coll != SHUNT_COLL_ALLREDUCE && q->coll != SHUNT_COLL_ALLGATHER &&
-      q->coll != SHUNT_COLL_REDUCESCATTER) {
+      q->coll != SHUNT_COLL_REDUCESCATTER && q->coll != SHUNT_COLL_ALLTOALL) {
     res.why_not = "collective not served by plans";
     return res;
   }
@@ -221,7 +221,9 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
      * NCCL does, which a sum plan serves too. */
     res.scale = (q->op == SHUNT_REDOP_AVG && is_float(q->dtype)) || q->op == SHUNT_REDOP_PREMULSUM;
   }
-  if ((q->coll == SHUNT_COLL_ALLGATHER || q->coll == SHUNT_COLL_REDUCESCATTER) && q->nranks == 0) {
+  if ((q->coll == SHUNT_COLL_ALLGATHER || q->coll == SHUNT_COLL_REDUCESCATTER ||
+       q->coll == SHUNT_COLL_ALLTOALL) &&
+      q->nranks == 0) {
     res.why_not = "no ranks";
     return res;
   }
