@@ -569,8 +569,9 @@ def alltoall_simple(n, inplace):
     message: block (p, k) = index p*K + k is round k's part of block p. A group of blocks per
     peer p: a signal/wait round (p is inside the call, and has copied the previous round out of
     its scratch), a put of part (p, k) into this rank's slot on p's scratch, a second round
-    (p's part has landed here), a copy of it into part (p, k) of the output; a last round keeps
-    every rank in the call until its peers have copied their scratch out. No peer touches a
+    (p's part has landed here), a copy of it into part (p, k) of the output; a barrier of the
+    rank's blocks and a last round keep every rank in the call until its peers have copied all
+    their scratch out. No peer touches a
     rank's input or output, so in place needs nothing more and nothing is staged."""
     g, k_rounds = A2A_SIMPLE_BLOCKS_PER_PEER[n], A2A_ROUNDS
     total = g * (n - 1)
@@ -600,8 +601,12 @@ def alltoall_simple(n, inplace):
                     # In place, part (p, k) was read by the put above, before the round.
                     b.data("copy", [local("s", slot(r, p, n))], [local("o", part)], tbg=(j, g))
                     b.nop()
-                # p has copied its slot out: its scratch is free for whatever plan runs next
-                # (packet plans write peers' scratch with no round first).
+                # Every block of this rank has copied its slot out (the barrier), and then so has
+                # every block of p (the round): no rank leaves the call while a peer still reads
+                # its scratch, which the next plan may write with no round first (a packet plan,
+                # whose slots lie elsewhere).
+                b.ops.pop()  # the nop: the barrier is a block barrier too
+                b.ops.append({"name": "barrier", "barrier_id": 0, "num_threadblocks": total})
                 b.round([p], j)
     return plan
 
