@@ -28,11 +28,11 @@ void perf_usage(FILE* f) {
           "  -N, --run_cycles N      repeat the sweep N times, 0 = forever (default 1)\n"
           "  -G, --cudagraph N       GPU buffers: capture the -n calls into a CUDA graph and time N\n"
           "                          launches of it (host buffers: ignored)\n"
-          "  --coll C                allreduce, allgather, reducescatter, or all: one table each\n"
-          "                          (default: allreduce and allgather)\n"
+          "  --coll C                allreduce, allgather, reducescatter, alltoall, or all: one\n"
+          "                          table each (default: allreduce and allgather)\n"
           "  --random N[,SEED]       N sizes drawn log-uniformly from [-b, -e] (fixed seed), every\n"
-          "                          count exact (allgather and reducescatter counts are not\n"
-          "                          rounded to 16 bytes);\n"
+          "                          count exact (allgather, reducescatter and alltoall counts are\n"
+          "                          not rounded to 16 bytes);\n"
           "                          with several -d types, size k uses the k-th type in turn\n"
           "  -np N                   start N processes on this machine, each with -t threads\n"
           "  -t, --nthreads N        threads per process (default 1)\n"
@@ -135,10 +135,13 @@ static int parse_coll(const char* s, struct perf_opts* o) {
     o->colls = PERF_COLL_ALLGATHER;
   else if (!strcmp(s, "reducescatter") || !strcmp(s, "reduce_scatter"))
     o->colls = PERF_COLL_REDUCESCATTER;
+  else if (!strcmp(s, "alltoall") || !strcmp(s, "all_to_all"))
+    o->colls = PERF_COLL_ALLTOALL;
   else if (!strcmp(s, "all"))
-    o->colls = PERF_COLL_ALLREDUCE | PERF_COLL_ALLGATHER | PERF_COLL_REDUCESCATTER;
+    o->colls = PERF_COLL_ALLREDUCE | PERF_COLL_ALLGATHER | PERF_COLL_REDUCESCATTER | PERF_COLL_ALLTOALL;
   else {
-    fprintf(stderr, "shunt-perf: --coll takes allreduce, allgather, reducescatter or all, not '%s'\n", s);
+    fprintf(stderr,
+            "shunt-perf: --coll takes allreduce, allgather, reducescatter, alltoall or all, not '%s'\n", s);
     return -1;
   }
   return 0;

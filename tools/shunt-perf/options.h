@@ -9,6 +9,7 @@
 #define PERF_COLL_ALLREDUCE 1
 #define PERF_COLL_ALLGATHER 2
 #define PERF_COLL_REDUCESCATTER 4
+#define PERF_COLL_ALLTOALL 8
 #define PERF_MAX_OPS 8
 
 struct perf_opts {
