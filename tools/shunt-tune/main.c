@@ -41,7 +41,8 @@ static void usage(FILE* f) {
           "  -b, -e SIZE             smallest and largest size (default 1K and 16M; K, M, G)\n"
           "  -f F                    step factor between sizes (default 2)\n"
           "  -n N, -w N              timed and warm-up calls per size and run (default 20, 3)\n"
-          "  --coll C                allreduce, allgather, reducescatter or all (default all)\n"
+          "  --coll C                allreduce, allgather, reducescatter, alltoall or all (default\n"
+          "                          all)\n"
           "  -o FILE                 the tuning file to write (default shunt.tuning)\n"
           "  --plot FILE             the plot (PNG) to write (default: the tuning file's name + .png)\n"
           "  --margin PCT            a plan takes over only when faster by more than PCT%% (default 5)\n"
@@ -88,7 +89,8 @@ static int parse(int argc, char** argv, struct opts* o) {
     OPT("--nthreads", nthreads)
     OPT("-b", minb)
     OPT("--minbytes", minb)
-    OPT("-e", maxb) OPT("--maxbytes", maxb) OPT("-f", factor) OPT("--stepfactor", factor) OPT("-n", iters)
+    OPT("-e", maxb)
+    OPT("--maxbytes", maxb) OPT("-f", factor) OPT("--stepfactor", factor) OPT("-n", iters)
         OPT("--iters", iters) OPT("-w", warmup) OPT("--warmup_iters", warmup) OPT("--coll", coll)
             OPT("-o", out) OPT("--plot", plot) OPT("--perf", perf)
 #undef OPT
@@ -117,8 +119,9 @@ static int parse(int argc, char** argv, struct opts* o) {
     return -1;
   }
   if (strcmp(o->coll, "all") && strcmp(o->coll, "allreduce") && strcmp(o->coll, "allgather") &&
-      strcmp(o->coll, "reducescatter")) {
-    fprintf(stderr, "shunt-tune: --coll %s: want allreduce, allgather, reducescatter or all\n", o->coll);
+      strcmp(o->coll, "reducescatter") && strcmp(o->coll, "alltoall")) {
+    fprintf(stderr, "shunt-tune: --coll %s: want allreduce, allgather, reducescatter, alltoall or all\n",
+            o->coll);
     return -1;
   }
   if (o->min_runs > o->max_runs) o->min_runs = o->max_runs;
@@ -425,10 +428,10 @@ int main(int argc, char** argv) {
   bool placed = run_placement(head, nranks, &rpn);
 
   /* Groups: each collective asked for, out of place then in place. */
-  static struct tune_group groups[6];
+  static struct tune_group groups[8];
   unsigned ng = 0;
-  const char* colls[] = {"allreduce", "allgather", "reducescatter"};
-  for (unsigned k = 0; k < 3; k++) {
+  const char* colls[] = {"allreduce", "allgather", "reducescatter", "alltoall"};
+  for (unsigned k = 0; k < sizeof(colls) / sizeof(colls[0]); k++) {
     if (strcmp(o.coll, "all") && strcmp(o.coll, colls[k])) continue;
     for (int ip = 0; ip < 2; ip++) {
       struct tune_group* g = &groups[ng];
