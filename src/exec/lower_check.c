@@ -66,9 +66,10 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
       REFUSE("alltoall head of %" PRIu64 " bytes per block does not fit %u blocks in %" PRIu64 "/%" PRIu64
              " bytes",
              s->out_stride, n, in, out);
-    if (ic % n || oc % n)
-      REFUSE("a strided alltoall needs chunk counts that are multiples of the ranks (%u and %u for %u)", ic,
-             oc, n);
+    if (!ic || !oc || ic % n || oc % n)
+      REFUSE(
+          "a strided alltoall needs chunk counts that are nonzero multiples of the ranks (%u and %u for %u)",
+          ic, oc, n);
     if (!s->part && (in < plan->min_message_size || in > plan->max_message_size))
       REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", in,
              plan->min_message_size, plan->max_message_size);
