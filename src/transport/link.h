@@ -33,8 +33,7 @@ struct shunt_link_ops {
   int (*trigger)(struct shunt_world* w, const struct shunt_trigger* t, const char* src);
 };
 
-extern const struct shunt_link_ops shunt_link_shm;    /* link_shm.c */
-extern const struct shunt_link_ops shunt_link_socket; /* link_socket_world.c */
-extern const struct shunt_link_ops shunt_link_ib;     /* link_ib.c */
+extern const struct shunt_link_ops shunt_link_shm; /* link_shm.c */
+extern const struct shunt_link_ops shunt_link_net; /* link_net.c: the network table's chosen row */
 
 #endif

@@ -7,9 +7,7 @@
 #include <string.h>
 
 #include "transport/link.h"
-#include "transport/link_ib.h"
-#include "transport/link_socket.h"
-#include "transport/net_kind.h"
+#include "transport/net.h"
 #include "transport/proxy.h"
 #include "util/env.h"
 #include "util/log.h"
@@ -19,8 +17,7 @@ struct announce {
   uint64_t bytes;
   struct shunt_world_config cfg;
   uint32_t node, pad_;
-  struct shunt_net_card card;
-  struct shunt_ib_card ib;
+  struct shunt_net_cards net;
 };
 
 static size_t page_up(uint64_t x) {
@@ -53,81 +50,57 @@ static void layout(struct shunt_world* w, uint32_t r) {
 
 static void release(struct shunt_world* w) {
   if (w->proxy) shunt_proxy_stop(w->proxy);
-  shunt_net_leave(w->net);
-  shunt_net_close(w->net);
-  shunt_ib_close(w->ib);
+  shunt_nets_close(&w->nets);
   if (w->backend && w->backend_free) w->backend_free(w->backend);
   if (w->regions)
     for (uint32_t r = 0; r < w->nranks; r++) shunt_shm_close(&w->regions[r]);
   free(w->regions);
   free(w->node_of);
   free(w->where);
-  free(w->net_remote);
+  free(w->remote);
   free((void*)w->links);
   free(w->peers);
   free(w->expected);
   free(w);
 }
 
-/* The network transports for ranks of other hosts, as SHUNT_NET allows: verbs when it can (auto,
- * ib), TCP listening as well under auto, so that the ranks can still agree on sockets when one
- * of them has no usable NIC. */
-static int open_net(struct shunt_world* w, const struct shunt_world_exchange* bs, enum shunt_net_kind kind,
-                    struct announce* me, char* err, size_t len) {
-  if (kind != SHUNT_NET_SOCKET) {
-    char why[256];
-    if (shunt_world_ib_open(w, &me->ib, why, sizeof(why)) != 0) {
-      if (kind == SHUNT_NET_IB) {
-        snprintf(err, len, "SHUNT_NET=ib: %s", why);
-        return -1;
-      }
-      SHUNT_INFO(SHUNT_NET, "rank %u: no verbs transport (%s)", w->rank, why);
-    }
-  }
-  if (kind == SHUNT_NET_IB) return 0;
-  return shunt_world_net_open(w, bs->net_addr.ss_family ? &bs->net_addr : NULL, &me->card, err, len);
+/* A flag from a rank of another host: this rank's counter for it, then its bell. */
+static void net_signal(void* ctx, uint32_t peer, uint16_t ordinal) {
+  struct shunt_world* w = ctx;
+  _Atomic uint64_t* sem = &w->peers[w->rank].inbound[shunt_world_sem(w, 2, peer, ordinal)];
+  atomic_fetch_add_explicit(sem, 1, memory_order_release);
+  shunt_world_ring(w, w->rank);
 }
 
-/* Collective among all ranks: every rank reaches its peers of other hosts the same way, verbs
- * when every rank has it. */
-static int connect_net(struct shunt_world* w, enum shunt_net_kind kind, const struct announce* all, char* err,
-                       size_t len) {
-  uint32_t n = w->nranks;
-  char why[64];
-  bool ib = shunt_net_use_ib(kind, &all[0].ib, sizeof(*all), n, why, sizeof(why));
+static struct shunt_net_ep_config net_config(struct shunt_world* w) {
+  return (struct shunt_net_ep_config){.rank = w->rank,
+                                      .nranks = w->nranks,
+                                      .region = w->regions[w->rank].base,
+                                      .bytes = w->regions[w->rank].bytes,
+                                      .dmabuf_fd = -1,
+                                      .port_off = shunt_world_sem(w, 2, 0, 0) * sizeof(uint64_t),
+                                      .ordinals = SHUNT_WORLD_MAX_ORDINAL,
+                                      .bs = &w->bs,
+                                      .ctx = w,
+                                      .fail = shunt_world_fail_msg,
+                                      .give_up = shunt_world_gives_up,
+                                      .signal = net_signal};
+}
+
+/* Collective among all ranks: every rank reaches its peers of other hosts the same way. */
+static int connect_net(struct shunt_world* w, const struct announce* all, char* err, size_t len) {
   const struct shunt_link_ops** links = (const struct shunt_link_ops**)w->links;
-  for (uint32_t r = 0; r < n; r++) {
-    if (!shunt_world_remote(w, r)) continue;
-    links[r] = ib ? &shunt_link_ib : &shunt_link_socket;
-    struct sockaddr_storage a;
-    if (ib)
-      shunt_ib_card_where(&all[r].ib, w->where[r], sizeof(w->where[r]));
-    else if (shunt_wire_to_sockaddr(&all[r].card.addr, &a) == 0)
-      shunt_sock_str(&a, w->where[r], sizeof(w->where[r]));
+  w->remote = calloc(w->nranks, sizeof(*w->remote));
+  if (!w->remote) {
+    snprintf(err, len, "out of memory");
+    return -1;
   }
-  SHUNT_INFO(SHUNT_NET, "rank %u (host %u of %u): port channels to other hosts use %s (SHUNT_NET=%s%s)",
-             w->rank, w->node_of[w->rank], w->bs.nnodes, ib ? "verbs" : "TCP sockets",
-             shunt_net_kind_name(kind), why);
-  void* cards = calloc(n, ib ? sizeof(struct shunt_ib_card) : sizeof(struct shunt_net_card));
-  int rc = 0;
-  if (ib) {
-    shunt_net_close(w->net);
-    w->net = NULL;
-    struct shunt_ib_card* c = cards;
-    for (uint32_t r = 0; c && r < n; r++) c[r] = all[r].ib;
-    /* Collective: called even without memory for the cards, so that no peer waits. */
-    rc = shunt_world_ib_connect(w, c, err, len);
-  } else {
-    shunt_ib_close(w->ib);
-    w->ib = NULL;
-    struct shunt_net_card* c = cards;
-    for (uint32_t r = 0; c && r < n; r++) c[r] = all[r].card;
-    rc = c ? shunt_world_net_connect(w, c, err, len) : -1;
+  for (uint32_t r = 0; r < w->nranks; r++) {
+    w->remote[r] = shunt_world_remote(w, r);
+    if (w->remote[r]) links[r] = &shunt_link_net;
   }
-  if (!cards && rc == 0) rc = -1;
-  if (!cards) snprintf(err, len, "out of memory");
-  free(cards);
-  return rc;
+  struct shunt_net_ep_config c = net_config(w);
+  return shunt_nets_connect(&w->nets, &c, w->remote, &all[0].net, sizeof(*all), w->where, err, len);
 }
 
 int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_config* cfg,
@@ -179,8 +152,8 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
     me->node = bs->node;
   }
   bool spans = bs->nnodes > 1;
-  enum shunt_net_kind kind = shunt_net_kind();
-  if (rc == 0 && spans) rc = open_net(w, bs, kind, me, err, len);
+  struct shunt_net_ep_config nc = net_config(w);
+  if (rc == 0 && spans) rc = shunt_nets_open(&nc, &w->nets, &me->net, err, len);
   /* Everyone takes part in the exchange even after a local failure, so no peer hangs. */
   if (bs->allgather(bs->ctx, all, sizeof(*all)) != 0) {
     if (rc == 0) snprintf(err, len, "bootstrap allgather failed");
@@ -215,7 +188,7 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
       snprintf(err, len, "%s", why);
       rc = -1;
     }
-    if (rc == 0) rc = connect_net(w, kind, all, err, len);
+    if (rc == 0) rc = connect_net(w, all, err, len);
   }
   if (bs->barrier(bs->ctx) != 0 && rc == 0) {
     snprintf(err, len, "bootstrap barrier failed");
@@ -282,7 +255,7 @@ void shunt_world_destroy(struct shunt_world* w) {
   if (!w) return;
   if (w->proxy) shunt_proxy_stop(w->proxy);
   w->proxy = NULL;
-  shunt_net_leave(w->net);
+  shunt_nets_leave(&w->nets);
   /* No peer may still touch our region when it goes away. */
   w->bs.barrier(w->bs.ctx);
   release(w);

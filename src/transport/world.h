@@ -26,23 +26,11 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "transport/exchange.h"
 #include "transport/host_bell.h"
+#include "transport/net.h"
 #include "transport/shm.h"
 #include "util/log.h"
-
-/* The caller's collective exchange. allgather: on entry buf[rank*bytes .. +bytes) holds this
- * rank's contribution; on return buf holds every rank's. Both return 0 on success. */
-struct shunt_world_exchange {
-  void* ctx;
-  int (*allgather)(void* ctx, void* buf, size_t bytes);
-  int (*barrier)(void* ctx);
-  /* Where the ranks live: this rank's host, numbered the same on every rank, and how many
-   * hosts there are (0 or 1: all share this one). Ranks of other hosts are reached through
-   * the network transport (SHUNT_NET), listening on net_addr's interface (family 0: the one
-   * the bootstrap would pick, SHUNT_SOCKET_IFNAME). */
-  uint32_t node, nnodes;
-  struct sockaddr_storage net_addr;
-};
 
 /* Collective vote closing a world's creation: every rank says whether its side succeeded
  * (local_ok) and learns whether all did, so either every rank keeps its world or none does.
@@ -72,8 +60,6 @@ struct shunt_world_peer {
 
 struct shunt_proxy;
 struct shunt_link_ops;
-struct shunt_net;
-struct shunt_ib;
 
 struct shunt_world {
   uint32_t rank, nranks;
@@ -89,9 +75,8 @@ struct shunt_world {
   struct shunt_host_sleepers* sleepers;      /* this host's, in its lowest rank's region */
   uint32_t* node_of;                         /* [nranks] each rank's host */
   const struct shunt_link_ops* const* links; /* [nranks] how port channels reach each peer */
-  struct shunt_net* net;                     /* the socket transport, when it carries them */
-  bool* net_remote;                          /* [nranks] the socket transport's list of remote ranks */
-  struct shunt_ib* ib;                       /* the verbs transport, when it carries them */
+  struct shunt_nets nets;                    /* ranks of other hosts: the network table's endpoint */
+  bool* remote;                              /* [nranks] on another host (kept by the endpoint) */
   char (*where)[64];                         /* [nranks] a rank of another host's address, else "" */
   /* A transport failed (a connection reset, a peer gone): every wait gives up, later runs
    * refuse, fail_msg names the peer. Set once (shunt_world_fail). */

@@ -23,7 +23,8 @@
 #include "transport/backoff.h"
 #include "transport/cuda_ipc.h"
 #include "transport/gpu_proxy.h"
-#include "transport/gpu_net.h"
+#include "transport/ib_pick.h"
+#include "transport/net.h"
 #include "transport/world.h"
 #include "util/env.h"
 #include "util/host.h"
@@ -38,8 +39,8 @@ struct card {
   uint32_t nranks;
   struct shunt_cuda_peer cp; /* its region, for ranks of its host */
   uint64_t scratch_bytes, input_bytes, output_bytes;
-  uint32_t node, pad_;           /* the exchange's host number */
-  struct shunt_gpu_net_card net; /* how ranks of other hosts reach it */
+  uint32_t node, pad_;        /* the exchange's host number */
+  struct shunt_net_cards net; /* how ranks of other hosts reach it */
 };
 
 struct shunt_gpu_world {
@@ -79,7 +80,8 @@ struct shunt_gpu_world {
   /* The region's allocation: lay.total, or whole 2 MiB pages across hosts, where a NIC
    * registers it by its dma-buf (which wants page-aligned ranges). */
   uint64_t alloc_bytes;
-  struct shunt_gpu_net* net; /* ranks of other hosts (transport/gpu_net.h); NULL: all on this host */
+  bool spans;             /* ranks sit on several hosts */
+  struct shunt_nets nets; /* ranks of other hosts (transport/net.h) */
   /* A wait for this rank's launches failed: its kernels may still use the world's device
    * memory and mappings, which are then never freed (a leak, rather than memory reused under a
    * running kernel). */
@@ -120,7 +122,7 @@ static void release(struct shunt_gpu_world* w, bool keep_region) {
    * synchronizations nor is invalidated by them. */
   struct shunt_cu_guard g = shunt_cu_enter(w->ctx ? cu : NULL, w->ctx, 1);
   shunt_gpu_proxy_stop(w->proxy);
-  shunt_gpu_net_close(w->net);
+  shunt_nets_close(&w->nets);
   shunt_gpu_proxy_free(w->proxy);
   if (cu && w->ctx && w->unsettled) {
     SHUNT_WARN("rank %u: the GPU world's memory is kept: a kernel may still use it", w->rank);
@@ -198,7 +200,8 @@ int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gp
     return SHUNT_GPU_INVALID;
   }
   struct shunt_gpu_world* w = calloc(1, sizeof(*w));
-  struct card* all = calloc(nranks, sizeof(*all));
+  /* The cards, then a byte per rank for the votes. */
+  struct card* all = calloc(1, nranks * (sizeof(*all) + 1));
   if (!w || !all) {
     free(w);
     free(all);
@@ -223,6 +226,28 @@ int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gp
   if (rc != 0) return rc;
   *out = w;
   return SHUNT_GPU_OK;
+}
+
+/* The network endpoints on this rank's device region: registered for verbs by its dma-buf when
+ * the driver gives one, the NIC chosen near its GPU. */
+static int open_net(struct shunt_gpu_world* w, struct shunt_net_ep_config* nc, struct card* me, char* err,
+                    size_t len) {
+  const struct shunt_cu* cu = w->cu;
+  char gpu[4096] = "";
+  if (shunt_ib_bus_path("/sys", me->cp.busid, gpu, sizeof(gpu)) != 0) gpu[0] = 0;
+  int fd = -1;
+  if (cu->MemGetHandleForAddressRange &&
+      cu->MemGetHandleForAddressRange(&fd, DP(w->region), w->alloc_bytes, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+                                      0) != CUDA_SUCCESS)
+    fd = -1;
+  nc->dmabuf_fd = fd;
+  nc->gpu = gpu[0] ? gpu : NULL;
+  shunt_gpu_proxy_net_callbacks(w->proxy, nc);
+  int rc = shunt_nets_open(nc, &w->nets, &me->net, err, len);
+  if (fd >= 0) close(fd); /* the registration holds what it needs */
+  nc->dmabuf_fd = -1;
+  nc->gpu = NULL;
+  return rc;
 }
 
 static int world_create(struct shunt_gpu_world* w, struct card* all, const struct shunt_gpu_world_config* cfg,
@@ -286,17 +311,19 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
     me->output_bytes = cfg->output_bytes;
     me->node = bs->node;
   }
-  struct shunt_gpu_net_config nc = {.cu = cu,
-                                    .rank = rank,
-                                    .nranks = nranks,
-                                    .node = bs->node,
-                                    .nnodes = bs->nnodes,
-                                    .region = w->region,
-                                    .bytes = w->alloc_bytes,
-                                    .busid = me->cp.busid,
-                                    .bs = bs};
-  if (rc == 0 && spans && shunt_gpu_net_open(&nc, w->proxy, &w->net, &me->net, err, len) != 0)
-    rc = SHUNT_GPU_INVALID;
+  struct shunt_net_ep_config nc = {
+      .rank = rank,
+      .nranks = nranks,
+      .region = w->region,
+      .bytes = w->alloc_bytes,
+      .device = true,
+      .dmabuf_fd = -1,
+      .port_off =
+          w->lay.inbound + (uint64_t)shunt_gpu_sem_index(nranks, SHUNT_CHAN_PORT, 0, 0) * sizeof(uint64_t),
+      .ordinals = SHUNT_GPU_ORDINALS,
+      .bs = bs};
+  w->spans = spans;
+  if (rc == 0 && spans && open_net(w, &nc, me, err, len) != 0) rc = SHUNT_GPU_INVALID;
   if (bs->allgather(bs->ctx, all, sizeof(*all)) != 0) {
     if (rc == 0) setf(err, len, "bootstrap allgather failed");
     rc = SHUNT_GPU_INVALID;
@@ -318,12 +345,17 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
       rc = SHUNT_GPU_CUDA;
     }
   }
-  /* Connecting is collective: every rank takes part, also one that failed above. */
-  if (spans &&
-      shunt_gpu_net_connect(w->net, &nc, w->proxy, w->remote, &all[0].net, sizeof(*all), rc == 0, err, len) !=
-          0 &&
+  /* Connecting waits on every peer of another host: agree first, so that a rank that failed
+   * above does not leave the others waiting for its connections. */
+  if (spans && shunt_world_agree(bs, rank, nranks, rc == 0, (uint8_t*)(all + nranks), err, len) != 0 &&
       rc == 0)
     rc = SHUNT_GPU_INVALID;
+  if (rc == 0 && spans) {
+    if (shunt_nets_connect(&w->nets, &nc, w->remote, &all[0].net, sizeof(*all), NULL, err, len) != 0)
+      rc = SHUNT_GPU_INVALID;
+    else
+      shunt_gpu_proxy_set_net(w->proxy, w->nets.ops, w->nets.chosen);
+  }
   /* Ranks sharing this GPU (gpu_residency.h): their blocks must all be resident together, and
    * kernels of different processes run together only under MPS. */
   w->sharing = 0;
@@ -373,7 +405,7 @@ void shunt_gpu_world_destroy(struct shunt_gpu_world* w) {
    * rank's launches complete (their peers' parts are already enqueued), then every rank's. */
   shunt_gpu_world_quiesce(w);
   shunt_gpu_proxy_stop(w->proxy);
-  shunt_gpu_net_leave(w->net); /* peers' teardown then logs nothing */
+  shunt_nets_leave(&w->nets); /* peers' teardown then logs nothing */
   /* Every rank unmaps its peers' regions before any rank frees its own. */
   unmap_peers(w);
   w->bs.barrier(w->bs.ctx);
@@ -413,7 +445,7 @@ void shunt_gpu_world_release(struct shunt_gpu_world* w) {
 /* ---- Accessors ---------------------------------------------------------------------------------- */
 
 bool shunt_gpu_world_spans(const struct shunt_gpu_world* w) {
-  return w->net != NULL;
+  return w->spans;
 }
 
 bool shunt_gpu_world_fits(const struct shunt_gpu_world* w, uint32_t rpn, uint32_t* a, uint32_t* b) {
