@@ -6,6 +6,7 @@
 #ifndef SHUNT_TRANSPORT_EXCHANGE_H
 #define SHUNT_TRANSPORT_EXCHANGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -23,5 +24,13 @@ struct shunt_world_exchange {
   uint32_t node, nnodes;
   struct sockaddr_storage net_addr;
 };
+
+/* Collective vote closing a collective set-up step: every rank says whether its side succeeded
+ * (local_ok) and learns whether all did. Returns 0 when all succeeded; else -1, with a message
+ * naming the first rank that failed (unless this rank failed itself: its own message is kept).
+ * scratch: nranks bytes of the caller's (allocated before anything could fail, so that the vote
+ * itself cannot). */
+int shunt_world_agree(const struct shunt_world_exchange* bs, uint32_t rank, uint32_t nranks, bool local_ok,
+                      uint8_t* scratch, char* err, size_t len);
 
 #endif

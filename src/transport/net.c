@@ -8,13 +8,24 @@
 #include "util/env.h"
 #include "util/log.h"
 
-/* In order of preference: under auto the first one every rank has carries the port channels. */
-static const struct shunt_net_ops* const rows[SHUNT_NET_ROWS] = {&shunt_net_ib, &shunt_net_socket};
+extern const struct shunt_net_ops shunt_net_ib;     /* net_ib.c */
+extern const struct shunt_net_ops shunt_net_socket; /* net_socket.c */
+
+/* The table, in order of preference: under auto the first row every rank has carries the port
+ * channels; each row's name is a value of SHUNT_NET. */
+static const struct shunt_net_ops* const rows[] = {&shunt_net_ib, &shunt_net_socket};
+
+#define SHUNT_NET_ROWS ((uint32_t)(sizeof(rows) / sizeof(rows[0])))
+_Static_assert(SHUNT_NET_ROWS <= SHUNT_NET_ROWS_MAX, "the network table outgrew SHUNT_NET_ROWS_MAX");
+
+size_t shunt_nets_card_bytes(void) {
+  return SHUNT_NET_ROWS * SHUNT_NET_CARD_BYTES;
+}
 
 static int read_kind(void) {
   const char* names[SHUNT_NET_ROWS + 1] = {"auto"};
-  for (int i = 0; i < SHUNT_NET_ROWS; i++) names[i + 1] = rows[i]->name;
-  return shunt_env_choice("SHUNT_NET", NULL, names, SHUNT_NET_ROWS + 1, 0);
+  for (size_t i = 0; i < SHUNT_NET_ROWS; i++) names[i + 1] = rows[i]->name;
+  return shunt_env_choice("SHUNT_NET", NULL, names, (int)SHUNT_NET_ROWS + 1, 0);
 }
 
 static bool allowed(int kind, uint32_t row) {
@@ -25,15 +36,16 @@ static const char* kind_name(int kind) {
   return kind == 0 ? "auto" : rows[kind - 1]->name;
 }
 
-int shunt_nets_open(const struct shunt_net_ep_config* c, struct shunt_nets* n, struct shunt_net_cards* card,
-                    char* err, size_t len) {
+int shunt_nets_open(const struct shunt_net_ep_config* c, struct shunt_nets* n, void* cards, char* err,
+                    size_t len) {
   memset(n, 0, sizeof(*n));
-  memset(card, 0, sizeof(*card));
+  memset(cards, 0, shunt_nets_card_bytes());
   n->kind = read_kind();
   for (uint32_t i = 0; i < SHUNT_NET_ROWS; i++) {
     if (!allowed(n->kind, i)) continue;
     char why[256];
-    if (rows[i]->open(c, &n->ep[i], card->row[i], why, sizeof(why)) == 0) continue;
+    if (rows[i]->open(c, &n->ep[i], (char*)cards + (size_t)i * SHUNT_NET_CARD_BYTES, why, sizeof(why)) == 0)
+      continue;
     n->ep[i] = NULL;
     if (n->kind != 0) {
       snprintf(err, len, "SHUNT_NET=%s: %s", rows[i]->name, why);
@@ -48,14 +60,13 @@ int shunt_nets_open(const struct shunt_net_ep_config* c, struct shunt_nets* n, s
   return 0;
 }
 
-static const void* card_at(const struct shunt_net_cards* cards, size_t stride, uint32_t r, uint32_t row) {
+static const void* card_at(const void* cards, size_t stride, uint32_t r, uint32_t row) {
   return (const char*)cards + (size_t)r * stride + (size_t)row * SHUNT_NET_CARD_BYTES;
 }
 
 /* The first allowed row every rank has; why: "" or, under auto, the rank that lacked the
  * first one, for the INFO line. */
-static uint32_t pick(int kind, const struct shunt_net_cards* cards, size_t stride, uint32_t nranks, char* why,
-                     size_t len) {
+static uint32_t pick(int kind, const void* cards, size_t stride, uint32_t nranks, char* why, size_t len) {
   why[0] = 0;
   for (uint32_t i = 0; i < SHUNT_NET_ROWS; i++) {
     if (!allowed(kind, i)) continue;
@@ -69,8 +80,7 @@ static uint32_t pick(int kind, const struct shunt_net_cards* cards, size_t strid
 }
 
 int shunt_nets_connect(struct shunt_nets* n, const struct shunt_net_ep_config* c, const bool* remote,
-                       const struct shunt_net_cards* cards, size_t stride, char (*where)[64], char* err,
-                       size_t len) {
+                       const void* cards, size_t stride, char (*where)[64], char* err, size_t len) {
   char why[64];
   uint32_t row = pick(n->kind, cards, stride, c->nranks, why, sizeof(why));
   for (uint32_t i = 0; i < SHUNT_NET_ROWS; i++)

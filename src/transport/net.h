@@ -73,20 +73,15 @@ struct shunt_net_ops {
   void (*close)(void* ep);
 };
 
-extern const struct shunt_net_ops shunt_net_ib;     /* net_ib.c */
-extern const struct shunt_net_ops shunt_net_socket; /* net_socket.c */
+#define SHUNT_NET_ROWS_MAX 4 /* rows the table may grow to (net.c's rows[]) */
 
-#define SHUNT_NET_ROWS 2
-
-/* Every row's card of one rank. */
-struct shunt_net_cards {
-  uint8_t row[SHUNT_NET_ROWS][SHUNT_NET_CARD_BYTES];
-};
+/* Bytes of every row's card of one rank (what shunt_nets_open fills, back to back). */
+size_t shunt_nets_card_bytes(void);
 
 /* This rank's endpoints: every row SHUNT_NET allows is opened, the chosen one kept. */
 struct shunt_nets {
   int kind; /* SHUNT_NET: 0 auto, else 1 + the row */
-  void* ep[SHUNT_NET_ROWS];
+  void* ep[SHUNT_NET_ROWS_MAX];
   const struct shunt_net_ops* ops; /* chosen (after connect); NULL: none */
   void* chosen;
   uint32_t row;
@@ -94,14 +89,13 @@ struct shunt_nets {
 
 /* Opens every row SHUNT_NET allows: under auto a row that cannot open is logged (INFO) and
  * skipped, except the last, which every rank must have; a named row must open. */
-int shunt_nets_open(const struct shunt_net_ep_config* c, struct shunt_nets* n, struct shunt_net_cards* card,
-                    char* err, size_t len);
+int shunt_nets_open(const struct shunt_net_ep_config* c, struct shunt_nets* n, void* cards, char* err,
+                    size_t len);
 /* Collective: picks the first allowed row every rank opened (cards: every rank's, at
  * cards + r * stride), logs it, closes the others and connects. where: NULL, or [nranks]
  * strings filled with each remote rank's address. */
 int shunt_nets_connect(struct shunt_nets* n, const struct shunt_net_ep_config* c, const bool* remote,
-                       const struct shunt_net_cards* cards, size_t stride, char (*where)[64], char* err,
-                       size_t len);
+                       const void* cards, size_t stride, char (*where)[64], char* err, size_t len);
 void shunt_nets_leave(struct shunt_nets* n);
 void shunt_nets_close(struct shunt_nets* n);
 

@@ -1,5 +1,5 @@
 /* The TCP row of the network table (net.h) over the socket endpoint of
- * transport/link_socket.h: a put is a write message into the peer's region by offset, a signal
+ * transport/socket_ep.h: a put is a write message into the peer's region by offset, a signal
  * a flag message the peer's receiving thread applies once every byte sent before it is in. A
  * device region's data go out through the caller's host staging, piece by piece, and arrive
  * through the endpoint's (staged mode). */
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport/link_socket.h"
+#include "transport/socket_ep.h"
 #include "transport/net.h"
 #include "transport/trigger.h"
 

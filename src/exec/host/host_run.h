@@ -29,14 +29,25 @@ enum {
   SHUNT_EXEC_INVALID = -1,
   SHUNT_EXEC_TIMEOUT = -2,
   SHUNT_EXEC_NOMEM = -3,
-  SHUNT_EXEC_UNFIT = -4 /* the backend cannot run this plan here at all (GPU: its blocks cannot all be resident) */
+  SHUNT_EXEC_UNFIT =
+      -4 /* the backend cannot run this plan here at all (GPU: its blocks cannot all be resident) */
 };
+
+/* What the host backend keeps between runs of one world (its fibers and per-run arrays): made
+ * at the first run, grown as needed, freed by its owner. */
+struct shunt_host_keep;
+void shunt_host_keep_free(struct shunt_host_keep* k);
 
 struct shunt_host_run_opts {
   uint64_t timeout_ms;       /* 0: SHUNT_HOST_TIMEOUT_MS from the environment, else 30000 */
   const void* premul_scalar; /* PREMULSUM: one element of the program's dtype */
 };
 
+/* keep: the caller's (*keep NULL at first), kept between runs of one world. */
+int shunt_host_run_kept(struct shunt_world* w, const struct shunt_program* p, const void* user_in,
+                        void* user_out, const struct shunt_host_run_opts* opts, struct shunt_host_keep** keep,
+                        char* err, size_t len);
+/* The same, with what the run needs made and freed by it. */
 int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const void* user_in, void* user_out,
                    const struct shunt_host_run_opts* opts, char* err, size_t len);
 

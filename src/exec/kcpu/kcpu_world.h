@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "exec/program.h"
-#include "transport/world.h"
+#include "transport/exchange.h"
 
 enum { SHUNT_KCPU_OK = 0, SHUNT_KCPU_INVALID = -1, SHUNT_KCPU_TIMEOUT = -2, SHUNT_KCPU_NOMEM = -3 };
 

@@ -13,8 +13,8 @@
  *   world failed with the peer's rank, address and the cause; a rank leaving in order says so
  *   first, so its peers' teardown logs nothing. Sends give up when the world is aborted or
  *   a run timed out. Every choice is logged at INFO (NET). */
-#ifndef SHUNT_TRANSPORT_LINK_SOCKET_H
-#define SHUNT_TRANSPORT_LINK_SOCKET_H
+#ifndef SHUNT_TRANSPORT_SOCKET_EP_H
+#define SHUNT_TRANSPORT_SOCKET_EP_H
 
 #include <stdbool.h>
 #include <stddef.h>

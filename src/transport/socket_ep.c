@@ -1,7 +1,7 @@
-/* The socket transport's endpoint (link_socket.h): connection set-up, the sending side run by
+/* The socket transport's endpoint (socket_ep.h): connection set-up, the sending side run by
  * the proxy thread, and the receiving thread that hands what arrives to its user's callbacks.
  * Its user: the network table's socket row (net_socket.c). */
-#include "transport/link_socket.h"
+#include "transport/socket_ep.h"
 
 #include <errno.h>
 #include <netinet/in.h>
