@@ -129,7 +129,7 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
     return 3;
   }
   struct shunt_lower_cache* cache = shunt_lower_cache_create(16);
-  struct shunt_host_tail tail = {NULL, 0};
+  struct shunt_host_tail tail = {0};
   char* out = malloc(user_out_max ? user_out_max : 1);
   char* in = malloc(user_in_max ? user_in_max : 1);
   bool rs = plan->coll == SHUNT_COLL_REDUCESCATTER;
