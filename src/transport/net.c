@@ -7,6 +7,7 @@
 
 #include "util/env.h"
 #include "util/log.h"
+#include "util/status.h"
 
 extern const struct shunt_net_ops shunt_net_ib;     /* net_ib.c */
 extern const struct shunt_net_ops shunt_net_socket; /* net_socket.c */
@@ -49,11 +50,11 @@ int shunt_nets_open(const struct shunt_net_ep_config* c, struct shunt_nets* n, v
     n->ep[i] = NULL;
     if (n->kind != 0) {
       snprintf(err, len, "SHUNT_NET=%s: %s", rows[i]->name, why);
-      return -1;
+      return SHUNT_E_INVALID;
     }
     if (i + 1 == SHUNT_NET_ROWS) {
       snprintf(err, len, "%s", why);
-      return -1;
+      return SHUNT_E_INVALID;
     }
     SHUNT_INFO(SHUNT_NET, "rank %u: no %s transport (%s)", c->rank, rows[i]->says, why);
   }
@@ -90,7 +91,7 @@ int shunt_nets_connect(struct shunt_nets* n, const struct shunt_net_ep_config* c
     }
   if (row == SHUNT_NET_ROWS) {
     snprintf(err, len, "SHUNT_NET=%s: a rank has no such transport", kind_name(n->kind));
-    return -1;
+    return SHUNT_E_INVALID;
   }
   const struct shunt_net_ops* ops = rows[row];
   SHUNT_INFO(SHUNT_NET, "rank %u (host %u of %u): %sport channels to other hosts use %s (SHUNT_NET=%s%s)",
@@ -98,7 +99,7 @@ int shunt_nets_connect(struct shunt_nets* n, const struct shunt_net_ep_config* c
              c->device ? ops->device_says : ops->says, kind_name(n->kind), why);
   for (uint32_t r = 0; where && r < c->nranks; r++)
     if (remote[r]) ops->where(card_at(cards, stride, r, row), where[r], sizeof(where[r]));
-  if (ops->connect(n->ep[row], remote, card_at(cards, stride, 0, row), stride, err, len) != 0) return -1;
+  if (ops->connect(n->ep[row], remote, card_at(cards, stride, 0, row), stride, err, len) != 0) return SHUNT_E_INVALID;
   n->ops = ops;
   n->chosen = n->ep[row];
   n->row = row;

@@ -11,7 +11,7 @@
  *   put and signal has landed as far as this rank can know (a flush after each trigger is
  *   what the proxies do);
  * - a failure is reported once through the fail callback with the peer's rank and address and
- *   the cause, and returns -1; waits give up when give_up says so.
+ *   the cause, and returns SHUNT_E_INVALID (util/status.h); waits give up when give_up says so.
  * Choosing (shunt_nets_connect) is collective: every rank decides from the same gathered cards,
  * the first row SHUNT_NET allows that every rank could open; the choice is logged at INFO (NET). */
 #ifndef SHUNT_TRANSPORT_NET_H

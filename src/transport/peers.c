@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "util/log.h"
+#include "util/status.h"
 
 #define CARD_MAGIC 0x7372656570746e73ull /* "sntpeers" */
 
@@ -53,11 +54,11 @@ static struct shunt_net_ep_config net_config(const struct shunt_peers_config* c,
 /* This rank's card: its region made or described, its endpoints opened. */
 static int open_local(const struct shunt_peers_config* c, struct shunt_peers* p, struct card* me, char* err,
                       size_t len) {
-  if (c->mem->open(&p->env, &p->region, p->bytes, (char*)me + p->mem_at, err, len) != 0) return -1;
+  if (c->mem->open(&p->env, &p->region, p->bytes, (char*)me + p->mem_at, err, len) != 0) return SHUNT_E_INVALID;
   p->opened = true;
   if (p->spans) {
     struct shunt_net_ep_config n = net_config(c, p);
-    if (shunt_nets_open(&n, &p->nets, net_of(p, c->rank), err, len) != 0) return -1;
+    if (shunt_nets_open(&n, &p->nets, net_of(p, c->rank), err, len) != 0) return SHUNT_E_INVALID;
   }
   me->magic = CARD_MAGIC;
   me->ok = 1;
@@ -75,11 +76,11 @@ static int map_peers(const struct shunt_peers_config* c, struct shunt_peers* p, 
     const struct card* k = card_of(p, r);
     if (!k->ok || k->magic != CARD_MAGIC) {
       snprintf(err, len, "rank %u could not create its %s", r, c->what);
-      return -1;
+      return SHUNT_E_INVALID;
     }
     if (k->nranks != c->nranks || memcmp(sizes_of(p, r), sizes_of(p, c->rank), c->sizes_bytes) != 0) {
       snprintf(err, len, "rank %u asked for different world sizes than rank %u", r, c->rank);
-      return -1;
+      return SHUNT_E_INVALID;
     }
     p->node_of[r] = k->node;
     p->remote[r] = k->node != me->node;
@@ -91,7 +92,7 @@ static int map_peers(const struct shunt_peers_config* c, struct shunt_peers* p, 
                c->mem->map(&p->env, c->rank, shunt_peers_mem_card(p, c->rank), r, shunt_peers_mem_card(p, r),
                            &p->base[r], &p->how[r], err, len) != 0) {
       p->base[r] = NULL;
-      return -1;
+      return SHUNT_E_INVALID;
     }
   }
   return 0;
@@ -123,7 +124,7 @@ int shunt_peers_setup(const struct shunt_peers_config* c, bool local_ok, struct 
     if (local_ok) snprintf(err, len, "out of memory");
     free(votes);
     shunt_peers_free(p, false);
-    return -1;
+    return SHUNT_E_INVALID;
   }
   int rc = local_ok ? 0 : -1;
   if (rc == 0 && (!p->base || !p->how || !p->remote || !p->node_of || !p->where)) {
@@ -151,7 +152,7 @@ int shunt_peers_setup(const struct shunt_peers_config* c, bool local_ok, struct 
   if (rc == 0) return 0;
   if (ready && c->unready) c->unready(c->ctx);
   shunt_peers_free(p, false);
-  return -1;
+  return SHUNT_E_INVALID;
 }
 
 void shunt_peers_leave(struct shunt_peers* p) {

@@ -9,7 +9,7 @@
  *   local failure (local_ok false, or one found here), so no peer waits for it.
  * - Either every rank has its peers or none keeps them: a rank that fails, or learns that
  *   another did, unwinds what was made here (undoing the world's ready step first through
- *   unready) and returns -1 with a message naming the first rank that failed.
+ *   unready) and returns SHUNT_E_INVALID (util/status.h) with a message naming the first rank that failed.
  * - Connecting waits on every peer of another host, so it follows a vote: a rank that failed
  *   before never leaves the others waiting for its connections.
  * - Nothing prints to stdout; the network choice is logged at INFO (NET). */

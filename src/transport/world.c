@@ -12,6 +12,7 @@
 #include "transport/net.h"
 #include "transport/proxy.h"
 #include "util/log.h"
+#include "util/status.h"
 
 static size_t page_up(uint64_t x) {
   return (size_t)((x + 4095) & ~(uint64_t)4095);
@@ -148,12 +149,12 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
   *out = NULL;
   if (nranks == 0 || rank >= nranks || nranks > 65535) {
     snprintf(err, len, "rank %u of %u is not valid", rank, nranks);
-    return -1;
+    return SHUNT_E_INVALID;
   }
   struct shunt_world* w = calloc(1, sizeof(*w));
   if (!w) {
     snprintf(err, len, "out of memory");
-    return -1;
+    return SHUNT_E_INVALID;
   }
   w->rank = rank;
   w->nranks = nranks;
@@ -170,7 +171,7 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
   if (!ok) snprintf(err, len, "out of memory");
   if (shunt_peers_setup(&pc, ok, &w->reach, err, len) != 0) {
     release(w);
-    return -1;
+    return SHUNT_E_INVALID;
   }
   SHUNT_INFO(SHUNT_ALLOC, "world rank %u/%u: shared region %llu bytes (scratch %llu, staging %llu + %llu)",
              rank, nranks, (unsigned long long)bytes, (unsigned long long)cfg->scratch_bytes,

@@ -8,6 +8,8 @@
  *   trailing newline, lower-case start, naming the object and the value that failed); err may be
  *   NULL or len 0 when the caller does not want the words.
  * - Checks that answer yes or no (bool) write their reason the same way.
+ * - The transports' set-up (peers, worlds, the network table) answers 0 or SHUNT_E_INVALID with
+ *   the words; helpers below them that only say yes or no return 0 or -1.
  * - Nothing here depends on CUDA or on any other layer: any file may include it. */
 #ifndef SHUNT_UTIL_STATUS_H
 #define SHUNT_UTIL_STATUS_H
