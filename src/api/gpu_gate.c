@@ -25,6 +25,11 @@ static void read_mode(void) {
   check_timeout_ms = shunt_env_int("SHUNT_GPU_CHECK_TIMEOUT", 2, 1, 3600) * 1000;
 }
 
+/* The collectives the GPU backend runs (the others' device calls go to NCCL). */
+static bool gpu_serves(enum shunt_coll coll) {
+  return coll == SHUNT_COLL_ALLREDUCE || coll == SHUNT_COLL_ALLGATHER || coll == SHUNT_COLL_REDUCESCATTER;
+}
+
 static int gpu_mode(void) {
   pthread_once(&mode_once, read_mode);
   return mode;
@@ -55,8 +60,7 @@ void shunt_gpu_gate_init(struct shunt_comm* c) {
     /* Plans this communicator's placement can select, by selection's own rule. */
     uint32_t rpn = e->plan ? e->plan->ranks_per_node : 0;
     if (e->status == SHUNT_PLAN_OK && e->plan && e->plan->ngpus == (uint32_t)c->nranks &&
-        shunt_rpn_matches(rpn, (uint32_t)c->nranks, want) &&
-        (e->plan->coll == SHUNT_COLL_ALLREDUCE || e->plan->coll == SHUNT_COLL_ALLGATHER))
+        shunt_rpn_matches(rpn, (uint32_t)c->nranks, want) && gpu_serves(e->plan->coll))
       plans[k++] = e->plan;
   }
   if (k == 0) {
@@ -126,8 +130,8 @@ const char* shunt_gpu_gate_call(struct shunt_comm* c, struct shunt_call* call, u
   call->on_gpu = false;
   if (ks == SHUNT_MEM_HOST && kr == SHUNT_MEM_HOST) return NULL;
   if (ks != kr) return "one buffer in host memory, the other on the GPU";
-  if (call->coll != SHUNT_COLL_ALLREDUCE && call->coll != SHUNT_COLL_ALLGATHER)
-    return "GPU buffers, and the GPU backend serves only allreduce and allgather";
+  if (!gpu_serves(call->coll))
+    return "GPU buffers, and the GPU backend serves only allreduce, allgather and reducescatter";
   switch (atomic_load(&c->gpu_verdict)) {
     case SHUNT_GPU_USE:
       break;

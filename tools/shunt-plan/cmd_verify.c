@@ -510,10 +510,6 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
     fprintf(stderr, "%s: verify runs at most 64 ranks\n", o.file);
     goto out;
   }
-  if (plan->coll == SHUNT_COLL_REDUCESCATTER && o.backend != VERIFY_BACKEND_HOST) {
-    fprintf(stderr, "%s: reducescatter runs on the host backend only\n", o.file);
-    goto out;
-  }
   if (o.net && o.backend != VERIFY_BACKEND_HOST) {
     fprintf(stderr, "%s: --net runs on the host backend only\n", o.file);
     goto out;

@@ -129,7 +129,8 @@ static void* rank_main(void* arg) {
   const struct vopts* o = J->o;
   const struct shunt_plan* plan = J->plan;
   uint32_t rank = c->rank, nranks = plan->ngpus;
-  bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE;
+  bool rs = plan->coll == SHUNT_COLL_REDUCESCATTER;
+  bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE || rs;
   struct shunt_world_exchange bs = {.ctx = c, .allgather = team_allgather, .barrier = team_barrier};
   struct shunt_kcpu_world* w = NULL;
   char err[1024];
@@ -167,13 +168,16 @@ static void* rank_main(void* arg) {
      * them, so flags, scratch halves and the epoch must keep them apart. */
     for (unsigned it = 0; ok && it < o->iters; it++) {
       unsigned seed = k * 131 + it;
-      char* user_in = plan->inplace ? (reduce ? out : out + (uint64_t)rank * s->in) : in;
-      memset(out, 0xa5, s->out);
+      /* In place, NCCL's rule: the input inside the output, or reducescatter's output inside
+       * its input, at the rank's slice. */
+      char* user_in = rs ? in : plan->inplace ? (reduce ? out : out + (uint64_t)rank * s->in) : in;
+      char* user_out = rs && plan->inplace ? in + (uint64_t)rank * s->out : out;
+      memset(user_out, 0xa5, s->out);
       verify_fill_input(user_in, 0, s->in, rank, nranks, seed, (enum shunt_dtype)s->dt, s->op, reduce);
       /* Only rank 0 runs skewed: its peers, unhindered, consume whatever it publishes early. */
       unsigned skew = rank == 0 ? o->skew_us : 0;
       struct part_ctx pc = {w, kh, kt, scalar, skew, err, sizeof(err)};
-      int rc = shunt_split_run_host(plan, &cs, &sp, rank, user_in, out, tail, run_part, &pc);
+      int rc = shunt_split_run_host(plan, &cs, &sp, rank, user_in, user_out, tail, run_part, &pc);
       if (rc) {
         record(J, rc == SHUNT_KCPU_TIMEOUT ? VERIFY_TIMEOUT : VERIFY_ERROR,
                "%" PRIu64 " bytes, %s %s, iteration %u, %u threads per block: rank %u: %s", s->total,
@@ -181,12 +185,15 @@ static void* rank_main(void* arg) {
         ok = false;
         break;
       }
-      memcpy(outs[it], out, s->out);
+      memcpy(outs[it], user_out, s->out);
     }
     /* This rank's slice of every execution's reference. */
     if (ok) {
       uint32_t es = shunt_dtype_size((enum shunt_dtype)s->dt);
       uint64_t nel = s->out / es, lo = nel * rank / nranks * es, hi = nel * (rank + 1) / nranks * es;
+      /* Reducescatter: the rank's output is the sum of the ranks' slice `rank`, kept at that
+       * slice of the reference (as long as the input), each rank computing its own. */
+      if (rs) lo = (uint64_t)rank * s->out, hi = lo + s->out;
       for (unsigned it = 0; it < o->iters; it++) {
         unsigned seed = k * 131 + it;
         if (reduce) {
@@ -199,17 +206,19 @@ static void* rank_main(void* arg) {
       }
     }
     ok = team_agree(c, ok);
+    uint64_t at = rs ? (uint64_t)rank * s->out : 0;
     for (unsigned it = 0; ok && it < o->iters; it++) {
-      if (memcmp(outs[it], J->exp[it], s->out) == 0) continue;
+      const char* want = J->exp[it] + at;
+      if (memcmp(outs[it], want, s->out) == 0) continue;
       uint64_t b = 0;
-      while (outs[it][b] == J->exp[it][b]) b++;
+      while (outs[it][b] == want[b]) b++;
       record(J, VERIFY_MISMATCH,
              "mismatch: %s, %" PRIu64 " bytes (head %" PRIu64 " + tail %" PRIu64
              " per rank), %s %s, iteration %u, %u threads per block: rank %u byte offset %" PRIu64
              ": expected 0x%02x, got 0x%02x",
              plan->name, s->total, sp.head, sp.rest, verify_dt_names[s->dt],
-             reduce ? verify_op_names[s->op] : "-", it, J->threads, rank, b,
-             (unsigned)(unsigned char)J->exp[it][b], (unsigned)(unsigned char)outs[it][b]);
+             reduce ? verify_op_names[s->op] : "-", it, J->threads, rank, b, (unsigned)(unsigned char)want[b],
+             (unsigned)(unsigned char)outs[it][b]);
       break;
     }
     /* Nobody overwrites the references before every rank has compared; no program goes while
@@ -272,8 +281,11 @@ int verify_kcpu_plan(const struct vopts* o, const struct shunt_plan* plan, const
   J.team.slots = calloc(plan->ngpus, SLOT);
   int rc = VERIFY_PASS;
   if (!J.exp || !J.team.slots) rc = VERIFY_ERROR;
+  /* The reference of every rank's output: reducescatter's, one slice per rank, is as long as
+   * the input. */
+  uint64_t ref = J.need.max_in > J.need.max_out ? J.need.max_in : J.need.max_out;
   for (unsigned it = 0; rc == VERIFY_PASS && it < o->iters; it++)
-    if (!(J.exp[it] = malloc(J.need.max_out + 16))) rc = VERIFY_ERROR;
+    if (!(J.exp[it] = malloc(ref + 16))) rc = VERIFY_ERROR;
   if (rc != VERIFY_PASS) snprintf(msg, len, "out of memory");
   pthread_mutex_init(&J.mu, NULL);
   pthread_mutex_init(&J.team.mu, NULL);

@@ -373,6 +373,13 @@ static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const s
   return rc == SHUNT_GPU_OK ? SHUNT_EXEC_OK : rc == SHUNT_GPU_NOMEM ? SHUNT_EXEC_NOMEM : SHUNT_EXEC_INVALID;
 }
 
+/* In place as NCCL defines it: one buffer inside the other (the output inside the input for a
+ * collective whose output is a view into its input, exec/program.h). */
+static bool call_inplace(const struct shunt_backend_call* c) {
+  if (c->plan->coll == SHUNT_COLL_REDUCESCATTER) return shunt_split_inside(c->out, c->in, c->shape.in_bytes);
+  return shunt_split_inside(c->in, c->out, c->shape.out_bytes);
+}
+
 /* The head on the user's buffers, then the tail padded with zeros in the device staging, all
  * in one ordered section of the world's launches (the staging is shared by every call). */
 static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const struct shunt_backend_call* c,
@@ -386,9 +393,8 @@ static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const stru
   }
   if (!s->rest) return SHUNT_EXEC_OK;
   const struct shunt_plan* plan = c->plan;
-  uint64_t R = c->shape.in_bytes, q = s->quantum;
-  bool inplace = (const char*)c->in >= (const char*)c->out &&
-                 (const char*)c->in < (const char*)c->out + c->shape.out_bytes;
+  uint64_t q = s->quantum;
+  bool inplace = call_inplace(c);
   uint64_t tail_bytes = shunt_split_tail_bytes(plan, s);
   if (tail_bytes > g->tail_cap) {
     if (err && len)
@@ -396,17 +402,25 @@ static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const stru
                (unsigned long long)g->tail_cap, (unsigned long long)tail_bytes);
     return SHUNT_EXEC_INVALID;
   }
+  /* Either side may be cut in rank slices (allgather's output, reducescatter's input), each
+   * slice's rest padded to a quantum at slice k of the tail (exec/split.h); in place, one tail
+   * buffer lies inside the other as the call's do. */
+  uint32_t nin = shunt_split_in_slices(plan), nout = shunt_split_slices(plan);
+  uint64_t rin = c->shape.in_bytes / nin, rout = c->shape.out_bytes / nout;
   char* tin = g->tail + shunt_split_tail_in(plan, s, g->base.rank, inplace);
+  char* tout = g->tail + shunt_split_tail_out(plan, s, g->base.rank, inplace);
   CUresult e = cu->MemsetD8Async(DP(g->tail), 0, tail_bytes, st);
-  if (e == CUDA_SUCCESS) e = cu->MemcpyAsync(DP(tin), DP((const char*)c->in + s->head), s->rest, st);
+  for (uint32_t k = 0; k < nin && e == CUDA_SUCCESS; k++)
+    e = cu->MemcpyAsync(DP(tin + (uint64_t)k * q), DP((const char*)c->in + (uint64_t)k * rin + s->head),
+                        s->rest, st);
   if (e != CUDA_SUCCESS) {
     if (err && len) snprintf(err, len, "staging the tail: %s", shunt_cu_error(e));
     return SHUNT_EXEC_INVALID;
   }
-  int rc = launch_part(g, w, c, &s->tail_shape, tin, g->tail, NULL, err, len);
+  int rc = launch_part(g, w, c, &s->tail_shape, tin, tout, NULL, err, len);
   if (rc != SHUNT_EXEC_OK) return rc;
-  for (uint32_t k = 0; k < shunt_split_slices(plan) && e == CUDA_SUCCESS; k++)
-    e = cu->MemcpyAsync(DP((char*)c->out + (uint64_t)k * R + s->head), DP(g->tail + (uint64_t)k * q), s->rest,
+  for (uint32_t k = 0; k < nout && e == CUDA_SUCCESS; k++)
+    e = cu->MemcpyAsync(DP((char*)c->out + (uint64_t)k * rout + s->head), DP(tout + (uint64_t)k * q), s->rest,
                         st);
   if (e != CUDA_SUCCESS) {
     if (err && len) snprintf(err, len, "copying the tail out: %s", shunt_cu_error(e));
@@ -441,8 +455,8 @@ static bool give_up(void* p) {
 }
 
 /* Which of the call head's buffers peers reach in place (gpu_reg.h: agreed with every rank at
- * this call): the output, and the input too when the call is not in place (in place, the
- * input is a view into the output). */
+ * this call): both when the call is not in place; in place only the buffer that holds the
+ * other (the output, or reducescatter's input). */
 /* SHUNT_ZERO_COPY, read once: it is asked at every call. */
 static pthread_once_t zc_once = PTHREAD_ONCE_INIT;
 static int zc_asked;
@@ -463,12 +477,21 @@ static int zero_copy(struct gpu_backend* g, const struct shunt_backend_call* c, 
     z->in = z->out = NULL;
     return 0;
   }
-  bool inplace = (const char*)c->in >= (const char*)c->out &&
-                 (const char*)c->in < (const char*)c->out + c->shape.out_bytes;
+  bool inplace = call_inplace(c);
   struct shunt_gpu_world* w = atomic_load(&g->world);
-  return shunt_gpu_reg_bind(g->regs, g->cu, g->ctx, w ? shunt_gpu_world_stream(w) : NULL, g->board,
-                            g->base.rank, g->base.nranks, c->in, c->shape.in_bytes, c->out,
-                            c->shape.out_bytes, inplace, give_up, g, z, err, len);
+  CUstream ws = w ? shunt_gpu_world_stream(w) : NULL;
+  if (inplace && c->plan->coll == SHUNT_COLL_REDUCESCATTER) {
+    /* The mirror: the input holds the output, so the input is the buffer peers reach; bound
+     * as the holder, its table is the input's. */
+    struct shunt_gpu_zc h = {NULL, NULL};
+    int rc = shunt_gpu_reg_bind(g->regs, g->cu, g->ctx, ws, g->board, g->base.rank, g->base.nranks, c->out,
+                                c->shape.out_bytes, c->in, c->shape.in_bytes, true, give_up, g, &h, err, len);
+    z->in = h.out;
+    z->out = NULL;
+    return rc;
+  }
+  return shunt_gpu_reg_bind(g->regs, g->cu, g->ctx, ws, g->board, g->base.rank, g->base.nranks, c->in,
+                            c->shape.in_bytes, c->out, c->shape.out_bytes, inplace, give_up, g, z, err, len);
 }
 
 static void tie_to_graph(struct gpu_backend* g, CUstream st);
