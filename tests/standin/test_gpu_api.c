@@ -8,7 +8,8 @@
  *              it does not: exact, and served by plans; reducescatter also on the Simple plans,
  *              whose ranks reach each other's staged input; a buffer freed and allocated again
  *              serves again
- *   threads    ranks as threads of one process sharing device 0, each on its own stream; at 8
+ *   threads    ranks as threads of one process sharing device 0, each on its own stream
+ *              (allreduce, allgather, reducescatter in and out of place); at 8
  *              ranks the Simple plans cannot all be resident on the stand-in's device: found
  *              unfit by the self-check, their sizes go to NCCL while the others stay on plans
  *   graph      an allreduce and an allgather captured into one CUDA graph, replayed 100 times
@@ -512,6 +513,9 @@ static void* thread_main(void* p) {
     allreduce_case(comm, a->rank, st, 4096 + (size_t)k * 5, SHUNT_DT_FLOAT32, 0, k, 1);
     allreduce_case(comm, a->rank, st, 1000, SHUNT_DT_BFLOAT16, 4, !k, 1);
     allgather_case(comm, a->rank, st, 1024 + (size_t)k, SHUNT_DT_INT32, k, 1);
+    /* (at 8 ranks, one: each call costs eight ranks of CPU-run kernels on two cores) */
+    if (nranks < 8 || k)
+      reducescatter_case(comm, a->rank, st, 1000 + (size_t)k, SHUNT_DT_FLOAT32, k ? 4 : 0, k, 1);
   }
   if (nranks == 8) {
     /* The stand-in holds 128 blocks: 8 ranks of the 32-block Simple plans do not fit. The
