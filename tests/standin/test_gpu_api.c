@@ -6,8 +6,9 @@
  *              and reducescatter of every dtype and op (avg and PreMulSum included) and allgather
  *              of every dtype, in place and out of place, at sizes the chunk rule takes and sizes
  *              it does not: exact, and served by plans; reducescatter also on the Simple plans,
- *              whose ranks reach each other's staged input; a buffer freed and allocated again
- *              serves again
+ *              whose ranks reach each other's staged input; broadcast from every root, the root
+ *              in place, out of place and with partly overlapping buffers, on the LL and Simple
+ *              plans; a buffer freed and allocated again serves again
  *   threads    ranks as threads of one process sharing device 0, each on its own stream
  *              (allreduce, allgather, reducescatter in and out of place); at 8
  *              ranks the Simple plans cannot all be resident on the stand-in's device: found
@@ -184,6 +185,46 @@ static void reducescatter_case(ncclComm_t comm, int rank, fc_handle st, size_t c
   free(tmp);
 }
 
+/* A broadcast of `count` elements of dt from `root`: the root in place or not (then, with
+ * `overlap`, its output starting 4 bytes into its input: the buffers partly overlap), the
+ * other ranks' sendbuff NULL (NCCL reads it on the root only). Every rank's output must be the
+ * root's input, on a broadcast plan. */
+static void broadcast_case(ncclComm_t comm, int rank, fc_handle st, size_t count, enum shunt_dtype dt,
+                           int root, int inplace, int overlap) {
+  uint64_t bytes = count * shunt_dtype_size(dt);
+  char* host = malloc(bytes);
+  char* exp = malloc(bytes);
+  verify_fill_input(exp, 0, bytes, (uint32_t)root, (uint32_t)nranks, 11, dt, 0, false);
+  unsigned long long buf = dalloc(bytes + 8), in = buf, out = buf;
+  if (rank == root && !inplace) {
+    out = overlap ? buf + 4 : dalloc(bytes);
+    CHECK_EQ_INT(cuMemcpyHtoD_v2(in, exp, bytes), 0);
+  } else {
+    /* On the root the input; elsewhere what the output held before: anything. */
+    verify_fill_input(host, 0, bytes, (uint32_t)rank, (uint32_t)nranks, 11, dt, 0, false);
+    CHECK_EQ_INT(cuMemcpyHtoD_v2(out, rank == root ? exp : host, bytes), 0);
+  }
+  const void* send = rank == root ? (const void*)(uintptr_t)in : NULL;
+  CHECK_EQ_INT(ncclBroadcast(send, (void*)(uintptr_t)out, count, nccl_dt[dt], root, comm, st), ncclSuccess);
+  CHECK_EQ_INT(cuStreamSynchronize(st), 0);
+  CHECK_EQ_INT(cuMemcpyDtoH_v2(host, out, bytes), 0);
+  size_t bad = 0;
+  for (uint64_t i = 0; i < bytes; i++) bad += host[i] != exp[i];
+  const char* served = last_plan(comm);
+  CHECK_MSG(bad == 0, "rank %d broadcast %zu x %s from %d%s: %zu bytes wrong (served by %s)", rank, count,
+            verify_dt_names[dt], root,
+            inplace   ? " in place"
+            : overlap ? " overlapping"
+                      : "",
+            bad, served);
+  CHECK_MSG(strncmp(served, "broadcast_", 10) == 0, "broadcast %zu x %s served by %s", count,
+            verify_dt_names[dt], served);
+  if (out != buf && out != buf + 4) cuMemFree_v2(out);
+  cuMemFree_v2(buf);
+  free(host);
+  free(exp);
+}
+
 /* Every dtype and op, in place and out of place, a size the chunk rule takes (4096 elements)
  * and one it does not (a remainder runs as the padded tail). */
 static void every_case(ncclComm_t comm, int rank, fc_handle st, int want_plan) {
@@ -206,6 +247,17 @@ static void every_case(ncclComm_t comm, int rank, fc_handle st, int want_plan) {
     reducescatter_case(comm, rank, st, big + 1, SHUNT_DT_INT32, 4, inplace, want_plan);
     reducescatter_case(comm, rank, st, big * 2, SHUNT_DT_BFLOAT16, 5, !inplace, want_plan);
   }
+  if (!want_plan) return;
+  /* Broadcast from every root, each root in place, out of place and with partly overlapping
+   * buffers, every dtype in turn; sizes on the LL and the Simple plans, remainders among them. */
+  static const size_t bcounts[] = {1000 + 3, ((size_t)1 << 20) + 5};
+  for (int root = 0; root < nranks; root++)
+    for (int k = 0; k < 2; k++)
+      for (int mode = 0; mode < 3; mode++) {
+        enum shunt_dtype dt = (enum shunt_dtype)((root * 6 + k * 3 + mode) % SHUNT_DT_COUNT);
+        uint64_t es = shunt_dtype_size(dt);
+        broadcast_case(comm, rank, st, bcounts[k] / es, dt, root, mode == 0, mode == 2);
+      }
 }
 
 static fc_handle setup_device(void) {

@@ -378,6 +378,46 @@ static bool call_inplace(const struct shunt_backend_call* c) {
   return shunt_split_inside(c->in, c->out, c->shape.out_bytes);
 }
 
+/* A broadcast root whose buffers partly overlap (NCCL's in-place call has them equal): its
+ * peers cannot see it and run the plan, so it does too, its input moved into its output first
+ * and the call run in place, as the host backend does (api/launch.c). */
+static bool root_overlap(const struct shunt_backend_call* c) {
+  const char *in = c->in, *out = c->out;
+  return c->plan->coll == SHUNT_COLL_BROADCAST && in != out && in < out + c->shape.out_bytes &&
+         out < in + c->shape.in_bytes;
+}
+
+/* memmove on the device, in stream order: pieces that never overlap what is still to be read
+ * (from the end when the output lies above the input), each one copy when the buffers are at
+ * least a piece apart, else bounced through the world's input staging or the tail staging. */
+static int move_input(struct gpu_backend* g, struct shunt_gpu_world* w, const struct shunt_backend_call* c,
+                      char* err, size_t len) {
+  const struct shunt_cu* cu = shunt_gpu_world_cu(w);
+  CUstream st = (CUstream)c->stream;
+  const char* in = c->in;
+  char* out = c->out;
+  uint64_t n = c->shape.in_bytes, d = in < out ? (uint64_t)(out - in) : (uint64_t)(in - out);
+  char* bounce = shunt_gpu_world_stage(w, 0);
+  uint64_t cap = g->cfg.input_bytes;
+  if (g->tail_cap > cap) bounce = g->tail, cap = g->tail_cap;
+  uint64_t piece = d >= cap || !bounce ? d : cap;
+  CUresult e = CUDA_SUCCESS;
+  for (uint64_t done = 0; done < n && e == CUDA_SUCCESS;) {
+    uint64_t b = n - done < piece ? n - done : piece;
+    uint64_t at = in < out ? n - done - b : done;
+    if (b <= d) {
+      e = cu->MemcpyAsync(DP(out + at), DP(in + at), b, st);
+    } else {
+      e = cu->MemcpyAsync(DP(bounce), DP(in + at), b, st);
+      if (e == CUDA_SUCCESS) e = cu->MemcpyAsync(DP(out + at), DP(bounce), b, st);
+    }
+    done += b;
+  }
+  if (e == CUDA_SUCCESS) return SHUNT_OK;
+  if (err && len) snprintf(err, len, "moving the root's input into its output: %s", shunt_cu_error(e));
+  return SHUNT_E_INVALID;
+}
+
 /* The head on the user's buffers, then the tail padded with zeros in the device staging, all
  * in one ordered section of the world's launches (the staging is shared by every call). */
 static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const struct shunt_backend_call* c,
@@ -539,7 +579,16 @@ static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char
   struct shunt_cu_guard cg = shunt_cu_enter(shunt_gpu_world_cu(w), shunt_gpu_world_ctx(w), 0);
   int rc = SHUNT_E_INVALID;
   if (shunt_gpu_world_order_begin(w, (CUstream)c->stream, err, len) == 0) {
-    rc = run_call(g, w, c, &z, err, len);
+    struct shunt_backend_call moved;
+    if (root_overlap(c)) {
+      /* The input moved into the output first; the call then runs in place. */
+      moved = *c;
+      moved.in = c->out;
+      rc = move_input(g, w, c, err, len);
+      if (rc == SHUNT_OK) rc = run_call(g, w, &moved, &z, err, len);
+    } else {
+      rc = run_call(g, w, c, &z, err, len);
+    }
     if (capturing) tie_to_graph(g, (CUstream)c->stream);
     /* Recorded even after a failure midway: what was enqueued is ordered before the next. */
     char why[256];

@@ -95,10 +95,11 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
   uint64_t in_bytes, out_bytes;
   shape_of(plan, n, per, &in_bytes, &out_bytes);
   uint64_t cnt = in_bytes / 4, ocnt = out_bytes / 4;
-  uint32_t kind = plan->coll == SHUNT_COLL_ALLGATHER ? SHUNT_SELFCHECK_ALLGATHER
-                  : plan->coll == SHUNT_COLL_REDUCESCATTER
-                      ? SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_REDUCESCATTER, rank)
-                      : SHUNT_SELFCHECK_ALLREDUCE;
+  uint32_t kind = SHUNT_SELFCHECK_ALLREDUCE;
+  if (plan->coll == SHUNT_COLL_ALLGATHER) kind = SHUNT_SELFCHECK_ALLGATHER;
+  if (plan->coll == SHUNT_COLL_REDUCESCATTER)
+    kind = SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_REDUCESCATTER, rank);
+  if (plan->coll == SHUNT_COLL_BROADCAST) kind = SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_BROADCAST, plan->root);
   struct shunt_backend_call c = {
       .plan = plan,
       .shape = {in_bytes, out_bytes, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, 0, 0, false},
@@ -117,10 +118,13 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
     return FAILED;
   }
   /* In place as the plan is written, NCCL's rule: the input inside the output (allgather: at
-   * the rank's slice), or reducescatter's output inside its input (at the rank's slice). */
+   * the rank's slice), or reducescatter's output inside its input (at the rank's slice); a
+   * broadcast's other ranks are in place whatever the root's mode (the API binds them so). */
   char* in = B->in;
   char* out = B->out;
-  if (plan->inplace && plan->coll == SHUNT_COLL_REDUCESCATTER)
+  if (plan->coll == SHUNT_COLL_BROADCAST && rank != plan->root)
+    in = out;
+  else if (plan->inplace && plan->coll == SHUNT_COLL_REDUCESCATTER)
     out = B->in + per * rank;
   else if (plan->inplace)
     in = B->out + (plan->coll == SHUNT_COLL_ALLGATHER ? per * rank : 0);
