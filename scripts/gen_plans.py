@@ -44,6 +44,10 @@ LL_BLOCKS_PER_PEER = {2: 8, 4: 4, 8: 2}
 # whole buffer to every peer.
 ALLPAIRS_BLOCKS = 2
 SIMPLE_BLOCKS = {2: 16, 4: 24, 8: 32}
+# Alltoall Simple: a group of blocks per peer, each moving its slice of the peer's block in
+# A2A_ROUNDS rounds through one scratch slot per peer.
+A2A_SIMPLE_BLOCKS_PER_PEER = {2: 8, 4: 4, 8: 2}
+A2A_ROUNDS = 4
 PORT_BLOCKS = 8
 SCRATCH_BLOCKS = {2: 8, 4: 8, 8: 8}
 # Port allreduce reduces in rounds so that scratch holds one round, not the whole message.
@@ -200,6 +204,7 @@ class Plan:
             "protocol": self.protocol,
             "inplace": self.inplace,
             "reuse_resources": getattr(self, "reuse_resources", False),
+            **({"root": self.root} if getattr(self, "root", 0) else {}),
             "gpus": [g.to_json() for g in self.gpus],
             "num_threads_per_block": THREADS,
             "use_double_scratch_buffer": self.protocol == "LL",
@@ -623,6 +628,108 @@ def broadcast_simple(n):
     return plan
 
 
+def broadcast_port(n):
+    """Through the proxy, for ranks that share no memory: every peer tells the root that it is
+    inside the call (its output may be written); the root copies its input to its output and
+    put-with-signals it into every peer's output; the peers wait for it. The flush keeps the
+    root from returning while the proxy still reads its input."""
+    t = PORT_BLOCKS
+    plan = Plan(broadcast_name(n, "port"), "broadcast", "Simple", False, n, (1, 1, 0))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        ps = peers(r, n)
+        for j in range(t):
+            b = gpu.block()
+            if r != BCAST_ROOT:
+                b.sync("signal", "port", [BCAST_ROOT], j)
+                b.sync("wait", "port", [BCAST_ROOT], j)
+                continue
+            b.data("copy", [local("i", 0)], [local("o", 0)], tbg=(j, t))
+            b.sync("wait", "port", ps, j)
+            b.nop()
+            b.data("pws", [local("i", 0) for _ in ps], [b.remote("port", p, "o", 0) for p in ps],
+                   "port", ps, j, tbg=(j, t))
+            b.sync("flush", "port", ps, j)
+    return plan
+
+
+# ---------------------------------------------------------------------------------------
+# Alltoall (input and output: one block per rank; block p of the input goes to rank p, block p
+# of the output comes from rank p)
+# ---------------------------------------------------------------------------------------
+
+def alltoall_ll(n, inplace):
+    """One packet hop, as MSCCL++'s packet alltoall: a group of blocks per peer p sends block p
+    of the input as packets to this rank's slot on p's scratch and unpacks p's packets into
+    block p of the output. No peer touches a rank's input or output: nothing is staged."""
+    g = LL_BLOCKS_PER_PEER[n]
+    total = g * (n - 1)
+    x = user_buf(inplace)
+    plan = Plan(name("alltoall", n, "ll", inplace), "alltoall", "LL", inplace, n, (n, n, n - 1))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        for pi, p in enumerate(peers(r, n)):
+            for j in range(g):
+                b = gpu.block()
+                if not inplace:
+                    # The own block, spread over every block of the rank.
+                    b.data("copy", [local("i", r)], [local("o", r)], tbg=(pi * g + j, total))
+                b.data("ppkt", [local(x, p)], [b.remote("memory", p, "s", slot(p, r, n))],
+                       "memory", [p], tbg=(j, g))
+                if inplace:
+                    # The unpack overwrites what the ppkt above read.
+                    b.nop()
+                b.data("upkt", [local("s", slot(r, p, n))], [local("o", p)], tbg=(j, g))
+    return plan
+
+
+def alltoall_simple(n, inplace):
+    """Through scratch, in A2A_ROUNDS rounds so that scratch holds one round, not the whole
+    message: block (p, k) = index p*K + k is round k's part of block p. A group of blocks per
+    peer p: a signal/wait round (p is inside the call, and has copied the previous round out of
+    its scratch), a put of part (p, k) into this rank's slot on p's scratch, a second round
+    (p's part has landed here), a copy of it into part (p, k) of the output; a barrier of the
+    rank's blocks and a last round keep every rank in the call until its peers have copied all
+    their scratch out. No peer touches a
+    rank's input or output, so in place needs nothing more and nothing is staged."""
+    g, k_rounds = A2A_SIMPLE_BLOCKS_PER_PEER[n], A2A_ROUNDS
+    total = g * (n - 1)
+    x = user_buf(inplace)
+    nchunks = n * k_rounds
+    plan = Plan(name("alltoall", n, "simple", inplace), "alltoall", "Simple", inplace, n,
+                (nchunks, nchunks, n - 1))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        for pi, p in enumerate(peers(r, n)):
+            for j in range(g):
+                b = gpu.block()
+                for k in range(k_rounds):
+                    part = p * k_rounds + k
+                    b.round([p], j)
+                    b.nop()
+                    if not inplace and k == 0:
+                        # The own block, spread over every block of the rank; after the nop
+                        # so that no signal is taken to publish it.
+                        b.data("copy", [local("i", r * k_rounds, k_rounds)],
+                               [local("o", r * k_rounds, k_rounds)], tbg=(pi * g + j, total))
+                    b.data("put", [local(x, part)], [b.remote("memory", p, "s", slot(p, r, n))],
+                           "memory", [p], j, tbg=(j, g))
+                    b.nop()
+                    b.round([p], j)
+                    b.nop()
+                    # In place, part (p, k) was read by the put above, before the round.
+                    b.data("copy", [local("s", slot(r, p, n))], [local("o", part)], tbg=(j, g))
+                    b.nop()
+                # Every block of this rank has copied its slot out (the barrier), and then so has
+                # every block of p (the round): no rank leaves the call while a peer still reads
+                # its scratch, which the next plan may write with no round first (a packet plan,
+                # whose slots lie elsewhere).
+                b.ops.pop()  # the nop: the barrier is a block barrier too
+                b.ops.append({"name": "barrier", "barrier_id": 0, "num_threadblocks": total})
+                b.round([p], j)
+    return plan
+
+
 # ---------------------------------------------------------------------------------------
 # Multi-node (N nodes x M ranks, rank = node * M + local rank)
 # ---------------------------------------------------------------------------------------
@@ -776,6 +883,55 @@ def reducescatter_hier(nodes, m, inplace):
     return plan
 
 
+def broadcast_hier(nodes, m, root):
+    """The root's data crosses the network once per other node, then NVLink inside each node.
+    The leader of a node is its rank with the root's local rank. (1) The root put-with-signals
+    its input into the output of every other node's leader, copies it to its own output and
+    puts it into the outputs of its node's ranks; (2) each other leader, once the data is in,
+    puts its output into the outputs of its node's ranks. Every rank first tells the one that
+    writes its output that it is inside the call; every written rank waits for the writer's
+    signal. A plan serves the roots at its local rank (renaming ranks by whole nodes): the
+    set holds one per local rank."""
+    n, t = nodes * m, HIER_BLOCKS
+    plan = Plan("broadcast_%dx%d_hier_root%d" % (nodes, m, root), "broadcast", "Simple", False, n,
+                (1, 1, 0))
+    plan.root = root
+    for gpu in plan.gpus:
+        r = gpu.rank
+        node, l = r // m, r % m
+        leader = node * m + root % m
+        lps = local_peers(r, m)
+        for j in range(t):
+            b = gpu.block()
+            if r != leader:
+                b.sync("signal", "memory", [leader], j)
+                b.sync("wait", "memory", [leader], j)
+                continue
+            cps = counterparts(r, nodes, m)
+            if r == root:
+                b.data("copy", [local("i", 0)], [local("o", 0)], tbg=(j, t))
+                b.sync("wait", "port", cps, j)
+                b.sync("wait", "memory", lps, j)
+                b.nop()
+                b.data("pws", [local("i", 0) for _ in cps], [b.remote("port", c, "o", 0) for c in cps],
+                       "port", cps, j, tbg=(j, t))
+                b.data("put", [local("i", 0) for _ in lps], [b.remote("memory", p, "o", 0) for p in lps],
+                       "memory", lps, j, tbg=(j, t))
+                b.nop()
+                b.sync("signal", "memory", lps, j)
+                b.sync("flush", "port", cps, j)
+            else:
+                b.sync("signal", "port", [root], j)
+                b.sync("wait", "memory", lps, j)
+                b.sync("wait", "port", [root], j)
+                b.nop()
+                b.data("put", [local("o", 0) for _ in lps], [b.remote("memory", p, "o", 0) for p in lps],
+                       "memory", lps, j, tbg=(j, t))
+                b.nop()
+                b.sync("signal", "memory", lps, j)
+    return plan
+
+
 # ---------------------------------------------------------------------------------------
 # Size ranges
 # ---------------------------------------------------------------------------------------
@@ -783,7 +939,7 @@ def reducescatter_hier(nodes, m, inplace):
 def granule(plan):
     """Total sizes a plan can serve are the multiples of this: the send buffer must be a
     multiple of alignment x input_chunks (§4.1); allgather totals are nranks x that
-    (reducescatter totals are its input)."""
+    (reducescatter and alltoall totals are their input)."""
     g = ALIGN * plan.gpus[0].chunks[0]
     return g * plan.nranks if plan.collective == "allgather" else g
 
@@ -830,7 +986,8 @@ def all_plans():
     builders = {"allgather": (None, allgather_ll, None, allgather_simple, allgather_port),
                 "allreduce": (allreduce_allpairs, allreduce_ll, allreduce_scratch, allreduce_simple,
                               allreduce_port),
-                "reducescatter": (None, reducescatter_ll, None, reducescatter_simple, reducescatter_port)}
+                "reducescatter": (None, reducescatter_ll, None, reducescatter_simple, reducescatter_port),
+                "alltoall": (None, alltoall_ll, None, alltoall_simple, None)}
     plans = []
     for collective in sorted(builders):
         allpairs, ll, scratch, simple, port = builders[collective]
@@ -854,11 +1011,15 @@ def all_plans():
     for n in RANKS:
         plans.append(set_range(broadcast_ll(n), 0, LL_MAX))
         plans.append(set_range(broadcast_simple(n), LL_MAX, PORT_MAX))
+        plans.append(set_range(broadcast_port(n), 0, PORT_MAX))
     hier = {"allgather": allgather_hier, "allreduce": allreduce_hier, "reducescatter": reducescatter_hier}
     for collective in sorted(hier):
         for nodes, m in MULTI:
             for inplace in (False, True):
                 plans.append(set_range(hier[collective](nodes, m, inplace), 0, PORT_MAX))
+    for nodes, m in MULTI:
+        for root in range(m):
+            plans.append(set_range(broadcast_hier(nodes, m, root), 0, PORT_MAX))
     return plans
 
 
@@ -957,10 +1118,10 @@ def coverage(folder):
                                            p.get("max_message_size", (1 << 64) - 1), f))
     gaps = 0
     shapes = [(n, n) for n in RANKS] + [(nodes * m, m) for nodes, m in MULTI]
-    for coll in ("allreduce", "allgather", "reducescatter", "broadcast"):
+    for coll in ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast"):
         for n, rpn in shapes:
-            if coll in ("reducescatter", "broadcast") and rpn != n:
-                continue  # one host only: no multi-node reducescatter or broadcast plans yet
+            if coll == "alltoall" and rpn != n:
+                continue  # one host only: no multi-node alltoall plans yet
             for inplace in (False, True):
                 # Broadcast plans serve both modes and are written out of place.
                 key = False if coll == "broadcast" else inplace
@@ -999,7 +1160,7 @@ def main():
     ap.add_argument("--coverage", metavar="DIR",
                     help="check that the plans in DIR leave no size from one byte to 1 GiB unserved for "
                          "allreduce and allgather, in and out of place, at 2, 4 and 8 ranks on one node and on the "
-                         "multi-node shapes, and for reducescatter and broadcast on one node; exit 1 on a gap")
+                         "multi-node shapes, and for alltoall on one node; exit 1 on a gap")
     args = ap.parse_args()
     if args.summary:
         return summary()

@@ -11,8 +11,7 @@
 
 #include "transport/backoff.h"
 #include "transport/doorbell.h"
-#include "transport/ib_ep.h"
-#include "transport/link_socket.h"
+#include "transport/net.h"
 #include "util/log.h"
 
 #define PROXY_SPIN_NS 200000ull
@@ -31,9 +30,9 @@ struct shunt_gpu_proxy {
   uint64_t* sent;      /* [nranks * ordinals]: flags sent per (peer, port ordinal) */
   uint64_t* flag_ring; /* pinned: the values of the flag copies in flight (proxy thread only) */
   uint64_t ring_pos, ring_used;
-  struct shunt_ib* ib;
-  struct shunt_net* net;
-  char* piece;       /* pinned: device data on their way to a socket (proxy thread only) */
+  const struct shunt_net_ops* net; /* ranks of other hosts: the network table's row */
+  void* ep;
+  char* piece;       /* pinned: device data on their way out through host memory (proxy thread only) */
   CUstream rx;       /* the receiving thread's copies into this rank's region */
   uint64_t* rx_flag; /* pinned: the count the receiving thread writes */
   uint64_t* got;     /* [nranks * ordinals]: flags received per (peer, ordinal) */
@@ -76,34 +75,24 @@ static void fail_cu(struct shunt_gpu_proxy* p, const char* what, CUresult e) {
   fail_msg(p, msg);
 }
 
-/* ---- the verbs endpoint's callbacks ------------------------------------------------------ */
+/* ---- the network endpoint's callbacks ---------------------------------------------------- */
 
-static void ib_failed(void* ctx, const char* msg) {
+static void net_failed(void* ctx, const char* msg) {
   fail_msg(ctx, msg);
 }
 
-static bool ib_gives_up(void* ctx) {
+static bool net_gives_up(void* ctx) {
   struct shunt_gpu_proxy* p = ctx;
   return atomic_load_explicit(&p->stop, memory_order_relaxed) || atomic_load(&p->failed) ||
          __atomic_load_n(&p->cfg.fifo->error.code, __ATOMIC_RELAXED) != 0;
 }
 
-void shunt_gpu_proxy_ib_callbacks(struct shunt_gpu_proxy* p, struct shunt_ib_config* c) {
-  c->ctx = p;
-  c->fail = ib_failed;
-  c->give_up = ib_gives_up;
-}
-
-void shunt_gpu_proxy_set_ib(struct shunt_gpu_proxy* p, struct shunt_ib* ib) {
-  p->ib = ib;
-}
-
-/* The socket transport's receiving thread: into this rank's region on the proxy's receiving
- * stream, waited for, since the bytes at `at` are reused as soon as this returns. */
-static int net_landed(void* ctx, unsigned buf, uint64_t off, const char* at, uint64_t bytes) {
+/* The receiving thread: into this rank's region on the proxy's receiving stream, waited for,
+ * since the bytes at `at` are reused as soon as this returns. */
+static int net_landed(void* ctx, uint64_t off, const char* at, uint64_t bytes) {
   struct shunt_gpu_proxy* p = ctx;
   const struct shunt_cu* cu = p->cfg.cu;
-  if (buf != 3 || off > p->region_bytes || bytes > p->region_bytes - off) return -1;
+  if (off > p->region_bytes || bytes > p->region_bytes - off) return -1;
   /* Relaxed: a synchronize in this thread's global mode would fail while another thread
    * captures (and invalidate that capture). */
   struct shunt_cu_guard g = shunt_cu_enter(cu, p->cfg.ctx, 1);
@@ -130,79 +119,45 @@ static void net_signal(void* ctx, uint32_t peer, uint16_t ordinal) {
   if (e != CUDA_SUCCESS) fail_cu(p, "write of a received flag", e);
 }
 
-void shunt_gpu_proxy_net_callbacks(struct shunt_gpu_proxy* p, uint64_t bytes, struct shunt_net_config* c) {
-  p->region_bytes = bytes;
-  c->caps[3] = bytes;
-  c->staged = true;
-  c->ctx = p;
-  c->landed = net_landed;
-  c->signal = net_signal;
-  c->fail = ib_failed;
-  c->give_up = ib_gives_up;
-}
-
-void shunt_gpu_proxy_set_net(struct shunt_gpu_proxy* p, struct shunt_net* net) {
-  p->net = net;
-}
-
-/* A trigger to a rank of another host over TCP: the data copied out of device memory a piece
- * at a time and sent as writes into the peer's region (by offset), then the flag. */
-static void handle_socket(struct shunt_gpu_proxy* p, const struct shunt_gpu_slot* s) {
-  const struct shunt_trigger* t = &s->t;
-  const struct shunt_cu* cu = p->cfg.cu;
-  if ((t->type & SHUNT_TRIG_DATA) && t->size) {
-    uint64_t off = s->dst_addr - (uint64_t)(uintptr_t)p->cfg.region;
-    for (uint64_t done = 0; done < t->size; done += NET_PIECE) {
-      uint64_t n = t->size - done < NET_PIECE ? t->size - done : NET_PIECE;
-      CUresult e = cu->MemcpyDtoHAsync(p->piece, (CUdeviceptr)(s->src_addr + done), n, p->stream);
-      if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(p->stream);
-      if (e != CUDA_SUCCESS) {
-        fail_cu(p, "copy of data to send", e);
-        return;
-      }
-      struct shunt_trigger d = {.dst_off = off + done,
-                                .size = n,
-                                .peer = t->peer,
-                                .type = (uint8_t)(SHUNT_TRIG_DATA | (t->type & SHUNT_TRIG_PACKETS)),
-                                .dst_buf = 3};
-      if (shunt_net_send(p->net, &d, p->piece) != 0) return;
-    }
-  }
-  if (t->type & SHUNT_TRIG_FLAG) {
-    struct shunt_trigger f = {.peer = t->peer, .ordinal = t->ordinal, .type = SHUNT_TRIG_FLAG};
-    shunt_net_send(p->net, &f, NULL);
-  }
-}
-
-/* Device memory the endpoint has not registered (a user buffer), into its bounce area. */
-static int ib_copy(void* ctx, void* dst, const void* src, uint64_t bytes) {
+/* Device memory into host memory (a verbs bounce slot, a socket's piece) on the proxy's stream. */
+static int net_copy(void* ctx, void* dst, const void* src, uint64_t bytes) {
   struct shunt_gpu_proxy* p = ctx;
   CUresult e = p->cfg.cu->MemcpyDtoHAsync(dst, DP(src), bytes, p->stream);
   if (e == CUDA_SUCCESS) e = p->cfg.cu->StreamSynchronize(p->stream);
-  if (e != CUDA_SUCCESS) fail_cu(p, "copy into the verbs bounce buffer", e);
+  if (e != CUDA_SUCCESS) fail_cu(p, "copy of data to send", e);
   return e == CUDA_SUCCESS ? 0 : -1;
+}
+
+void shunt_gpu_proxy_net_callbacks(struct shunt_gpu_proxy* p, struct shunt_net_ep_config* c) {
+  p->region_bytes = c->bytes;
+  c->ctx = p;
+  c->fail = net_failed;
+  c->give_up = net_gives_up;
+  c->landed = net_landed;
+  c->signal = net_signal;
+  c->copy = net_copy;
+  c->stage = p->piece;
+  c->stage_bytes = NET_PIECE;
+}
+
+void shunt_gpu_proxy_set_net(struct shunt_gpu_proxy* p, const struct shunt_net_ops* ops, void* ep) {
+  p->net = ops;
+  p->ep = ep;
 }
 
 /* ---- serving triggers -------------------------------------------------------------------- */
 
-/* A trigger to a rank of another host: RDMA writes, the flag (this proxy's count for the
- * channel, as for a local peer) after the data on the same queue pair; waited for here, so the
- * value's slot and the source are free again and a later SYNC finds them complete. */
+/* A trigger to a rank of another host: the data put at their offset in the peer's region, the
+ * flag after them; flushed here, so that the source is free again and a later SYNC finds them
+ * complete. */
 static void handle_remote(struct shunt_gpu_proxy* p, const struct shunt_gpu_slot* s) {
   const struct shunt_trigger* t = &s->t;
-  uint64_t id = 0;
   if ((t->type & SHUNT_TRIG_DATA) && t->size &&
-      shunt_ib_write(p->ib, t->peer, (const void*)(uintptr_t)s->src_addr, t->size,
-                     s->dst_addr - (uint64_t)(uintptr_t)p->cfg.region, ib_copy, &id) != 0)
+      p->net->put(p->ep, t->peer, (const void*)(uintptr_t)s->src_addr, t->size,
+                  s->dst_addr - (uint64_t)(uintptr_t)p->cfg.region, (t->type & SHUNT_TRIG_PACKETS) != 0) != 0)
     return;
-  if ((t->type & SHUNT_TRIG_FLAG) && t->ordinal < p->cfg.ordinals) {
-    uint64_t* v = shunt_ib_signals(p->ib);
-    *v = ++p->sent[(size_t)t->peer * p->cfg.ordinals + t->ordinal];
-    uint64_t dst =
-        p->cfg.port_off + ((uint64_t)p->cfg.rank * p->cfg.ordinals + t->ordinal) * sizeof(uint64_t);
-    if (shunt_ib_write(p->ib, t->peer, v, sizeof(*v), dst, NULL, &id) != 0) return;
-  }
-  shunt_ib_wait(p->ib, t->peer, 0);
+  if ((t->type & SHUNT_TRIG_FLAG) && p->net->signal(p->ep, t->peer, t->ordinal) != 0) return;
+  p->net->flush(p->ep, t->peer);
 }
 
 static void handle(struct shunt_gpu_proxy* p, const struct shunt_gpu_slot* s, uint64_t pos) {
@@ -210,10 +165,8 @@ static void handle(struct shunt_gpu_proxy* p, const struct shunt_gpu_slot* s, ui
   const struct shunt_cu* cu = p->cfg.cu;
   bool remote = t->peer < p->cfg.nranks && p->cfg.remote[t->peer];
   CUresult e;
-  if (remote && p->ib && !atomic_load(&p->failed)) {
+  if (remote && p->net && !atomic_load(&p->failed)) {
     handle_remote(p, s);
-  } else if (remote && p->net && !atomic_load(&p->failed)) {
-    handle_socket(p, s);
   } else if (!remote && (t->type & SHUNT_TRIG_DATA) && t->size) {
     /* Packets too: copy engines write whole aligned 16-byte units, so a packet lands at once. */
     e = cu->MemcpyAsync((CUdeviceptr)s->dst_addr, (CUdeviceptr)s->src_addr, t->size, p->stream);

@@ -5,13 +5,12 @@
  * - Triggers are served strictly in FIFO order on the proxy's own stream: to a rank of this
  *   host, data with cuMemcpyAsync into its region (mapped: a pointer or CUDA IPC), then the
  *   flag, the peer's counter written with the next value by a copy ordered after the data; to a
- *   rank of another host, RDMA writes through the verbs endpoint (transport/ib_ep.h), the count
- *   after the data on the same queue pair, waited for before the next trigger; or, over the
- *   socket transport, the data copied out of device memory piece by piece and sent, then the
- *   flag. A SYNC trigger publishes completion (fifo->done) once the stream has drained.
- * - Over the socket transport the receiving side is the proxy's too: data that arrive are
- *   copied into this rank's region, and a flag's count written after them, on a stream of its
- *   own, before the receiving thread reads on.
+ *   rank of another host, a put and a signal through the network table's chosen row
+ *   (transport/net.h), flushed before the next trigger. A SYNC trigger publishes completion (fifo->done) once
+ * the stream has drained.
+ * - Where a network row hands arrivals to it (the socket row), the receiving side is the
+ *   proxy's too: data that arrive are copied into this rank's region, and a flag's count
+ *   written after them, on a stream of its own, before the receiving thread reads on.
  * - The proxy never blocks on anything but its own stream and its own writes, and is immune to
  *   other threads' stream capture. Idle with no execution pending (every launch it was told of
  *   has ended, none captured into a graph), it sleeps until the next launch.
@@ -32,8 +31,6 @@
 #include "transport/cu.h"
 #include "transport/gpu_fifo.h"
 
-struct shunt_ib;
-struct shunt_ib_config;
 struct shunt_gpu_proxy;
 
 struct shunt_gpu_proxy_config {
@@ -54,16 +51,14 @@ struct shunt_gpu_proxy_config {
 /* Its stream and pinned memory, in cfg->ctx (current on the calling thread); not yet running. */
 int shunt_gpu_proxy_new(const struct shunt_gpu_proxy_config* cfg, struct shunt_gpu_proxy** out, char* err,
                         size_t len);
-/* Points a verbs endpoint's callbacks (failure, giving up, copies out of device memory) at p. */
-void shunt_gpu_proxy_ib_callbacks(struct shunt_gpu_proxy* p, struct shunt_ib_config* c);
-/* The endpoint that reaches the ranks of other hosts (the caller keeps it, and closes it only
- * after shunt_gpu_proxy_stop). */
-void shunt_gpu_proxy_set_ib(struct shunt_gpu_proxy* p, struct shunt_ib* ib);
-/* The socket transport's receiving side (staged, into this rank's region of `bytes`). */
-struct shunt_net_config;
-struct shunt_net;
-void shunt_gpu_proxy_net_callbacks(struct shunt_gpu_proxy* p, uint64_t bytes, struct shunt_net_config* c);
-void shunt_gpu_proxy_set_net(struct shunt_gpu_proxy* p, struct shunt_net* net);
+/* Points a network endpoint's callbacks (failure, giving up, arrivals copied into this rank's
+ * region, copies out of device memory and the host memory they go through) at p. */
+struct shunt_net_ep_config;
+struct shunt_net_ops;
+void shunt_gpu_proxy_net_callbacks(struct shunt_gpu_proxy* p, struct shunt_net_ep_config* c);
+/* The endpoint (a row of the network table, transport/net.h) that reaches the ranks of other
+ * hosts; the caller keeps it, and closes it only after shunt_gpu_proxy_stop. */
+void shunt_gpu_proxy_set_net(struct shunt_gpu_proxy* p, const struct shunt_net_ops* ops, void* ep);
 int shunt_gpu_proxy_start(struct shunt_gpu_proxy* p, char* err, size_t len);
 /* Told before each launch of the exec kernel (graph: the launch is being captured), so that the
  * proxy is awake while an execution may push triggers and sleeps, costing no CPU, when none can;

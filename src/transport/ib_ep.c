@@ -11,7 +11,7 @@
 #include "transport/backoff.h"
 #include "transport/ib_pick.h"
 #include "transport/ibv.h"
-#include "transport/world.h"
+#include "transport/exchange.h"
 #include "util/env.h"
 #include "util/log.h"
 

@@ -1,6 +1,6 @@
 /* A rank's verbs endpoint: RDMA writes into the registered regions of ranks of other hosts.
- * Both backends' proxies use it for such peers (transport/link_ib.c for the host backend's
- * world, the GPU backend's proxy for its device regions).
+ * Both backends' proxies use it for such peers, through the network table's verbs row
+ * (transport/net_ib.c).
  *
  * Promises:
  * - Opening loads libibverbs (transport/ibv.h), picks a port (transport/ib_pick.h) and

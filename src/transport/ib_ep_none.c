@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "transport/ib_ep.h"
-#include "transport/world.h"
+#include "transport/exchange.h"
 
 int shunt_ib_open(const struct shunt_ib_config* cfg, struct shunt_ib** out, struct shunt_ib_card* card,
                   char* err, size_t len) {

@@ -4,18 +4,19 @@
 #include <string.h>
 
 #include "transport/link.h"
-#include "transport/world.h"
 
-static int shm_trigger(struct shunt_world* w, const struct shunt_trigger* t, const char* src) {
+static int shm_trigger(const struct shunt_link_peers* p, const struct shunt_trigger* t, const char* src) {
+  char* base = p->base[t->peer];
   if ((t->type & SHUNT_TRIG_DATA) && t->size) {
-    char* dst = shunt_world_buf(w, t->peer, t->dst_buf) + t->dst_off;
+    char* dst = base + p->buf_off[t->dst_buf] + t->dst_off;
     if (t->type & SHUNT_TRIG_PACKETS)
       shunt_copy_words(dst, src, t->size);
     else
       memmove(dst, src, t->size);
   }
   if (t->type & SHUNT_TRIG_FLAG) {
-    _Atomic uint64_t* sem = &w->peers[t->peer].inbound[shunt_world_sem(w, 2, w->rank, t->ordinal)];
+    _Atomic uint64_t* sem =
+        (_Atomic uint64_t*)(void*)(base + p->port_off) + (size_t)p->rank * p->ordinals + t->ordinal;
     atomic_fetch_add_explicit(sem, 1, memory_order_release);
   }
   return 0;

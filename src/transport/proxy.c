@@ -13,7 +13,6 @@
 #include "transport/backoff.h"
 #include "transport/doorbell.h"
 #include "transport/link.h"
-#include "transport/world.h"
 
 #define FIFO_SLOTS 1024u
 
@@ -23,7 +22,7 @@ struct slot {
 };
 
 struct shunt_proxy {
-  struct shunt_world* w;
+  struct shunt_proxy_config cfg;
   pthread_t thread;
   atomic_bool stop;
   /* An idle proxy sleeps instead of polling; a push rings it (one load while it is awake). */
@@ -36,15 +35,14 @@ struct shunt_proxy {
 };
 
 static char* local_base(struct shunt_proxy* p, unsigned type) {
-  return type == 0 ? p->input : type == 1 ? p->output : p->w->peers[p->w->rank].scratch;
+  return type == 0 ? p->input : type == 1 ? p->output : p->cfg.scratch;
 }
 
 static void handle(struct shunt_proxy* p, const struct shunt_trigger* t) {
-  struct shunt_world* w = p->w;
   const char* src = (t->type & SHUNT_TRIG_DATA) ? local_base(p, t->src_buf) + t->src_off : NULL;
-  /* A failed link has marked the world failed; the trigger still counts as done, so that a
-   * drain never waits on a peer that is gone. */
-  (void)w->links[t->peer]->trigger(w, t, src);
+  /* A failed link has reported it; the trigger still counts as done, so that a drain never
+   * waits on a peer that is gone. */
+  (void)p->cfg.links[t->peer]->trigger(p->cfg.peers, t, src);
 }
 
 /* After the last trigger the proxy polls (pauses, then yields) for IDLE_POLL_NS, since the
@@ -95,19 +93,18 @@ static void* run(void* arg) {
     pos++;
     atomic_store_explicit(&p->done, pos, memory_order_release);
     /* The done count may end this rank's wait, what it wrote a peer's of this host. */
-    shunt_world_ring(p->w, p->w->rank);
-    if (!shunt_world_remote(p->w, peer)) shunt_world_ring(p->w, peer);
+    p->cfg.done(p->cfg.ctx, peer);
   }
   return NULL;
 }
 
-int shunt_proxy_start(struct shunt_world* w, struct shunt_proxy** out, char* err, size_t len) {
+int shunt_proxy_start(const struct shunt_proxy_config* cfg, struct shunt_proxy** out, char* err, size_t len) {
   struct shunt_proxy* p = calloc(1, sizeof(*p));
   if (!p) {
     snprintf(err, len, "out of memory");
     return -1;
   }
-  p->w = w;
+  p->cfg = *cfg;
   atomic_init(&p->stop, false);
   shunt_doorbell_init(&p->bell);
   atomic_init(&p->head, 0);

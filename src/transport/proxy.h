@@ -18,10 +18,22 @@
 
 #include "transport/trigger.h"
 
-struct shunt_world;
 struct shunt_proxy;
+struct shunt_link_ops;
+struct shunt_link_peers;
 
-int shunt_proxy_start(struct shunt_world* w, struct shunt_proxy** out, char* err, size_t len);
+/* What the proxy drives: each peer's link and what the links reach, this rank's scratch, and
+ * who to wake after a trigger completed (this rank, and the peer when its memory is mapped
+ * here and it may wait for the write). */
+struct shunt_proxy_config {
+  const struct shunt_link_ops* const* links; /* [nranks] */
+  const struct shunt_link_peers* peers;
+  char* scratch;
+  void* ctx;
+  void (*done)(void* ctx, uint32_t peer);
+};
+
+int shunt_proxy_start(const struct shunt_proxy_config* cfg, struct shunt_proxy** out, char* err, size_t len);
 void shunt_proxy_stop(struct shunt_proxy* p);
 
 /* This rank's input and output bases for the coming run (scratch is the world's). Only

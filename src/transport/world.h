@@ -26,31 +26,11 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "transport/exchange.h"
 #include "transport/host_bell.h"
-#include "transport/shm.h"
+#include "transport/link.h"
+#include "transport/peers.h"
 #include "util/log.h"
-
-/* The caller's collective exchange. allgather: on entry buf[rank*bytes .. +bytes) holds this
- * rank's contribution; on return buf holds every rank's. Both return 0 on success. */
-struct shunt_world_exchange {
-  void* ctx;
-  int (*allgather)(void* ctx, void* buf, size_t bytes);
-  int (*barrier)(void* ctx);
-  /* Where the ranks live: this rank's host, numbered the same on every rank, and how many
-   * hosts there are (0 or 1: all share this one). Ranks of other hosts are reached through
-   * the network transport (SHUNT_NET), listening on net_addr's interface (family 0: the one
-   * the bootstrap would pick, SHUNT_SOCKET_IFNAME). */
-  uint32_t node, nnodes;
-  struct sockaddr_storage net_addr;
-};
-
-/* Collective vote closing a world's creation: every rank says whether its side succeeded
- * (local_ok) and learns whether all did, so either every rank keeps its world or none does.
- * Returns 0 when all succeeded; else -1, with a message naming the first rank that failed
- * (unless this rank failed itself: its own message is kept). scratch: nranks bytes of the
- * caller's (allocated before anything could fail, so that the vote itself cannot). */
-int shunt_world_agree(const struct shunt_world_exchange* bs, uint32_t rank, uint32_t nranks, bool local_ok,
-                      uint8_t* scratch, char* err, size_t len);
 
 struct shunt_world_config {
   uint64_t scratch_bytes; /* per rank, both halves of a double scratch included */
@@ -71,37 +51,28 @@ struct shunt_world_peer {
 };
 
 struct shunt_proxy;
-struct shunt_link_ops;
-struct shunt_net;
-struct shunt_ib;
 
 struct shunt_world {
   uint32_t rank, nranks;
   struct shunt_world_config cfg;
   struct shunt_world_exchange bs;
-  struct shunt_shm* regions;      /* [nranks] */
+  struct shunt_peers reach;       /* the regions mapped, the network (transport/peers.h) */
   struct shunt_world_peer* peers; /* [nranks], peers[rank] is this rank */
   _Atomic uint64_t* expected;     /* this rank's waits so far per channel, same indexing as inbound */
   atomic_uint_fast64_t epoch;
   atomic_bool broken;  /* a run timed out: the shared state is no longer consistent */
   atomic_bool aborted; /* the communicator is going away: waits give up at once */
   struct shunt_proxy* proxy;
-  struct shunt_host_sleepers* sleepers;      /* this host's, in its lowest rank's region */
-  uint32_t* node_of;                         /* [nranks] each rank's host */
-  const struct shunt_link_ops* const* links; /* [nranks] how port channels reach each peer */
-  struct shunt_net* net;                     /* the socket transport, when it carries them */
-  bool* net_remote;                          /* [nranks] the socket transport's list of remote ranks */
-  struct shunt_ib* ib;                       /* the verbs transport, when it carries them */
-  char (*where)[64];                         /* [nranks] a rank of another host's address, else "" */
+  struct shunt_host_sleepers* sleepers; /* this host's, in its lowest rank's region */
+  uint32_t* node_of;                    /* [nranks] each rank's host (reach's) */
+  char (*where)[64];                    /* [nranks] a rank of another host's address, else "" */
+  const struct shunt_link_ops** links;  /* [nranks] how port channels reach each peer */
+  struct shunt_link_peers linkp;        /* what the links reach */
   /* A transport failed (a connection reset, a peer gone): every wait gives up, later runs
    * refuse, fail_msg names the peer. Set once (shunt_world_fail). */
   atomic_bool failed;
   atomic_flag fail_claimed;
   char fail_msg[512];
-  /* What the host backend keeps between runs (its fibers and per-run arrays): made at the
-   * first run, freed with the world through backend_free. */
-  void* backend;
-  void (*backend_free)(void* backend);
 };
 
 int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_config* cfg,
@@ -119,11 +90,6 @@ void shunt_world_release(struct shunt_world* w);
  * give up and the run reports it. Safe from any thread. */
 void shunt_world_fail(struct shunt_world* w, const char* fmt, ...) SHUNT_PRINTF(2, 3);
 
-/* The callbacks a network endpoint takes (ctx: the world): fail it with a message; whether a
- * wait should give up (the world failed, aborted, or a run timed out). */
-void shunt_world_fail_msg(void* world, const char* msg);
-bool shunt_world_gives_up(void* world);
-
 /* Wakes rank r (of this host) if it sleeps, after a write it may wait for. */
 static inline void shunt_world_ring(struct shunt_world* w, uint32_t r) {
   if (shunt_host_sleepers_any(w->sleepers)) shunt_rank_bell_ring(w->peers[r].bell);
@@ -133,8 +99,8 @@ static inline void shunt_world_ring(struct shunt_world* w, uint32_t r) {
 static inline void shunt_world_ring_at(struct shunt_world* w, const void* p) {
   if (!shunt_host_sleepers_any(w->sleepers)) return;
   for (uint32_t r = 0; r < w->nranks; r++) {
-    const char* base = w->regions[r].base; /* NULL for a rank of another host */
-    if (base && (const char*)p >= base && (const char*)p < base + w->regions[r].bytes) {
+    const char* base = w->reach.base[r]; /* NULL for a rank of another host */
+    if (base && (const char*)p >= base && (const char*)p < base + w->reach.bytes) {
       shunt_rank_bell_ring(w->peers[r].bell);
       return;
     }

@@ -95,8 +95,10 @@ static void run_served(ncclComm_t comm, int rank) {
     for (unsigned k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
       for (int inplace = 0; inplace < 2; inplace++)
         for (int f = PLAIN; f <= CONFIG; f++) {
-          if (f == BCAST && !inplace) continue;           /* one buffer: always in place */
-          if (counts[k] > 100000 && f != PLAIN) continue; /* the forms differ before the plan only */
+          if (f == BCAST && !inplace) continue; /* one buffer: always in place */
+          /* The forms differ before the plan only, and the modes alternate over the roots: the
+           * Simple family costs most under the sanitizers. */
+          if (counts[k] > 100000 && (f != PLAIN || inplace != root % 2)) continue;
           check_bcast(comm, rank, root, counts[k], inplace, (enum form)f, 1);
         }
   /* A stray sendbuff on other ranks is never read. */

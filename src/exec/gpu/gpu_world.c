@@ -23,24 +23,14 @@
 #include "transport/backoff.h"
 #include "transport/cuda_ipc.h"
 #include "transport/gpu_proxy.h"
-#include "transport/gpu_net.h"
+#include "transport/ib_pick.h"
+#include "transport/mem.h"
+#include "transport/net.h"
+#include "transport/peers.h"
 #include "transport/world.h"
 #include "util/env.h"
 #include "util/host.h"
 #include "util/log.h"
-
-#define CARD_MAGIC 0x73686770756377ull /* "shgpucw" */
-
-/* What each rank tells the others at creation. */
-struct card {
-  uint64_t magic;
-  uint32_t ok; /* the rank's region exists */
-  uint32_t nranks;
-  struct shunt_cuda_peer cp; /* its region, for ranks of its host */
-  uint64_t scratch_bytes, input_bytes, output_bytes;
-  uint32_t node, pad_;           /* the exchange's host number */
-  struct shunt_gpu_net_card net; /* how ranks of other hosts reach it */
-};
 
 struct shunt_gpu_world {
   uint32_t rank, nranks;
@@ -54,7 +44,6 @@ struct shunt_gpu_world {
   struct shunt_gpu_layout lay;
   char* region;                    /* own region (device) */
   char** peer;                     /* [nranks]: every region as this process sees it */
-  bool* peer_ipc;                  /* [nranks]: opened with cuIpcOpenMemHandle */
   struct shunt_gpu_fifo* fifo;     /* host view (mapped pinned memory) */
   struct shunt_gpu_fifo* fifo_dev; /* device view */
   uint64_t timeout_ns;
@@ -74,12 +63,12 @@ struct shunt_gpu_world {
    * kernel's peer table hold this rank's own region, so that nothing the kernel writes through
    * them (the abort words) leaves this rank; the proxy turns a trigger's address back into an
    * offset. */
-  bool* remote;      /* [nranks] */
-  uint32_t* node_of; /* [nranks] each rank's host */
+  bool* remote; /* [nranks] */
   /* The region's allocation: lay.total, or whole 2 MiB pages across hosts, where a NIC
    * registers it by its dma-buf (which wants page-aligned ranges). */
   uint64_t alloc_bytes;
-  struct shunt_gpu_net* net; /* ranks of other hosts (transport/gpu_net.h); NULL: all on this host */
+  struct shunt_peers reach; /* the peers mapped, the network (transport/peers.h) */
+  int ready_rc;             /* what the last step of creation failed with */
   /* A wait for this rank's launches failed: its kernels may still use the world's device
    * memory and mappings, which are then never freed (a leak, rather than memory reused under a
    * running kernel). */
@@ -88,16 +77,19 @@ struct shunt_gpu_world {
 
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
 
+/* Where the counters raised by port channels start in every region. */
+static uint64_t port_off(const struct shunt_gpu_world* w) {
+  return w->lay.inbound + (uint64_t)shunt_gpu_sem_index(w->nranks, SHUNT_CHAN_PORT, 0, 0) * sizeof(uint64_t);
+}
+
 /* ---- Creation ---------------------------------------------------------------------------------- */
 
 /* Closes this rank's mappings of its peers' regions (its own kernels are done with them). */
 static void unmap_peers(struct shunt_gpu_world* w) {
-  if (!w->cu || !w->ctx || !w->peer || !w->peer_ipc) return;
+  if (!w->cu || !w->ctx) return;
   struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 0);
-  for (uint32_t r = 0; r < w->nranks; r++) shunt_cuda_peer_unmap(w->cu, w->peer[r], w->peer_ipc[r]);
+  shunt_peers_unmap(&w->reach);
   shunt_cu_leave(&g);
-  free(w->peer_ipc);
-  w->peer_ipc = NULL;
 }
 
 /* keep_region: the region stays allocated (see shunt_gpu_world_release). */
@@ -111,7 +103,7 @@ static void release(struct shunt_gpu_world* w, bool keep_region) {
    * synchronizations nor is invalidated by them. */
   struct shunt_cu_guard g = shunt_cu_enter(w->ctx ? cu : NULL, w->ctx, 1);
   shunt_gpu_proxy_stop(w->proxy);
-  shunt_gpu_net_close(w->net);
+  shunt_peers_close_net(&w->reach);
   shunt_gpu_proxy_free(w->proxy);
   if (cu && w->ctx && w->unsettled) {
     SHUNT_WARN("rank %u: the GPU world's memory is kept: a kernel may still use it", w->rank);
@@ -131,10 +123,9 @@ static void release(struct shunt_gpu_world* w, bool keep_region) {
   free(w->grave);
   pthread_mutex_destroy(&w->launch_mu);
   pthread_mutex_destroy(&w->grave_mu);
+  shunt_peers_free(&w->reach, true); /* unmapped above, or kept with the memory */
   free(w->peer);
-  free(w->peer_ipc);
   free(w->remote);
-  free(w->node_of);
   free(w);
 }
 
@@ -146,8 +137,8 @@ static bool mps_active(const struct shunt_cu* cu, int dev) {
   return cu->DeviceGetAttribute(&on, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, dev) == CUDA_SUCCESS && on;
 }
 
-static int world_create(struct shunt_gpu_world* w, struct card* all, const struct shunt_gpu_world_config* cfg,
-                        char* err, size_t len);
+static int world_create(struct shunt_gpu_world* w, const struct shunt_gpu_world_config* cfg, char* err,
+                        size_t len);
 
 /* The device's part of creation, in its primary context; 0 or an error code (err set). */
 static int local_setup(struct shunt_gpu_world* w, int dev, char* err, size_t len) {
@@ -189,10 +180,7 @@ int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gp
     return SHUNT_E_INVALID;
   }
   struct shunt_gpu_world* w = calloc(1, sizeof(*w));
-  struct card* all = calloc(nranks, sizeof(*all));
-  if (!w || !all) {
-    free(w);
-    free(all);
+  if (!w) {
     shunt_setf(err, len, "out of memory");
     return SHUNT_E_NOMEM;
   }
@@ -207,154 +195,162 @@ int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gp
    * than any before) allocates and synchronizes its own stream; in the thread's global mode
    * that would fail and invalidate the caller's capture. */
   struct shunt_cu_guard g = shunt_cu_enter(w->cu, NULL, 1);
-  int rc = world_create(w, all, cfg, err, len);
+  int rc = world_create(w, cfg, err, len);
   if (rc != 0) release(w, false); /* its frees and synchronizations in relaxed mode too */
   shunt_cu_leave(&g);
-  free(all);
   if (rc != 0) return rc;
   *out = w;
   return SHUNT_OK;
 }
 
-static int world_create(struct shunt_gpu_world* w, struct card* all, const struct shunt_gpu_world_config* cfg,
-                        char* err, size_t len) {
-  uint32_t rank = w->rank, nranks = w->nranks;
-  const struct shunt_world_exchange* bs = &w->bs;
+/* This rank's own part: the device, its region and FIFO, the proxy; 0 or an error code. */
+static int local_part(struct shunt_gpu_world* w, const struct shunt_gpu_world_config* cfg, char* err,
+                      size_t len) {
   const struct shunt_cu* cu = w->cu;
   uint64_t tmo = cfg->timeout_ms
                      ? cfg->timeout_ms
                      : (uint64_t)shunt_env_int("SHUNT_GPU_TIMEOUT", 0, 0, INT64_MAX / 1000000000) * 1000u;
   w->timeout_ns = tmo * 1000000ull; /* 0: no bound */
-  shunt_gpu_region_layout(&w->lay, nranks, cfg->scratch_bytes, cfg->input_bytes, cfg->output_bytes);
-  w->peer = calloc(nranks, sizeof(*w->peer));
-  w->peer_ipc = calloc(nranks, sizeof(*w->peer_ipc));
-  w->remote = calloc(nranks, sizeof(*w->remote));
-  w->node_of = calloc(nranks, sizeof(*w->node_of));
-  bool spans = bs->nnodes > 1;
-  w->alloc_bytes = spans ? (w->lay.total + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1) : w->lay.total;
-
-  /* Local setup; whatever fails, this rank still takes part in both exchanges so that no
-   * peer waits for it. */
-  int rc = SHUNT_OK;
-  struct card* me = &all[rank];
+  shunt_gpu_region_layout(&w->lay, w->nranks, cfg->scratch_bytes, cfg->input_bytes, cfg->output_bytes);
+  w->peer = calloc(w->nranks, sizeof(*w->peer));
+  w->remote = calloc(w->nranks, sizeof(*w->remote));
+  w->alloc_bytes =
+      w->bs.nnodes > 1 ? (w->lay.total + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1) : w->lay.total;
+  w->device = cfg->device;
   if (!cu) {
     shunt_cu(err, len);
-    rc = SHUNT_E_CUDA;
-  } else if (!w->peer || !w->peer_ipc || !w->remote || !w->node_of) {
+    return SHUNT_E_CUDA;
+  }
+  if (!w->peer || !w->remote) {
     shunt_setf(err, len, "out of memory");
-    rc = SHUNT_E_NOMEM;
+    return SHUNT_E_NOMEM;
   }
-  int dev = cfg->device;
-  if (rc == 0 && dev < 0 && cu->CtxGetDevice(&dev) != CUDA_SUCCESS) {
-    shunt_setf(err, len, "rank %u: no CUDA device given and no current context to take it from", rank);
-    rc = SHUNT_E_CUDA;
+  if (w->device < 0 && cu->CtxGetDevice(&w->device) != CUDA_SUCCESS) {
+    shunt_setf(err, len, "rank %u: no CUDA device given and no current context to take it from", w->rank);
+    return SHUNT_E_CUDA;
   }
-  w->device = dev;
-  if (rc == 0) rc = local_setup(w, dev, err, len);
-  if (rc == 0) {
-    struct shunt_gpu_proxy_config pc = {
-        .cu = cu,
-        .ctx = w->ctx,
-        .rank = rank,
-        .nranks = nranks,
-        .fifo = w->fifo,
-        .peer = w->peer,
-        .remote = w->remote,
-        .region = w->region,
-        .abort_off = shunt_gpu_abort_offset(&w->lay),
-        .port_off =
-            w->lay.inbound + (uint64_t)shunt_gpu_sem_index(nranks, SHUNT_CHAN_PORT, 0, 0) * sizeof(uint64_t),
-        .ordinals = SHUNT_GPU_ORDINALS};
-    if (shunt_gpu_proxy_new(&pc, &w->proxy, err, len) != 0) rc = SHUNT_E_CUDA;
-  }
-  if (rc == 0) {
-    me->ok = 1;
-    me->magic = CARD_MAGIC;
-    me->nranks = nranks;
-    shunt_cuda_peer_describe(cu, dev, w->region, &me->cp);
-    me->scratch_bytes = cfg->scratch_bytes;
-    me->input_bytes = cfg->input_bytes;
-    me->output_bytes = cfg->output_bytes;
-    me->node = bs->node;
-  }
-  struct shunt_gpu_net_config nc = {.cu = cu,
-                                    .rank = rank,
-                                    .nranks = nranks,
-                                    .node = bs->node,
-                                    .nnodes = bs->nnodes,
-                                    .region = w->region,
-                                    .bytes = w->alloc_bytes,
-                                    .busid = me->cp.busid,
-                                    .bs = bs};
-  if (rc == 0 && spans && shunt_gpu_net_open(&nc, w->proxy, &w->net, &me->net, err, len) != 0)
-    rc = SHUNT_E_INVALID;
-  if (bs->allgather(bs->ctx, all, sizeof(*all)) != 0) {
-    if (rc == 0) shunt_setf(err, len, "bootstrap allgather failed");
-    rc = SHUNT_E_INVALID;
-  }
-  for (uint32_t r = 0; r < nranks && rc == 0; r++) {
-    const struct card* c = &all[r];
-    if (!c->ok || c->magic != CARD_MAGIC) {
-      shunt_setf(err, len, "rank %u could not create its GPU region", r);
-      rc = SHUNT_E_INVALID;
-    } else if (c->nranks != nranks || c->scratch_bytes != cfg->scratch_bytes ||
-               c->input_bytes != cfg->input_bytes || c->output_bytes != cfg->output_bytes) {
-      shunt_setf(err, len, "rank %u asked for different world sizes than rank %u", r, rank);
-      rc = SHUNT_E_INVALID;
-    } else if ((w->node_of[r] = c->node), r == rank || c->node != me->node) {
-      w->peer[r] = w->region; /* another host's: see `remote` */
-      w->remote[r] = r != rank;
-    } else if (shunt_cuda_peer_map(cu, rank, &me->cp, r, &c->cp, &w->peer[r], &w->peer_ipc[r], err, len) !=
-               0) {
-      rc = SHUNT_E_CUDA;
-    }
-  }
-  /* Connecting is collective: every rank takes part, also one that failed above. */
-  if (spans &&
-      shunt_gpu_net_connect(w->net, &nc, w->proxy, w->remote, &all[0].net, sizeof(*all), rc == 0, err, len) !=
-          0 &&
-      rc == 0)
-    rc = SHUNT_E_INVALID;
-  /* Ranks sharing this GPU (gpu_residency.h): their blocks must all be resident together, and
-   * kernels of different processes run together only under MPS. */
+  int rc = local_setup(w, w->device, err, len);
+  if (rc != 0) return rc;
+  struct shunt_gpu_proxy_config pc = {.cu = cu,
+                                      .ctx = w->ctx,
+                                      .rank = w->rank,
+                                      .nranks = w->nranks,
+                                      .fifo = w->fifo,
+                                      .peer = w->peer,
+                                      .remote = w->remote,
+                                      .region = w->region,
+                                      .abort_off = shunt_gpu_abort_offset(&w->lay),
+                                      .port_off = port_off(w),
+                                      .ordinals = SHUNT_GPU_ORDINALS};
+  return shunt_gpu_proxy_new(&pc, &w->proxy, err, len) != 0 ? SHUNT_E_CUDA : SHUNT_OK;
+}
+
+/* Ranks sharing this GPU (gpu_residency.h): their blocks must all be resident together, and
+ * kernels of different processes run together only under MPS. */
+static int count_sharing(struct shunt_gpu_world* w, const struct shunt_peers* p, char* err, size_t len) {
+  const struct shunt_cuda_peer* me = shunt_peers_mem_card(p, w->rank);
   w->sharing = 0;
-  for (uint32_t r = 0; r < nranks && rc == 0; r++) {
-    const struct card* c = &all[r];
-    if (c->cp.hostid != me->cp.hostid || strcmp(c->cp.busid, me->cp.busid) != 0) continue;
+  for (uint32_t r = 0; r < w->nranks; r++) {
+    const struct shunt_cuda_peer* c = shunt_peers_mem_card(p, r);
+    if (c->hostid != me->hostid || strcmp(c->busid, me->busid) != 0) continue;
     w->sharing++;
-    if (c->cp.proc != me->cp.proc && !mps_active(cu, dev)) {
+    if (c->proc != me->proc && !mps_active(w->cu, w->device)) {
       shunt_setf(err, len,
                  "ranks %u and %u share GPU %s from different processes: without MPS their kernels are "
                  "time-sliced, never concurrent, and would wait for each other forever; run them as threads "
                  "of one process, start MPS, or give each rank its own GPU",
-                 rank, r, me->cp.busid);
-      rc = SHUNT_E_INVALID;
+                 w->rank, r, me->busid);
+      return SHUNT_E_INVALID;
     }
   }
-  if (rc == 0) {
-    uint64_t* table = malloc((size_t)nranks * sizeof(uint64_t));
-    if (!table) {
-      shunt_setf(err, len, "out of memory");
-      rc = SHUNT_E_NOMEM;
-    } else {
-      for (uint32_t r = 0; r < nranks; r++) table[r] = (uint64_t)(uintptr_t)w->peer[r];
-      CUresult e = cu->MemcpyHtoDAsync(DP(w->region + w->lay.peers), table, (size_t)nranks * sizeof(uint64_t),
-                                       w->pstream);
-      if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(w->pstream);
-      free(table);
-      if (e != CUDA_SUCCESS) {
-        shunt_setf(err, len, "peer table upload: %s", shunt_cu_error(e));
-        rc = SHUNT_E_CUDA;
-      }
-    }
+  return SHUNT_OK;
+}
+
+/* Every peer reached: the kernel's peer table (a rank of another host's entry holds this
+ * rank's own region: see `remote`), the proxy's endpoint, the proxy started. */
+static int gpu_ready(void* ctx, const struct shunt_peers* p, char* err, size_t len) {
+  struct shunt_gpu_world* w = ctx;
+  const struct shunt_cu* cu = w->cu;
+  for (uint32_t r = 0; r < w->nranks; r++) {
+    w->peer[r] = p->base[r] ? p->base[r] : w->region;
+    w->remote[r] = p->remote[r];
   }
-  if (rc == 0) {
-    if (shunt_gpu_proxy_start(w->proxy, err, len) != 0) rc = SHUNT_E_INVALID;
+  if ((w->ready_rc = count_sharing(w, p, err, len)) != 0) return -1;
+  uint64_t* table = malloc((size_t)w->nranks * sizeof(uint64_t));
+  if (!table) {
+    shunt_setf(err, len, "out of memory");
+    w->ready_rc = SHUNT_E_NOMEM;
+    return -1;
   }
-  /* Every rank learns whether all others succeeded, so either all have a world or none keeps one. */
-  if (shunt_world_agree(bs, rank, nranks, rc == 0, (uint8_t*)all, err, len) != 0 && rc == 0)
-    rc = SHUNT_E_INVALID;
-  return rc;
+  for (uint32_t r = 0; r < w->nranks; r++) table[r] = (uint64_t)(uintptr_t)w->peer[r];
+  CUresult e = cu->MemcpyHtoDAsync(DP(w->region + w->lay.peers), table, (size_t)w->nranks * sizeof(uint64_t),
+                                   w->pstream);
+  if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(w->pstream);
+  free(table);
+  if (e != CUDA_SUCCESS) {
+    shunt_setf(err, len, "peer table upload: %s", shunt_cu_error(e));
+    w->ready_rc = SHUNT_E_CUDA;
+    return -1;
+  }
+  if (p->nets.ops) shunt_gpu_proxy_set_net(w->proxy, p->nets.ops, p->nets.chosen);
+  return shunt_gpu_proxy_start(w->proxy, err, len);
+}
+
+static void gpu_unready(void* ctx) {
+  struct shunt_gpu_world* w = ctx;
+  shunt_gpu_proxy_stop(w->proxy);
+}
+
+/* The region for the network: registered for verbs by its dma-buf when the driver gives one,
+ * the NIC chosen near the GPU (gpu: room for its sysfs path). */
+static void net_prepare(struct shunt_gpu_world* w, struct shunt_net_ep_config* nc, char* gpu,
+                        size_t gpu_len) {
+  const struct shunt_cu* cu = w->cu;
+  char busid[32];
+  gpu[0] = 0;
+  if (cu->DeviceGetPCIBusId(busid, sizeof(busid), w->device) != CUDA_SUCCESS ||
+      shunt_ib_bus_path("/sys", busid, gpu, gpu_len) != 0)
+    gpu[0] = 0;
+  int fd = -1;
+  if (cu->MemGetHandleForAddressRange &&
+      cu->MemGetHandleForAddressRange(&fd, DP(w->region), w->alloc_bytes, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+                                      0) != CUDA_SUCCESS)
+    fd = -1;
+  nc->region = w->region;
+  nc->bytes = w->alloc_bytes;
+  nc->device = true;
+  nc->dmabuf_fd = fd;
+  nc->gpu = gpu[0] ? gpu : NULL;
+  nc->port_off = port_off(w);
+  nc->ordinals = SHUNT_GPU_ORDINALS;
+  shunt_gpu_proxy_net_callbacks(w->proxy, nc);
+}
+
+static int world_create(struct shunt_gpu_world* w, const struct shunt_gpu_world_config* cfg, char* err,
+                        size_t len) {
+  int rc = local_part(w, cfg, err, len);
+  uint64_t sizes[3] = {cfg->scratch_bytes, cfg->input_bytes, cfg->output_bytes};
+  struct shunt_peers_config pc = {.rank = w->rank,
+                                  .nranks = w->nranks,
+                                  .bs = &w->bs,
+                                  .what = "GPU region",
+                                  .sizes = sizes,
+                                  .sizes_bytes = sizeof(sizes),
+                                  .mem = &shunt_mem_cuda_ipc,
+                                  .env = {w->cu, w->device},
+                                  .region = w->region,
+                                  .bytes = w->alloc_bytes,
+                                  .net = {.dmabuf_fd = -1},
+                                  .ctx = w,
+                                  .ready = gpu_ready,
+                                  .unready = gpu_unready};
+  char gpu[4096];
+  if (rc == 0 && w->bs.nnodes > 1) net_prepare(w, &pc.net, gpu, sizeof(gpu));
+  /* Every rank takes part, also one whose own part failed. */
+  int prc = shunt_peers_setup(&pc, rc == 0, &w->reach, err, len);
+  if (pc.net.dmabuf_fd >= 0) close(pc.net.dmabuf_fd); /* the registration holds what it needs */
+  if (rc != 0 || prc == 0) return rc;
+  return w->ready_rc ? w->ready_rc : SHUNT_E_INVALID;
 }
 
 void shunt_gpu_world_destroy(struct shunt_gpu_world* w) {
@@ -364,7 +360,7 @@ void shunt_gpu_world_destroy(struct shunt_gpu_world* w) {
    * rank's launches complete (their peers' parts are already enqueued), then every rank's. */
   shunt_gpu_world_quiesce(w);
   shunt_gpu_proxy_stop(w->proxy);
-  shunt_gpu_net_leave(w->net); /* peers' teardown then logs nothing */
+  shunt_peers_leave(&w->reach); /* peers' teardown then logs nothing */
   /* Every rank unmaps its peers' regions before any rank frees its own. */
   unmap_peers(w);
   w->bs.barrier(w->bs.ctx);
@@ -404,11 +400,11 @@ void shunt_gpu_world_release(struct shunt_gpu_world* w) {
 /* ---- Accessors ---------------------------------------------------------------------------------- */
 
 bool shunt_gpu_world_spans(const struct shunt_gpu_world* w) {
-  return w->net != NULL;
+  return w->reach.spans;
 }
 
 bool shunt_gpu_world_fits(const struct shunt_gpu_world* w, uint32_t rpn, uint32_t* a, uint32_t* b) {
-  return !shunt_gpu_world_spans(w) || shunt_nodes_fit(w->node_of, w->nranks, rpn, a, b);
+  return !shunt_gpu_world_spans(w) || shunt_nodes_fit(w->reach.node_of, w->nranks, rpn, a, b);
 }
 
 bool shunt_gpu_world_broken(const struct shunt_gpu_world* w) {

@@ -13,9 +13,9 @@
  *   reach each other's regions through plain device pointers (peer access is enabled when
  *   they use different devices); ranks in other processes on the same host through CUDA IPC
  *   (cuIpcGetMemHandle / cuIpcOpenMemHandle). Ranks on other hosts are reached through the
- *   verbs endpoint (transport/ib_ep.h) on this rank's region, registered for their writes:
- *   their port channels are RDMA writes; no memory channel may join them (checked per plan:
- *   shunt_gpu_world_fits). Without a verbs transport such a world is not made.
+ *   network table's chosen row (transport/net.h: verbs on this rank's region, registered for
+ *   their writes, or TCP through host memory); no memory channel may join them (checked per
+ *   plan: shunt_gpu_world_fits). The set-up is the one every world uses (transport/peers.h).
  * - Each rank runs one proxy thread that serves the kernel's port-channel triggers in FIFO
  *   order on its own stream: data with cuMemcpyAsync, then the flag (the peer's counter is
  *   written with the next value by a copy ordered after the data), and a SYNC trigger

@@ -10,6 +10,7 @@ struct part_ctx {
   const struct shunt_plan* plan;
   uint32_t rank;
   const struct shunt_host_run_opts* opts;
+  struct shunt_host_keep** keep;
   char* err;
   size_t len;
 };
@@ -19,7 +20,7 @@ static int run_part(void* arg, const struct shunt_call_shape* shape, bool tail, 
   struct part_ctx* c = arg;
   const struct shunt_program* prog = shunt_lower_cache_get(c->cache, c->plan, c->rank, shape, c->err, c->len);
   if (!prog) return SHUNT_E_INVALID;
-  int r = shunt_host_run(c->w, prog, in, out, c->opts, c->err, c->len);
+  int r = shunt_host_run_kept(c->w, prog, in, out, c->opts, c->keep, c->err, c->len);
   shunt_lower_cache_release(c->cache, prog);
   return r;
 }
@@ -46,7 +47,7 @@ int shunt_host_run_call(struct shunt_world* w, struct shunt_lower_cache* cache, 
     tail->buf = b;
     tail->cap = need;
   }
-  struct part_ctx c = {w, cache, plan, rank, opts, err, len};
+  struct part_ctx c = {w, cache, plan, rank, opts, &tail->keep, err, len};
   return shunt_split_run_host(plan, call, s, rank, in, out, tail->buf, run_part, &c);
 }
 
@@ -54,4 +55,6 @@ void shunt_host_tail_free(struct shunt_host_tail* t) {
   free(t->buf);
   t->buf = NULL;
   t->cap = 0;
+  shunt_host_keep_free(t->keep);
+  t->keep = NULL;
 }

@@ -3,8 +3,8 @@
  * Promises: every rank that calls with the same plan and sizes runs the same parts in the
  * same order (each a collective host run, exec/host/host_run.h); the head runs on the user's
  * buffers, the tail through `tail`, a buffer the caller owns (grown here as needed, freed by
- * shunt_host_tail_free), so the remainder never costs a copy of the whole buffer. The world
- * must already hold both parts (shunt_split_needs). */
+ * shunt_host_tail_free, with the fibers its runs keep), so the remainder never costs a copy of the whole
+ * buffer. The world must already hold both parts (shunt_split_needs). */
 #ifndef SHUNT_EXEC_HOST_CALL_H
 #define SHUNT_EXEC_HOST_CALL_H
 
@@ -15,9 +15,11 @@
 #include "exec/lower.h"
 #include "exec/split.h"
 
+/* What a caller keeps between calls: the tail buffer, and the runs' fibers and arrays. */
 struct shunt_host_tail {
   char* buf;
   uint64_t cap;
+  struct shunt_host_keep* keep;
 };
 
 /* Runs `call` (its real sizes) of `plan` on rank `rank`, split as shunt_split_call split it

@@ -24,7 +24,7 @@ struct block_job {
 };
 
 /* Kept by the world between runs: nothing is allocated per run once the largest program ran. */
-struct host_keep {
+struct shunt_host_keep {
   struct shunt_fibers* fibers;
   struct shunt_host_shared sh;
   struct block_job* jobs;
@@ -34,23 +34,21 @@ struct host_keep {
   uint32_t nsems_cap;
 };
 
-static void keep_free(void* arg) {
-  struct host_keep* k = arg;
+void shunt_host_keep_free(struct shunt_host_keep* k) {
   if (!k) return;
   shunt_fibers_free(k->fibers);
   free(k->jobs), free(k->tmp), free(k->sems), free(k);
 }
 
-static struct host_keep* keep_get(struct shunt_world* w, uint32_t nblocks, uint32_t nsems) {
-  struct host_keep* k = w->backend;
+static struct shunt_host_keep* keep_get(struct shunt_host_keep** kept, uint32_t nblocks, uint32_t nsems) {
+  struct shunt_host_keep* k = *kept;
   if (!k) {
     if (!(k = calloc(1, sizeof(*k)))) return NULL;
     if (!(k->fibers = shunt_fibers_create())) {
       free(k);
       return NULL;
     }
-    w->backend = k;
-    w->backend_free = keep_free;
+    *kept = k;
   }
   if (nblocks > k->nblocks_cap) {
     struct block_job* j = calloc(nblocks, sizeof(*j));
@@ -223,8 +221,21 @@ static void report(const struct shunt_world* w, const struct shunt_program* p, c
   }
 }
 
+int shunt_host_run_kept(struct shunt_world* w, const struct shunt_program* p, const void* user_in,
+                        void* user_out, const struct shunt_host_run_opts* opts, struct shunt_host_keep** kept,
+                        char* err, size_t len);
+
 int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const void* user_in, void* user_out,
                    const struct shunt_host_run_opts* opts, char* err, size_t len) {
+  struct shunt_host_keep* mine = NULL;
+  int rc = shunt_host_run_kept(w, p, user_in, user_out, opts, &mine, err, len);
+  shunt_host_keep_free(mine);
+  return rc;
+}
+
+int shunt_host_run_kept(struct shunt_world* w, const struct shunt_program* p, const void* user_in,
+                        void* user_out, const struct shunt_host_run_opts* opts, struct shunt_host_keep** kept,
+                        char* err, size_t len) {
   if (err && len) err[0] = 0;
   if (!w || !p || p->magic != SHUNT_PROG_MAGIC) SHUNT_FAIL(SHUNT_E_INVALID, "no world or no program");
   if (p->rank != w->rank || p->nranks != w->nranks)
@@ -259,7 +270,7 @@ int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const v
   const void* scalar =
       p->redop == SHUNT_REDOP_PREMULSUM && opts ? opts->premul_scalar : NULL; /* avg: 1/nranks */
 
-  struct host_keep* keep = keep_get(w, p->nblocks ? p->nblocks : 1, p->nsems ? p->nsems : 1);
+  struct shunt_host_keep* keep = keep_get(kept, p->nblocks ? p->nblocks : 1, p->nsems ? p->nsems : 1);
   if (!keep) SHUNT_FAIL(SHUNT_E_NOMEM, "out of memory");
   struct shunt_host_shared* sh = &keep->sh;
   struct block_job* jobs = keep->jobs;

@@ -25,11 +25,21 @@
 #include "transport/world.h"
 #include "util/status.h"
 
+/* What the host backend keeps between runs of one world (its fibers and per-run arrays): made
+ * at the first run, grown as needed, freed by its owner. */
+struct shunt_host_keep;
+void shunt_host_keep_free(struct shunt_host_keep* k);
+
 struct shunt_host_run_opts {
   uint64_t timeout_ms;       /* 0: SHUNT_HOST_TIMEOUT_MS from the environment, else 30000 */
   const void* premul_scalar; /* PREMULSUM: one element of the program's dtype */
 };
 
+/* keep: the caller's (*keep NULL at first), kept between runs of one world. */
+int shunt_host_run_kept(struct shunt_world* w, const struct shunt_program* p, const void* user_in,
+                        void* user_out, const struct shunt_host_run_opts* opts, struct shunt_host_keep** keep,
+                        char* err, size_t len);
+/* The same, with what the run needs made and freed by it. */
 int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const void* user_in, void* user_out,
                    const struct shunt_host_run_opts* opts, char* err, size_t len);
 

@@ -15,19 +15,12 @@
 #include "exec/gpu/gpu_steps.h"
 #include "exec/kcpu/kcpu_kernel.h"
 #include "transport/backoff.h"
+#include "transport/mem.h"
+#include "transport/peers.h"
 
 #if defined(__SANITIZE_THREAD__)
 void __tsan_release(void* addr);
 #endif
-
-#define CARD_MAGIC 0x6b637075776f726cull /* "kcpuworl" */
-
-struct card {
-  uint64_t magic;
-  uint32_t ok, nranks;
-  uint64_t region;
-  uint64_t scratch_bytes, input_bytes, output_bytes;
-};
 
 struct shunt_kcpu_world {
   uint32_t rank, nranks;
@@ -35,6 +28,7 @@ struct shunt_kcpu_world {
   struct shunt_gpu_layout lay;
   char* region;
   char** peer;
+  struct shunt_peers reach; /* every rank a thread of this process: plain pointers */
   struct shunt_gpu_fifo* fifo;
   uint64_t timeout_ns;
   uint64_t* sent;                /* [nranks * ORDINALS]: flags the proxy sent per (peer, port ordinal) */
@@ -93,18 +87,61 @@ static void* proxy_main(void* arg) {
 
 /* ---- Creation ---- */
 
-static void release(struct shunt_kcpu_world* w) {
-  if (!w) return;
+static void stop_proxy(void* ctx) {
+  struct shunt_kcpu_world* w = ctx;
   if (w->thread_started) {
     atomic_store_explicit(&w->stop, true, memory_order_release);
     pthread_join(w->thread, NULL);
   }
+  w->thread_started = false;
+}
+
+static void release(struct shunt_kcpu_world* w) {
+  if (!w) return;
+  stop_proxy(w);
+  shunt_peers_free(&w->reach, false);
   shunt_kcpu_device_destroy(w->dev);
   free(w->region);
   free(w->fifo);
   free(w->peer);
   free(w->sent);
   free(w);
+}
+
+/* Every peer reached: the kernel's peer table, the proxy started. */
+static int kcpu_ready(void* ctx, const struct shunt_peers* p, char* err, size_t len) {
+  struct shunt_kcpu_world* w = ctx;
+  uint64_t* table = (uint64_t*)(w->region + w->lay.peers);
+  for (uint32_t r = 0; r < w->nranks; r++) {
+    w->peer[r] = p->base[r];
+    table[r] = (uint64_t)(uintptr_t)w->peer[r];
+  }
+  if (pthread_create(&w->thread, NULL, proxy_main, w) != 0) {
+    shunt_setf(err, len, "cannot start the proxy thread");
+    return -1;
+  }
+  w->thread_started = true;
+  return 0;
+}
+
+/* This rank's own part: its region, FIFO and device threads; 0 or an error code. */
+static int local_part(struct shunt_kcpu_world* w, const struct shunt_kcpu_world_config* cfg, char* err,
+                      size_t len) {
+  atomic_init(&w->stop, false);
+  w->timeout_ns = cfg->timeout_ms * 1000000ull;
+  shunt_gpu_region_layout(&w->lay, w->nranks, cfg->scratch_bytes, cfg->input_bytes, cfg->output_bytes);
+  w->peer = calloc(w->nranks, sizeof(*w->peer));
+  w->sent = calloc((size_t)w->nranks * SHUNT_GPU_ORDINALS, sizeof(*w->sent));
+  w->region = aligned_alloc(SHUNT_GPU_ALIGN, w->lay.total);
+  w->fifo = aligned_alloc(64, (sizeof(struct shunt_gpu_fifo) + 63) / 64 * 64);
+  if (shunt_kcpu_device_create(&w->dev, err, len) != 0) return SHUNT_E_NOMEM;
+  if (!w->peer || !w->sent || !w->region || !w->fifo) {
+    shunt_setf(err, len, "out of memory for a region of %" PRIu64 " bytes", w->lay.total);
+    return SHUNT_E_NOMEM;
+  }
+  memset(w->region, 0, w->lay.total);
+  memset(w->fifo, 0, sizeof(*w->fifo));
+  return SHUNT_OK;
 }
 
 int shunt_kcpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_kcpu_world_config* cfg,
@@ -117,67 +154,29 @@ int shunt_kcpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_k
     return SHUNT_E_INVALID;
   }
   struct shunt_kcpu_world* w = calloc(1, sizeof(*w));
-  struct card* all = calloc(nranks, sizeof(*all));
-  if (!w || !all) {
-    free(w);
-    free(all);
+  if (!w) {
     shunt_setf(err, len, "out of memory");
     return SHUNT_E_NOMEM;
   }
   w->rank = rank;
   w->nranks = nranks;
   w->bs = *bs;
-  atomic_init(&w->stop, false);
-  w->timeout_ns = cfg->timeout_ms * 1000000ull;
-  shunt_gpu_region_layout(&w->lay, nranks, cfg->scratch_bytes, cfg->input_bytes, cfg->output_bytes);
-  w->peer = calloc(nranks, sizeof(*w->peer));
-  w->sent = calloc((size_t)nranks * SHUNT_GPU_ORDINALS, sizeof(*w->sent));
-  w->region = aligned_alloc(SHUNT_GPU_ALIGN, w->lay.total);
-  w->fifo = aligned_alloc(64, (sizeof(struct shunt_gpu_fifo) + 63) / 64 * 64);
-  int rc = SHUNT_OK;
-  if (shunt_kcpu_device_create(&w->dev, err, len) != 0) {
-    rc = SHUNT_E_NOMEM;
-  } else if (!w->peer || !w->sent || !w->region || !w->fifo) {
-    shunt_setf(err, len, "out of memory for a region of %" PRIu64 " bytes", w->lay.total);
-    rc = SHUNT_E_NOMEM;
-  } else {
-    memset(w->region, 0, w->lay.total);
-    memset(w->fifo, 0, sizeof(*w->fifo));
-    all[rank] = (struct card){
-        CARD_MAGIC,       1, nranks, (uint64_t)(uintptr_t)w->region, cfg->scratch_bytes, cfg->input_bytes,
-        cfg->output_bytes};
-  }
-  /* Whatever failed, this rank takes part in both exchanges so that no peer waits for it. */
-  if (bs->allgather(bs->ctx, all, sizeof(*all)) != 0 && rc == 0) {
-    shunt_setf(err, len, "bootstrap allgather failed");
-    rc = SHUNT_E_INVALID;
-  }
-  for (uint32_t r = 0; r < nranks && rc == 0; r++) {
-    const struct card* c = &all[r];
-    if (!c->ok || c->magic != CARD_MAGIC) {
-      shunt_setf(err, len, "rank %u could not create its region", r);
-      rc = SHUNT_E_INVALID;
-    } else if (c->nranks != nranks || c->scratch_bytes != cfg->scratch_bytes ||
-               c->input_bytes != cfg->input_bytes || c->output_bytes != cfg->output_bytes) {
-      shunt_setf(err, len, "rank %u asked for different world sizes than rank %u", r, rank);
-      rc = SHUNT_E_INVALID;
-    } else {
-      w->peer[r] = (char*)(uintptr_t)c->region;
-    }
-  }
-  if (rc == 0) {
-    uint64_t* table = (uint64_t*)(w->region + w->lay.peers);
-    for (uint32_t r = 0; r < nranks; r++) table[r] = (uint64_t)(uintptr_t)w->peer[r];
-    if (pthread_create(&w->thread, NULL, proxy_main, w) != 0) {
-      shunt_setf(err, len, "cannot start the proxy thread");
-      rc = SHUNT_E_INVALID;
-    } else {
-      w->thread_started = true;
-    }
-  }
-  if (shunt_world_agree(bs, rank, nranks, rc == 0, (uint8_t*)all, err, len) != 0 && rc == 0)
-    rc = SHUNT_E_INVALID;
-  free(all);
+  int rc = local_part(w, cfg, err, len);
+  uint64_t sizes[3] = {cfg->scratch_bytes, cfg->input_bytes, cfg->output_bytes};
+  struct shunt_peers_config pc = {.rank = rank,
+                                  .nranks = nranks,
+                                  .bs = &w->bs,
+                                  .what = "region",
+                                  .sizes = sizes,
+                                  .sizes_bytes = sizeof(sizes),
+                                  .mem = &shunt_mem_plain,
+                                  .region = w->region,
+                                  .bytes = w->lay.total,
+                                  .ctx = w,
+                                  .ready = kcpu_ready,
+                                  .unready = stop_proxy};
+  /* Whatever failed, this rank takes part so that no peer waits for it. */
+  if (shunt_peers_setup(&pc, rc == 0, &w->reach, err, len) != 0 && rc == 0) rc = SHUNT_E_INVALID;
   if (rc != 0) {
     release(w);
     return rc;

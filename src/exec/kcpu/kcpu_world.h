@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "exec/program.h"
-#include "transport/world.h"
+#include "transport/exchange.h"
 #include "util/status.h"
 
 struct shunt_kcpu_world_config {

@@ -13,8 +13,8 @@
  *   world failed with the peer's rank, address and the cause; a rank leaving in order says so
  *   first, so its peers' teardown logs nothing. Sends give up when the world is aborted or
  *   a run timed out. Every choice is logged at INFO (NET). */
-#ifndef SHUNT_TRANSPORT_LINK_SOCKET_H
-#define SHUNT_TRANSPORT_LINK_SOCKET_H
+#ifndef SHUNT_TRANSPORT_SOCKET_EP_H
+#define SHUNT_TRANSPORT_SOCKET_EP_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -23,7 +23,6 @@
 
 #include "util/socket.h"
 
-struct shunt_world;
 struct shunt_net;
 struct shunt_trigger;
 
@@ -39,8 +38,9 @@ struct shunt_net_card {
  * GPU backend (staged: data handed on piece by piece, to be copied to the device). */
 struct shunt_net_config {
   uint32_t rank, nranks;
-  uint64_t caps[4]; /* bytes of each destination buffer (0 input, 1 output, 2 scratch, 3 a
-                       whole region by offset); a message beyond them is malformed */
+  uint64_t caps[4];  /* bytes of each destination buffer (0 input, 1 output, 2 scratch, 3 a
+                        whole region by offset); a message beyond them is malformed */
+  uint32_t ordinals; /* channels per (peer, kind): a flag beyond them is malformed */
   bool staged;
   void* ctx;
   /* Not staged: where bytes for (buf, off) go in this process. */
@@ -69,11 +69,5 @@ int shunt_net_send(struct shunt_net* n, const struct shunt_trigger* t, const cha
 void shunt_net_leave(struct shunt_net* n);
 /* Closes every connection and joins the receiving thread. */
 void shunt_net_close(struct shunt_net* n);
-
-/* The host world's use of it (link_socket_world.c): open on the world's region, connect to its
- * ranks of other hosts. */
-int shunt_world_net_open(struct shunt_world* w, const struct sockaddr_storage* where,
-                         struct shunt_net_card* card, char* err, size_t len);
-int shunt_world_net_connect(struct shunt_world* w, const struct shunt_net_card* cards, char* err, size_t len);
 
 #endif

@@ -1,7 +1,7 @@
-/* The socket transport's endpoint (link_socket.h): connection set-up, the sending side run by
+/* The socket transport's endpoint (socket_ep.h): connection set-up, the sending side run by
  * the proxy thread, and the receiving thread that hands what arrives to its user's callbacks.
- * Its users: the host world (link_socket_world.c) and the GPU backend (transport/gpu_net.c). */
-#include "transport/link_socket.h"
+ * Its user: the network table's socket row (net_socket.c). */
+#include "transport/socket_ep.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -16,8 +16,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "transport/link.h"  /* the trigger, the word copy */
-#include "transport/world.h" /* the ordinal bound */
+#include "transport/link.h" /* the trigger, the word copy */
 #include "util/env.h"
 #include "util/log.h"
 
@@ -225,7 +224,7 @@ static int header_done(struct shunt_net* n, struct rx_sock* r) {
     return 0;
   }
   if ((h->kind & ~(uint32_t)(MSG_DATA | MSG_FLAG | MSG_PACKETS)) || h->dst_buf > 3 ||
-      h->ordinal >= SHUNT_WORLD_MAX_ORDINAL || ((h->kind & MSG_FLAG) && r->idx != 0) ||
+      h->ordinal >= n->cfg.ordinals || ((h->kind & MSG_FLAG) && r->idx != 0) ||
       (!(h->kind & MSG_DATA) && h->size) || h->size > buf_cap(n, h->dst_buf) ||
       h->dst_off > buf_cap(n, h->dst_buf) - h->size ||
       ((h->kind & MSG_PACKETS) && (r->idx != 0 || h->size % 8)))

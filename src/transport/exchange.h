@@ -1,0 +1,36 @@
+/* The caller's collective exchange, which every world and every network endpoint is built over
+ * (the communicator's bootstrap, or a test's threads).
+ *
+ * Promises of the caller: allgather and barrier are collective over all ranks and return 0 on
+ * success; node and nnodes are the same view of the hosts on every rank. */
+#ifndef SHUNT_TRANSPORT_EXCHANGE_H
+#define SHUNT_TRANSPORT_EXCHANGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* allgather: on entry buf[rank*bytes .. +bytes) holds this rank's contribution; on return buf
+ * holds every rank's. */
+struct shunt_world_exchange {
+  void* ctx;
+  int (*allgather)(void* ctx, void* buf, size_t bytes);
+  int (*barrier)(void* ctx);
+  /* Where the ranks live: this rank's host, numbered the same on every rank, and how many
+   * hosts there are (0 or 1: all share this one). Ranks of other hosts are reached through
+   * the network transport (SHUNT_NET), listening on net_addr's interface (family 0: the one
+   * the bootstrap would pick, SHUNT_SOCKET_IFNAME). */
+  uint32_t node, nnodes;
+  struct sockaddr_storage net_addr;
+};
+
+/* Collective vote closing a collective set-up step: every rank says whether its side succeeded
+ * (local_ok) and learns whether all did. Returns 0 when all succeeded; else -1, with a message
+ * naming the first rank that failed (unless this rank failed itself: its own message is kept).
+ * scratch: nranks bytes of the caller's (allocated before anything could fail, so that the vote
+ * itself cannot). */
+int shunt_world_agree(const struct shunt_world_exchange* bs, uint32_t rank, uint32_t nranks, bool local_ok,
+                      uint8_t* scratch, char* err, size_t len);
+
+#endif
