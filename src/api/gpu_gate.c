@@ -28,7 +28,7 @@ static void read_mode(void) {
 /* The collectives the GPU backend runs (the others' device calls go to NCCL). */
 static bool gpu_serves(enum shunt_coll coll) {
   return coll == SHUNT_COLL_ALLREDUCE || coll == SHUNT_COLL_ALLGATHER || coll == SHUNT_COLL_REDUCESCATTER ||
-         coll == SHUNT_COLL_BROADCAST;
+         coll == SHUNT_COLL_BROADCAST || coll == SHUNT_COLL_ALLTOALL;
 }
 
 /* The entry's plan, or a broadcast's plan for every root (planset.h: each root's is a plan of
@@ -149,7 +149,8 @@ const char* shunt_gpu_gate_call(struct shunt_comm* c, struct shunt_call* call, u
   if (ks == SHUNT_MEM_HOST && kr == SHUNT_MEM_HOST) return NULL;
   if (ks != kr) return "one buffer in host memory, the other on the GPU";
   if (!gpu_serves(call->coll))
-    return "GPU buffers, and the GPU backend serves only allreduce, allgather, reducescatter and broadcast";
+    return "GPU buffers, and the GPU backend serves only allreduce, allgather, reducescatter, alltoall and "
+           "broadcast";
   switch (atomic_load(&c->gpu_verdict)) {
     case SHUNT_GPU_USE:
       break;

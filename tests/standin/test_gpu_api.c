@@ -6,7 +6,8 @@
  *              and reducescatter of every dtype and op (avg and PreMulSum included) and allgather
  *              of every dtype, in place and out of place, at sizes the chunk rule takes and sizes
  *              it does not: exact, and served by plans; reducescatter also on the Simple plans,
- *              whose ranks reach each other's staged input; broadcast from every root, the root
+ *              whose ranks reach each other's staged input; alltoall of every dtype, in place
+ *              and out of place; broadcast from every root, the root
  *              in place, out of place and with partly overlapping buffers, on the LL and Simple
  *              plans; a buffer freed and allocated again serves again
  *   threads    ranks as threads of one process sharing device 0, each on its own stream
@@ -225,6 +226,36 @@ static void broadcast_case(ncclComm_t comm, int rank, fc_handle st, size_t count
   free(exp);
 }
 
+/* An alltoall of `count` elements of dt to and from each rank, in place (sendbuff == recvbuff)
+ * or not: block j of every rank's output is block `rank` of rank j's input, on an alltoall plan. */
+static void alltoall_case(ncclComm_t comm, int rank, fc_handle st, size_t count, enum shunt_dtype dt,
+                          int inplace) {
+  uint64_t blk = count * shunt_dtype_size(dt), total = blk * (uint64_t)nranks;
+  char* host = malloc(total);
+  char* exp = malloc(total);
+  verify_fill_input(host, 0, total, (uint32_t)rank, (uint32_t)nranks, 13, dt, 0, false);
+  for (int j = 0; j < nranks; j++)
+    verify_fill_input(exp + blk * (uint64_t)j, blk * (uint64_t)rank, blk, (uint32_t)j, (uint32_t)nranks, 13,
+                      dt, 0, false);
+  unsigned long long in = dalloc(total), out = inplace ? in : dalloc(total);
+  CHECK_EQ_INT(cuMemcpyHtoD_v2(in, host, total), 0);
+  CHECK_EQ_INT(ncclAlltoAll((void*)(uintptr_t)in, (void*)(uintptr_t)out, count, nccl_dt[dt], comm, st),
+               ncclSuccess);
+  CHECK_EQ_INT(cuStreamSynchronize(st), 0);
+  CHECK_EQ_INT(cuMemcpyDtoH_v2(host, out, total), 0);
+  size_t bad = 0;
+  for (uint64_t i = 0; i < total; i++) bad += host[i] != exp[i];
+  const char* served = last_plan(comm);
+  CHECK_MSG(bad == 0, "rank %d alltoall %zu x %s %s: %zu bytes wrong (served by %s)", rank, count,
+            verify_dt_names[dt], inplace ? "in place" : "out of place", bad, served);
+  CHECK_MSG(strncmp(served, "alltoall_", 9) == 0, "alltoall %zu x %s served by %s", count,
+            verify_dt_names[dt], served);
+  cuMemFree_v2(in);
+  if (!inplace) cuMemFree_v2(out);
+  free(host);
+  free(exp);
+}
+
 /* Every dtype and op, in place and out of place, a size the chunk rule takes (4096 elements)
  * and one it does not (a remainder runs as the padded tail). */
 static void every_case(ncclComm_t comm, int rank, fc_handle st, int want_plan) {
@@ -248,6 +279,12 @@ static void every_case(ncclComm_t comm, int rank, fc_handle st, int want_plan) {
     reducescatter_case(comm, rank, st, big * 2, SHUNT_DT_BFLOAT16, 5, !inplace, want_plan);
   }
   if (!want_plan) return;
+  /* Alltoall: every dtype in turn, in place and out of place, blocks on the LL and the Simple
+   * plans, remainders among them (both sides' blocks cut into head and padded tail). */
+  static const size_t acounts[] = {1000 + 3, ((size_t)1 << 20) / 2 + 9};
+  for (int dt = 0; dt < SHUNT_DT_COUNT; dt++)
+    alltoall_case(comm, rank, st, acounts[dt % 2] / shunt_dtype_size((enum shunt_dtype)dt),
+                  (enum shunt_dtype)dt, (dt / 2) % 2);
   /* Broadcast from every root, each root in place, out of place and with partly overlapping
    * buffers, every dtype in turn; sizes on the LL and the Simple plans, remainders among them. */
   static const size_t bcounts[] = {1000 + 3, ((size_t)1 << 20) + 5};

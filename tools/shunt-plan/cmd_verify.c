@@ -644,10 +644,6 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
     fprintf(stderr, "%s: --root %d names no root of this plan\n", o.file, o.root);
     goto out;
   }
-  if (plan->coll == SHUNT_COLL_ALLTOALL && o.backend != VERIFY_BACKEND_HOST) {
-    fprintf(stderr, "%s: alltoall runs on the host backend only\n", o.file);
-    goto out;
-  }
   if (o.net && o.backend != VERIFY_BACKEND_HOST) {
     fprintf(stderr, "%s: --net runs on the host backend only\n", o.file);
     goto out;

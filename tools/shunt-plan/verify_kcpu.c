@@ -136,6 +136,7 @@ static void* rank_main(void* arg) {
   uint32_t rank = c->rank, nranks = plan->ngpus;
   bool rs = plan->coll == SHUNT_COLL_REDUCESCATTER;
   bool bcast = plan->coll == SHUNT_COLL_BROADCAST;
+  bool a2a = plan->coll == SHUNT_COLL_ALLTOALL;
   bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE || rs;
   bool inplace = J->inplace;
   struct shunt_world_exchange bs = {.ctx = c, .allgather = team_allgather, .barrier = team_barrier};
@@ -177,7 +178,7 @@ static void* rank_main(void* arg) {
       unsigned seed = k * 131 + it;
       /* In place, NCCL's rule: the input inside the output, or reducescatter's output inside
        * its input, at the rank's slice. */
-      char* user_in = rs ? in : inplace ? (reduce || bcast ? out : out + (uint64_t)rank * s->in) : in;
+      char* user_in = rs ? in : inplace ? (reduce || bcast || a2a ? out : out + (uint64_t)rank * s->in) : in;
       char* user_out = rs && inplace ? in + (uint64_t)rank * s->out : out;
       memset(user_out, 0xa5, s->out);
       verify_fill_input(user_in, 0, s->in, rank, nranks, seed, (enum shunt_dtype)s->dt, s->op, reduce);
@@ -210,7 +211,7 @@ static void* rank_main(void* arg) {
         } else if (bcast) { /* the root's input */
           verify_fill_input(J->exp[it] + lo, lo, hi - lo, plan->root, nranks, seed, (enum shunt_dtype)s->dt,
                             s->op, false);
-        } else {
+        } else if (!a2a) { /* allgather (alltoall's reference is each rank's own, below) */
           verify_fill_input(tmp, 0, s->in, rank, nranks, seed, (enum shunt_dtype)s->dt, s->op, false);
           memcpy(J->exp[it] + (uint64_t)rank * s->in, tmp, s->in);
         }
@@ -220,6 +221,14 @@ static void* rank_main(void* arg) {
     uint64_t at = rs ? (uint64_t)rank * s->out : 0;
     for (unsigned it = 0; ok && it < o->iters; it++) {
       const char* want = J->exp[it] + at;
+      if (a2a) {
+        /* This rank's own reference: block j is block `rank` of rank j's input. */
+        uint64_t blk = s->in / nranks;
+        for (uint32_t j = 0; j < nranks; j++)
+          verify_fill_input(tmp + (uint64_t)j * blk, (uint64_t)rank * blk, blk, j, nranks, k * 131 + it,
+                            (enum shunt_dtype)s->dt, s->op, false);
+        want = tmp;
+      }
       if (memcmp(outs[it], want, s->out) == 0) continue;
       uint64_t b = 0;
       while (outs[it][b] == want[b]) b++;

@@ -61,8 +61,9 @@ struct bufs {
  * rank's input, or reducescatter's output), and its size as the plan's range counts it. */
 static void shape_of(const struct shunt_plan* plan, uint32_t nranks, uint64_t per, uint64_t* in,
                      uint64_t* out) {
-  *in = plan->coll == SHUNT_COLL_REDUCESCATTER ? per * nranks : per;
-  *out = plan->coll == SHUNT_COLL_ALLGATHER ? per * nranks : per;
+  bool a2a = plan->coll == SHUNT_COLL_ALLTOALL; /* per: one block, to or from each rank */
+  *in = plan->coll == SHUNT_COLL_REDUCESCATTER || a2a ? per * nranks : per;
+  *out = plan->coll == SHUNT_COLL_ALLGATHER || a2a ? per * nranks : per;
 }
 static uint64_t total_of(const struct shunt_plan* plan, uint32_t nranks, uint64_t per) {
   uint64_t in, out;
@@ -82,7 +83,8 @@ static void sizes_for(const struct shunt_plan* plan, uint32_t nranks, uint64_t o
   out[0] = q;
   out[1] = q + 4;
   /* About LARGE_BYTES in all: a rank's unit is a slice of it where the call is cut in slices. */
-  bool sliced = plan->coll == SHUNT_COLL_ALLGATHER || plan->coll == SHUNT_COLL_REDUCESCATTER;
+  bool sliced = plan->coll == SHUNT_COLL_ALLGATHER || plan->coll == SHUNT_COLL_REDUCESCATTER ||
+                plan->coll == SHUNT_COLL_ALLTOALL;
   uint64_t large = sliced ? LARGE_BYTES / nranks : LARGE_BYTES;
   out[2] = large > q ? large / q * q : 0;
 }
@@ -100,6 +102,7 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
   if (plan->coll == SHUNT_COLL_REDUCESCATTER)
     kind = SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_REDUCESCATTER, rank);
   if (plan->coll == SHUNT_COLL_BROADCAST) kind = SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_BROADCAST, plan->root);
+  if (plan->coll == SHUNT_COLL_ALLTOALL) kind = SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_ALLTOALL, rank);
   struct shunt_backend_call c = {
       .plan = plan,
       .shape = {in_bytes, out_bytes, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, 0, 0, false},
@@ -149,7 +152,9 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
   /* Compared on the device: one kernel finds the first element that differs bitwise from what
    * the inputs imply, and only its index comes back. */
   const struct shunt_gpu_kernels* fn = shunt_gpu_world_fns(shunt_gpu_backend_world(b));
-  uint64_t per_el = plan->coll == SHUNT_COLL_ALLGATHER ? cnt : ocnt;
+  uint64_t per_el = plan->coll == SHUNT_COLL_ALLGATHER  ? cnt
+                    : plan->coll == SHUNT_COLL_ALLTOALL ? ocnt / n
+                                                        : ocnt;
   uint32_t nr = n;
   void* args[] = {&out, &ocnt, &per_el, &nr, &kind, &B->first};
   uint64_t grid = (ocnt + 255) / 256;
