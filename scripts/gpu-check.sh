@@ -4,12 +4,15 @@
 #   stage 1 (at most SHUNT_GPU_CHECK_STAGE1 s, default 300): a Release build of what the stage
 #     runs, for this GPU's architecture only; shunt-perf on device buffers (2, 4 and 8 ranks as
 #     threads on GPU 0, eager and with CUDA graphs, every call checked, the self-check's verdict);
-#     the speed ratios; PyTorch on the GPU executor (processes under MPS, graphs replayed 100
-#     times, a global-mode capture on one thread while another thread's communicator works,
-#     the caching allocator with expandable segments);
+#     the speed ratios; PyTorch on the GPU executor (all_reduce, all_gather_into_tensor,
+#     reduce_scatter_tensor, broadcast from every root, all_to_all_single when alltoall plans
+#     are shipped; processes under MPS, graphs replayed 100 times, a global-mode capture on
+#     one thread while another thread's communicator works, the caching allocator with
+#     expandable segments);
 #   stage 2 (what is left of SHUNT_GPU_CHECK_BUDGET s, default 570, in all): the rest of the
 #     build, the tests labelled gpu, the library path and a few plans under compute-sanitizer,
-#     the conformance corpus, nccl-tests when NCCL_TESTS_DIR names its source, the host tests.
+#     the conformance corpus, nccl-tests when NCCL_TESTS_DIR names its source (all_reduce,
+#     all_gather, reduce_scatter, alltoall, broadcast from roots 0-3), the host tests.
 #   scripts/gpu-check.sh [LOGDIR] [--stage 1|2|all]     (default: all)
 # Every step's timeout is cut to what is left of its stage's budget, a step that no longer fits
 # is skipped with a line saying so, and summary.txt is written after every step, so that a run
@@ -147,7 +150,8 @@ stage1() {
       log="$logs/torch-gpu-$2.log" alloc=""
       [ "$2" = expandable ] && alloc=expandable_segments:True
       fits 40 "PyTorch, $1 processes on GPU 0, $2 allocator" || continue
-      if PYTORCH_CUDA_ALLOC_CONF=$alloc LD_PRELOAD=$PWD/build-gpu/libshunt.so SHUNT_NCCL_LIB=$nccl_lib "${gpu_env[@]}" \
+      # (env: assignments that come from an array's expansion are arguments, not the environment)
+      if env PYTORCH_CUDA_ALLOC_CONF=$alloc LD_PRELOAD=$PWD/build-gpu/libshunt.so SHUNT_NCCL_LIB=$nccl_lib "${gpu_env[@]}" \
            timeout "$(t 150)" python3 scripts/torch_gpu.py "$1" >"$log" 2>&1; then
         v=$(grep -ho "GPU self-check [a-z]*:.*" "$log" | head -1)
         note "PyTorch, $1 processes on GPU 0 (MPS $mps), $2 allocator, every call on shunt: $(tail -1 "$log"); ${v:-no self-check verdict logged}"
@@ -249,14 +253,22 @@ stage2() {
   if [ -n "${NCCL_TESTS_DIR:-}" ] && [ -d "$NCCL_TESTS_DIR" ] && fits 60 "nccl-tests"; then
     nccl_home=$(dirname "$(dirname "$nccl_lib")")
     if timeout "$(t 200)" make -C "$NCCL_TESTS_DIR" -j"$jobs" MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME="$nccl_home" >"$logs/nccl-tests-build.log" 2>&1; then
-      for nt in all_reduce_perf all_gather_perf; do
-        fits 20 "nccl-tests $nt" || continue
-        if LD_PRELOAD=$PWD/build-gpu/libshunt.so "${gpu_env[@]}" timeout "$(t 120)" \
-             "$NCCL_TESTS_DIR/build/$nt" -b 1K -e 64M -f 4 -t 4 -g 1 -c 1 >"$logs/nccl-tests-$nt.log" 2>&1 &&
-           grep -q "Out of bounds values : 0 OK" "$logs/nccl-tests-$nt.log"; then
-          note "nccl-tests $nt under LD_PRELOAD: ok, $(grep -o 'Avg bus bandwidth.*' "$logs/nccl-tests-$nt.log")"
+      # broadcast_perf once per root (-r); alltoall_perf on shunt alone only when the plans hold
+      # alltoall plans, else with NCCL behind shunt (SHUNT_FALLBACK=1: the calls go to NCCL).
+      a2a_env=(SHUNT_FALLBACK=0)
+      ls plans/alltoall_*.json >/dev/null 2>&1 || a2a_env=(SHUNT_FALLBACK=1 SHUNT_NCCL_LIB="$nccl_lib")
+      for run in all_reduce_perf all_gather_perf reduce_scatter_perf alltoall_perf \
+                 broadcast_perf:0 broadcast_perf:1 broadcast_perf:2 broadcast_perf:3; do
+        nt=${run%%:*} extra=() env_nt=() name=$nt
+        [ "$run" != "$nt" ] && extra=(-r "${run#*:}") name="$nt-root${run#*:}"
+        [ "$nt" = alltoall_perf ] && env_nt=("${a2a_env[@]}")
+        fits 20 "nccl-tests $name" || continue
+        if env LD_PRELOAD=$PWD/build-gpu/libshunt.so "${gpu_env[@]}" "${env_nt[@]}" timeout "$(t 120)" \
+             "$NCCL_TESTS_DIR/build/$nt" -b 1K -e 64M -f 4 -t 4 -g 1 -c 1 "${extra[@]}" >"$logs/nccl-tests-$name.log" 2>&1 &&
+           grep -q "Out of bounds values : 0 OK" "$logs/nccl-tests-$name.log"; then
+          note "nccl-tests $name under LD_PRELOAD${env_nt[*]:+ (${env_nt[0]})}: ok, $(grep -o 'Avg bus bandwidth.*' "$logs/nccl-tests-$name.log")"
         else
-          tail -5 "$logs/nccl-tests-$nt.log"; note "nccl-tests $nt: FAILED"; rc=1
+          tail -5 "$logs/nccl-tests-$name.log"; note "nccl-tests $name: FAILED"; rc=1
         fi
       done
     else

@@ -25,6 +25,25 @@ static void read_mode(void) {
   check_timeout_ms = shunt_env_int("SHUNT_GPU_CHECK_TIMEOUT", 2, 1, 3600) * 1000;
 }
 
+/* The collectives the GPU backend runs (the others' device calls go to NCCL). */
+static bool gpu_serves(enum shunt_coll coll) {
+  return coll == SHUNT_COLL_ALLREDUCE || coll == SHUNT_COLL_ALLGATHER || coll == SHUNT_COLL_REDUCESCATTER ||
+         coll == SHUNT_COLL_BROADCAST || coll == SHUNT_COLL_ALLTOALL;
+}
+
+/* The entry's plan, or a broadcast's plan for every root (planset.h: each root's is a plan of
+ * its own, ranks renamed, which selection hands out): appended to plans[k..]; the new count. */
+static uint32_t add_plans(const struct shunt_plan_entry* e, const struct shunt_plan** plans, uint32_t k,
+                          uint32_t max) {
+  if (!e->roots) {
+    if (k < max) plans[k++] = e->plan;
+    return k;
+  }
+  for (uint32_t r = 0; r < e->plan->ngpus; r++)
+    if (e->roots[r].plan && k < max) plans[k++] = e->roots[r].plan;
+  return k;
+}
+
 static int gpu_mode(void) {
   pthread_once(&mode_once, read_mode);
   return mode;
@@ -43,8 +62,12 @@ void shunt_gpu_gate_init(struct shunt_comm* c) {
   /* Every rank decides from the same gathered facts, so all run the check or none does. */
   if (!c->plans_enabled || !c->gpu_everywhere) return;
   uint32_t want = shunt_plans_query_rpn(c);
-  uint32_t n = shunt_planset_count(c->plans), k = 0;
-  const struct shunt_plan** plans = calloc(n ? n : 1, sizeof(*plans));
+  uint32_t n = shunt_planset_count(c->plans), k = 0, n_max = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const struct shunt_plan_entry* e = shunt_planset_entry(c->plans, i);
+    n_max += e->roots && e->plan ? e->plan->ngpus : 1;
+  }
+  const struct shunt_plan** plans = calloc(n_max ? n_max : 1, sizeof(*plans));
   if (!plans) {
     /* Cannot list them: no check on this rank would hang its peers; none is run anywhere only
      * if all fail alike, so run it with no plans (it still votes). */
@@ -55,9 +78,8 @@ void shunt_gpu_gate_init(struct shunt_comm* c) {
     /* Plans this communicator's placement can select, by selection's own rule. */
     uint32_t rpn = e->plan ? e->plan->ranks_per_node : 0;
     if (e->status == SHUNT_PLAN_OK && e->plan && e->plan->ngpus == (uint32_t)c->nranks &&
-        shunt_rpn_matches(rpn, (uint32_t)c->nranks, want) &&
-        (e->plan->coll == SHUNT_COLL_ALLREDUCE || e->plan->coll == SHUNT_COLL_ALLGATHER))
-      plans[k++] = e->plan;
+        shunt_rpn_matches(rpn, (uint32_t)c->nranks, want) && gpu_serves(e->plan->coll))
+      k = add_plans(e, plans, k, n_max);
   }
   if (k == 0) {
     free(plans);
@@ -126,8 +148,9 @@ const char* shunt_gpu_gate_call(struct shunt_comm* c, struct shunt_call* call, u
   call->on_gpu = false;
   if (ks == SHUNT_MEM_HOST && kr == SHUNT_MEM_HOST) return NULL;
   if (ks != kr) return "one buffer in host memory, the other on the GPU";
-  if (call->coll != SHUNT_COLL_ALLREDUCE && call->coll != SHUNT_COLL_ALLGATHER)
-    return "GPU buffers, and the GPU backend serves only allreduce and allgather";
+  if (!gpu_serves(call->coll))
+    return "GPU buffers, and the GPU backend serves only allreduce, allgather, reducescatter, alltoall and "
+           "broadcast";
   switch (atomic_load(&c->gpu_verdict)) {
     case SHUNT_GPU_USE:
       break;

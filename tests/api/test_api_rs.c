@@ -10,7 +10,8 @@
  *   force     SHUNT_FORCE_FALLBACK=reducescatter: reducescatter goes to NCCL (the double),
  *             exactly; allreduce still runs on plans
  *   devptr    buffers the CUDA driver stand-in calls device memory: to NCCL with the reason
- *             (the GPU backend serves allreduce and allgather only)
+ *             (no GPU self-check passed for this communicator: the process made it before it
+ *             had a device; tests/standin/test_gpu_api.c runs them on the GPU backend)
  * SHUNT_FALLBACK=0 in the environment runs any of them with shunt's communicators alone. */
 #include <dlfcn.h>
 #include <nccl.h>

@@ -3,10 +3,15 @@
  *
  * Usage: test_gpu_api SCENARIO NRANKS
  *   coll       ranks as processes (CUDA IPC): the self-check passes at creation, then allreduce
- *              of every dtype and op and allgather of every dtype, in place and out of place, at
- *              sizes the chunk rule takes and sizes it does not: exact, and served by plans; a
- *              buffer freed and allocated again serves again
- *   threads    ranks as threads of one process sharing device 0, each on its own stream; at 8
+ *              and reducescatter of every dtype and op (avg and PreMulSum included) and allgather
+ *              of every dtype, in place and out of place, at sizes the chunk rule takes and sizes
+ *              it does not: exact, and served by plans; reducescatter also on the Simple plans,
+ *              whose ranks reach each other's staged input; alltoall of every dtype, in place
+ *              and out of place; broadcast from every root, the root
+ *              in place, out of place and with partly overlapping buffers, on the LL and Simple
+ *              plans; a buffer freed and allocated again serves again
+ *   threads    ranks as threads of one process sharing device 0, each on its own stream
+ *              (allreduce, allgather, reducescatter in and out of place); at 8
  *              ranks the Simple plans cannot all be resident on the stand-in's device: found
  *              unfit by the self-check, their sizes go to NCCL while the others stay on plans
  *   graph      an allreduce and an allgather captured into one CUDA graph, replayed 100 times
@@ -19,7 +24,8 @@
  *   off        SHUNT_GPU=off (from the environment): device calls go to NCCL
  *   zerocopy   buffers from ncclMemAlloc registered with ncclCommRegister: a plan that reaches
  *              peers' buffers runs on them in place (its staging copies are gone: the stand-in
- *              counts the bytes copied), exactly, in and out of place; deregistered, the same
+ *              counts the bytes copied), exactly, in and out of place, for allreduce, allgather
+ *              and reducescatter (in place, the input that holds its output); deregistered, the same
  *              buffers are staged again, exactly; windows (ncclCommWindowRegister) likewise;
  *              ncclMemFree gives them back
  *   abort      rank 1 never makes its call; rank 0's kernel waits for it until rank 0 aborts:
@@ -136,17 +142,159 @@ static void allgather_case(ncclComm_t comm, int rank, fc_handle st, size_t count
   free(exp);
 }
 
+/* A reducescatter of `count` elements per rank of dt with verify's op index `op`; in place, the
+ * output is the rank's slice of the input (NCCL's rule). want_plan: 1 a reducescatter plan. */
+static void reducescatter_case(ncclComm_t comm, int rank, fc_handle st, size_t count, enum shunt_dtype dt,
+                               int op, int inplace, int want_plan) {
+  uint64_t es = shunt_dtype_size(dt), per = count * es, total = per * (uint64_t)nranks;
+  char* host = malloc(total);
+  char* exp = malloc(per);
+  char* tmp = malloc(per);
+  verify_fill_input(host, 0, total, (uint32_t)rank, (uint32_t)nranks, 5, dt, op, true);
+  unsigned long long in = dalloc(total), out = inplace ? in + per * (uint64_t)rank : dalloc(per);
+  CHECK_EQ_INT(cuMemcpyHtoD_v2(in, host, total), 0);
+  if (!inplace) {
+    memset(tmp, 0xa5, per); /* a sentinel: every byte must be written */
+    CHECK_EQ_INT(cuMemcpyHtoD_v2(out, tmp, per), 0);
+  }
+  ncclRedOp_t rop = (ncclRedOp_t)op;
+  unsigned char scalar[8];
+  if (op == 5) {
+    verify_premul_scalar(dt, scalar);
+    CHECK_EQ_INT(ncclRedOpCreatePreMulSum(&rop, scalar, nccl_dt[dt], ncclScalarHostImmediate, comm),
+                 ncclSuccess);
+  }
+  CHECK_EQ_INT(
+      ncclReduceScatter((void*)(uintptr_t)in, (void*)(uintptr_t)out, count, nccl_dt[dt], rop, comm, st),
+      ncclSuccess);
+  CHECK_EQ_INT(cuStreamSynchronize(st), 0);
+  CHECK_EQ_INT(cuMemcpyDtoH_v2(host, out, per), 0);
+  verify_expected_allreduce(exp, tmp, per * (uint64_t)rank, per, (uint32_t)nranks, 5, dt, op);
+  size_t bad = 0;
+  for (uint64_t i = 0; i < per; i++) bad += host[i] != exp[i];
+  const char* served = last_plan(comm);
+  CHECK_MSG(bad == 0, "rank %d reducescatter %zu x %s %s %s: %zu bytes wrong (served by %s)", rank, count,
+            verify_dt_names[dt], verify_op_names[op], inplace ? "in place" : "out of place", bad, served);
+  if (want_plan)
+    CHECK_MSG(strncmp(served, "reducescatter_", 14) == 0, "reducescatter %zu x %s served by %s", count,
+              verify_dt_names[dt], served);
+  if (op == 5) ncclRedOpDestroy(rop, comm);
+  cuMemFree_v2(in);
+  if (!inplace) cuMemFree_v2(out);
+  free(host);
+  free(exp);
+  free(tmp);
+}
+
+/* A broadcast of `count` elements of dt from `root`: the root in place or not (then, with
+ * `overlap`, its output starting 4 bytes into its input: the buffers partly overlap), the
+ * other ranks' sendbuff NULL (NCCL reads it on the root only). Every rank's output must be the
+ * root's input, on a broadcast plan. */
+static void broadcast_case(ncclComm_t comm, int rank, fc_handle st, size_t count, enum shunt_dtype dt,
+                           int root, int inplace, int overlap) {
+  uint64_t bytes = count * shunt_dtype_size(dt);
+  char* host = malloc(bytes);
+  char* exp = malloc(bytes);
+  verify_fill_input(exp, 0, bytes, (uint32_t)root, (uint32_t)nranks, 11, dt, 0, false);
+  unsigned long long buf = dalloc(bytes + 8), in = buf, out = buf;
+  if (rank == root && !inplace) {
+    out = overlap ? buf + 4 : dalloc(bytes);
+    CHECK_EQ_INT(cuMemcpyHtoD_v2(in, exp, bytes), 0);
+  } else {
+    /* On the root the input; elsewhere what the output held before: anything. */
+    verify_fill_input(host, 0, bytes, (uint32_t)rank, (uint32_t)nranks, 11, dt, 0, false);
+    CHECK_EQ_INT(cuMemcpyHtoD_v2(out, rank == root ? exp : host, bytes), 0);
+  }
+  const void* send = rank == root ? (const void*)(uintptr_t)in : NULL;
+  CHECK_EQ_INT(ncclBroadcast(send, (void*)(uintptr_t)out, count, nccl_dt[dt], root, comm, st), ncclSuccess);
+  CHECK_EQ_INT(cuStreamSynchronize(st), 0);
+  CHECK_EQ_INT(cuMemcpyDtoH_v2(host, out, bytes), 0);
+  size_t bad = 0;
+  for (uint64_t i = 0; i < bytes; i++) bad += host[i] != exp[i];
+  const char* served = last_plan(comm);
+  CHECK_MSG(bad == 0, "rank %d broadcast %zu x %s from %d%s: %zu bytes wrong (served by %s)", rank, count,
+            verify_dt_names[dt], root,
+            inplace   ? " in place"
+            : overlap ? " overlapping"
+                      : "",
+            bad, served);
+  CHECK_MSG(strncmp(served, "broadcast_", 10) == 0, "broadcast %zu x %s served by %s", count,
+            verify_dt_names[dt], served);
+  if (out != buf && out != buf + 4) cuMemFree_v2(out);
+  cuMemFree_v2(buf);
+  free(host);
+  free(exp);
+}
+
+/* An alltoall of `count` elements of dt to and from each rank, in place (sendbuff == recvbuff)
+ * or not: block j of every rank's output is block `rank` of rank j's input, on an alltoall plan. */
+static void alltoall_case(ncclComm_t comm, int rank, fc_handle st, size_t count, enum shunt_dtype dt,
+                          int inplace) {
+  uint64_t blk = count * shunt_dtype_size(dt), total = blk * (uint64_t)nranks;
+  char* host = malloc(total);
+  char* exp = malloc(total);
+  verify_fill_input(host, 0, total, (uint32_t)rank, (uint32_t)nranks, 13, dt, 0, false);
+  for (int j = 0; j < nranks; j++)
+    verify_fill_input(exp + blk * (uint64_t)j, blk * (uint64_t)rank, blk, (uint32_t)j, (uint32_t)nranks, 13,
+                      dt, 0, false);
+  unsigned long long in = dalloc(total), out = inplace ? in : dalloc(total);
+  CHECK_EQ_INT(cuMemcpyHtoD_v2(in, host, total), 0);
+  CHECK_EQ_INT(ncclAlltoAll((void*)(uintptr_t)in, (void*)(uintptr_t)out, count, nccl_dt[dt], comm, st),
+               ncclSuccess);
+  CHECK_EQ_INT(cuStreamSynchronize(st), 0);
+  CHECK_EQ_INT(cuMemcpyDtoH_v2(host, out, total), 0);
+  size_t bad = 0;
+  for (uint64_t i = 0; i < total; i++) bad += host[i] != exp[i];
+  const char* served = last_plan(comm);
+  CHECK_MSG(bad == 0, "rank %d alltoall %zu x %s %s: %zu bytes wrong (served by %s)", rank, count,
+            verify_dt_names[dt], inplace ? "in place" : "out of place", bad, served);
+  CHECK_MSG(strncmp(served, "alltoall_", 9) == 0, "alltoall %zu x %s served by %s", count,
+            verify_dt_names[dt], served);
+  cuMemFree_v2(in);
+  if (!inplace) cuMemFree_v2(out);
+  free(host);
+  free(exp);
+}
+
 /* Every dtype and op, in place and out of place, a size the chunk rule takes (4096 elements)
  * and one it does not (a remainder runs as the padded tail). */
 static void every_case(ncclComm_t comm, int rank, fc_handle st, int want_plan) {
   static const size_t counts[] = {4096, 1000 + 3};
   for (int dt = 0; dt < SHUNT_DT_COUNT; dt++)
     for (int k = 0; k < 2; k++) {
-      for (int op = 0; op < VERIFY_NOPS; op++)
+      for (int op = 0; op < VERIFY_NOPS; op++) {
         allreduce_case(comm, rank, st, counts[k], (enum shunt_dtype)dt, op, (op + k) % 2, want_plan);
+        reducescatter_case(comm, rank, st, counts[k] / 4 + k, (enum shunt_dtype)dt, op, (op + k + 1) % 2,
+                           want_plan);
+      }
       allgather_case(comm, rank, st, counts[k] / 4 + k, (enum shunt_dtype)dt, k, want_plan);
       allgather_case(comm, rank, st, counts[k] / 4 + k, (enum shunt_dtype)dt, !k, want_plan);
     }
+  /* Reducescatter on the Simple plans (above 1 MiB in all), whose ranks reach each other's
+   * staged input: in place and out of place, a remainder among them, sum, avg and PreMulSum. */
+  size_t big = ((size_t)1 << 20) / (size_t)nranks / 4 + 7;
+  for (int inplace = 0; inplace < 2; inplace++) {
+    reducescatter_case(comm, rank, st, big, SHUNT_DT_FLOAT32, 0, inplace, want_plan);
+    reducescatter_case(comm, rank, st, big + 1, SHUNT_DT_INT32, 4, inplace, want_plan);
+    reducescatter_case(comm, rank, st, big * 2, SHUNT_DT_BFLOAT16, 5, !inplace, want_plan);
+  }
+  if (!want_plan) return;
+  /* Alltoall: every dtype in turn, in place and out of place, blocks on the LL and the Simple
+   * plans, remainders among them (both sides' blocks cut into head and padded tail). */
+  static const size_t acounts[] = {1000 + 3, ((size_t)1 << 20) / 2 + 9};
+  for (int dt = 0; dt < SHUNT_DT_COUNT; dt++)
+    alltoall_case(comm, rank, st, acounts[dt % 2] / shunt_dtype_size((enum shunt_dtype)dt),
+                  (enum shunt_dtype)dt, (dt / 2) % 2);
+  /* Broadcast from every root, each root in place, out of place and with partly overlapping
+   * buffers, every dtype in turn; sizes on the LL and the Simple plans, remainders among them. */
+  static const size_t bcounts[] = {1000 + 3, ((size_t)1 << 20) + 5};
+  for (int root = 0; root < nranks; root++)
+    for (int k = 0; k < 2; k++)
+      for (int mode = 0; mode < 3; mode++) {
+        enum shunt_dtype dt = (enum shunt_dtype)((root * 6 + k * 3 + mode) % SHUNT_DT_COUNT);
+        uint64_t es = shunt_dtype_size(dt);
+        broadcast_case(comm, rank, st, bcounts[k] / es, dt, root, mode == 0, mode == 2);
+      }
 }
 
 static fc_handle setup_device(void) {
@@ -242,36 +390,48 @@ static void run_graph(ncclComm_t comm, int rank, fc_handle st) {
   cuMemFree_v2(g);
 }
 
-/* One float allreduce (or int32 allgather) on ncclMemAlloc'd buffers; the bytes the stand-in
- * copied for it. */
+/* One float allreduce, allgather or reducescatter (coll ZC_AR, ZC_AG, ZC_RS) on ncclMemAlloc'd
+ * buffers, in place when send == recv (NCCL's rule: allgather's input at the rank's slice of
+ * the output, reducescatter's output at the rank's slice of the input); the bytes the stand-in
+ * copied for it. count: the allreduce's elements, the per-rank count of the others. */
+enum { ZC_AR, ZC_AG, ZC_RS };
+static const char* const zc_names[] = {"allreduce", "allgather", "reducescatter"};
 static long long zc_call(ncclComm_t comm, int rank, fc_handle st, void* send, void* recv, size_t count,
-                         int ag, int salt) {
-  size_t total = ag ? count * (size_t)nranks : count;
-  float* h = malloc(total * sizeof(float));
-  for (size_t i = 0; i < count; i++) h[i] = (float)((rank + 1) * (salt + 2) + (int)(i % 17));
-  void* in = ag && send == recv ? (char*)recv + count * sizeof(float) * (size_t)rank : send;
-  CHECK_EQ_INT(cuMemcpyHtoD_v2((uintptr_t)in, h, count * sizeof(float)), 0);
+                         int coll, int salt) {
+  size_t in_n = coll == ZC_RS ? count * (size_t)nranks : count;
+  size_t out_n = coll == ZC_AG ? count * (size_t)nranks : count;
+  float* h = malloc((in_n > out_n ? in_n : out_n) * sizeof(float));
+  /* Rank r's input element i: (r + 1) x (salt + 2) + i % 17. */
+  for (size_t i = 0; i < in_n; i++) h[i] = (float)((rank + 1) * (salt + 2) + (int)(i % 17));
+  void* in = send;
+  void* out = recv;
+  if (send == recv && coll == ZC_AG) in = (char*)recv + count * sizeof(float) * (size_t)rank;
+  if (send == recv && coll == ZC_RS) out = (char*)send + count * sizeof(float) * (size_t)rank;
+  CHECK_EQ_INT(cuMemcpyHtoD_v2((uintptr_t)in, h, in_n * sizeof(float)), 0);
   long long before = fakecuda_copied_bytes();
-  if (ag)
-    CHECK_EQ_INT(ncclAllGather(in, recv, count, ncclFloat, comm, st), ncclSuccess);
+  if (coll == ZC_AG)
+    CHECK_EQ_INT(ncclAllGather(in, out, count, ncclFloat, comm, st), ncclSuccess);
+  else if (coll == ZC_RS)
+    CHECK_EQ_INT(ncclReduceScatter(in, out, count, ncclFloat, ncclSum, comm, st), ncclSuccess);
   else
-    CHECK_EQ_INT(ncclAllReduce(in, recv, count, ncclFloat, ncclSum, comm, st), ncclSuccess);
+    CHECK_EQ_INT(ncclAllReduce(in, out, count, ncclFloat, ncclSum, comm, st), ncclSuccess);
   CHECK_EQ_INT(cuStreamSynchronize(st), 0);
   long long moved = fakecuda_copied_bytes() - before;
   CHECK_MSG(strcmp(last_plan(comm), "nccl") != 0, "rank %d: the call went to NCCL", rank);
-  CHECK_EQ_INT(cuMemcpyDtoH_v2(h, (uintptr_t)recv, total * sizeof(float)), 0);
+  CHECK_EQ_INT(cuMemcpyDtoH_v2(h, (uintptr_t)out, out_n * sizeof(float)), 0);
   size_t bad = 0;
-  for (size_t i = 0; i < total; i++) {
+  for (size_t i = 0; i < out_n; i++) {
     float want = 0;
-    if (ag) {
+    if (coll == ZC_AG) {
       want = (float)(((int)(i / count) + 1) * (salt + 2) + (int)(i % count % 17));
     } else {
-      for (int r = 0; r < nranks; r++) want += (float)((r + 1) * (salt + 2) + (int)(i % 17));
+      size_t at = coll == ZC_RS ? count * (size_t)rank + i : i;
+      for (int r = 0; r < nranks; r++) want += (float)((r + 1) * (salt + 2) + (int)(at % 17));
     }
     bad += h[i] != want;
   }
-  CHECK_MSG(bad == 0, "rank %d: %s of %zu floats on registered memory: %zu wrong", rank,
-            ag ? "allgather" : "allreduce", count, bad);
+  CHECK_MSG(bad == 0, "rank %d: %s of %zu floats on registered memory: %zu wrong", rank, zc_names[coll],
+            count, bad);
   free(h);
   return moved;
 }
@@ -284,28 +444,30 @@ static void run_zerocopy(ncclComm_t comm, int rank, fc_handle st) {
   CHECK_EQ_INT(ncclMemAlloc(&send, bytes), ncclSuccess);
   CHECK_EQ_INT(ncclMemAlloc(&recv, bytes), ncclSuccess);
   if (!send || !recv) return;
-  for (int ag = 0; ag < 2; ag++) {
-    long long staged = zc_call(comm, rank, st, send, recv, count, ag, 0);
+  for (int coll = ZC_AR; coll <= ZC_RS; coll++) {
+    /* Reducescatter's input is ranks x its count: count / ranks keeps it inside the buffers,
+     * and above the Simple plans' 1 MiB. */
+    size_t n = coll == ZC_RS ? count / (size_t)nranks : count;
+    long long staged = zc_call(comm, rank, st, send, recv, n, coll, 0);
     CHECK_EQ_INT(ncclCommRegister(comm, send, bytes, &hs), ncclSuccess);
     CHECK_EQ_INT(ncclCommRegister(comm, recv, bytes, &hr), ncclSuccess);
-    long long zc = zc_call(comm, rank, st, send, recv, count, ag, 1);
-    long long zc_inplace = zc_call(comm, rank, st, recv, recv, count, ag, 2);
+    long long zc = zc_call(comm, rank, st, send, recv, n, coll, 1);
+    long long zc_inplace = zc_call(comm, rank, st, recv, recv, n, coll, 2);
     /* Inside the registrations, at the same offsets on every rank (NCCL's rule). */
-    long long zc_off = zc_call(comm, rank, st, (char*)send + 4096, (char*)recv + 8192, count - 4096, ag, 4);
-    CHECK_MSG(zc_off < staged / 2, "rank %d: at an offset, %lld bytes copied (staged whole: %lld)", rank,
-              zc_off, staged);
-    CHECK_MSG(
-        staged >= (long long)(count * sizeof(float)) && zc + (long long)(count * sizeof(float)) <= staged,
-        "rank %d: %s copied %lld bytes staged and %lld registered: no staging saved", rank,
-        ag ? "allgather" : "allreduce", staged, zc);
-    CHECK_MSG(zc_inplace + (long long)(count * sizeof(float)) <= staged,
-              "rank %d: in place on registered memory copied %lld bytes (staged: %lld)", rank, zc_inplace,
-              staged);
+    long long zc_off = zc_call(comm, rank, st, (char*)send + 4096, (char*)recv + 8192, n - 4096, coll, 4);
+    CHECK_MSG(zc_off < staged / 2, "rank %d: %s at an offset, %lld bytes copied (staged whole: %lld)", rank,
+              zc_names[coll], zc_off, staged);
+    CHECK_MSG(staged >= (long long)(n * sizeof(float)) && zc + (long long)(n * sizeof(float)) <= staged,
+              "rank %d: %s copied %lld bytes staged and %lld registered: no staging saved", rank,
+              zc_names[coll], staged, zc);
+    CHECK_MSG(zc_inplace + (long long)(n * sizeof(float)) <= staged,
+              "rank %d: %s in place on registered memory copied %lld bytes (staged: %lld)", rank,
+              zc_names[coll], zc_inplace, staged);
     CHECK_EQ_INT(ncclCommDeregister(comm, hs), ncclSuccess);
     CHECK_EQ_INT(ncclCommDeregister(comm, hr), ncclSuccess);
-    long long again = zc_call(comm, rank, st, send, recv, count, ag, 3);
+    long long again = zc_call(comm, rank, st, send, recv, n, coll, 3);
     /* The first staged call also uploaded its programs: the same staging, and nothing more. */
-    CHECK_MSG(again >= (long long)(count * sizeof(float)) && again <= staged,
+    CHECK_MSG(again >= (long long)(n * sizeof(float)) && again <= staged,
               "rank %d: deregistered, %lld bytes copied (first time: %lld)", rank, again, staged);
   }
   /* Freed and allocated again at the same address without deregistering: never served from
@@ -440,6 +602,9 @@ static void* thread_main(void* p) {
     allreduce_case(comm, a->rank, st, 4096 + (size_t)k * 5, SHUNT_DT_FLOAT32, 0, k, 1);
     allreduce_case(comm, a->rank, st, 1000, SHUNT_DT_BFLOAT16, 4, !k, 1);
     allgather_case(comm, a->rank, st, 1024 + (size_t)k, SHUNT_DT_INT32, k, 1);
+    /* (at 8 ranks, one: each call costs eight ranks of CPU-run kernels on two cores) */
+    if (nranks < 8 || k)
+      reducescatter_case(comm, a->rank, st, 1000 + (size_t)k, SHUNT_DT_FLOAT32, k ? 4 : 0, k, 1);
   }
   if (nranks == 8) {
     /* The stand-in holds 128 blocks: 8 ranks of the 32-block Simple plans do not fit. The

@@ -1,5 +1,7 @@
 /* shunt-plan verify --backend kernel-cpu: the GPU backend's kernel, compiled for the CPU
- * (exec/kcpu), runs the plan with every rank a thread of this process (verify.h). */
+ * (exec/kcpu), runs the plan with every rank a thread of this process (verify.h). A broadcast
+ * plan runs renamed for every root its placement allows (or --root), in place and out of place
+ * (or the mode asked for), as the host runner runs it. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -10,6 +12,7 @@
 #include "exec/kcpu/kcpu_world.h"
 #include "exec/lower.h"
 #include "exec/split.h"
+#include "plan/rotate.h"
 #include "transport/world.h"
 #include "verify.h"
 #include "verify_ref.h"
@@ -31,6 +34,8 @@ struct job {
   const struct shunt_plan* plan;
   const struct shape* shapes;
   unsigned nshapes, threads;
+  bool inplace;     /* the calls' mode (the plan's own, or each of a broadcast's) */
+  const char* what; /* a broadcast's root and mode ("root R in place, "), else "" */
   struct team team;
   struct shunt_kcpu_world_config cfg;
   struct verify_needs need; /* the world config and the buffers below follow from it */
@@ -129,7 +134,11 @@ static void* rank_main(void* arg) {
   const struct vopts* o = J->o;
   const struct shunt_plan* plan = J->plan;
   uint32_t rank = c->rank, nranks = plan->ngpus;
-  bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE;
+  bool rs = plan->coll == SHUNT_COLL_REDUCESCATTER;
+  bool bcast = plan->coll == SHUNT_COLL_BROADCAST;
+  bool a2a = plan->coll == SHUNT_COLL_ALLTOALL;
+  bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE || rs;
+  bool inplace = J->inplace;
   struct shunt_world_exchange bs = {.ctx = c, .allgather = team_allgather, .barrier = team_barrier};
   struct shunt_kcpu_world* w = NULL;
   char err[1024];
@@ -167,49 +176,69 @@ static void* rank_main(void* arg) {
      * them, so flags, scratch halves and the epoch must keep them apart. */
     for (unsigned it = 0; ok && it < o->iters; it++) {
       unsigned seed = k * 131 + it;
-      char* user_in = plan->inplace ? (reduce ? out : out + (uint64_t)rank * s->in) : in;
-      memset(out, 0xa5, s->out);
+      /* In place, NCCL's rule: the input inside the output, or reducescatter's output inside
+       * its input, at the rank's slice. */
+      char* user_in = rs ? in : inplace ? (reduce || bcast || a2a ? out : out + (uint64_t)rank * s->in) : in;
+      char* user_out = rs && inplace ? in + (uint64_t)rank * s->out : out;
+      memset(user_out, 0xa5, s->out);
       verify_fill_input(user_in, 0, s->in, rank, nranks, seed, (enum shunt_dtype)s->dt, s->op, reduce);
       /* Only rank 0 runs skewed: its peers, unhindered, consume whatever it publishes early. */
       unsigned skew = rank == 0 ? o->skew_us : 0;
       struct part_ctx pc = {w, kh, kt, scalar, skew, err, sizeof(err)};
-      int rc = shunt_split_run_host(plan, &cs, &sp, rank, user_in, out, tail, run_part, &pc);
+      int rc = shunt_split_run_host(plan, &cs, &sp, rank, user_in, user_out, tail, run_part, &pc);
       if (rc) {
         record(J, rc == SHUNT_E_TIMEOUT ? VERIFY_TIMEOUT : VERIFY_ERROR,
-               "%" PRIu64 " bytes, %s %s, iteration %u, %u threads per block: rank %u: %s", s->total,
-               verify_dt_names[s->dt], reduce ? verify_op_names[s->op] : "-", it, J->threads, rank, err);
+               "%s%" PRIu64 " bytes, %s %s, iteration %u, %u threads per block: rank %u: %s", J->what,
+               s->total, verify_dt_names[s->dt], reduce ? verify_op_names[s->op] : "-", it, J->threads, rank,
+               err);
         ok = false;
         break;
       }
-      memcpy(outs[it], out, s->out);
+      memcpy(outs[it], user_out, s->out);
     }
     /* This rank's slice of every execution's reference. */
     if (ok) {
       uint32_t es = shunt_dtype_size((enum shunt_dtype)s->dt);
       uint64_t nel = s->out / es, lo = nel * rank / nranks * es, hi = nel * (rank + 1) / nranks * es;
+      /* Reducescatter: the rank's output is the sum of the ranks' slice `rank`, kept at that
+       * slice of the reference (as long as the input), each rank computing its own. */
+      if (rs) lo = (uint64_t)rank * s->out, hi = lo + s->out;
       for (unsigned it = 0; it < o->iters; it++) {
         unsigned seed = k * 131 + it;
         if (reduce) {
           verify_expected_allreduce(J->exp[it] + lo, tmp, lo, hi - lo, nranks, seed, (enum shunt_dtype)s->dt,
                                     s->op);
-        } else {
+        } else if (bcast) { /* the root's input */
+          verify_fill_input(J->exp[it] + lo, lo, hi - lo, plan->root, nranks, seed, (enum shunt_dtype)s->dt,
+                            s->op, false);
+        } else if (!a2a) { /* allgather (alltoall's reference is each rank's own, below) */
           verify_fill_input(tmp, 0, s->in, rank, nranks, seed, (enum shunt_dtype)s->dt, s->op, false);
           memcpy(J->exp[it] + (uint64_t)rank * s->in, tmp, s->in);
         }
       }
     }
     ok = team_agree(c, ok);
+    uint64_t at = rs ? (uint64_t)rank * s->out : 0;
     for (unsigned it = 0; ok && it < o->iters; it++) {
-      if (memcmp(outs[it], J->exp[it], s->out) == 0) continue;
+      const char* want = J->exp[it] + at;
+      if (a2a) {
+        /* This rank's own reference: block j is block `rank` of rank j's input. */
+        uint64_t blk = s->in / nranks;
+        for (uint32_t j = 0; j < nranks; j++)
+          verify_fill_input(tmp + (uint64_t)j * blk, (uint64_t)rank * blk, blk, j, nranks, k * 131 + it,
+                            (enum shunt_dtype)s->dt, s->op, false);
+        want = tmp;
+      }
+      if (memcmp(outs[it], want, s->out) == 0) continue;
       uint64_t b = 0;
-      while (outs[it][b] == J->exp[it][b]) b++;
+      while (outs[it][b] == want[b]) b++;
       record(J, VERIFY_MISMATCH,
-             "mismatch: %s, %" PRIu64 " bytes (head %" PRIu64 " + tail %" PRIu64
+             "mismatch: %s, %s%" PRIu64 " bytes (head %" PRIu64 " + tail %" PRIu64
              " per rank), %s %s, iteration %u, %u threads per block: rank %u byte offset %" PRIu64
              ": expected 0x%02x, got 0x%02x",
-             plan->name, s->total, sp.head, sp.rest, verify_dt_names[s->dt],
-             reduce ? verify_op_names[s->op] : "-", it, J->threads, rank, b,
-             (unsigned)(unsigned char)J->exp[it][b], (unsigned)(unsigned char)outs[it][b]);
+             plan->name, J->what, s->total, sp.head, sp.rest, verify_dt_names[s->dt],
+             reduce ? verify_op_names[s->op] : "-", it, J->threads, rank, b, (unsigned)(unsigned char)want[b],
+             (unsigned)(unsigned char)outs[it][b]);
       break;
     }
     /* Nobody overwrites the references before every rank has compared; no program goes while
@@ -252,6 +281,50 @@ static int run_threads(struct job* J) {
   return J->status;
 }
 
+/* The job at each thread count of o->threads; the first failure. */
+static int run_thread_counts(struct job* J) {
+  const struct vopts* o = J->o;
+  int rc = VERIFY_PASS;
+  for (unsigned t = 0; rc == VERIFY_PASS && t < o->nthreads; t++) {
+    J->threads = o->threads[t];
+    if (o->nthreads > 1)
+      fprintf(stderr, "%s: kernel-cpu, %s%u thread(s) per block...\n", o->file, J->what, J->threads);
+    rc = run_threads(J);
+  }
+  return rc;
+}
+
+/* A broadcast plan renamed for each root its placement allows (or o->root), out of place and in
+ * place (or o->inplace); the first failure. */
+static int run_broadcast(struct job* J) {
+  const struct vopts* o = J->o;
+  const struct shunt_plan* plan = J->plan;
+  int rc = VERIFY_PASS;
+  char what[48];
+  for (uint32_t root = 0; root < plan->ngpus && rc == VERIFY_PASS; root++) {
+    if (o->root >= 0 && (uint32_t)o->root != root) continue;
+    uint32_t shift = shunt_plan_root_shift(plan, root);
+    if (!shunt_plan_rotatable(plan, shift)) continue; /* no plan serves that root */
+    struct shunt_plan* rp = shunt_plan_rotate(plan, shift);
+    if (!rp) {
+      snprintf(J->msg, J->len, "out of memory");
+      return VERIFY_ERROR;
+    }
+    J->plan = rp;
+    for (int ip = 0; ip < 2 && rc == VERIFY_PASS; ip++) {
+      if (o->inplace >= 0 && o->inplace != ip) continue;
+      snprintf(what, sizeof(what), "root %u %s, ", root, ip ? "in place" : "out of place");
+      J->what = what;
+      J->inplace = ip != 0;
+      rc = run_thread_counts(J);
+    }
+    J->plan = plan;
+    shunt_plan_free(rp);
+  }
+  J->what = "";
+  return rc;
+}
+
 int verify_kcpu_plan(const struct vopts* o, const struct shunt_plan* plan, const struct shape* shapes,
                      unsigned nshapes, char* msg, size_t len) {
   struct job J;
@@ -272,18 +345,22 @@ int verify_kcpu_plan(const struct vopts* o, const struct shunt_plan* plan, const
   J.team.slots = calloc(plan->ngpus, SLOT);
   int rc = VERIFY_PASS;
   if (!J.exp || !J.team.slots) rc = VERIFY_ERROR;
+  /* The reference of every rank's output: reducescatter's, one slice per rank, is as long as
+   * the input. */
+  uint64_t ref = J.need.max_in > J.need.max_out ? J.need.max_in : J.need.max_out;
   for (unsigned it = 0; rc == VERIFY_PASS && it < o->iters; it++)
-    if (!(J.exp[it] = malloc(J.need.max_out + 16))) rc = VERIFY_ERROR;
+    if (!(J.exp[it] = malloc(ref + 16))) rc = VERIFY_ERROR;
   if (rc != VERIFY_PASS) snprintf(msg, len, "out of memory");
   pthread_mutex_init(&J.mu, NULL);
   pthread_mutex_init(&J.team.mu, NULL);
   pthread_cond_init(&J.team.cv, NULL);
   J.team.n = plan->ngpus;
-  for (unsigned t = 0; rc == VERIFY_PASS && t < o->nthreads; t++) {
-    J.threads = o->threads[t];
-    if (o->nthreads > 1) fprintf(stderr, "%s: kernel-cpu, %u thread(s) per block...\n", o->file, J.threads);
-    rc = run_threads(&J);
-  }
+  J.inplace = plan->inplace;
+  J.what = "";
+  if (rc == VERIFY_PASS && plan->coll == SHUNT_COLL_BROADCAST)
+    rc = run_broadcast(&J);
+  else
+    rc = rc == VERIFY_PASS ? run_thread_counts(&J) : rc;
   pthread_cond_destroy(&J.team.cv);
   pthread_mutex_destroy(&J.team.mu);
   pthread_mutex_destroy(&J.mu);

@@ -97,7 +97,10 @@ struct shunt_gpu_kargs {
   uint64_t timeout_ns;
   uint32_t rank, nranks;
   uint32_t port_used; /* the program pushes triggers: drain them before the execution ends */
-  uint32_t in_view;   /* in place: every rank's input is a view into its output (SHUNT_PROG_IN_VIEW) */
+  /* In place: on every rank one buffer is a view into the other (exec/program.h): the input
+   * into the output at SHUNT_PROG_IN_VIEW, or, where SHUNT_PROG_OUT_IN_INPUT, the output into
+   * the input at SHUNT_PROG_OUT_VIEW. */
+  uint32_t alias;
   /* Bytes of the program each block copies into its dynamic shared memory at its start (a
    * multiple of 16; 0: ops are read from prog in global memory). */
   uint32_t prog_smem;

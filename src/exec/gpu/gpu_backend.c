@@ -371,6 +371,53 @@ static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const s
   return rc == SHUNT_OK ? SHUNT_OK : rc == SHUNT_E_NOMEM ? SHUNT_E_NOMEM : SHUNT_E_INVALID;
 }
 
+/* In place as NCCL defines it: one buffer inside the other (the output inside the input for a
+ * collective whose output is a view into its input, exec/program.h). */
+static bool call_inplace(const struct shunt_backend_call* c) {
+  if (c->plan->coll == SHUNT_COLL_REDUCESCATTER) return shunt_split_inside(c->out, c->in, c->shape.in_bytes);
+  return shunt_split_inside(c->in, c->out, c->shape.out_bytes);
+}
+
+/* A broadcast root whose buffers partly overlap (NCCL's in-place call has them equal): its
+ * peers cannot see it and run the plan, so it does too, its input moved into its output first
+ * and the call run in place, as the host backend does (api/launch.c). */
+static bool root_overlap(const struct shunt_backend_call* c) {
+  const char *in = c->in, *out = c->out;
+  return c->plan->coll == SHUNT_COLL_BROADCAST && in != out && in < out + c->shape.out_bytes &&
+         out < in + c->shape.in_bytes;
+}
+
+/* memmove on the device, in stream order: pieces that never overlap what is still to be read
+ * (from the end when the output lies above the input), each one copy when the buffers are at
+ * least a piece apart, else bounced through the world's input staging or the tail staging. */
+static int move_input(struct gpu_backend* g, struct shunt_gpu_world* w, const struct shunt_backend_call* c,
+                      char* err, size_t len) {
+  const struct shunt_cu* cu = shunt_gpu_world_cu(w);
+  CUstream st = (CUstream)c->stream;
+  const char* in = c->in;
+  char* out = c->out;
+  uint64_t n = c->shape.in_bytes, d = in < out ? (uint64_t)(out - in) : (uint64_t)(in - out);
+  char* bounce = shunt_gpu_world_stage(w, 0);
+  uint64_t cap = g->cfg.input_bytes;
+  if (g->tail_cap > cap) bounce = g->tail, cap = g->tail_cap;
+  uint64_t piece = d >= cap || !bounce ? d : cap;
+  CUresult e = CUDA_SUCCESS;
+  for (uint64_t done = 0; done < n && e == CUDA_SUCCESS;) {
+    uint64_t b = n - done < piece ? n - done : piece;
+    uint64_t at = in < out ? n - done - b : done;
+    if (b <= d) {
+      e = cu->MemcpyAsync(DP(out + at), DP(in + at), b, st);
+    } else {
+      e = cu->MemcpyAsync(DP(bounce), DP(in + at), b, st);
+      if (e == CUDA_SUCCESS) e = cu->MemcpyAsync(DP(out + at), DP(bounce), b, st);
+    }
+    done += b;
+  }
+  if (e == CUDA_SUCCESS) return SHUNT_OK;
+  if (err && len) snprintf(err, len, "moving the root's input into its output: %s", shunt_cu_error(e));
+  return SHUNT_E_INVALID;
+}
+
 /* The head on the user's buffers, then the tail padded with zeros in the device staging, all
  * in one ordered section of the world's launches (the staging is shared by every call). */
 static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const struct shunt_backend_call* c,
@@ -384,9 +431,8 @@ static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const stru
   }
   if (!s->rest) return SHUNT_OK;
   const struct shunt_plan* plan = c->plan;
-  uint64_t R = c->shape.in_bytes, q = s->quantum;
-  bool inplace = (const char*)c->in >= (const char*)c->out &&
-                 (const char*)c->in < (const char*)c->out + c->shape.out_bytes;
+  uint64_t q = s->quantum;
+  bool inplace = call_inplace(c);
   uint64_t tail_bytes = shunt_split_tail_bytes(plan, s);
   if (tail_bytes > g->tail_cap) {
     if (err && len)
@@ -394,17 +440,25 @@ static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const stru
                (unsigned long long)g->tail_cap, (unsigned long long)tail_bytes);
     return SHUNT_E_INVALID;
   }
+  /* Either side may be cut in rank slices (allgather's output, reducescatter's input), each
+   * slice's rest padded to a quantum at slice k of the tail (exec/split.h); in place, one tail
+   * buffer lies inside the other as the call's do. */
+  uint32_t nin = shunt_split_in_slices(plan), nout = shunt_split_slices(plan);
+  uint64_t rin = c->shape.in_bytes / nin, rout = c->shape.out_bytes / nout;
   char* tin = g->tail + shunt_split_tail_in(plan, s, g->base.rank, inplace);
+  char* tout = g->tail + shunt_split_tail_out(plan, s, g->base.rank, inplace);
   CUresult e = cu->MemsetD8Async(DP(g->tail), 0, tail_bytes, st);
-  if (e == CUDA_SUCCESS) e = cu->MemcpyAsync(DP(tin), DP((const char*)c->in + s->head), s->rest, st);
+  for (uint32_t k = 0; k < nin && e == CUDA_SUCCESS; k++)
+    e = cu->MemcpyAsync(DP(tin + (uint64_t)k * q), DP((const char*)c->in + (uint64_t)k * rin + s->head),
+                        s->rest, st);
   if (e != CUDA_SUCCESS) {
     if (err && len) snprintf(err, len, "staging the tail: %s", shunt_cu_error(e));
     return SHUNT_E_INVALID;
   }
-  int rc = launch_part(g, w, c, &s->tail_shape, tin, g->tail, NULL, err, len);
+  int rc = launch_part(g, w, c, &s->tail_shape, tin, tout, NULL, err, len);
   if (rc != SHUNT_OK) return rc;
-  for (uint32_t k = 0; k < shunt_split_slices(plan) && e == CUDA_SUCCESS; k++)
-    e = cu->MemcpyAsync(DP((char*)c->out + (uint64_t)k * R + s->head), DP(g->tail + (uint64_t)k * q), s->rest,
+  for (uint32_t k = 0; k < nout && e == CUDA_SUCCESS; k++)
+    e = cu->MemcpyAsync(DP((char*)c->out + (uint64_t)k * rout + s->head), DP(tout + (uint64_t)k * q), s->rest,
                         st);
   if (e != CUDA_SUCCESS) {
     if (err && len) snprintf(err, len, "copying the tail out: %s", shunt_cu_error(e));
@@ -439,8 +493,8 @@ static bool give_up(void* p) {
 }
 
 /* Which of the call head's buffers peers reach in place (gpu_reg.h: agreed with every rank at
- * this call): the output, and the input too when the call is not in place (in place, the
- * input is a view into the output). */
+ * this call): both when the call is not in place; in place only the buffer that holds the
+ * other (the output, or reducescatter's input). */
 /* SHUNT_ZERO_COPY, read once: it is asked at every call. */
 static pthread_once_t zc_once = PTHREAD_ONCE_INIT;
 static int zc_asked;
@@ -461,12 +515,21 @@ static int zero_copy(struct gpu_backend* g, const struct shunt_backend_call* c, 
     z->in = z->out = NULL;
     return 0;
   }
-  bool inplace = (const char*)c->in >= (const char*)c->out &&
-                 (const char*)c->in < (const char*)c->out + c->shape.out_bytes;
+  bool inplace = call_inplace(c);
   struct shunt_gpu_world* w = atomic_load(&g->world);
-  return shunt_gpu_reg_bind(g->regs, g->cu, g->ctx, w ? shunt_gpu_world_stream(w) : NULL, g->board,
-                            g->base.rank, g->base.nranks, c->in, c->shape.in_bytes, c->out,
-                            c->shape.out_bytes, inplace, give_up, g, z, err, len);
+  CUstream ws = w ? shunt_gpu_world_stream(w) : NULL;
+  if (inplace && c->plan->coll == SHUNT_COLL_REDUCESCATTER) {
+    /* The mirror: the input holds the output, so the input is the buffer peers reach; bound
+     * as the holder, its table is the input's. */
+    struct shunt_gpu_zc h = {NULL, NULL};
+    int rc = shunt_gpu_reg_bind(g->regs, g->cu, g->ctx, ws, g->board, g->base.rank, g->base.nranks, c->out,
+                                c->shape.out_bytes, c->in, c->shape.in_bytes, true, give_up, g, &h, err, len);
+    z->in = h.out;
+    z->out = NULL;
+    return rc;
+  }
+  return shunt_gpu_reg_bind(g->regs, g->cu, g->ctx, ws, g->board, g->base.rank, g->base.nranks, c->in,
+                            c->shape.in_bytes, c->out, c->shape.out_bytes, inplace, give_up, g, z, err, len);
 }
 
 static void tie_to_graph(struct gpu_backend* g, CUstream st);
@@ -516,7 +579,16 @@ static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char
   struct shunt_cu_guard cg = shunt_cu_enter(shunt_gpu_world_cu(w), shunt_gpu_world_ctx(w), 0);
   int rc = SHUNT_E_INVALID;
   if (shunt_gpu_world_order_begin(w, (CUstream)c->stream, err, len) == 0) {
-    rc = run_call(g, w, c, &z, err, len);
+    struct shunt_backend_call moved;
+    if (root_overlap(c)) {
+      /* The input moved into the output first; the call then runs in place. */
+      moved = *c;
+      moved.in = c->out;
+      rc = move_input(g, w, c, err, len);
+      if (rc == SHUNT_OK) rc = run_call(g, w, &moved, &z, err, len);
+    } else {
+      rc = run_call(g, w, c, &z, err, len);
+    }
     if (capturing) tie_to_graph(g, (CUstream)c->stream);
     /* Recorded even after a failure midway: what was enqueued is ordered before the next. */
     char why[256];

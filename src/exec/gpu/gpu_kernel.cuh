@@ -143,12 +143,12 @@ SHUNT_GPU_ENTRY shunt_gpu_pre_kernel(char* dst, const char* src, uint64_t n, str
 }
 
 /* The self-check's comparison on the device: *first becomes the smallest index i < n where out
- * differs bitwise from the expected result (gpu_selfcheck_values.h); it starts at ~0. */
+ * differs bitwise from the expected result of `kind` (gpu_selfcheck_values.h); it starts at ~0. */
 SHUNT_GPU_ENTRY shunt_gpu_check_kernel(const float* out, uint64_t n, uint64_t per, uint32_t nranks,
-                                       uint32_t allgather, unsigned long long* first) {
+                                       uint32_t kind, unsigned long long* first) {
   for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (uint64_t)gridDim.x * blockDim.x) {
-    float want = shunt_selfcheck_expected(nranks, per, (int)allgather, i);
+    float want = shunt_selfcheck_expected(nranks, per, kind, i);
     if (__float_as_uint(out[i]) != __float_as_uint(want)) atomicMin(first, (unsigned long long)i);
   }
 }

@@ -47,21 +47,34 @@ static void say(char* what, size_t wlen, const char* prefix, const char* msg) {
   if (wlen) what[n] = 0;
 }
 
-
 struct bufs {
   const struct shunt_cu* cu;
   CUstream stream;
-  char* in;  /* device */
-  char* out; /* device */
+  char* in;                  /* device */
+  char* out;                 /* device */
   unsigned long long* first; /* device: the check kernel's first mismatch */
   float* host;
   uint64_t in_cap, out_cap, host_cap;
 };
 
-/* Per-rank input bytes of the three sizes for `plan` (0 where a size cannot be made). */
+/* A call's input and output bytes for `per` bytes of the per-rank unit (exec/split.h: a
+ * rank's input, or reducescatter's output), and its size as the plan's range counts it. */
+static void shape_of(const struct shunt_plan* plan, uint32_t nranks, uint64_t per, uint64_t* in,
+                     uint64_t* out) {
+  bool a2a = plan->coll == SHUNT_COLL_ALLTOALL; /* per: one block, to or from each rank */
+  *in = plan->coll == SHUNT_COLL_REDUCESCATTER || a2a ? per * nranks : per;
+  *out = plan->coll == SHUNT_COLL_ALLGATHER || a2a ? per * nranks : per;
+}
+static uint64_t total_of(const struct shunt_plan* plan, uint32_t nranks, uint64_t per) {
+  uint64_t in, out;
+  shape_of(plan, nranks, per, &in, &out);
+  return in > out ? in : out;
+}
+
+/* Per-rank unit bytes of the three sizes for `plan` (0 where a size cannot be made). */
 static void sizes_for(const struct shunt_plan* plan, uint32_t nranks, uint64_t out[3]) {
-  struct shunt_call_shape one = {4, plan->coll == SHUNT_COLL_ALLGATHER ? 4ull * nranks : 4, SHUNT_DT_FLOAT32,
-                                 SHUNT_REDOP_SUM, 0, 0, false};
+  struct shunt_call_shape one = {0, 0, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, 0, 0, false};
+  shape_of(plan, nranks, 4, &one.in_bytes, &one.out_bytes);
   struct shunt_split s;
   char why[128];
   memset(out, 0, 3 * sizeof(uint64_t));
@@ -69,22 +82,32 @@ static void sizes_for(const struct shunt_plan* plan, uint32_t nranks, uint64_t o
   uint64_t q = s.quantum;
   out[0] = q;
   out[1] = q + 4;
-  uint64_t large = plan->coll == SHUNT_COLL_ALLGATHER ? LARGE_BYTES / nranks : LARGE_BYTES;
+  /* About LARGE_BYTES in all: a rank's unit is a slice of it where the call is cut in slices. */
+  bool sliced = plan->coll == SHUNT_COLL_ALLGATHER || plan->coll == SHUNT_COLL_REDUCESCATTER ||
+                plan->coll == SHUNT_COLL_ALLTOALL;
+  uint64_t large = sliced ? LARGE_BYTES / nranks : LARGE_BYTES;
   out[2] = large > q ? large / q * q : 0;
 }
 
-/* One run of `plan` with `per` input bytes per rank: PASSED, UNFIT or FAILED with `what`. */
+/* One run of `plan` with `per` bytes of the per-rank unit: PASSED, UNFIT or FAILED with `what`. */
 static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_plan* plan, uint64_t per,
                    uint64_t timeout_ms, char* what, size_t wlen) {
   const struct shunt_cu* cu = B->cu;
   uint32_t rank = b->rank, n = b->nranks;
-  bool ag = plan->coll == SHUNT_COLL_ALLGATHER;
-  uint64_t out_bytes = ag ? per * n : per;
-  uint64_t cnt = per / 4, ocnt = out_bytes / 4;
-  struct shunt_backend_call c = {.plan = plan,
-                                 .shape = {per, out_bytes, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, 0, 0, false},
-                                 .stream = B->stream,
-                                 .timeout_ms = timeout_ms};
+  uint64_t in_bytes, out_bytes;
+  shape_of(plan, n, per, &in_bytes, &out_bytes);
+  uint64_t cnt = in_bytes / 4, ocnt = out_bytes / 4;
+  uint32_t kind = SHUNT_SELFCHECK_ALLREDUCE;
+  if (plan->coll == SHUNT_COLL_ALLGATHER) kind = SHUNT_SELFCHECK_ALLGATHER;
+  if (plan->coll == SHUNT_COLL_REDUCESCATTER)
+    kind = SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_REDUCESCATTER, rank);
+  if (plan->coll == SHUNT_COLL_BROADCAST) kind = SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_BROADCAST, plan->root);
+  if (plan->coll == SHUNT_COLL_ALLTOALL) kind = SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_ALLTOALL, rank);
+  struct shunt_backend_call c = {
+      .plan = plan,
+      .shape = {in_bytes, out_bytes, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, 0, 0, false},
+      .stream = B->stream,
+      .timeout_ms = timeout_ms};
   if (!shunt_split_call(plan, &c.shape, &c.split, what, wlen)) return FAILED;
   /* The plan's code at these sizes, whatever size range it is tuned to serve. */
   c.split.head_shape.part = true;
@@ -93,21 +116,30 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
     say(what, wlen, "setup: ", err);
     return FAILED;
   }
-  if (B->in_cap < per || B->out_cap < out_bytes || B->host_cap < out_bytes) {
+  if (B->in_cap < in_bytes || B->out_cap < out_bytes || B->host_cap < in_bytes) {
     snprintf(what, wlen, "internal: buffers too small");
     return FAILED;
   }
-  /* In place as the plan is written: the input inside the output (NCCL's rule). */
-  char* in = plan->inplace ? B->out + (ag ? per * rank : 0) : B->in;
+  /* In place as the plan is written, NCCL's rule: the input inside the output (allgather: at
+   * the rank's slice), or reducescatter's output inside its input (at the rank's slice); a
+   * broadcast's other ranks are in place whatever the root's mode (the API binds them so). */
+  char* in = B->in;
+  char* out = B->out;
+  if (plan->coll == SHUNT_COLL_BROADCAST && rank != plan->root)
+    in = out;
+  else if (plan->inplace && plan->coll == SHUNT_COLL_REDUCESCATTER)
+    out = B->in + per * rank;
+  else if (plan->inplace)
+    in = B->out + (plan->coll == SHUNT_COLL_ALLGATHER ? per * rank : 0);
   for (uint64_t i = 0; i < cnt; i++) B->host[i] = shunt_selfcheck_value(rank, i);
-  CUresult e = cu->MemsetD8Async(DP(B->out), 0xff, out_bytes, B->stream);
-  if (e == CUDA_SUCCESS) e = cu->MemcpyHtoDAsync(DP(in), B->host, per, B->stream);
+  CUresult e = cu->MemsetD8Async(DP(out), 0xff, out_bytes, B->stream);
+  if (e == CUDA_SUCCESS) e = cu->MemcpyHtoDAsync(DP(in), B->host, in_bytes, B->stream);
   if (e != CUDA_SUCCESS) {
     snprintf(what, wlen, "launch error: filling the input: %s", shunt_cu_error(e));
     return FAILED;
   }
   c.in = in;
-  c.out = B->out;
+  c.out = out;
   int r = shunt_backend_run(b, &c, err, sizeof(err));
   if (r == SHUNT_E_UNFIT) {
     say(what, wlen, "", err);
@@ -120,14 +152,19 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
   /* Compared on the device: one kernel finds the first element that differs bitwise from what
    * the inputs imply, and only its index comes back. */
   const struct shunt_gpu_kernels* fn = shunt_gpu_world_fns(shunt_gpu_backend_world(b));
-  uint64_t per_el = cnt;
-  uint32_t ag32 = ag ? 1u : 0u, nr = n;
-  void* args[] = {&B->out, &ocnt, &per_el, &nr, &ag32, &B->first};
+  uint64_t per_el = plan->coll == SHUNT_COLL_ALLGATHER  ? cnt
+                    : plan->coll == SHUNT_COLL_ALLTOALL ? ocnt / n
+                                                        : ocnt;
+  uint32_t nr = n;
+  void* args[] = {&out, &ocnt, &per_el, &nr, &kind, &B->first};
   uint64_t grid = (ocnt + 255) / 256;
   e = cu->MemsetD8Async(DP(B->first), 0xff, sizeof(*B->first), B->stream);
   if (e == CUDA_SUCCESS)
-    e = cu->LaunchKernel(fn->check, (unsigned)(grid > 1024 ? 1024 : grid ? grid : 1), 1, 1, 256, 1, 1, 0, B->stream,
-                         args, NULL);
+    e = cu->LaunchKernel(fn->check,
+                         (unsigned)(grid > 1024 ? 1024
+                                    : grid      ? grid
+                                                : 1),
+                         1, 1, 256, 1, 1, 0, B->stream, args, NULL);
   unsigned long long first = ~0ull;
   if (e == CUDA_SUCCESS) e = cu->MemcpyDtoHAsync(B->host, DP(B->first), sizeof(first), B->stream);
   if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(B->stream);
@@ -149,11 +186,11 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
   }
   if (first != ~0ull) {
     float got = 0;
-    if (cu->MemcpyDtoHAsync(B->host, DP(B->out + first * 4), 4, B->stream) == CUDA_SUCCESS &&
+    if (cu->MemcpyDtoHAsync(B->host, DP(out + first * 4), 4, B->stream) == CUDA_SUCCESS &&
         cu->StreamSynchronize(B->stream) == CUDA_SUCCESS)
       got = B->host[0];
     snprintf(what, wlen, "mismatch: element %llu of %" PRIu64 " is %g, expected %g", first, ocnt, (double)got,
-             (double)shunt_selfcheck_expected(n, cnt, ag, first));
+             (double)shunt_selfcheck_expected(n, per_el, kind, first));
     return FAILED;
   }
   return PASSED;
@@ -171,8 +208,10 @@ static int alloc_bufs(struct bufs* B, uint64_t in_cap, uint64_t out_cap, char* w
   B->out = (char*)(uintptr_t)o;
   B->in_cap = a ? in_cap : 0;
   B->out_cap = o ? out_cap : 0;
-  if (e == CUDA_SUCCESS) e = cu->MemHostAlloc((void**)&B->host, out_cap, CU_MEMHOSTALLOC_PORTABLE);
-  B->host_cap = B->host ? out_cap : 0;
+  /* The host side holds an input to upload and a result's element to read back. */
+  uint64_t host_cap = in_cap > out_cap ? in_cap : out_cap;
+  if (e == CUDA_SUCCESS) e = cu->MemHostAlloc((void**)&B->host, host_cap, CU_MEMHOSTALLOC_PORTABLE);
+  B->host_cap = B->host ? host_cap : 0;
   if (e == CUDA_SUCCESS) return 0;
   snprintf(what, wlen, "setup: device memory for the check: %s", shunt_cu_error(e));
   return -1;
@@ -240,8 +279,9 @@ int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const*
     uint64_t sz[3];
     sizes_for(plans[p], b->nranks, sz);
     for (int k = 0; k < 3; k++) {
-      uint64_t o = plans[p]->coll == SHUNT_COLL_ALLGATHER ? sz[k] * b->nranks : sz[k];
-      if (sz[k] > in_cap) in_cap = sz[k];
+      uint64_t i, o;
+      shape_of(plans[p], b->nranks, sz[k], &i, &o);
+      if (i > in_cap) in_cap = i;
       if (o > out_cap) out_cap = o;
     }
   }
@@ -279,7 +319,7 @@ int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const*
         failed = 1;
         out->busy = st == BUSY;
         snprintf(out->plan, sizeof(out->plan), "%s", plans[p]->name);
-        out->bytes = plans[p]->coll == SHUNT_COLL_ALLGATHER ? sz[k] * b->nranks : sz[k];
+        out->bytes = total_of(plans[p], b->nranks, sz[k]);
       }
     }
   }

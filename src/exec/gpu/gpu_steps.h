@@ -7,7 +7,9 @@
  *   1. seed:  copy the user's output into the staging output (an aliased call that is staged);
  *   2. pre:   scale the input into the plan's input (PreMulSum, floating avg), or
  *      copy_in: copy it there (a staged input);
- *   3. the executor kernel on (in, out), with in_view for an aliased call;
+ *   3. the executor kernel on (in, out), with alias for an in-place call (one buffer a view into
+ *      the other: exec/program.h, the input in the output or, for reducescatter, the output in
+ *      the input, whose view is then copied back when the input was staged);
  *   4. post:  divide the result (integer avg);
  *   5. back:  copy the staging output to the user's output.
  * It returns NULL, or why the launch cannot be done (nothing is to be run then). The binding
@@ -43,7 +45,7 @@ struct shunt_gpu_steps {
   uint64_t copy_in_bytes;
   char* in; /* the plan's input and output */
   char* out;
-  bool in_view;
+  bool alias;      /* in place: every rank's view lies in its other buffer (exec/bind.h) */
   uint64_t post_n; /* elements of out */
   struct shunt_red post_red;
   char* back_dst;
@@ -110,7 +112,7 @@ static inline const char* shunt_gpu_steps_plan_zc(const struct shunt_program* p,
   /* How avg and PreMulSum reach NCCL's result with a plan that sums each contribution once
    * (exec/elem.h): scale before (floating avg, PreMulSum) or divide after (integer avg). */
   bool pre = false, postdiv = false;
-  if (p->coll == SHUNT_COLL_ALLREDUCE) {
+  if (shunt_coll_reduces((enum shunt_coll)p->coll)) {
     if (p->dtype >= SHUNT_DT_COUNT || p->redop > SHUNT_REDOP_PREMULSUM)
       return "the dtype and op are not computed by the GPU executor";
     if (p->redop == SHUNT_REDOP_PREMULSUM) pre = true;
@@ -126,16 +128,14 @@ static inline const char* shunt_gpu_steps_plan_zc(const struct shunt_program* p,
   if (es == 0) es = 1;
   if (pre) zc_in = zc_out = false; /* peers must see the scaled contribution: staged */
   struct shunt_bind bd;
-  const char* why = shunt_bind_decide_zc(p, user_in, user_out, pre, stage_in, in_cap, out_cap, zc_in, zc_out, &bd);
+  const char* why =
+      shunt_bind_decide_zc(p, user_in, user_out, pre, stage_in, in_cap, out_cap, zc_in, zc_out, &bd);
   if (why) return why;
-  s->zc_out = zc_out && !bd.stage_out;
-  s->zc_in = zc_in && !bd.stage_in && !bd.alias;
-  char* out = bd.stage_out ? stage_out : user_out;
-  if (bd.stage_out && bd.alias && user_out != stage_out) {
-    s->seed_dst = stage_out;
-    s->seed_src = user_out;
-    s->seed_bytes = p->out_bytes;
-  }
+  /* In place, the buffer that holds the other is what peers reach (the view is never reached
+   * apart from it): the output, or the input for a collective whose output lies in its input. */
+  bool out_in_in = bd.alias && SHUNT_PROG_OUT_IN_INPUT(p);
+  s->zc_out = zc_out && !bd.stage_out && !out_in_in;
+  s->zc_in = zc_in && !bd.stage_in && (!bd.alias || out_in_in);
   struct shunt_red red;
   red.ty = p->dtype;
   red.kind = SHUNT_RED_PREMULSUM;
@@ -145,33 +145,57 @@ static inline const char* shunt_gpu_steps_plan_zc(const struct shunt_program* p,
   else if (pre)
     red.arg = p->redop == SHUNT_REDOP_PREMULSUM ? shunt_ty_load(premul_scalar, p->dtype)
                                                 : shunt_avg_scalar(p->dtype, (int)nranks);
+  s->pre_red = red;
+  char* out;
   char* in;
-  if (bd.stage_in) {
-    in = stage_in;
-    const char* src = bd.alias && bd.stage_out ? out + (user_in - user_out) : user_in;
+  if (out_in_in) {
+    /* The whole input is staged (and scaled there) or the user's own; the output is the view at
+     * the same place inside it, copied back below when staged. */
+    in = bd.stage_in ? stage_in : (char*)(uintptr_t)user_in;
     if (pre) {
       s->pre_dst = in;
-      s->pre_src = src;
+      s->pre_src = user_in;
       s->pre_n = p->in_bytes / es;
-    } else if (in != src) {
+    } else if (in != user_in) {
       s->copy_in_dst = in;
-      s->copy_in_src = src;
+      s->copy_in_src = user_in;
       s->copy_in_bytes = p->in_bytes;
     }
-  } else if (bd.alias) {
-    in = out + (user_in - user_out);
-    if (pre) {
-      s->pre_dst = in;
-      s->pre_src = in;
-      s->pre_n = p->in_bytes / es;
-    }
+    out = in + (user_out - user_in);
   } else {
-    in = (char*)(uintptr_t)user_in; /* read only: no op of a plan writes its input */
+    /* The input inside the output, or apart from it. */
+    out = bd.stage_out ? stage_out : user_out;
+    if (bd.stage_out && bd.alias && user_out != stage_out) {
+      s->seed_dst = stage_out;
+      s->seed_src = user_out;
+      s->seed_bytes = p->out_bytes;
+    }
+    if (bd.stage_in) {
+      in = stage_in;
+      const char* src = bd.alias && bd.stage_out ? out + (user_in - user_out) : user_in;
+      if (pre) {
+        s->pre_dst = in;
+        s->pre_src = src;
+        s->pre_n = p->in_bytes / es;
+      } else if (in != src) {
+        s->copy_in_dst = in;
+        s->copy_in_src = src;
+        s->copy_in_bytes = p->in_bytes;
+      }
+    } else if (bd.alias) {
+      in = out + (user_in - user_out);
+      if (pre) {
+        s->pre_dst = in;
+        s->pre_src = in;
+        s->pre_n = p->in_bytes / es;
+      }
+    } else {
+      in = (char*)(uintptr_t)user_in; /* read only: no op of a plan writes its input */
+    }
   }
-  s->pre_red = red;
   s->in = in;
   s->out = out;
-  s->in_view = bd.alias;
+  s->alias = bd.alias;
   if (postdiv) {
     s->post_n = p->out_bytes / es;
     s->post_red.ty = p->dtype;
@@ -188,8 +212,8 @@ static inline const char* shunt_gpu_steps_plan_zc(const struct shunt_program* p,
 
 static inline const char* shunt_gpu_steps_plan(const struct shunt_program* p, uint32_t nranks,
                                                const void* user_in, void* user_out, const void* premul_scalar,
-                                               char* stage_in, char* stage_out, uint64_t in_cap, uint64_t out_cap,
-                                               struct shunt_gpu_steps* s) {
+                                               char* stage_in, char* stage_out, uint64_t in_cap,
+                                               uint64_t out_cap, struct shunt_gpu_steps* s) {
   return shunt_gpu_steps_plan_zc(p, nranks, user_in, user_out, premul_scalar, false, stage_in, stage_out,
                                  in_cap, out_cap, false, false, s);
 }
@@ -204,7 +228,7 @@ static inline void shunt_gpu_kargs_run(struct shunt_gpu_kargs* k, const struct s
   k->in = st->in;
   k->out = st->out;
   k->port_used = port_used ? 1u : 0u;
-  k->in_view = st->in_view ? 1u : 0u;
+  k->alias = st->alias ? 1u : 0u;
   k->prog_smem = prog_smem;
 }
 

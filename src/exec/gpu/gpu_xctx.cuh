@@ -74,23 +74,28 @@ XG_FN struct shunt_gpu_ctrl* xg_ctrl(const struct shunt_xctx* X) {
 /* Start of buffer `buf` (0 input, 1 output, 2 scratch without the half) of a peer: its user
  * buffer itself when the call is zero-copy for that buffer (the table holds each rank's own
  * address, agreed by every rank: gpu_reg.h), else its staging section, since a rank stages
- * every user buffer that peers reach (program.remote_access); in place, its input is a view
- * into its output. */
+ * every user buffer that peers reach (program.remote_access). In place, one buffer is a view
+ * into the other on every rank (kargs.alias): only the holder is staged or in a table, and
+ * the view lies at the rank's own offset inside it. */
 XG_FN char* xg_peer_buf(const struct shunt_xctx* X, uint32_t rank, unsigned buf) {
   const struct shunt_gpu_kargs* k = X->k;
   const struct shunt_gpu_layout* L = &k->lay;
   char* b = (char*)(uintptr_t)k->peers[rank];
-  char* out = k->zc_out ? (char*)(uintptr_t)(k->zc_out[rank] + k->zc_out_off) : b + L->output;
-  if (buf == SHUNT_BUF_OUTPUT) return out;
-  if (buf == SHUNT_BUF_INPUT) {
-    if (k->in_view) return out + SHUNT_PROG_IN_VIEW(X->prog, rank);
-    return k->zc_in ? (char*)(uintptr_t)(k->zc_in[rank] + k->zc_in_off) : b + L->input;
+  if (buf != SHUNT_BUF_INPUT && buf != SHUNT_BUF_OUTPUT) return b + L->scratch;
+  /* Which buffer holds the one asked for: the input, unless it is a view into the output; the
+   * output, unless it is a view into the input. */
+  bool out_in_in = k->alias && SHUNT_PROG_OUT_IN_INPUT(X->prog);
+  bool in_in_out = k->alias && !out_in_in;
+  if (buf == SHUNT_BUF_INPUT ? !in_in_out : out_in_in) {
+    char* in = k->zc_in ? (char*)(uintptr_t)(k->zc_in[rank] + k->zc_in_off) : b + L->input;
+    return buf == SHUNT_BUF_INPUT ? in : in + SHUNT_PROG_OUT_VIEW(X->prog, rank);
   }
-  return b + L->scratch;
+  char* out = k->zc_out ? (char*)(uintptr_t)(k->zc_out[rank] + k->zc_out_off) : b + L->output;
+  return buf == SHUNT_BUF_OUTPUT ? out : out + SHUNT_PROG_IN_VIEW(X->prog, rank);
 }
 
 SHUNT_XFN bool xb_aliased(struct shunt_xctx* X) {
-  return X->k->in_view != 0;
+  return X->k->alias != 0;
 }
 
 XG_FN char* xg_base(const struct shunt_xctx* X, unsigned kind, unsigned slot, unsigned buf, unsigned member) {

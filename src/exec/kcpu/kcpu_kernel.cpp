@@ -51,9 +51,9 @@ struct launch {
   const char* src;
   uint64_t n;
   struct shunt_red red;
-  const void* scalar; /* KERNEL_PRE: a device-resident scalar, or NULL */
-  uint64_t per; /* KERNEL_CHECK's arguments */
-  uint32_t nranks, allgather;
+  const void* scalar;          /* KERNEL_PRE: a device-resident scalar, or NULL */
+  uint64_t per;                /* KERNEL_CHECK's arguments */
+  uint32_t nranks, check_kind; /* the self-check's kind (gpu_selfcheck_values.h) */
   unsigned long long* first;
   unsigned blocks, threads, skew_us, smem;
   block_state* bs;
@@ -158,7 +158,7 @@ void run_one(const launch* L, unsigned index) {
       shunt_gpu_post_kernel(L->dst, L->n, L->red);
       break;
     case KERNEL_CHECK:
-      shunt_gpu_check_kernel((const float*)L->src, L->n, L->per, L->nranks, L->allgather, L->first);
+      shunt_gpu_check_kernel((const float*)L->src, L->n, L->per, L->nranks, L->check_kind, L->first);
       break;
   }
   /* An exited thread no longer holds up its block's barriers. */
@@ -382,7 +382,7 @@ extern "C" int shunt_kcpu_post(struct shunt_kcpu_device* d, char* buf, uint64_t 
 }
 
 extern "C" int shunt_kcpu_check(struct shunt_kcpu_device* d, const float* out, uint64_t n, uint64_t per,
-                                uint32_t nranks, uint32_t allgather, unsigned long long* first,
+                                uint32_t nranks, uint32_t kind, unsigned long long* first,
                                 const struct shunt_kcpu_grid* g, char* err, size_t len) {
   launch L{};
   L.kind = KERNEL_CHECK;
@@ -390,7 +390,7 @@ extern "C" int shunt_kcpu_check(struct shunt_kcpu_device* d, const float* out, u
   L.n = n;
   L.per = per;
   L.nranks = nranks;
-  L.allgather = allgather;
+  L.check_kind = kind;
   L.first = first;
   return run_grid(d, &L, g, err, len);
 }

@@ -74,8 +74,8 @@ void shunt_kcpu_set_pcie_ns(long long ns);
 
 /* The self-check's comparison (gpu_kernel.cuh: shunt_gpu_check_kernel). */
 int shunt_kcpu_check(struct shunt_kcpu_device* d, const float* out, uint64_t n, uint64_t per, uint32_t nranks,
-                     uint32_t allgather, unsigned long long* first, const struct shunt_kcpu_grid* g,
-                     char* err, size_t len);
+                     uint32_t kind, unsigned long long* first, const struct shunt_kcpu_grid* g, char* err,
+                     size_t len);
 
 #ifdef __cplusplus
 }
