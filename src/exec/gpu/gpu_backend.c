@@ -191,7 +191,7 @@ static void reap(struct gpu_backend* g) {
   shunt_cu_leave(&cg);
 }
 
-static void free_world(struct shunt_backend* b, bool collective) {
+static void gpu_backend_free_world(struct shunt_backend* b, bool collective) {
   struct gpu_backend* g = (struct gpu_backend*)b;
   end_current(g, collective);
   /* Ranks may have released different retired worlds already: none of this is collective. */
@@ -239,8 +239,8 @@ static bool captured_anywhere(struct gpu_backend* g) {
   return any;
 }
 
-static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const struct shunt_split* s,
-                   char* err, size_t len) {
+static int gpu_backend_prepare(struct shunt_backend* b, const struct shunt_plan* plan,
+                               const struct shunt_split* s, char* err, size_t len) {
   struct gpu_backend* g = (struct gpu_backend*)b;
   reap(g);
   uint64_t scratch, in_need, out_need;
@@ -534,7 +534,8 @@ static int zero_copy(struct gpu_backend* g, const struct shunt_backend_call* c, 
 
 static void tie_to_graph(struct gpu_backend* g, CUstream st);
 
-static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char* err, size_t len) {
+static int gpu_backend_run(struct shunt_backend* b, const struct shunt_backend_call* c, char* err,
+                           size_t len) {
   struct gpu_backend* g = (struct gpu_backend*)b;
   struct shunt_gpu_world* w = atomic_load(&g->world);
   if (!w) {
@@ -628,7 +629,7 @@ static void tie_to_graph(struct gpu_backend* g, CUstream st) {
   }
 }
 
-static int check(struct shunt_backend* b, char* err, size_t len) {
+static int gpu_backend_check(struct shunt_backend* b, char* err, size_t len) {
   struct gpu_backend* g = (struct gpu_backend*)b;
   if (err && len) err[0] = 0;
   struct shunt_gpu_world* w = atomic_load(&g->world);
@@ -636,13 +637,13 @@ static int check(struct shunt_backend* b, char* err, size_t len) {
   return shunt_gpu_world_check(w, atomic_load(&g->last), err, len) == SHUNT_OK ? SHUNT_OK : SHUNT_E_TIMEOUT;
 }
 
-static void abort_(struct shunt_backend* b) {
+static void gpu_backend_abort(struct shunt_backend* b) {
   atomic_store(&((struct gpu_backend*)b)->aborted, true);
   struct shunt_gpu_world* w = atomic_load(&((struct gpu_backend*)b)->world);
   if (w) shunt_gpu_world_abort(w);
 }
 
-static void end(struct shunt_backend* b) {
+static void gpu_backend_end(struct shunt_backend* b) {
   struct gpu_backend* g = (struct gpu_backend*)b;
   shunt_gpu_regs_free(g->regs, g->cu, g->ctx);
   g->regs = NULL;
@@ -651,7 +652,13 @@ static void end(struct shunt_backend* b) {
   pthread_mutex_destroy(&g->mu);
 }
 
-const struct shunt_backend_ops shunt_gpu_backend_ops = {"gpu", prepare, run, check, abort_, free_world, end};
+const struct shunt_backend_ops shunt_gpu_backend_ops = {"gpu",
+                                                        gpu_backend_prepare,
+                                                        gpu_backend_run,
+                                                        gpu_backend_check,
+                                                        gpu_backend_abort,
+                                                        gpu_backend_free_world,
+                                                        gpu_backend_end};
 
 void* shunt_backend_register(struct shunt_backend* b, void* buf, size_t bytes, char* err, size_t len) {
   if (!b || b->kind != SHUNT_BACKEND_GPU) {
