@@ -39,6 +39,35 @@ static void expect(char* text, enum which w, uint32_t max_tbs, const char* path,
 #define EXPECT(text, path, reason) expect((text), STATIC, 0, (path), (reason), __LINE__)
 #define EXPECT_RACE(text, path, reason) expect((text), RACES, 0, (path), (reason), __LINE__)
 
+/* A pipeline of n nops followed by the text it replaces (the base plan's block 1 holds 3 more
+ * ops). Returns a static buffer. */
+static const char* pipeline_of(int n) {
+  static char big[16384];
+  int at = snprintf(big, sizeof(big),
+                    "{\"name\": \"pipeline\", \"iter_context\": {\"unit_size\": 65536, "
+                    "\"num_chunks\": 1}, \"ops\": [");
+  for (int i = 0; i < n; i++)
+    at += snprintf(big + at, sizeof(big) - at, "%s{\"name\": \"nop\"}", i ? "," : "");
+  snprintf(big + at, sizeof(big) - at, "]}, {\"name\": \"sem_acquire\"");
+  return big;
+}
+
+/* Frees text; the plan must pass both checks. */
+static void expect_ok(char* text, int line) {
+  struct shunt_plan_errors e = {0};
+  struct shunt_plan* p = shunt_plan_parse(text, strlen(text), "ok.json", &e);
+  CHECK_MSG(p != NULL, "line %d: parse failed", line);
+  if (p) {
+    unsigned n = shunt_plan_check(p, NULL, &e) + shunt_plan_check_races(p, &e);
+    CHECK_MSG(n == 0, "line %d: expected no error, got %u", line, n);
+    dump(&e);
+  }
+  shunt_plan_free(p);
+  shunt_plan_errors_free(&e);
+  free(text);
+}
+#define EXPECT_OK(text) expect_ok((text), __LINE__)
+
 static char* B(void) {
   return base_plan(NULL);
 }
@@ -166,17 +195,11 @@ static void test_packets_and_limits(void) {
               "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}],",
               1),
          "gpus[0].threadblocks[0].channels", "65 memory channels (limit 64");
-  /* 65 ops in a block, counting a pipeline body. */
-  char body[8192] = "";
-  for (int i = 0; i < 62; i++) strcat(body, "{\"name\": \"nop\"},");
-  char big[9000];
-  snprintf(
-      big, sizeof(big),
-      "{\"name\": \"pipeline\", \"iter_context\": {\"unit_size\": 65536, \"num_chunks\": 1}, \"ops\": [%s"
-      "{\"name\": \"nop\"}]}, {\"name\": \"sem_acquire\"",
-      body);
-  EXPECT(edit(B(), "{\"name\": \"sem_acquire\"", big, 1), "gpus[0].threadblocks[1].ops",
-         "67 ops including pipeline");
+  /* Ops in a block, counting a pipeline body: 256 (MSCCL++'s 32-rank alltoall ring plans need
+   * 191) pass, 257 do not. */
+  EXPECT_OK(edit(B(), "{\"name\": \"sem_acquire\"", pipeline_of(252), 1));
+  EXPECT(edit(B(), "{\"name\": \"sem_acquire\"", pipeline_of(253), 1), "gpus[0].threadblocks[1].ops",
+         "257 ops including pipeline bodies (limit 256)");
   EXPECT(edit(B(), "\"barrier_id\": 0", "\"barrier_id\": 16", 0), "gpus[0].threadblocks[0].ops[8].barrier_id",
          "barrier_id 16 (limit 16)");
   EXPECT(edit(B(), "{\"name\": \"sem_release\", \"semaphore_ids\": [0]}",
