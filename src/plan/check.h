@@ -26,9 +26,15 @@
  *   pipeline are counted per pipeline shape (unit_size, num_chunks).
  * - the threadblock count against opts->max_threadblocks (0: no limit).
  *
- * shunt_plan_check_races is separate (plan-format.md §5.5): within one threadblock, an op
- * that reads, sends or signals data that an earlier op wrote, or uses data after a wait or
- * sem_acquire, with no nop or barrier in between. */
+ * shunt_plan_check_races is separate: the hazards no local barrier can order, between blocks
+ * of different ranks (a thread-block slice read across ranks before the signal of the peer
+ * block that wrote it).
+ *
+ * shunt_plan_block_syncs: hazards between the threads of one threadblock (plan-format.md
+ * §5.5), decided per element and thread: an op that reads or overwrites bytes an earlier op
+ * wrote in another thread with no LL flag ordering them, a signal publishing other threads'
+ * writes, a data op right after a wait, each with no nop or barrier in between. They are not
+ * errors: the lowering adds the block barrier the plan left out before each such op. */
 #ifndef SHUNT_PLAN_CHECK_H
 #define SHUNT_PLAN_CHECK_H
 
@@ -43,6 +49,14 @@ struct shunt_check_opts {
 unsigned shunt_plan_check(const struct shunt_plan* p, const struct shunt_check_opts* opts,
                           struct shunt_plan_errors* errs);
 unsigned shunt_plan_check_races(const struct shunt_plan* p, struct shunt_plan_errors* errs);
+
+/* Calls fn for every op of gpus[r].threadblocks[b] before which a block barrier must run:
+ * ops[i], or ops[i].ops[j] inside a pipeline (j = -1 outside), with why; returns how many. */
+typedef void (*shunt_plan_sync_fn)(void* arg, uint32_t i, int32_t j, const char* why);
+unsigned shunt_plan_block_syncs(const struct shunt_plan* p, uint32_t r, uint32_t b, shunt_plan_sync_fn fn,
+                                void* arg);
+/* The same for every block, each appended to notes with its JSON path; returns how many. */
+unsigned shunt_plan_missing_barriers(const struct shunt_plan* p, struct shunt_plan_errors* notes);
 
 /* Limits of shunt's executor (plan-format.md §9 lists MSCCL++'s). The Program's encoding
  * holds up to 255 channels and entries per op and has no per-type table limit; these bounds
