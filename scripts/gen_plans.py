@@ -530,6 +530,34 @@ def reducescatter_simple(n, inplace):
     return plan
 
 
+def reducescatter_port(n, inplace):
+    """Through the proxy, for ranks that share no memory: rank r put-with-signals chunk p of
+    its input into its slot on rank p's scratch, waits for the n-1 chunks of its own, adds
+    them to its input chunk r into its output, then a last signal/wait round: a peer's next
+    call writes into our scratch only after we have read this call's contributions. The
+    final flush keeps the call from returning while the proxy still reads our input."""
+    t = PORT_BLOCKS
+    plan = Plan(name("reducescatter", n, "port", inplace), "reducescatter", "Simple", inplace, n,
+                (n, 1, n - 1))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        ps = peers(r, n)
+        for j in range(t):
+            b = gpu.block()
+            b.data("pws", [local("i", p) for p in ps],
+                   [b.remote("port", p, "s", slot(p, r, n)) for p in ps], "port", ps, j, tbg=(j, t))
+            b.sync("wait", "port", ps, j)
+            b.nop()
+            # In place the sum rewrites chunk r of the input, which no peer reads.
+            b.data("re", [local("i", r)] + [local("s", slot(r, q, n)) for q in ps],
+                   [rs_out(r, inplace)], tbg=(j, t))
+            b.nop()
+            b.sync("signal", "port", ps, j)
+            b.sync("wait", "port", ps, j)
+            b.sync("flush", "port", ps, j)
+    return plan
+
+
 # ---------------------------------------------------------------------------------------
 # Multi-node (N nodes x M ranks, rank = node * M + local rank)
 # ---------------------------------------------------------------------------------------
@@ -637,6 +665,52 @@ def allreduce_hier(nodes, m, inplace):
     return plan
 
 
+def reducescatter_hier(nodes, m, inplace):
+    """Reduce inside the node, then across nodes. Rank (node, l) owns chunk node*M + l.
+    (1) It sums, over the ranks of its node, chunk k*M + l for every node k (rre over its
+        local peers' inputs): its own node's sum goes to its output, the others' to scratch
+        slots 0..N-1.
+    (2) It put-with-signals the sum for node k into a receive slot (N + node_slot) of its
+        counterpart on node k, waits for the counterparts' sums for its own chunk and adds
+        them to its output. Each rank sends (N-1)/N of one chunk per other node.
+    A last round on both kinds of channel: local peers have read our input, and a
+    counterpart's next call writes into our receive slots only after we have read them."""
+    n, t = nodes * m, HIER_BLOCKS
+    plan = Plan(name_multi("reducescatter", nodes, m, inplace), "reducescatter", "Simple", inplace, n,
+                (n, 1, 2 * nodes - 1))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        node, l = r // m, r % m
+        lps, cps = local_peers(r, m), counterparts(r, nodes, m)
+        for j in range(t):
+            b = gpu.block()
+            b.sync("signal", "memory", lps, j)
+            b.sync("wait", "memory", lps, j)
+            b.nop()
+            for k in range(nodes):
+                c = k * m + l
+                # In place, chunk r of the input is read by this rank only.
+                into = rs_out(r, inplace) if k == node else local("s", k)
+                b.data("rre", [local("i", c)] + [b.remote("memory", p, "i", c) for p in lps],
+                       [into], "memory", lps, j, tbg=(j, t))
+            b.nop()
+            b.data("pws", [local("s", c // m) for c in cps],
+                   [b.remote("port", c, "s", nodes + node_slot(c, r, nodes, m)) for c in cps],
+                   "port", cps, j, tbg=(j, t))
+            b.sync("wait", "port", cps, j)
+            b.nop()
+            mine = rs_out(r, inplace)
+            b.data("re", [mine] + [local("s", nodes + node_slot(r, c, nodes, m)) for c in cps],
+                   [mine], tbg=(j, t))
+            b.nop()
+            b.sync("signal", "memory", lps, j)
+            b.sync("wait", "memory", lps, j)
+            b.sync("signal", "port", cps, j)
+            b.sync("wait", "port", cps, j)
+            b.sync("flush", "port", cps, j)
+    return plan
+
+
 # ---------------------------------------------------------------------------------------
 # Size ranges
 # ---------------------------------------------------------------------------------------
@@ -691,7 +765,7 @@ def all_plans():
     builders = {"allgather": (None, allgather_ll, None, allgather_simple, allgather_port),
                 "allreduce": (allreduce_allpairs, allreduce_ll, allreduce_scratch, allreduce_simple,
                               allreduce_port),
-                "reducescatter": (None, reducescatter_ll, None, reducescatter_simple, None)}
+                "reducescatter": (None, reducescatter_ll, None, reducescatter_simple, reducescatter_port)}
     plans = []
     for collective in sorted(builders):
         allpairs, ll, scratch, simple, port = builders[collective]
@@ -712,7 +786,7 @@ def all_plans():
                 else:
                     # No port plan: the memory Simple plan serves every size above.
                     plans.append(set_range(simple(n, inplace), top, PORT_MAX))
-    hier = {"allgather": allgather_hier, "allreduce": allreduce_hier}
+    hier = {"allgather": allgather_hier, "allreduce": allreduce_hier, "reducescatter": reducescatter_hier}
     for collective in sorted(hier):
         for nodes, m in MULTI:
             for inplace in (False, True):

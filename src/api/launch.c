@@ -4,7 +4,7 @@
 
 #include "comm/bootstrap.h"
 #include "exec/backend.h"
-#include "exec/host/host_run.h"
+#include "util/status.h"
 #include "exec/lower.h"
 #include "util/log.h"
 
@@ -39,7 +39,7 @@ struct shunt_backend* shunt_launch_backend(struct shunt_comm* c, bool gpu, int d
 
 static ncclResult_t failed(struct shunt_comm* c, const struct shunt_plan* plan, int r, const char* msg) {
   SHUNT_WARN("rank %d: plan %s failed: %s", c->rank, plan->name, msg);
-  ncclResult_t err = r == SHUNT_EXEC_TIMEOUT || r == SHUNT_EXEC_NOMEM ? ncclSystemError : ncclInternalError;
+  ncclResult_t err = r == SHUNT_E_TIMEOUT || r == SHUNT_E_NOMEM ? ncclSystemError : ncclInternalError;
   atomic_store(&c->async_error, (int)err);
   return err;
 }
@@ -66,15 +66,15 @@ ncclResult_t shunt_launch(struct shunt_comm* c, const struct shunt_call* call) {
   }
   /* Collective: every rank splits the call the same way and grows at the same call. */
   int r = shunt_backend_prepare(b, plan, &bc.split, msg, sizeof(msg));
-  if (r == SHUNT_EXEC_OK) r = shunt_backend_run(b, &bc, msg, sizeof(msg));
-  return r == SHUNT_EXEC_OK ? ncclSuccess : failed(c, plan, r, msg);
+  if (r == SHUNT_OK) r = shunt_backend_run(b, &bc, msg, sizeof(msg));
+  return r == SHUNT_OK ? ncclSuccess : failed(c, plan, r, msg);
 }
 
 ncclResult_t shunt_launch_poll(struct shunt_comm* c) {
   struct shunt_backend* b = atomic_load(&c->gpu);
   if (!b || atomic_load(&c->async_error) != ncclSuccess) return (ncclResult_t)atomic_load(&c->async_error);
   char msg[2048];
-  if (shunt_backend_check(b, msg, sizeof(msg)) != SHUNT_EXEC_OK) {
+  if (shunt_backend_check(b, msg, sizeof(msg)) != SHUNT_OK) {
     int expected = ncclSuccess;
     if (atomic_compare_exchange_strong(&c->async_error, &expected, (int)ncclSystemError))
       SHUNT_WARN("rank %d: a plan on the GPU failed: %s", c->rank, msg);

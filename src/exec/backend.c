@@ -4,13 +4,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "exec/host/host_run.h"
+#include "util/status.h"
 
 #define PROGRAM_CACHE 64
 
 struct shunt_backend* shunt_backend_new(enum shunt_backend_kind kind, uint32_t rank, uint32_t nranks,
                                         const struct shunt_world_exchange* ex, int device) {
-  struct shunt_backend* b = kind == SHUNT_BACKEND_GPU ? shunt_gpu_backend_alloc() : shunt_host_backend_alloc();
+  struct shunt_backend* b =
+      kind == SHUNT_BACKEND_GPU ? shunt_gpu_backend_alloc() : shunt_host_backend_alloc();
   if (!b) return NULL;
   b->ops = kind == SHUNT_BACKEND_GPU ? &shunt_gpu_backend_ops : &shunt_host_backend_ops;
   b->kind = kind;
@@ -39,7 +40,7 @@ int shunt_backend_prepare(struct shunt_backend* b, const struct shunt_plan* plan
 int shunt_backend_run(struct shunt_backend* b, const struct shunt_backend_call* call, char* err, size_t len) {
   if (!b->programs && !(b->programs = shunt_lower_cache_create(PROGRAM_CACHE))) {
     if (err && len) snprintf(err, len, "out of memory for the program cache");
-    return SHUNT_EXEC_NOMEM;
+    return SHUNT_E_NOMEM;
   }
   return b->ops->run(b, call, err, len);
 }

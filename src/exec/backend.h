@@ -10,11 +10,11 @@
  *   both parts of a call of `plan` split as `s` fit (exec/split.h); it is collective (every
  *   rank reaches it at the same call, as every rank selects the same plan) and does nothing
  *   when the world already fits.
- * - run runs one call (its head and tail parts); SHUNT_EXEC_OK or another SHUNT_EXEC_* code
+ * - run runs one call (its head and tail parts); SHUNT_OK or another SHUNT_EXEC_* code
  *   (exec/host/host_run.h) with a message. After a failure the world is broken and later runs
  *   are refused.
  * - check reports a failure that happened after run returned (a GPU kernel that gave up
- *   waiting): SHUNT_EXEC_OK or SHUNT_EXEC_TIMEOUT with a message. Safe at any time.
+ *   waiting): SHUNT_OK or SHUNT_E_TIMEOUT with a message. Safe at any time.
  * - abort makes every wait of this rank's runs give up; callable from any thread while a run
  *   is under way. release frees this rank's part without waiting on peers (teardown);
  *   destroy does it collectively. */
@@ -38,10 +38,10 @@ struct shunt_backend_call {
   struct shunt_split split;      /* as prepare was given it */
   const void* in;
   void* out;
-  void* stream;             /* gpu: the caller's stream */
-  const void* scalar;       /* PREMULSUM: one element of the dtype */
-  bool scalar_on_device;    /* scalar is device memory (ncclScalarDevice): the kernel reads it */
-  uint64_t timeout_ms;      /* bound of every wait (0: the backend's default) */
+  void* stream;          /* gpu: the caller's stream */
+  const void* scalar;    /* PREMULSUM: one element of the dtype */
+  bool scalar_on_device; /* scalar is device memory (ncclScalarDevice): the kernel reads it */
+  uint64_t timeout_ms;   /* bound of every wait (0: the backend's default) */
 };
 
 struct shunt_backend;
@@ -85,22 +85,22 @@ int shunt_gpu_mem_free(void* p);
 /* The self-check's verdict for one communicator (the same on every rank). */
 struct shunt_gpu_verdict_info {
   bool ok;
-  uint32_t runs;     /* plan runs made on this rank */
-  uint32_t unfit;    /* plans this GPU cannot run for this communicator (their blocks cannot all be resident) */
-  double ms;         /* wall time of the whole check on this rank */
-  uint32_t rank;     /* !ok: the first rank that failed */
-  uint64_t bytes;    /* !ok: the call size that failed (the collective's total bytes) */
-  char plan[96];     /* !ok: the plan */
-  char what[320];    /* !ok: what went wrong (mismatch, timeout, launch error) */
-  bool busy;         /* !ok: inconclusive, the device was busy on every try (no fault of shunt's) */
-  uint32_t tries;    /* !ok: runs of the failing size (more than 1: retried, the device was busy) */
+  uint32_t runs;  /* plan runs made on this rank */
+  uint32_t unfit; /* plans this GPU cannot run for this communicator (their blocks cannot all be resident) */
+  double ms;      /* wall time of the whole check on this rank */
+  uint32_t rank;  /* !ok: the first rank that failed */
+  uint64_t bytes; /* !ok: the call size that failed (the collective's total bytes) */
+  char plan[96];  /* !ok: the plan */
+  char what[320]; /* !ok: what went wrong (mismatch, timeout, launch error) */
+  bool busy;      /* !ok: inconclusive, the device was busy on every try (no fault of shunt's) */
+  uint32_t tries; /* !ok: runs of the failing size (more than 1: retried, the device was busy) */
 };
 
 /* Collective over b's exchange (a GPU backend): runs every plan of `plans` on shunt's own
  * device buffers at the smallest size its chunk rule takes, that size plus one element (the
  * padded tail) and about 1 MiB, float sum for allreduce, exactly compared, every wait bounded
  * by timeout_ms; after each run the ranks vote, and the first failure ends the check. A plan
- * the GPU cannot run at all for this many ranks (SHUNT_EXEC_UNFIT on any rank) is no failure:
+ * the GPU cannot run at all for this many ranks (SHUNT_E_UNFIT on any rank) is no failure:
  * unfit[i] (nplans entries) says so, the same on every rank, and its calls must go elsewhere. On
  * failure the backend's world is gone. Returns 0 when every rank passed. */
 int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const* plans, uint32_t nplans,
@@ -113,8 +113,8 @@ uint64_t shunt_backend_round(uint64_t x);
 /* What each backend implements (exec/host/host_backend.c, exec/gpu/gpu_backend.c). */
 struct shunt_backend_ops {
   const char* name;
-  int (*prepare)(struct shunt_backend* b, const struct shunt_plan* plan, const struct shunt_split* s, char* err,
-                 size_t len);
+  int (*prepare)(struct shunt_backend* b, const struct shunt_plan* plan, const struct shunt_split* s,
+                 char* err, size_t len);
   int (*run)(struct shunt_backend* b, const struct shunt_backend_call* call, char* err, size_t len);
   int (*check)(struct shunt_backend* b, char* err, size_t len);
   void (*abort)(struct shunt_backend* b);

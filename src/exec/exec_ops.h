@@ -69,9 +69,11 @@ SHUNT_XFN uint64_t shunt_x_len(const struct shunt_prog_ref* r, uint64_t off, uin
   return n < unit ? n : unit;
 }
 
-/* copy / put / get: dst_i <- src_i (or src_0 when there is one source for many dsts). */
-SHUNT_XFN int shunt_x_copies(struct shunt_xctx* X, const struct shunt_prog_ref* r, unsigned nsrc,
-                             unsigned ndst, bool size_from_src, uint64_t off, uint64_t unit) {
+/* A memory-channel put, a get and a local copy are one move: dst_i <- src_i (or src_0 when there
+ * is one source for many dsts), plain loads and stores by the block's threads; a put's size is
+ * its destination's, a get's and a copy's their source's. */
+SHUNT_XFN int shunt_x_mem_puts(struct shunt_xctx* X, const struct shunt_prog_ref* r, unsigned nsrc,
+                               unsigned ndst, bool size_from_src, uint64_t off, uint64_t unit) {
   uint64_t B = xb_batch(X);
   for (unsigned i = 0; i < ndst; i++) {
     const struct shunt_prog_ref* s = &r[nsrc > i ? i : 0];
@@ -301,32 +303,32 @@ SHUNT_XFN int shunt_x_op(struct shunt_xctx* X, const struct shunt_prog_op* o, ui
       return 0;
     case SHUNT_OP_PUT:
       if (port) return shunt_x_port_puts(X, o, r, c, SHUNT_TRIG_DATA, off, unit);
-      return shunt_x_copies(X, r, o->nsrc, o->ndst, false, off, unit);
-    case SHUNT_OP_PWS:
+      return shunt_x_mem_puts(X, r, o->nsrc, o->ndst, false, off, unit);
+    case SHUNT_OP_PWS: /* port put with signal */
       return shunt_x_port_puts(X, o, r, c, SHUNT_TRIG_DATA | SHUNT_TRIG_FLAG, off, unit);
-    case SHUNT_OP_PWSF:
+    case SHUNT_OP_PWSF: /* port put with signal and flush */
       return shunt_x_port_puts(X, o, r, c, SHUNT_TRIG_DATA | SHUNT_TRIG_FLAG | SHUNT_TRIG_SYNC, off, unit);
     case SHUNT_OP_GET:
-      return shunt_x_copies(X, r, o->nsrc, o->ndst, true, off, unit);
+      return shunt_x_mem_puts(X, r, o->nsrc, o->ndst, true, off, unit);
     case SHUNT_OP_COPY:
-      return shunt_x_copies(X, r, 1, 1, true, off, unit);
-    case SHUNT_OP_RE:
-    case SHUNT_OP_RES:
-    case SHUNT_OP_RRE:
-    case SHUNT_OP_RRES:
-    case SHUNT_OP_REPKT:
-    case SHUNT_OP_RESPKT:
-    case SHUNT_OP_RECPKT:
-    case SHUNT_OP_RECSPKT:
+      return shunt_x_mem_puts(X, r, 1, 1, true, off, unit);
+    case SHUNT_OP_RE:      /* reduce: dst0 = src0 (+) src1 ... */
+    case SHUNT_OP_RES:     /* reduce, then store the result to remote dsts */
+    case SHUNT_OP_RRE:     /* reduce with remote sources */
+    case SHUNT_OP_RRES:    /* reduce with remote sources, store to remote dsts */
+    case SHUNT_OP_REPKT:   /* reduce packets into data */
+    case SHUNT_OP_RESPKT:  /* reduce packets, send the result as packets to remotes */
+    case SHUNT_OP_RECPKT:  /* reduce packets, keep the result as local packets too */
+    case SHUNT_OP_RECSPKT: /* reduce packets, keep local packets and send to remotes */
       return shunt_x_reduce(X, o, r, off, unit);
-    case SHUNT_OP_CPKT:
-    case SHUNT_OP_UPKT:
-    case SHUNT_OP_PPKT:
-    case SHUNT_OP_RPPKT:
+    case SHUNT_OP_CPKT:  /* copy data into local packets */
+    case SHUNT_OP_UPKT:  /* unpack local packets into data */
+    case SHUNT_OP_PPKT:  /* put data as packets into remotes */
+    case SHUNT_OP_RPPKT: /* forward local packets to remotes as they are */
       return shunt_x_packets(X, o, r, c);
-    case SHUNT_OP_GLRES:
-    case SHUNT_OP_GSTORE:
-    case SHUNT_OP_GSTOREPKT:
+    case SHUNT_OP_GLRES:     /* multicast load-reduce-store */
+    case SHUNT_OP_GSTORE:    /* multicast store */
+    case SHUNT_OP_GSTOREPKT: /* multicast store of packets */
       return shunt_x_multicast(X, o, r, off, unit);
     case SHUNT_OP_SEM_ACQUIRE:
       for (unsigned i = X->tid; i < o->nsem; i += X->nthreads)

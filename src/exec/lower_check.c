@@ -4,12 +4,6 @@
 
 #include "exec/lower_internal.h"
 
-#define REFUSE(...)                                        \
-  do {                                                     \
-    if (reason && len) snprintf(reason, len, __VA_ARGS__); \
-    return false;                                          \
-  } while (0)
-
 uint64_t shunt_lower_chunk_bytes(const struct shunt_plan* plan, uint64_t in_bytes, uint64_t out_bytes) {
   if (!plan->ngpus) return 0;
   const struct shunt_plan_gpu* g = &plan->gpus[0];
@@ -19,38 +13,39 @@ uint64_t shunt_lower_chunk_bytes(const struct shunt_plan* plan, uint64_t in_byte
 }
 
 static bool op_supported(const struct shunt_plan* plan, enum shunt_redop op, char* reason, size_t len) {
-  if (op > SHUNT_REDOP_PREMULSUM) REFUSE("reduction op %d is not computed by the executor", (int)op);
+  if (op > SHUNT_REDOP_PREMULSUM) SHUNT_REFUSE("reduction op %d is not computed by the executor", (int)op);
   enum shunt_plan_redop named = plan->reduce_op;
   if (named == SHUNT_PLAN_REDOP_NONE || named == SHUNT_PLAN_REDOP_SUM) return true;
   static const enum shunt_redop map[] = {[SHUNT_PLAN_REDOP_PROD] = SHUNT_REDOP_PROD,
                                          [SHUNT_PLAN_REDOP_MIN] = SHUNT_REDOP_MIN,
                                          [SHUNT_PLAN_REDOP_MAX] = SHUNT_REDOP_MAX};
   if (map[named] != op)
-    REFUSE("the plan's reduce ops are '%s': it serves only that reduction", shunt_plan_redop_name(named));
+    SHUNT_REFUSE("the plan's reduce ops are '%s': it serves only that reduction",
+                 shunt_plan_redop_name(named));
   return true;
 }
 
 bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_call_shape* s, char* reason,
                              size_t len) {
-  if (!plan || !plan->ngpus) REFUSE("plan has no GPUs");
+  if (!plan || !plan->ngpus) SHUNT_REFUSE("plan has no GPUs");
   uint64_t a = plan->buffer_alignment;
-  if (a == 0) REFUSE("buffer_alignment is 0");
+  if (a == 0) SHUNT_REFUSE("buffer_alignment is 0");
   const struct shunt_plan_gpu* g = &plan->gpus[0];
   uint32_t ic = g->input_chunks, oc = g->output_chunks;
-  if (ic == 0 && oc == 0) REFUSE("plan has neither input nor output chunks");
+  if (ic == 0 && oc == 0) SHUNT_REFUSE("plan has neither input nor output chunks");
   uint64_t in = s->in_bytes, out = s->out_bytes;
   if (s->out_stride && plan->coll == SHUNT_COLL_REDUCESCATTER) {
     /* The mirror for reducescatter: input slices wider than the plan's output; the input is
      * checked as ranks x out_bytes, which the plan addresses. */
     if (s->out_stride <= out || in != s->out_stride * plan->ngpus)
-      REFUSE("input stride %" PRIu64 " does not fit %u slices of %" PRIu64 " bytes in %" PRIu64,
-             s->out_stride, plan->ngpus, out, in);
+      SHUNT_REFUSE("input stride %" PRIu64 " does not fit %u slices of %" PRIu64 " bytes in %" PRIu64,
+                   s->out_stride, plan->ngpus, out, in);
     if (!oc || ic != oc * plan->ngpus)
-      REFUSE("a strided input needs input_chunks = ranks x output_chunks (%u vs %u x %u)", ic, plan->ngpus,
-             oc);
+      SHUNT_REFUSE("a strided input needs input_chunks = ranks x output_chunks (%u vs %u x %u)", ic,
+                   plan->ngpus, oc);
     if (!s->part && (in < plan->min_message_size || in > plan->max_message_size))
-      REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", in,
-             plan->min_message_size, plan->max_message_size);
+      SHUNT_REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", in,
+                   plan->min_message_size, plan->max_message_size);
     struct shunt_call_shape flat = *s;
     flat.in_bytes = out * plan->ngpus;
     flat.out_stride = 0;
@@ -60,17 +55,18 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
   if (s->out_stride) {
     /* A head run of an allgather whose slices are wider than the plan's input (exec/split.h):
      * the output is checked as if it were ranks x in_bytes, which the plan addresses. */
-    if (plan->coll != SHUNT_COLL_ALLGATHER) REFUSE("a slice stride is for allgather and reducescatter only");
+    if (plan->coll != SHUNT_COLL_ALLGATHER)
+      SHUNT_REFUSE("a slice stride is for allgather and reducescatter only");
     if (s->out_stride <= in || out != s->out_stride * plan->ngpus)
-      REFUSE("output stride %" PRIu64 " does not fit %u slices of %" PRIu64 " bytes in %" PRIu64,
-             s->out_stride, plan->ngpus, in, out);
+      SHUNT_REFUSE("output stride %" PRIu64 " does not fit %u slices of %" PRIu64 " bytes in %" PRIu64,
+                   s->out_stride, plan->ngpus, in, out);
     if (!ic || oc != ic * plan->ngpus)
-      REFUSE("a strided output needs output_chunks = ranks x input_chunks (%u vs %u x %u)", oc, plan->ngpus,
-             ic);
+      SHUNT_REFUSE("a strided output needs output_chunks = ranks x input_chunks (%u vs %u x %u)", oc,
+                   plan->ngpus, ic);
     uint64_t sz = out; /* the call's real size is what the range holds */
     if (!s->part && (sz < plan->min_message_size || sz > plan->max_message_size))
-      REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", sz,
-             plan->min_message_size, plan->max_message_size);
+      SHUNT_REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", sz,
+                   plan->min_message_size, plan->max_message_size);
     out = in * plan->ngpus;
     struct shunt_call_shape flat = *s;
     flat.out_bytes = out;
@@ -79,32 +75,34 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
     return shunt_lower_check_shape(plan, &flat, reason, len);
   }
   if (in % a || out % a)
-    REFUSE("buffer sizes %" PRIu64 "/%" PRIu64 " are not multiples of buffer_alignment %" PRIu64, in, out, a);
+    SHUNT_REFUSE("buffer sizes %" PRIu64 "/%" PRIu64 " are not multiples of buffer_alignment %" PRIu64, in,
+                 out, a);
   if (ic && (in / a) % ic)
-    REFUSE("input of %" PRIu64 " bytes does not split into %u chunks of whole %" PRIu64 "-byte units", in, ic,
-           a);
+    SHUNT_REFUSE("input of %" PRIu64 " bytes does not split into %u chunks of whole %" PRIu64 "-byte units",
+                 in, ic, a);
   if (oc && (out / a) % oc)
-    REFUSE("output of %" PRIu64 " bytes does not split into %u chunks of whole %" PRIu64 "-byte units", out,
-           oc, a);
+    SHUNT_REFUSE("output of %" PRIu64 " bytes does not split into %u chunks of whole %" PRIu64 "-byte units",
+                 out, oc, a);
   if (ic && oc && in / ic != out / oc)
-    REFUSE("chunk sizes differ: input %" PRIu64 "/%u, output %" PRIu64 "/%u", in, ic, out, oc);
+    SHUNT_REFUSE("chunk sizes differ: input %" PRIu64 "/%u, output %" PRIu64 "/%u", in, ic, out, oc);
   uint64_t sz = plan->coll == SHUNT_COLL_ALLGATHER ? out : in;
   if (!s->part && (sz < plan->min_message_size || sz > plan->max_message_size))
-    REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", sz,
-           plan->min_message_size, plan->max_message_size);
-  if (sz == 0) REFUSE("empty message");
+    SHUNT_REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", sz,
+                 plan->min_message_size, plan->max_message_size);
+  if (sz == 0) SHUNT_REFUSE("empty message");
   if (plan->coll == SHUNT_COLL_ALLREDUCE && in != out)
-    REFUSE("allreduce needs equal input and output sizes (%" PRIu64 " vs %" PRIu64 ")", in, out);
+    SHUNT_REFUSE("allreduce needs equal input and output sizes (%" PRIu64 " vs %" PRIu64 ")", in, out);
   if (plan->coll == SHUNT_COLL_ALLGATHER && out != in * plan->ngpus)
-    REFUSE("allgather needs output = %u x input (%" PRIu64 " vs %" PRIu64 ")", plan->ngpus, out, in);
+    SHUNT_REFUSE("allgather needs output = %u x input (%" PRIu64 " vs %" PRIu64 ")", plan->ngpus, out, in);
   if (plan->coll == SHUNT_COLL_REDUCESCATTER && in != out * plan->ngpus)
-    REFUSE("reducescatter needs input = %u x output (%" PRIu64 " vs %" PRIu64 ")", plan->ngpus, in, out);
+    SHUNT_REFUSE("reducescatter needs input = %u x output (%" PRIu64 " vs %" PRIu64 ")", plan->ngpus, in,
+                 out);
   if (s->pkt != 0 && s->pkt != SHUNT_PKT_LL16 && s->pkt != SHUNT_PKT_LL8)
-    REFUSE("unknown packet type %d", s->pkt);
-  if ((unsigned)s->dtype >= SHUNT_DT_COUNT) REFUSE("unknown data type %d", (int)s->dtype);
+    SHUNT_REFUSE("unknown packet type %d", s->pkt);
+  if ((unsigned)s->dtype >= SHUNT_DT_COUNT) SHUNT_REFUSE("unknown data type %d", (int)s->dtype);
   uint32_t es = shunt_dtype_size(s->dtype);
   if (!es || shunt_lower_chunk_bytes(plan, in, out) % es)
-    REFUSE("chunks are not whole %s elements", es ? "dtype" : "known");
+    SHUNT_REFUSE("chunks are not whole %s elements", es ? "dtype" : "known");
   if (plan->coll != SHUNT_COLL_ALLGATHER && !op_supported(plan, s->op, reason, len)) return false;
   return true;
 }

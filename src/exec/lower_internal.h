@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "exec/lower.h"
+#include "util/status.h"
 
 /* split(X, k, g) of plan-format.md §4.2 in units of a. */
 uint64_t shunt_lower_split(uint64_t x, uint64_t k, uint64_t g, uint64_t a);

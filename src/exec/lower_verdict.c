@@ -7,12 +7,6 @@
 
 #include "exec/lower_internal.h"
 
-#define REFUSE(...)                                        \
-  do {                                                     \
-    if (reason && len) snprintf(reason, len, __VA_ARGS__); \
-    return false;                                          \
-  } while (0)
-
 bool shunt_lower_check(const struct shunt_plan* plan, int rank, uint64_t in_bytes, uint64_t out_bytes,
                        enum shunt_dtype dtype, enum shunt_redop op, char* reason, size_t len) {
   struct shunt_call_shape s = {in_bytes, out_bytes, dtype, op, SHUNT_PKT_LL16, 0, false};
@@ -66,7 +60,7 @@ bool shunt_lower_check_call(const struct shunt_plan* plan, int rank, const struc
   struct shunt_call_shape s = *sp;
   if (!shunt_lower_check_shape(plan, &s, reason, len)) return false;
   uint32_t lo = rank < 0 ? 0 : (uint32_t)rank, hi = rank < 0 ? plan->ngpus : (uint32_t)rank + 1;
-  if (hi > plan->ngpus) REFUSE("rank %d is outside the plan's %u ranks", rank, plan->ngpus);
+  if (hi > plan->ngpus) SHUNT_REFUSE("rank %d is outside the plan's %u ranks", rank, plan->ngpus);
   bool remember = rank < 0 && plan->content_hash;
   if (remember && memo_has(plan, &s)) return true;
   /* The device encoding limits depend on every op: a full lowering is the check. */

@@ -6,12 +6,6 @@
 
 #include "exec/lower_internal.h"
 
-#define REFUSE(...)                                        \
-  do {                                                     \
-    if (reason && len) snprintf(reason, len, __VA_ARGS__); \
-    return false;                                          \
-  } while (0)
-
 static bool is_rs(const struct shunt_plan* p) {
   return p->coll == SHUNT_COLL_REDUCESCATTER;
 }
@@ -43,18 +37,19 @@ static bool rule_takes(const struct shunt_plan* p, const struct shunt_call_shape
 
 bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_shape* call,
                       struct shunt_split* s, char* reason, size_t len) {
-  if (!plan || !plan->ngpus) REFUSE("plan has no GPUs");
+  if (!plan || !plan->ngpus) SHUNT_REFUSE("plan has no GPUs");
   const struct shunt_plan_gpu* g = &plan->gpus[0];
   uint64_t a = plan->buffer_alignment ? plan->buffer_alignment : 16;
   uint32_t n = plan->ngpus;
   uint64_t in = unit_of(plan, call);
   uint32_t es = shunt_dtype_size(call->dtype);
-  if (!es) REFUSE("unknown data type %d", (int)call->dtype);
-  if (in == 0) REFUSE("empty message");
-  if (in % es) REFUSE("%" PRIu64 " bytes are not whole %u-byte elements", in, es);
+  if (!es) SHUNT_REFUSE("unknown data type %d", (int)call->dtype);
+  if (in == 0) SHUNT_REFUSE("empty message");
+  if (in % es) SHUNT_REFUSE("%" PRIu64 " bytes are not whole %u-byte elements", in, es);
   if (is_rs(plan) ? call->in_bytes != in * n
                   : call->out_bytes != (plan->coll == SHUNT_COLL_ALLGATHER ? in * n : in))
-    REFUSE("output of %" PRIu64 " bytes does not fit an input of %" PRIu64, call->out_bytes, call->in_bytes);
+    SHUNT_REFUSE("output of %" PRIu64 " bytes does not fit an input of %" PRIu64, call->out_bytes,
+                 call->in_bytes);
   /* The smallest per-rank size the rule takes: a multiple of alignment x the per-rank side's
    * chunks (input, or reducescatter's output; the other side's share when the plan names
    * none), tried up to a bound. */
@@ -70,7 +65,7 @@ bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_sha
       break;
     }
   }
-  if (!s->quantum) REFUSE("no size splits into the plan's chunk counts");
+  if (!s->quantum) SHUNT_REFUSE("no size splits into the plan's chunk counts");
   s->head = in / s->quantum * s->quantum;
   s->rest = in - s->head;
   s->head_shape = flat(plan, call, s->head);
@@ -96,8 +91,8 @@ bool shunt_split_check(const struct shunt_plan* plan, const struct shunt_call_sh
   if (!shunt_split_call(plan, call, &s, reason, len)) return false;
   uint64_t real = plan->coll == SHUNT_COLL_ALLGATHER ? call->out_bytes : call->in_bytes; /* §10 */
   if (real < plan->min_message_size || real > plan->max_message_size)
-    REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", real,
-           plan->min_message_size, plan->max_message_size);
+    SHUNT_REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", real,
+                 plan->min_message_size, plan->max_message_size);
   if (s.head && !shunt_lower_check_call(plan, -1, &s.head_shape, reason, len)) return false;
   if (s.rest && !shunt_lower_check_call(plan, -1, &s.tail_shape, reason, len)) return false;
   return true;

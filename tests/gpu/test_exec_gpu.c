@@ -181,7 +181,7 @@ static void expected_slice(struct job* J, const struct shape* s, uint32_t rank, 
 static void check_world(struct job* J, struct shunt_gpu_world* w, const struct shunt_program* p,
                         uint32_t rank, const struct shape* s, const char* when, bool* ok) {
   char err[1024];
-  if (shunt_gpu_world_check(w, p, err, sizeof(err)) != SHUNT_GPU_OK) {
+  if (shunt_gpu_world_check(w, p, err, sizeof(err)) != SHUNT_OK) {
     fail(J, "%s, %" PRIu64 " bytes, %s %s, %s: rank %u: %s", J->plan->name, s->total, verify_dt_names[s->dt],
          verify_op_names[s->op], when, rank, err);
     *ok = false;

@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
   struct job late = {.plan = load(argv[1], "allreduce_2r_simple_outofplace.json"), .late_ms = 1000};
   run(&late, false);
   for (unsigned r = 0; r < 2; r++)
-    if (late.rc[r] != SHUNT_KCPU_OK || late.bad[r]) {
+    if (late.rc[r] != SHUNT_OK || late.bad[r]) {
       printf("FAIL: late peer: rank %u: rc %d, %d wrong elements: %s\n", r, late.rc[r], late.bad[r],
              late.err[r]);
       failed = 1;
@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
   run(&stuck, true);
   const char* want =
       "aborted: rank 1 block 0 thread 0 ops[7] (wait): waits on signal on memory channel #0 to rank 0";
-  if (stuck.rc[1] != SHUNT_KCPU_TIMEOUT || !strstr(stuck.err[1], want)) {
+  if (stuck.rc[1] != SHUNT_E_TIMEOUT || !strstr(stuck.err[1], want)) {
     printf("FAIL: abort: rank 1: rc %d: \"%s\", wanted \"%s\"\n", stuck.rc[1], stuck.err[1], want);
     failed = 1;
   } else {

@@ -171,7 +171,7 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
                                    sizeof(err));
       sh->res[rank].runs++;
       if (rc) {
-        status = rc == SHUNT_EXEC_TIMEOUT ? 2 : 3;
+        status = rc == SHUNT_E_TIMEOUT ? 2 : 3;
         snprintf(msg, MSG_BYTES, "%s", err);
         break;
       }

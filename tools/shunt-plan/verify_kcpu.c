@@ -175,7 +175,7 @@ static void* rank_main(void* arg) {
       struct part_ctx pc = {w, kh, kt, scalar, skew, err, sizeof(err)};
       int rc = shunt_split_run_host(plan, &cs, &sp, rank, user_in, out, tail, run_part, &pc);
       if (rc) {
-        record(J, rc == SHUNT_KCPU_TIMEOUT ? VERIFY_TIMEOUT : VERIFY_ERROR,
+        record(J, rc == SHUNT_E_TIMEOUT ? VERIFY_TIMEOUT : VERIFY_ERROR,
                "%" PRIu64 " bytes, %s %s, iteration %u, %u threads per block: rank %u: %s", s->total,
                verify_dt_names[s->dt], reduce ? verify_op_names[s->op] : "-", it, J->threads, rank, err);
         ok = false;

@@ -14,7 +14,7 @@
 #include "exec/gpu/gpu_reg.h"
 #include "exec/gpu/gpu_run.h"
 #include "exec/gpu/gpu_world.h"
-#include "exec/host/host_run.h"
+#include "util/status.h"
 #include "util/env.h"
 #include "util/log.h"
 
@@ -144,7 +144,7 @@ static void end_current(struct gpu_backend* g, bool collective) {
   if (!w) return;
   /* This rank's launches complete before anything of theirs goes; when that cannot be known,
    * the tail staging stays (the world keeps its own memory likewise). */
-  bool settled = shunt_gpu_world_quiesce(w) == SHUNT_GPU_OK;
+  bool settled = shunt_gpu_world_quiesce(w) == SHUNT_OK;
   drop_uploads(g);
   if (!settled) g->tail = NULL;
   free_tail(g, w);
@@ -162,7 +162,7 @@ static void end_current(struct gpu_backend* g, bool collective) {
  * peer in turn (shunt_gpu_world_release only unmaps their regions here and frees this one's). */
 static void release_retired(struct gpu_backend* g, struct retired* r) {
   /* When this rank's launches on it cannot be known complete, its tail staging stays. */
-  bool settled = shunt_gpu_world_quiesce(r->world) == SHUNT_GPU_OK;
+  bool settled = shunt_gpu_world_quiesce(r->world) == SHUNT_OK;
   char* tail = g->tail;
   uint64_t cap = g->tail_cap;
   g->tail = settled ? r->tail : NULL;
@@ -249,7 +249,7 @@ static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const
   struct shunt_gpu_world* w = atomic_load(&g->world);
   if (w && g->cfg.scratch_bytes >= scratch && g->cfg.input_bytes >= in_need &&
       g->cfg.output_bytes >= out_need && g->tail_cap >= tail_need)
-    return SHUNT_EXEC_OK;
+    return SHUNT_OK;
   struct shunt_gpu_world_config cfg = {shunt_backend_round(scratch), shunt_backend_round(in_need),
                                        shunt_backend_round(out_need), 0, b->device};
   uint64_t tail_cap = tail_need ? shunt_backend_round(tail_need) : 0;
@@ -274,9 +274,9 @@ static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const
   struct shunt_gpu_world* made = NULL;
   char why[512];
   int rc = shunt_gpu_world_create(b->rank, b->nranks, &cfg, &b->ex, &made, why, sizeof(why));
-  if (rc != SHUNT_GPU_OK) {
+  if (rc != SHUNT_OK) {
     if (err && len) snprintf(err, len, "the GPU backend could not set up: %s", why);
-    return rc == SHUNT_GPU_NOMEM ? SHUNT_EXEC_NOMEM : SHUNT_EXEC_INVALID;
+    return rc == SHUNT_E_NOMEM ? SHUNT_E_NOMEM : SHUNT_E_INVALID;
   }
   g->cfg = cfg;
   if (tail_cap) {
@@ -292,7 +292,7 @@ static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const
         snprintf(err, len, "device memory for a %llu-byte tail: %s", (unsigned long long)tail_cap,
                  shunt_cu_error(e));
       shunt_gpu_world_destroy(made);
-      return SHUNT_EXEC_NOMEM;
+      return SHUNT_E_NOMEM;
     }
     g->tail = (char*)(uintptr_t)d;
     g->tail_cap = tail_cap;
@@ -309,14 +309,14 @@ static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const
     g->board = shunt_gpu_agree_new(b->rank, b->nranks, &b->ex, why2, sizeof(why2));
     if (!g->board) SHUNT_INFO(SHUNT_ALLOC, "rank %u: registered buffers will be staged: %s", b->rank, why2);
   }
-  return SHUNT_EXEC_OK;
+  return SHUNT_OK;
 }
 
 /* The upload of the program for `shape`, made on first use. */
 static struct shunt_gpu_prog* upload_for(struct gpu_backend* g, struct shunt_gpu_world* w,
                                          const struct shunt_plan* plan, const struct shunt_call_shape* shape,
                                          int* code, char* err, size_t len) {
-  *code = SHUNT_GPU_INVALID;
+  *code = SHUNT_E_INVALID;
   const struct shunt_program* p =
       shunt_lower_cache_get(g->base.programs, plan, g->base.rank, shape, err, len);
   if (!p) return NULL;
@@ -339,7 +339,7 @@ static struct shunt_gpu_prog* upload_for(struct gpu_backend* g, struct shunt_gpu
       shunt_lower_cache_release(g->base.programs, victim->prog);
       memset(victim, 0, sizeof(*victim));
     }
-    if ((*code = shunt_gpu_prog_create(w, p, 0, &gp, err, len)) != SHUNT_GPU_OK) {
+    if ((*code = shunt_gpu_prog_create(w, p, 0, &gp, err, len)) != SHUNT_OK) {
       shunt_lower_cache_release(g->base.programs, p);
       gp = NULL;
     } else {
@@ -358,9 +358,7 @@ static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const s
   int code = 0;
   struct shunt_gpu_prog* gp = upload_for(g, w, c->plan, shape, &code, err, len);
   if (!gp)
-    return code == SHUNT_GPU_UNFIT   ? SHUNT_EXEC_UNFIT
-           : code == SHUNT_GPU_NOMEM ? SHUNT_EXEC_NOMEM
-                                     : SHUNT_EXEC_INVALID;
+    return code == SHUNT_E_UNFIT ? SHUNT_E_UNFIT : code == SHUNT_E_NOMEM ? SHUNT_E_NOMEM : SHUNT_E_INVALID;
   struct shunt_gpu_run r = {w,    gp,   in,   out, c->scalar, c->timeout_ms * 1000000ull,
                             true, NULL, NULL, 0,   0,         c->scalar_on_device};
   /* The tables hold each rank's own address of this call's buffers: no offset on top. */
@@ -370,7 +368,7 @@ static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const s
   }
   atomic_store(&g->last, gp->host);
   int rc = shunt_gpu_launch(&r, (CUstream)c->stream, err, len);
-  return rc == SHUNT_GPU_OK ? SHUNT_EXEC_OK : rc == SHUNT_GPU_NOMEM ? SHUNT_EXEC_NOMEM : SHUNT_EXEC_INVALID;
+  return rc == SHUNT_OK ? SHUNT_OK : rc == SHUNT_E_NOMEM ? SHUNT_E_NOMEM : SHUNT_E_INVALID;
 }
 
 /* The head on the user's buffers, then the tail padded with zeros in the device staging, all
@@ -382,9 +380,9 @@ static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const stru
   CUstream st = (CUstream)c->stream;
   if (s->head) {
     int rc = launch_part(g, w, c, &s->head_shape, c->in, c->out, z, err, len);
-    if (rc != SHUNT_EXEC_OK || !s->rest) return rc;
+    if (rc != SHUNT_OK || !s->rest) return rc;
   }
-  if (!s->rest) return SHUNT_EXEC_OK;
+  if (!s->rest) return SHUNT_OK;
   const struct shunt_plan* plan = c->plan;
   uint64_t R = c->shape.in_bytes, q = s->quantum;
   bool inplace = (const char*)c->in >= (const char*)c->out &&
@@ -394,25 +392,25 @@ static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const stru
     if (err && len)
       snprintf(err, len, "the tail staging holds %llu bytes, the call needs %llu",
                (unsigned long long)g->tail_cap, (unsigned long long)tail_bytes);
-    return SHUNT_EXEC_INVALID;
+    return SHUNT_E_INVALID;
   }
   char* tin = g->tail + shunt_split_tail_in(plan, s, g->base.rank, inplace);
   CUresult e = cu->MemsetD8Async(DP(g->tail), 0, tail_bytes, st);
   if (e == CUDA_SUCCESS) e = cu->MemcpyAsync(DP(tin), DP((const char*)c->in + s->head), s->rest, st);
   if (e != CUDA_SUCCESS) {
     if (err && len) snprintf(err, len, "staging the tail: %s", shunt_cu_error(e));
-    return SHUNT_EXEC_INVALID;
+    return SHUNT_E_INVALID;
   }
   int rc = launch_part(g, w, c, &s->tail_shape, tin, g->tail, NULL, err, len);
-  if (rc != SHUNT_EXEC_OK) return rc;
+  if (rc != SHUNT_OK) return rc;
   for (uint32_t k = 0; k < shunt_split_slices(plan) && e == CUDA_SUCCESS; k++)
     e = cu->MemcpyAsync(DP((char*)c->out + (uint64_t)k * R + s->head), DP(g->tail + (uint64_t)k * q), s->rest,
                         st);
   if (e != CUDA_SUCCESS) {
     if (err && len) snprintf(err, len, "copying the tail out: %s", shunt_cu_error(e));
-    return SHUNT_EXEC_INVALID;
+    return SHUNT_E_INVALID;
   }
-  return SHUNT_EXEC_OK;
+  return SHUNT_OK;
 }
 
 /* Whether any rank's program of the plan reaches a peer's user buffer (exec/lower.c's
@@ -478,20 +476,20 @@ static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char
   struct shunt_gpu_world* w = atomic_load(&g->world);
   if (!w) {
     if (err && len) snprintf(err, len, "no world");
-    return SHUNT_EXEC_INVALID;
+    return SHUNT_E_INVALID;
   }
   if (shunt_gpu_world_broken(w)) {
     char why[1024];
     shunt_gpu_world_check(w, atomic_load(&g->last), why, sizeof(why));
     if (err && len) snprintf(err, len, "an earlier run on this communicator failed: %s", why);
-    return SHUNT_EXEC_TIMEOUT;
+    return SHUNT_E_TIMEOUT;
   }
   uint32_t ra, rb;
   if (!shunt_gpu_world_fits(w, c->plan->ranks_per_node, &ra, &rb)) {
     if (err && len)
       snprintf(err, len, "plan %s joins ranks %u and %u through memory, but they are on different hosts",
                c->plan->name, ra, rb);
-    return SHUNT_EXEC_INVALID;
+    return SHUNT_E_INVALID;
   }
   /* The world's kernels are loaded in the device's primary context (the runtime's): a stream
    * of another context cannot run them. A default-stream handle names the world context's own. */
@@ -505,27 +503,26 @@ static int run(struct shunt_backend* b, const struct shunt_backend_call* c, char
           "stream %p is not a stream of device %d's primary context (the CUDA runtime's), where shunt's GPU "
           "kernels run: use a stream of that context",
           c->stream, shunt_gpu_world_device(w));
-    return SHUNT_EXEC_INVALID;
+    return SHUNT_E_INVALID;
   }
   /* Registered buffers are reached in place through CUDA IPC, which a rank of another host
    * has not: a world across hosts stages them. */
   struct shunt_gpu_zc z = {NULL, NULL};
   if (c->split.head && !shunt_gpu_world_spans(w) && plan_reaches_user(c->plan) &&
       zero_copy(g, c, &z, err, len) != 0)
-    return SHUNT_EXEC_INVALID;
+    return SHUNT_E_INVALID;
   bool capturing = shunt_gpu_stream_capturing(c->stream);
   if (capturing) g->captured = true;
   struct shunt_cu_guard cg = shunt_cu_enter(shunt_gpu_world_cu(w), shunt_gpu_world_ctx(w), 0);
-  int rc = SHUNT_EXEC_INVALID;
+  int rc = SHUNT_E_INVALID;
   if (shunt_gpu_world_order_begin(w, (CUstream)c->stream, err, len) == 0) {
     rc = run_call(g, w, c, &z, err, len);
     if (capturing) tie_to_graph(g, (CUstream)c->stream);
     /* Recorded even after a failure midway: what was enqueued is ordered before the next. */
     char why[256];
-    if (shunt_gpu_world_order_end(w, (CUstream)c->stream, true, why, sizeof(why)) != 0 &&
-        rc == SHUNT_EXEC_OK) {
+    if (shunt_gpu_world_order_end(w, (CUstream)c->stream, true, why, sizeof(why)) != 0 && rc == SHUNT_OK) {
       if (err && len) snprintf(err, len, "%s", why);
-      rc = SHUNT_EXEC_INVALID;
+      rc = SHUNT_E_INVALID;
     }
   }
   shunt_cu_leave(&cg);
@@ -563,9 +560,8 @@ static int check(struct shunt_backend* b, char* err, size_t len) {
   struct gpu_backend* g = (struct gpu_backend*)b;
   if (err && len) err[0] = 0;
   struct shunt_gpu_world* w = atomic_load(&g->world);
-  if (!w) return SHUNT_EXEC_OK;
-  return shunt_gpu_world_check(w, atomic_load(&g->last), err, len) == SHUNT_GPU_OK ? SHUNT_EXEC_OK
-                                                                                   : SHUNT_EXEC_TIMEOUT;
+  if (!w) return SHUNT_OK;
+  return shunt_gpu_world_check(w, atomic_load(&g->last), err, len) == SHUNT_OK ? SHUNT_OK : SHUNT_E_TIMEOUT;
 }
 
 static void abort_(struct shunt_backend* b) {

@@ -7,12 +7,7 @@
 #include "exec/gpu/gpu_kernels.h"
 #include "exec/gpu/gpu_run.h"
 #include "exec/gpu/gpu_steps.h"
-
-#define FAIL(code, ...)                              \
-  do {                                               \
-    if (err && len) snprintf(err, len, __VA_ARGS__); \
-    return (code);                                   \
-  } while (0)
+#include "util/status.h"
 
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
 
@@ -28,9 +23,9 @@ static int enqueue(struct shunt_gpu_world* w, const struct shunt_cu* cu, const s
                    const struct shunt_program* p, const struct shunt_gpu_run* zc, CUstream stream, char* err,
                    size_t len) {
   CUresult e = CUDA_SUCCESS;
-#define CU(x)                                                                             \
-  do {                                                                                    \
-    if ((e = (x)) != CUDA_SUCCESS) FAIL(SHUNT_GPU_CUDA, "%s: %s", #x, shunt_cu_error(e)); \
+#define CU(x)                                                                                 \
+  do {                                                                                        \
+    if ((e = (x)) != CUDA_SUCCESS) SHUNT_FAIL(SHUNT_E_CUDA, "%s: %s", #x, shunt_cu_error(e)); \
   } while (0)
   if (!gp->uploaded) {
     int cs = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -52,7 +47,7 @@ static int enqueue(struct shunt_gpu_world* w, const struct shunt_cu* cu, const s
                        NULL);
   if (e != CUDA_SUCCESS) {
     shunt_gpu_world_unexpect(w, graph);
-    FAIL(SHUNT_GPU_CUDA, "cuLaunchKernel(exec): %s", shunt_cu_error(e));
+    SHUNT_FAIL(SHUNT_E_CUDA, "cuLaunchKernel(exec): %s", shunt_cu_error(e));
   }
   if (st.post_n) {
     void* a[] = {&st.out, &st.post_n, &st.post_red};
@@ -60,13 +55,13 @@ static int enqueue(struct shunt_gpu_world* w, const struct shunt_cu* cu, const s
   }
   if (st.back_bytes) CU(cu->MemcpyAsync(DP(st.back_dst), DP(st.back_src), st.back_bytes, stream));
 #undef CU
-  return SHUNT_GPU_OK;
+  return SHUNT_OK;
 }
 
 int shunt_gpu_launch(const struct shunt_gpu_run* run, struct CUstream_st* stream, char* err, size_t len) {
   if (err && len) err[0] = 0;
   if (!run || !run->world || !run->prog || !run->prog->host || !run->prog->dev)
-    FAIL(SHUNT_GPU_INVALID, "no world or no program");
+    SHUNT_FAIL(SHUNT_E_INVALID, "no world or no program");
   struct shunt_gpu_world* w = run->world;
   struct shunt_gpu_prog* gp = run->prog;
   const struct shunt_program* p = gp->host;
@@ -75,8 +70,8 @@ int shunt_gpu_launch(const struct shunt_gpu_run* run, struct CUstream_st* stream
   memset(&k, 0, sizeof(k));
   shunt_gpu_world_kargs(w, &k);
   if (run->timeout_ns) k.timeout_ns = run->timeout_ns;
-  if (!shunt_gpu_prog_fits(p, k.rank, k.nranks, &k.lay, err, len)) return SHUNT_GPU_INVALID;
-  if (shunt_gpu_world_broken(w)) FAIL(SHUNT_GPU_INVALID, "an earlier run on this world failed");
+  if (!shunt_gpu_prog_fits(p, k.rank, k.nranks, &k.lay, err, len)) return SHUNT_E_INVALID;
+  if (shunt_gpu_world_broken(w)) SHUNT_FAIL(SHUNT_E_INVALID, "an earlier run on this world failed");
 
   struct shunt_gpu_steps st;
   const char* why =
@@ -84,21 +79,21 @@ int shunt_gpu_launch(const struct shunt_gpu_run* run, struct CUstream_st* stream
                               shunt_gpu_world_stage(w, 0), shunt_gpu_world_stage(w, 1), k.lay.input_bytes,
                               k.lay.output_bytes, run->zc_in != NULL, run->zc_out != NULL, &st);
   if (why)
-    FAIL(SHUNT_GPU_INVALID, "%s (buffers of %llu/%llu bytes, staging %llu/%llu)", why,
-         (unsigned long long)p->in_bytes, (unsigned long long)p->out_bytes,
-         (unsigned long long)k.lay.input_bytes, (unsigned long long)k.lay.output_bytes);
+    SHUNT_FAIL(SHUNT_E_INVALID, "%s (buffers of %llu/%llu bytes, staging %llu/%llu)", why,
+               (unsigned long long)p->in_bytes, (unsigned long long)p->out_bytes,
+               (unsigned long long)k.lay.input_bytes, (unsigned long long)k.lay.output_bytes);
 
   /* The kernels and copies go to the world's context (a legacy-default-stream launch takes the
    * current one); the caller's is put back. */
   struct shunt_cu_guard g = shunt_cu_enter(cu, shunt_gpu_world_ctx(w), 0);
   /* One launch of a world at a time, after the previous one whatever its stream. */
-  int rc = SHUNT_GPU_CUDA;
+  int rc = SHUNT_E_CUDA;
   if (run->ordered) {
     rc = enqueue(w, cu, shunt_gpu_world_fns(w), st, k, gp, p, run, stream, err, len);
   } else if (shunt_gpu_world_order_begin(w, stream, err, len) == 0) {
     rc = enqueue(w, cu, shunt_gpu_world_fns(w), st, k, gp, p, run, stream, err, len);
-    if (shunt_gpu_world_order_end(w, stream, rc == SHUNT_GPU_OK, err, len) != 0 && rc == SHUNT_GPU_OK)
-      rc = SHUNT_GPU_CUDA;
+    if (shunt_gpu_world_order_end(w, stream, rc == SHUNT_OK, err, len) != 0 && rc == SHUNT_OK)
+      rc = SHUNT_E_CUDA;
   }
   shunt_cu_leave(&g);
   return rc;

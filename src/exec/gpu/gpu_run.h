@@ -9,7 +9,7 @@
  *   replayed any number of times without the host, because the LL flag, the scratch half,
  *   channel counts, barriers and the trigger FIFO all live on the device and advance there.
  * - Host checks only (program matches the world, sizes fit, dtype/op computed, world not
- *   broken); a failure enqueues nothing and returns SHUNT_GPU_INVALID with a reason.
+ *   broken); a failure enqueues nothing and returns SHUNT_E_INVALID with a reason.
  * - The run's own failures (a wait that timed out) are reported later by
  *   shunt_gpu_world_check; the kernel never hangs.
  * - User buffers are device memory of the world's device (or memory it can address). The

@@ -13,7 +13,7 @@
 #include "exec/gpu/gpu_kernels.h"
 #include "exec/gpu/gpu_selfcheck_values.h"
 #include "exec/gpu/gpu_world.h"
-#include "exec/host/host_run.h"
+#include "util/status.h"
 #include "plan/planset.h"
 
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
@@ -89,7 +89,7 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
   /* The plan's code at these sizes, whatever size range it is tuned to serve. */
   c.split.head_shape.part = true;
   char err[1024];
-  if (shunt_backend_prepare(b, plan, &c.split, err, sizeof(err)) != SHUNT_EXEC_OK) {
+  if (shunt_backend_prepare(b, plan, &c.split, err, sizeof(err)) != SHUNT_OK) {
     say(what, wlen, "setup: ", err);
     return FAILED;
   }
@@ -109,11 +109,11 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
   c.in = in;
   c.out = B->out;
   int r = shunt_backend_run(b, &c, err, sizeof(err));
-  if (r == SHUNT_EXEC_UNFIT) {
+  if (r == SHUNT_E_UNFIT) {
     say(what, wlen, "", err);
     return UNFIT;
   }
-  if (r != SHUNT_EXEC_OK) {
+  if (r != SHUNT_OK) {
     say(what, wlen, "launch error: ", err);
     return FAILED;
   }
@@ -132,7 +132,7 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
   if (e == CUDA_SUCCESS) e = cu->MemcpyDtoHAsync(B->host, DP(B->first), sizeof(first), B->stream);
   if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(B->stream);
   if (e == CUDA_SUCCESS) memcpy(&first, B->host, sizeof(first));
-  if (shunt_backend_check(b, err, sizeof(err)) != SHUNT_EXEC_OK) {
+  if (shunt_backend_check(b, err, sizeof(err)) != SHUNT_OK) {
     if (shunt_gpu_world_started_late(shunt_gpu_backend_world(b))) {
       snprintf(what, wlen,
                "the device was busy: rank %u's blocks could not all be resident until its peers had given up "

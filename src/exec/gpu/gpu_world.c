@@ -86,15 +86,6 @@ struct shunt_gpu_world {
   bool unsettled;
 };
 
-static void setf(char* err, size_t len, const char* fmt, ...) SHUNT_PRINTF(3, 4);
-static void setf(char* err, size_t len, const char* fmt, ...) {
-  if (!err || !len) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, len, fmt, ap);
-  va_end(ap);
-}
-
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
 
 /* ---- Creation ---------------------------------------------------------------------------------- */
@@ -168,7 +159,7 @@ static int local_setup(struct shunt_gpu_world* w, int dev, char* err, size_t len
   TRY(cu->DevicePrimaryCtxRetain(&w->ctx, dev));
   w->retained = !what;
   if (!what) cu->CtxSetCurrent(w->ctx);
-  if (!what && shunt_gpu_kernels_get(cu, dev, &w->fns, err, len) != 0) return SHUNT_GPU_CUDA;
+  if (!what && shunt_gpu_kernels_get(cu, dev, &w->fns, err, len) != 0) return SHUNT_E_CUDA;
   TRY(cu->StreamCreate(&w->pstream, CU_STREAM_NON_BLOCKING));
   TRY(cu->EventCreate(&w->last, CU_EVENT_DISABLE_TIMING));
   CUdeviceptr region = 0;
@@ -183,9 +174,9 @@ static int local_setup(struct shunt_gpu_world* w, int dev, char* err, size_t len
   TRY(cu->MemHostGetDevicePointer(&fifo_dev, w->fifo, 0));
   w->fifo_dev = (struct shunt_gpu_fifo*)(uintptr_t)fifo_dev;
 #undef TRY
-  if (!what) return SHUNT_GPU_OK;
-  setf(err, len, "rank %u: CUDA setup on device %d: %s: %s", w->rank, dev, what, shunt_cu_error(e));
-  return e == CUDA_ERROR_OUT_OF_MEMORY ? SHUNT_GPU_NOMEM : SHUNT_GPU_CUDA;
+  if (!what) return SHUNT_OK;
+  shunt_setf(err, len, "rank %u: CUDA setup on device %d: %s: %s", w->rank, dev, what, shunt_cu_error(e));
+  return e == CUDA_ERROR_OUT_OF_MEMORY ? SHUNT_E_NOMEM : SHUNT_E_CUDA;
 }
 
 int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gpu_world_config* cfg,
@@ -194,16 +185,16 @@ int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gp
   if (err && len) err[0] = 0;
   *out = NULL;
   if (nranks == 0 || rank >= nranks || nranks > 65535 || !cfg || !bs) {
-    setf(err, len, "rank %u of %u is not valid", rank, nranks);
-    return SHUNT_GPU_INVALID;
+    shunt_setf(err, len, "rank %u of %u is not valid", rank, nranks);
+    return SHUNT_E_INVALID;
   }
   struct shunt_gpu_world* w = calloc(1, sizeof(*w));
   struct card* all = calloc(nranks, sizeof(*all));
   if (!w || !all) {
     free(w);
     free(all);
-    setf(err, len, "out of memory");
-    return SHUNT_GPU_NOMEM;
+    shunt_setf(err, len, "out of memory");
+    return SHUNT_E_NOMEM;
   }
   w->rank = rank;
   w->nranks = nranks;
@@ -222,7 +213,7 @@ int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gp
   free(all);
   if (rc != 0) return rc;
   *out = w;
-  return SHUNT_GPU_OK;
+  return SHUNT_OK;
 }
 
 static int world_create(struct shunt_gpu_world* w, struct card* all, const struct shunt_gpu_world_config* cfg,
@@ -244,19 +235,19 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
 
   /* Local setup; whatever fails, this rank still takes part in both exchanges so that no
    * peer waits for it. */
-  int rc = SHUNT_GPU_OK;
+  int rc = SHUNT_OK;
   struct card* me = &all[rank];
   if (!cu) {
     shunt_cu(err, len);
-    rc = SHUNT_GPU_CUDA;
+    rc = SHUNT_E_CUDA;
   } else if (!w->peer || !w->peer_ipc || !w->remote || !w->node_of) {
-    setf(err, len, "out of memory");
-    rc = SHUNT_GPU_NOMEM;
+    shunt_setf(err, len, "out of memory");
+    rc = SHUNT_E_NOMEM;
   }
   int dev = cfg->device;
   if (rc == 0 && dev < 0 && cu->CtxGetDevice(&dev) != CUDA_SUCCESS) {
-    setf(err, len, "rank %u: no CUDA device given and no current context to take it from", rank);
-    rc = SHUNT_GPU_CUDA;
+    shunt_setf(err, len, "rank %u: no CUDA device given and no current context to take it from", rank);
+    rc = SHUNT_E_CUDA;
   }
   w->device = dev;
   if (rc == 0) rc = local_setup(w, dev, err, len);
@@ -274,7 +265,7 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
         .port_off =
             w->lay.inbound + (uint64_t)shunt_gpu_sem_index(nranks, SHUNT_CHAN_PORT, 0, 0) * sizeof(uint64_t),
         .ordinals = SHUNT_GPU_ORDINALS};
-    if (shunt_gpu_proxy_new(&pc, &w->proxy, err, len) != 0) rc = SHUNT_GPU_CUDA;
+    if (shunt_gpu_proxy_new(&pc, &w->proxy, err, len) != 0) rc = SHUNT_E_CUDA;
   }
   if (rc == 0) {
     me->ok = 1;
@@ -296,26 +287,26 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
                                     .busid = me->cp.busid,
                                     .bs = bs};
   if (rc == 0 && spans && shunt_gpu_net_open(&nc, w->proxy, &w->net, &me->net, err, len) != 0)
-    rc = SHUNT_GPU_INVALID;
+    rc = SHUNT_E_INVALID;
   if (bs->allgather(bs->ctx, all, sizeof(*all)) != 0) {
-    if (rc == 0) setf(err, len, "bootstrap allgather failed");
-    rc = SHUNT_GPU_INVALID;
+    if (rc == 0) shunt_setf(err, len, "bootstrap allgather failed");
+    rc = SHUNT_E_INVALID;
   }
   for (uint32_t r = 0; r < nranks && rc == 0; r++) {
     const struct card* c = &all[r];
     if (!c->ok || c->magic != CARD_MAGIC) {
-      setf(err, len, "rank %u could not create its GPU region", r);
-      rc = SHUNT_GPU_INVALID;
+      shunt_setf(err, len, "rank %u could not create its GPU region", r);
+      rc = SHUNT_E_INVALID;
     } else if (c->nranks != nranks || c->scratch_bytes != cfg->scratch_bytes ||
                c->input_bytes != cfg->input_bytes || c->output_bytes != cfg->output_bytes) {
-      setf(err, len, "rank %u asked for different world sizes than rank %u", r, rank);
-      rc = SHUNT_GPU_INVALID;
+      shunt_setf(err, len, "rank %u asked for different world sizes than rank %u", r, rank);
+      rc = SHUNT_E_INVALID;
     } else if ((w->node_of[r] = c->node), r == rank || c->node != me->node) {
       w->peer[r] = w->region; /* another host's: see `remote` */
       w->remote[r] = r != rank;
     } else if (shunt_cuda_peer_map(cu, rank, &me->cp, r, &c->cp, &w->peer[r], &w->peer_ipc[r], err, len) !=
                0) {
-      rc = SHUNT_GPU_CUDA;
+      rc = SHUNT_E_CUDA;
     }
   }
   /* Connecting is collective: every rank takes part, also one that failed above. */
@@ -323,7 +314,7 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
       shunt_gpu_net_connect(w->net, &nc, w->proxy, w->remote, &all[0].net, sizeof(*all), rc == 0, err, len) !=
           0 &&
       rc == 0)
-    rc = SHUNT_GPU_INVALID;
+    rc = SHUNT_E_INVALID;
   /* Ranks sharing this GPU (gpu_residency.h): their blocks must all be resident together, and
    * kernels of different processes run together only under MPS. */
   w->sharing = 0;
@@ -332,19 +323,19 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
     if (c->cp.hostid != me->cp.hostid || strcmp(c->cp.busid, me->cp.busid) != 0) continue;
     w->sharing++;
     if (c->cp.proc != me->cp.proc && !mps_active(cu, dev)) {
-      setf(err, len,
-           "ranks %u and %u share GPU %s from different processes: without MPS their kernels are "
-           "time-sliced, never concurrent, and would wait for each other forever; run them as threads "
-           "of one process, start MPS, or give each rank its own GPU",
-           rank, r, me->cp.busid);
-      rc = SHUNT_GPU_INVALID;
+      shunt_setf(err, len,
+                 "ranks %u and %u share GPU %s from different processes: without MPS their kernels are "
+                 "time-sliced, never concurrent, and would wait for each other forever; run them as threads "
+                 "of one process, start MPS, or give each rank its own GPU",
+                 rank, r, me->cp.busid);
+      rc = SHUNT_E_INVALID;
     }
   }
   if (rc == 0) {
     uint64_t* table = malloc((size_t)nranks * sizeof(uint64_t));
     if (!table) {
-      setf(err, len, "out of memory");
-      rc = SHUNT_GPU_NOMEM;
+      shunt_setf(err, len, "out of memory");
+      rc = SHUNT_E_NOMEM;
     } else {
       for (uint32_t r = 0; r < nranks; r++) table[r] = (uint64_t)(uintptr_t)w->peer[r];
       CUresult e = cu->MemcpyHtoDAsync(DP(w->region + w->lay.peers), table, (size_t)nranks * sizeof(uint64_t),
@@ -352,17 +343,17 @@ static int world_create(struct shunt_gpu_world* w, struct card* all, const struc
       if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(w->pstream);
       free(table);
       if (e != CUDA_SUCCESS) {
-        setf(err, len, "peer table upload: %s", shunt_cu_error(e));
-        rc = SHUNT_GPU_CUDA;
+        shunt_setf(err, len, "peer table upload: %s", shunt_cu_error(e));
+        rc = SHUNT_E_CUDA;
       }
     }
   }
   if (rc == 0) {
-    if (shunt_gpu_proxy_start(w->proxy, err, len) != 0) rc = SHUNT_GPU_INVALID;
+    if (shunt_gpu_proxy_start(w->proxy, err, len) != 0) rc = SHUNT_E_INVALID;
   }
   /* Every rank learns whether all others succeeded, so either all have a world or none keeps one. */
   if (shunt_world_agree(bs, rank, nranks, rc == 0, (uint8_t*)all, err, len) != 0 && rc == 0)
-    rc = SHUNT_GPU_INVALID;
+    rc = SHUNT_E_INVALID;
   return rc;
 }
 
@@ -381,18 +372,18 @@ void shunt_gpu_world_destroy(struct shunt_gpu_world* w) {
 }
 
 int shunt_gpu_world_quiesce(struct shunt_gpu_world* w) {
-  if (!w || !w->cu || !w->last) return SHUNT_GPU_OK;
+  if (!w || !w->cu || !w->last) return SHUNT_OK;
   /* Relaxed: an event synchronize in the thread's global mode would fail while another thread
    * captures (and invalidate that capture), and the memory freed next would still be in use. */
   struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 1);
   CUresult e = w->cu->EventSynchronize(w->last);
   shunt_cu_leave(&g);
-  if (e == CUDA_SUCCESS) return SHUNT_GPU_OK;
+  if (e == CUDA_SUCCESS) return SHUNT_OK;
   if (!w->unsettled)
     SHUNT_WARN("rank %u: waiting for the last launch on the GPU world failed: %s", w->rank,
                shunt_cu_error(e));
   w->unsettled = true;
-  return SHUNT_GPU_CUDA;
+  return SHUNT_E_CUDA;
 }
 
 void shunt_gpu_world_release(struct shunt_gpu_world* w) {
@@ -450,15 +441,15 @@ struct CUstream_st* shunt_gpu_world_stream(const struct shunt_gpu_world* w) {
 
 int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program* p, char* err, size_t len) {
   if (err && len) err[0] = 0;
-  if (!w) return SHUNT_GPU_INVALID;
+  if (!w) return SHUNT_E_INVALID;
   if (w->proxy && shunt_gpu_proxy_failed(w->proxy)) {
-    setf(err, len, "%s", shunt_gpu_proxy_msg(w->proxy));
-    return SHUNT_GPU_CUDA;
+    shunt_setf(err, len, "%s", shunt_gpu_proxy_msg(w->proxy));
+    return SHUNT_E_CUDA;
   }
   struct shunt_gpu_error e;
-  if (shunt_gpu_error_read(&w->fifo->error, &e) == 0) return SHUNT_GPU_OK;
+  if (shunt_gpu_error_read(&w->fifo->error, &e) == 0) return SHUNT_OK;
   shunt_gpu_error_format(&e, w->rank, p, err, len);
-  return SHUNT_GPU_TIMEOUT;
+  return SHUNT_E_TIMEOUT;
 }
 
 bool shunt_gpu_world_started_late(struct shunt_gpu_world* w) {
@@ -489,7 +480,7 @@ int shunt_gpu_world_order_begin(struct shunt_gpu_world* w, CUstream stream, char
   CUresult e = w->cu->StreamWaitEvent(stream, w->last, 0);
   if (e == CUDA_SUCCESS) return 0;
   pthread_mutex_unlock(&w->launch_mu);
-  setf(err, len, "ordering after the previous launch: %s", shunt_cu_error(e));
+  shunt_setf(err, len, "ordering after the previous launch: %s", shunt_cu_error(e));
   return -1;
 }
 
@@ -499,16 +490,16 @@ int shunt_gpu_world_order_end(struct shunt_gpu_world* w, CUstream stream, bool e
   if (enqueued && !capturing(w->cu, stream)) e = w->cu->EventRecord(w->last, stream);
   pthread_mutex_unlock(&w->launch_mu);
   if (e == CUDA_SUCCESS) return 0;
-  setf(err, len, "recording the launch: %s", shunt_cu_error(e));
+  shunt_setf(err, len, "recording the launch: %s", shunt_cu_error(e));
   return -1;
 }
 
 /* No CUDA call: the word lives in mapped host memory (gpu_proxy.h), so the abort lands whatever
  * another thread holds the context lock for and whatever shares a hardware queue. */
 int shunt_gpu_world_abort(struct shunt_gpu_world* w) {
-  if (!w) return SHUNT_GPU_INVALID;
-  if (!w->proxy) return SHUNT_GPU_INVALID;
-  return shunt_gpu_proxy_abort(w->proxy) == 0 ? SHUNT_GPU_OK : SHUNT_GPU_CUDA;
+  if (!w) return SHUNT_E_INVALID;
+  if (!w->proxy) return SHUNT_E_INVALID;
+  return shunt_gpu_proxy_abort(w->proxy) == 0 ? SHUNT_OK : SHUNT_E_CUDA;
 }
 
 /* ---- Programs ------------------------------------------------------------------------------------ */
@@ -521,8 +512,8 @@ int shunt_gpu_prog_create(struct shunt_gpu_world* w, const struct shunt_program*
   if (err && len) err[0] = 0;
   *out = NULL;
   if (!w) {
-    setf(err, len, "no world");
-    return SHUNT_GPU_INVALID;
+    shunt_setf(err, len, "no world");
+    return SHUNT_E_INVALID;
   }
   /* Relaxed capture mode: another thread capturing a graph in global mode must neither make
    * this allocation fail nor be invalidated by it. */
@@ -544,20 +535,20 @@ static int capacity(void* ctx, uint32_t threads, uint32_t* blocks) {
 static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p, uint32_t max_threads,
                        struct shunt_gpu_prog** out, char* err, size_t len) {
   const struct shunt_cu* cu = w->cu;
-  if (!shunt_gpu_prog_fits(p, w->rank, w->nranks, &w->lay, err, len)) return SHUNT_GPU_INVALID;
+  if (!shunt_gpu_prog_fits(p, w->rank, w->nranks, &w->lay, err, len)) return SHUNT_E_INVALID;
   /* Every block of every rank on this GPU resident at once (gpu_residency.h). */
   struct capacity_ctx cc = {w, shunt_gpu_prog_smem(p)};
   char why[256];
   uint32_t threads = shunt_gpu_pick_threads(p->nblocks, w->sharing, p->nthreads, max_threads, capacity, &cc,
                                             why, sizeof(why));
   if (!threads) {
-    setf(err, len, "device %d: %s", w->device, why);
-    return SHUNT_GPU_UNFIT;
+    shunt_setf(err, len, "device %d: %s", w->device, why);
+    return SHUNT_E_UNFIT;
   }
   struct shunt_gpu_prog* gp = calloc(1, sizeof(*gp));
   if (!gp) {
-    setf(err, len, "out of memory");
-    return SHUNT_GPU_NOMEM;
+    shunt_setf(err, len, "out of memory");
+    return SHUNT_E_NOMEM;
   }
   uint64_t prog_bytes = (p->total_bytes + 15u) / 16u * 16u;
   uint64_t bytes = prog_bytes + (uint64_t)p->nsems * sizeof(long long);
@@ -567,8 +558,8 @@ static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p,
   CUresult e = cu->MemAlloc(&d, bytes);
   if (e != CUDA_SUCCESS) {
     free(gp);
-    setf(err, len, "program allocation: %s", shunt_cu_error(e));
-    return e == CUDA_ERROR_OUT_OF_MEMORY ? SHUNT_GPU_NOMEM : SHUNT_GPU_CUDA;
+    shunt_setf(err, len, "program allocation: %s", shunt_cu_error(e));
+    return e == CUDA_ERROR_OUT_OF_MEMORY ? SHUNT_E_NOMEM : SHUNT_E_CUDA;
   }
   gp->host = p;
   gp->world = w;
@@ -578,7 +569,7 @@ static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p,
   gp->smem = cc.smem;
   gp->port_used = shunt_gpu_uses_port(p);
   *out = gp;
-  return SHUNT_GPU_OK;
+  return SHUNT_OK;
 }
 
 int shunt_gpu_prog_upload(struct shunt_gpu_prog* gp, CUstream stream, bool capturing) {

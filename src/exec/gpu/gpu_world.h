@@ -35,19 +35,11 @@
 
 #include "exec/gpu/gpu_abi.h"
 #include "exec/program.h"
+#include "util/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-enum {
-  SHUNT_GPU_OK = 0,
-  SHUNT_GPU_INVALID = -1, /* bad arguments, a program that does not fit the world, a broken world */
-  SHUNT_GPU_TIMEOUT = -2, /* a run gave up waiting (see shunt_gpu_world_check) */
-  SHUNT_GPU_NOMEM = -3,
-  SHUNT_GPU_CUDA = -4, /* a CUDA call failed */
-  SHUNT_GPU_UNFIT = -5 /* this device cannot hold the program's blocks of every rank at once */
-};
 
 struct shunt_gpu_world_config {
   uint64_t scratch_bytes; /* per rank, both halves of a double scratch included */
@@ -76,14 +68,14 @@ int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gp
  * the caller's to finish), then for every rank, then frees. */
 void shunt_gpu_world_destroy(struct shunt_gpu_world* w);
 /* Waits until this rank's last eager launch has completed (also while another thread captures
- * a graph): SHUNT_GPU_OK, or SHUNT_GPU_CUDA (one WARN) when the wait failed, after which the
+ * a graph): SHUNT_OK, or SHUNT_E_CUDA (one WARN) when the wait failed, after which the
  * world's device memory is never freed, since its kernels may still use it. */
 int shunt_gpu_world_quiesce(struct shunt_gpu_world* w);
 /* Not collective (teardown, where one thread may end the ranks one after another): waits for
  * this rank's last launch to complete, then frees its part. */
 void shunt_gpu_world_release(struct shunt_gpu_world* w);
 
-/* SHUNT_GPU_OK when no run failed; else SHUNT_GPU_TIMEOUT (or SHUNT_GPU_CUDA for a proxy
+/* SHUNT_OK when no run failed; else SHUNT_E_TIMEOUT (or SHUNT_E_CUDA for a proxy
  * failure) with a message naming rank, block, thread, op (index and name when `p` is the
  * program that ran), what it waited on, the value awaited and the value seen. Reads host
  * memory only: safe while kernels run and inside stream capture. */

@@ -19,15 +19,15 @@ struct shunt_backend* shunt_host_backend_alloc(void) {
   return h ? &h->base : NULL;
 }
 
-static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const struct shunt_split* s,
-                   char* err, size_t len) {
+static int host_backend_prepare(struct shunt_backend* b, const struct shunt_plan* plan,
+                                const struct shunt_split* s, char* err, size_t len) {
   struct host_backend* h = (struct host_backend*)b;
   uint64_t scratch, in_need, out_need;
   shunt_split_needs(plan, s, &scratch, &in_need, &out_need);
   struct shunt_world* w = atomic_load(&h->world);
   if (w && w->cfg.scratch_bytes >= scratch && w->cfg.input_bytes >= in_need &&
       w->cfg.output_bytes >= out_need)
-    return SHUNT_EXEC_OK;
+    return SHUNT_OK;
   struct shunt_world_config cfg = {shunt_backend_round(scratch), shunt_backend_round(in_need),
                                    shunt_backend_round(out_need)};
   if (w) {
@@ -44,30 +44,31 @@ static int prepare(struct shunt_backend* b, const struct shunt_plan* plan, const
   atomic_store(&h->world, made);
   if (failed) {
     if (err && len) snprintf(err, len, "the host backend could not map its shared memory: %s", why);
-    return SHUNT_EXEC_NOMEM;
+    return SHUNT_E_NOMEM;
   }
-  return SHUNT_EXEC_OK;
+  return SHUNT_OK;
 }
 
-static int run(struct shunt_backend* b, const struct shunt_backend_call* call, char* err, size_t len) {
+static int host_backend_run(struct shunt_backend* b, const struct shunt_backend_call* call, char* err,
+                            size_t len) {
   struct host_backend* h = (struct host_backend*)b;
   struct shunt_world* w = atomic_load(&h->world);
   if (!w) {
     if (err && len) snprintf(err, len, "no world");
-    return SHUNT_EXEC_INVALID;
+    return SHUNT_E_INVALID;
   }
   struct shunt_host_run_opts opts = {call->timeout_ms, call->scalar};
   return shunt_host_run_call(w, b->programs, call->plan, b->rank, &call->shape, &call->split, call->in,
                              call->out, &opts, &h->tail, err, len);
 }
 
-static int check(struct shunt_backend* b, char* err, size_t len) {
+static int host_backend_check(struct shunt_backend* b, char* err, size_t len) {
   (void)b;
   if (err && len) err[0] = 0;
-  return SHUNT_EXEC_OK; /* a host run reports its failure when it returns */
+  return SHUNT_OK; /* a host run reports its failure when it returns */
 }
 
-static void abort_(struct shunt_backend* b) {
+static void host_backend_abort(struct shunt_backend* b) {
   struct shunt_world* w = atomic_load(&((struct host_backend*)b)->world);
   if (w) {
     atomic_store(&w->aborted, true);
@@ -75,7 +76,7 @@ static void abort_(struct shunt_backend* b) {
   }
 }
 
-static void free_world(struct shunt_backend* b, bool collective) {
+static void host_backend_free_world(struct shunt_backend* b, bool collective) {
   struct host_backend* h = (struct host_backend*)b;
   struct shunt_world* w = atomic_exchange(&h->world, NULL);
   if (w) {
@@ -87,9 +88,14 @@ static void free_world(struct shunt_backend* b, bool collective) {
   shunt_host_tail_free(&h->tail);
 }
 
-static void end(struct shunt_backend* b) {
+static void host_backend_end(struct shunt_backend* b) {
   (void)b;
 }
 
-const struct shunt_backend_ops shunt_host_backend_ops = {"host", prepare,    run, check,
-                                                         abort_, free_world, end};
+const struct shunt_backend_ops shunt_host_backend_ops = {"host",
+                                                         host_backend_prepare,
+                                                         host_backend_run,
+                                                         host_backend_check,
+                                                         host_backend_abort,
+                                                         host_backend_free_world,
+                                                         host_backend_end};

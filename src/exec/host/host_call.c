@@ -18,7 +18,7 @@ static int run_part(void* arg, const struct shunt_call_shape* shape, bool tail, 
   (void)tail;
   struct part_ctx* c = arg;
   const struct shunt_program* prog = shunt_lower_cache_get(c->cache, c->plan, c->rank, shape, c->err, c->len);
-  if (!prog) return SHUNT_EXEC_INVALID;
+  if (!prog) return SHUNT_E_INVALID;
   int r = shunt_host_run(c->w, prog, in, out, c->opts, c->err, c->len);
   shunt_lower_cache_release(c->cache, prog);
   return r;
@@ -33,7 +33,7 @@ int shunt_host_run_call(struct shunt_world* w, struct shunt_lower_cache* cache, 
     if (err && len)
       snprintf(err, len, "plan %s joins ranks %u and %u through memory, but they are on different hosts",
                plan->name, a, b);
-    return SHUNT_EXEC_INVALID;
+    return SHUNT_E_INVALID;
   }
   uint64_t need = s->rest ? shunt_split_tail_bytes(plan, s) : 0;
   if (tail->cap < need) {
@@ -41,7 +41,7 @@ int shunt_host_run_call(struct shunt_world* w, struct shunt_lower_cache* cache, 
     if (!b) {
       if (err && len)
         snprintf(err, len, "out of memory for a %llu-byte tail buffer", (unsigned long long)need);
-      return SHUNT_EXEC_NOMEM;
+      return SHUNT_E_NOMEM;
     }
     tail->buf = b;
     tail->cap = need;

@@ -223,33 +223,27 @@ static void report(const struct shunt_world* w, const struct shunt_program* p, c
   }
 }
 
-#define FAIL(code, ...)                              \
-  do {                                               \
-    if (err && len) snprintf(err, len, __VA_ARGS__); \
-    return (code);                                   \
-  } while (0)
-
 int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const void* user_in, void* user_out,
                    const struct shunt_host_run_opts* opts, char* err, size_t len) {
   if (err && len) err[0] = 0;
-  if (!w || !p || p->magic != SHUNT_PROG_MAGIC) FAIL(SHUNT_EXEC_INVALID, "no world or no program");
+  if (!w || !p || p->magic != SHUNT_PROG_MAGIC) SHUNT_FAIL(SHUNT_E_INVALID, "no world or no program");
   if (p->rank != w->rank || p->nranks != w->nranks)
-    FAIL(SHUNT_EXEC_INVALID, "program for rank %u of %u run on rank %u of %u", p->rank, p->nranks, w->rank,
-         w->nranks);
-  if (atomic_load(&w->failed)) FAIL(SHUNT_EXEC_TIMEOUT, "%s", w->fail_msg);
-  if (atomic_load(&w->broken)) FAIL(SHUNT_EXEC_INVALID, "an earlier run on this world timed out");
+    SHUNT_FAIL(SHUNT_E_INVALID, "program for rank %u of %u run on rank %u of %u", p->rank, p->nranks, w->rank,
+               w->nranks);
+  if (atomic_load(&w->failed)) SHUNT_FAIL(SHUNT_E_TIMEOUT, "%s", w->fail_msg);
+  if (atomic_load(&w->broken)) SHUNT_FAIL(SHUNT_E_INVALID, "an earlier run on this world timed out");
   uint64_t scratch_cap = p->double_scratch ? w->cfg.scratch_bytes / 2 : w->cfg.scratch_bytes;
   if (p->scratch_bytes > scratch_cap)
-    FAIL(SHUNT_EXEC_INVALID, "plan needs %" PRIu64 " bytes of scratch per half, the world has %" PRIu64,
-         p->scratch_bytes, scratch_cap);
+    SHUNT_FAIL(SHUNT_E_INVALID, "plan needs %" PRIu64 " bytes of scratch per half, the world has %" PRIu64,
+               p->scratch_bytes, scratch_cap);
   enum shunt_elem_scaling scaling = SHUNT_SCALE_NONE;
   if (p->coll == SHUNT_COLL_ALLREDUCE || p->coll == SHUNT_COLL_REDUCESCATTER) {
     if (!shunt_elem_supported((enum shunt_dtype)p->dtype, (enum shunt_redop)p->redop))
-      FAIL(SHUNT_EXEC_INVALID, "dtype %u with op %u is not computed by the host executor", p->dtype,
-           p->redop);
+      SHUNT_FAIL(SHUNT_E_INVALID, "dtype %u with op %u is not computed by the host executor", p->dtype,
+                 p->redop);
     scaling = shunt_elem_scaling((enum shunt_dtype)p->dtype, (enum shunt_redop)p->redop);
     if (p->redop == SHUNT_REDOP_PREMULSUM && (!opts || !opts->premul_scalar))
-      FAIL(SHUNT_EXEC_INVALID, "PreMulSum without a scalar");
+      SHUNT_FAIL(SHUNT_E_INVALID, "PreMulSum without a scalar");
   }
   uint32_t es = shunt_dtype_size((enum shunt_dtype)p->dtype);
   char* stage_in = w->peers[w->rank].input;
@@ -258,20 +252,21 @@ int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const v
   const char* why = shunt_bind_decide(p, user_in, user_out, scaling == SHUNT_SCALE_PRE, stage_in,
                                       w->cfg.input_bytes, w->cfg.output_bytes, &bd);
   if (why)
-    FAIL(SHUNT_EXEC_INVALID, "%s (buffers of %" PRIu64 "/%" PRIu64 " bytes, staging %" PRIu64 "/%" PRIu64 ")",
-         why, p->in_bytes, p->out_bytes, w->cfg.input_bytes, w->cfg.output_bytes);
+    SHUNT_FAIL(SHUNT_E_INVALID,
+               "%s (buffers of %" PRIu64 "/%" PRIu64 " bytes, staging %" PRIu64 "/%" PRIu64 ")", why,
+               p->in_bytes, p->out_bytes, w->cfg.input_bytes, w->cfg.output_bytes);
   bool alias = bd.alias, stage_o = bd.stage_out, stage_i = bd.stage_in;
   const void* scalar =
       p->redop == SHUNT_REDOP_PREMULSUM && opts ? opts->premul_scalar : NULL; /* avg: 1/nranks */
 
   struct host_keep* keep = keep_get(w, p->nblocks ? p->nblocks : 1, p->nsems ? p->nsems : 1);
-  if (!keep) FAIL(SHUNT_EXEC_NOMEM, "out of memory");
+  if (!keep) SHUNT_FAIL(SHUNT_E_NOMEM, "out of memory");
   struct shunt_host_shared* sh = &keep->sh;
   struct block_job* jobs = keep->jobs;
   _Atomic int64_t* sems = keep->sems;
   char* tmp = keep->tmp;
   if (shunt_fibers_start(keep->fibers, p->nblocks, block_main, jobs) != 0)
-    FAIL(SHUNT_EXEC_NOMEM, "no memory for the stacks of %u threadblocks", p->nblocks);
+    SHUNT_FAIL(SHUNT_E_NOMEM, "no memory for the stacks of %u threadblocks", p->nblocks);
   *sh = (struct shunt_host_shared){0}; /* the barrier counters at 0, not expired */
 
   /* Bind the buffers. */
@@ -325,7 +320,7 @@ int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const v
   shunt_proxy_bind(w->proxy, in, out);
 
   sh->fibers = keep->fibers;
-  int rc = SHUNT_EXEC_OK;
+  int rc = SHUNT_OK;
   for (uint32_t b = 0; b < p->nblocks; b++) {
     struct block_job* j = &jobs[b];
     *j = (struct block_job){.X = {.prog = p, .block = b, .tid = 0, .nthreads = 1, .sh = sh}};
@@ -334,7 +329,7 @@ int shunt_host_run(struct shunt_world* w, const struct shunt_program* p, const v
   }
   schedule(sh, jobs, p->nblocks);
   for (uint32_t b = 0; b < p->nblocks; b++)
-    if (jobs[b].rc) rc = SHUNT_EXEC_TIMEOUT;
+    if (jobs[b].rc) rc = SHUNT_E_TIMEOUT;
   /* Broken before the drain: a proxy sending to a peer that stopped reading gives up. */
   if (rc) atomic_store(&w->broken, true);
   shunt_proxy_drain(w->proxy);

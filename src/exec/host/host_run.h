@@ -12,7 +12,7 @@
  *   (floating avg, PreMulSum) or dividing the result (integer avg), as NCCL does.
  * - Each run advances the world's epoch; the packet flag and the double-scratch half
  *   follow from it, so equal run counts agree on every rank.
- * - On timeout: SHUNT_EXEC_TIMEOUT, the world is marked broken (later runs refuse), and the
+ * - On timeout: SHUNT_E_TIMEOUT, the world is marked broken (later runs refuse), and the
  *   message names, for every blocked threadblock, rank, block, op index and name, what it
  *   waits on, the value awaited and the value seen. */
 #ifndef SHUNT_EXEC_HOST_RUN_H
@@ -23,14 +23,7 @@
 
 #include "exec/program.h"
 #include "transport/world.h"
-
-enum {
-  SHUNT_EXEC_OK = 0,
-  SHUNT_EXEC_INVALID = -1,
-  SHUNT_EXEC_TIMEOUT = -2,
-  SHUNT_EXEC_NOMEM = -3,
-  SHUNT_EXEC_UNFIT = -4 /* the backend cannot run this plan here at all (GPU: its blocks cannot all be resident) */
-};
+#include "util/status.h"
 
 struct shunt_host_run_opts {
   uint64_t timeout_ms;       /* 0: SHUNT_HOST_TIMEOUT_MS from the environment, else 30000 */

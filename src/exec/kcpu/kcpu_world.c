@@ -44,15 +44,6 @@ struct shunt_kcpu_world {
   atomic_bool stop;
 };
 
-static void setf(char* err, size_t len, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
-static void setf(char* err, size_t len, const char* fmt, ...) {
-  if (!err || !len) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, len, fmt, ap);
-  va_end(ap);
-}
-
 /* ---- Proxy: the CUDA proxy's protocol (gpu_world.c), with host copies ---- */
 
 /* Packets travel through the proxy too: whole 8-byte words, each read and written at once, as
@@ -122,16 +113,16 @@ int shunt_kcpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_k
   if (err && len) err[0] = 0;
   *out = NULL;
   if (nranks == 0 || rank >= nranks || nranks > 65535 || !cfg || !bs) {
-    setf(err, len, "rank %u of %u is not valid", rank, nranks);
-    return SHUNT_KCPU_INVALID;
+    shunt_setf(err, len, "rank %u of %u is not valid", rank, nranks);
+    return SHUNT_E_INVALID;
   }
   struct shunt_kcpu_world* w = calloc(1, sizeof(*w));
   struct card* all = calloc(nranks, sizeof(*all));
   if (!w || !all) {
     free(w);
     free(all);
-    setf(err, len, "out of memory");
-    return SHUNT_KCPU_NOMEM;
+    shunt_setf(err, len, "out of memory");
+    return SHUNT_E_NOMEM;
   }
   w->rank = rank;
   w->nranks = nranks;
@@ -143,12 +134,12 @@ int shunt_kcpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_k
   w->sent = calloc((size_t)nranks * SHUNT_GPU_ORDINALS, sizeof(*w->sent));
   w->region = aligned_alloc(SHUNT_GPU_ALIGN, w->lay.total);
   w->fifo = aligned_alloc(64, (sizeof(struct shunt_gpu_fifo) + 63) / 64 * 64);
-  int rc = SHUNT_KCPU_OK;
+  int rc = SHUNT_OK;
   if (shunt_kcpu_device_create(&w->dev, err, len) != 0) {
-    rc = SHUNT_KCPU_NOMEM;
+    rc = SHUNT_E_NOMEM;
   } else if (!w->peer || !w->sent || !w->region || !w->fifo) {
-    setf(err, len, "out of memory for a region of %" PRIu64 " bytes", w->lay.total);
-    rc = SHUNT_KCPU_NOMEM;
+    shunt_setf(err, len, "out of memory for a region of %" PRIu64 " bytes", w->lay.total);
+    rc = SHUNT_E_NOMEM;
   } else {
     memset(w->region, 0, w->lay.total);
     memset(w->fifo, 0, sizeof(*w->fifo));
@@ -158,18 +149,18 @@ int shunt_kcpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_k
   }
   /* Whatever failed, this rank takes part in both exchanges so that no peer waits for it. */
   if (bs->allgather(bs->ctx, all, sizeof(*all)) != 0 && rc == 0) {
-    setf(err, len, "bootstrap allgather failed");
-    rc = SHUNT_KCPU_INVALID;
+    shunt_setf(err, len, "bootstrap allgather failed");
+    rc = SHUNT_E_INVALID;
   }
   for (uint32_t r = 0; r < nranks && rc == 0; r++) {
     const struct card* c = &all[r];
     if (!c->ok || c->magic != CARD_MAGIC) {
-      setf(err, len, "rank %u could not create its region", r);
-      rc = SHUNT_KCPU_INVALID;
+      shunt_setf(err, len, "rank %u could not create its region", r);
+      rc = SHUNT_E_INVALID;
     } else if (c->nranks != nranks || c->scratch_bytes != cfg->scratch_bytes ||
                c->input_bytes != cfg->input_bytes || c->output_bytes != cfg->output_bytes) {
-      setf(err, len, "rank %u asked for different world sizes than rank %u", r, rank);
-      rc = SHUNT_KCPU_INVALID;
+      shunt_setf(err, len, "rank %u asked for different world sizes than rank %u", r, rank);
+      rc = SHUNT_E_INVALID;
     } else {
       w->peer[r] = (char*)(uintptr_t)c->region;
     }
@@ -178,21 +169,21 @@ int shunt_kcpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_k
     uint64_t* table = (uint64_t*)(w->region + w->lay.peers);
     for (uint32_t r = 0; r < nranks; r++) table[r] = (uint64_t)(uintptr_t)w->peer[r];
     if (pthread_create(&w->thread, NULL, proxy_main, w) != 0) {
-      setf(err, len, "cannot start the proxy thread");
-      rc = SHUNT_KCPU_INVALID;
+      shunt_setf(err, len, "cannot start the proxy thread");
+      rc = SHUNT_E_INVALID;
     } else {
       w->thread_started = true;
     }
   }
   if (shunt_world_agree(bs, rank, nranks, rc == 0, (uint8_t*)all, err, len) != 0 && rc == 0)
-    rc = SHUNT_KCPU_INVALID;
+    rc = SHUNT_E_INVALID;
   free(all);
   if (rc != 0) {
     release(w);
     return rc;
   }
   *out = w;
-  return SHUNT_KCPU_OK;
+  return SHUNT_OK;
 }
 
 void shunt_kcpu_world_destroy(struct shunt_kcpu_world* w) {
@@ -208,11 +199,11 @@ static bool broken(const struct shunt_kcpu_world* w) {
 
 int shunt_kcpu_world_check(struct shunt_kcpu_world* w, const struct shunt_program* p, char* err, size_t len) {
   if (err && len) err[0] = 0;
-  if (!w) return SHUNT_KCPU_INVALID;
+  if (!w) return SHUNT_E_INVALID;
   struct shunt_gpu_error e;
-  if (shunt_gpu_error_read(&w->fifo->error, &e) == 0) return SHUNT_KCPU_OK;
+  if (shunt_gpu_error_read(&w->fifo->error, &e) == 0) return SHUNT_OK;
   shunt_gpu_error_format(&e, w->rank, p, err, len);
-  return SHUNT_KCPU_TIMEOUT;
+  return SHUNT_E_TIMEOUT;
 }
 
 void shunt_kcpu_world_abort(struct shunt_kcpu_world* w) {
@@ -229,10 +220,10 @@ int shunt_kcpu_prog_create(struct shunt_kcpu_world* w, const struct shunt_progra
   if (err && len) err[0] = 0;
   *out = NULL;
   if (!w) {
-    setf(err, len, "no world");
-    return SHUNT_KCPU_INVALID;
+    shunt_setf(err, len, "no world");
+    return SHUNT_E_INVALID;
   }
-  if (!shunt_gpu_prog_fits(p, w->rank, w->nranks, &w->lay, err, len)) return SHUNT_KCPU_INVALID;
+  if (!shunt_gpu_prog_fits(p, w->rank, w->nranks, &w->lay, err, len)) return SHUNT_E_INVALID;
   uint32_t t = p->nthreads ? p->nthreads : SHUNT_GPU_MAX_THREADS;
   if (threads && t > threads) t = threads;
   if (t > SHUNT_GPU_MAX_THREADS) t = SHUNT_GPU_MAX_THREADS;
@@ -241,8 +232,8 @@ int shunt_kcpu_prog_create(struct shunt_kcpu_world* w, const struct shunt_progra
   if (!kp || !sems) {
     free(kp);
     free(sems);
-    setf(err, len, "out of memory");
-    return SHUNT_KCPU_NOMEM;
+    shunt_setf(err, len, "out of memory");
+    return SHUNT_E_NOMEM;
   }
   const int64_t* init = shunt_prog_sem_init(p);
   for (uint32_t i = 0; i < p->nsems; i++) sems[i] = (long long)init[i];
@@ -252,7 +243,7 @@ int shunt_kcpu_prog_create(struct shunt_kcpu_world* w, const struct shunt_progra
   kp->port_used = shunt_gpu_uses_port(p);
   kp->smem = shunt_gpu_prog_smem(p);
   *out = kp;
-  return SHUNT_KCPU_OK;
+  return SHUNT_OK;
 }
 
 void shunt_kcpu_prog_destroy(struct shunt_kcpu_prog* kp) {
@@ -267,27 +258,27 @@ static const struct shunt_kcpu_grid elem_grid = {2, 3, 0, 0};
 int shunt_kcpu_launch(struct shunt_kcpu_world* w, const struct shunt_kcpu_run* run, char* err, size_t len) {
   if (err && len) err[0] = 0;
   if (!w || !run || !run->prog || !run->prog->host) {
-    setf(err, len, "no world or no program");
-    return SHUNT_KCPU_INVALID;
+    shunt_setf(err, len, "no world or no program");
+    return SHUNT_E_INVALID;
   }
   const struct shunt_program* p = run->prog->host;
-  if (!shunt_gpu_prog_fits(p, w->rank, w->nranks, &w->lay, err, len)) return SHUNT_KCPU_INVALID;
+  if (!shunt_gpu_prog_fits(p, w->rank, w->nranks, &w->lay, err, len)) return SHUNT_E_INVALID;
   if (broken(w)) {
-    setf(err, len, "an earlier run on this world failed");
-    return SHUNT_KCPU_INVALID;
+    shunt_setf(err, len, "an earlier run on this world failed");
+    return SHUNT_E_INVALID;
   }
   struct shunt_gpu_steps st;
   const char* why =
       shunt_gpu_steps_plan(p, w->nranks, run->in, run->out, run->premul_scalar, w->region + w->lay.input,
                            w->region + w->lay.output, w->lay.input_bytes, w->lay.output_bytes, &st);
   if (why) {
-    setf(err, len, "%s", why);
-    return SHUNT_KCPU_INVALID;
+    shunt_setf(err, len, "%s", why);
+    return SHUNT_E_INVALID;
   }
   if (st.seed_bytes) memcpy(st.seed_dst, st.seed_src, st.seed_bytes);
   if (st.pre_n && shunt_kcpu_pre(w->dev, st.pre_dst, st.pre_src, st.pre_n, st.pre_red, st.pre_scalar,
                                  &elem_grid, err, len))
-    return SHUNT_KCPU_INVALID;
+    return SHUNT_E_INVALID;
   if (st.copy_in_bytes) memcpy(st.copy_in_dst, st.copy_in_src, st.copy_in_bytes);
   struct shunt_gpu_kargs k;
   memset(&k, 0, sizeof(k));
@@ -299,10 +290,10 @@ int shunt_kcpu_launch(struct shunt_kcpu_world* w, const struct shunt_kcpu_run* r
    * peers that saw this kernel run. */
   __tsan_release(w->region);
 #endif
-  if (shunt_kcpu_exec(w->dev, &k, &g, err, len)) return SHUNT_KCPU_INVALID;
+  if (shunt_kcpu_exec(w->dev, &k, &g, err, len)) return SHUNT_E_INVALID;
   if (broken(w)) return shunt_kcpu_world_check(w, p, err, len);
   if (st.post_n && shunt_kcpu_post(w->dev, st.out, st.post_n, st.post_red, &elem_grid, err, len))
-    return SHUNT_KCPU_INVALID;
+    return SHUNT_E_INVALID;
   if (st.back_bytes) memcpy(st.back_dst, st.back_src, st.back_bytes);
-  return SHUNT_KCPU_OK;
+  return SHUNT_OK;
 }

@@ -25,8 +25,7 @@
 
 #include "exec/program.h"
 #include "transport/world.h"
-
-enum { SHUNT_KCPU_OK = 0, SHUNT_KCPU_INVALID = -1, SHUNT_KCPU_TIMEOUT = -2, SHUNT_KCPU_NOMEM = -3 };
+#include "util/status.h"
 
 struct shunt_kcpu_world_config {
   uint64_t scratch_bytes, input_bytes, output_bytes;
@@ -40,7 +39,7 @@ int shunt_kcpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_k
                             size_t len);
 /* Collective; every launch of the world has returned. */
 void shunt_kcpu_world_destroy(struct shunt_kcpu_world* w);
-/* SHUNT_KCPU_OK, or SHUNT_KCPU_TIMEOUT with the first failure of this rank in words (p, when
+/* SHUNT_OK, or SHUNT_E_TIMEOUT with the first failure of this rank in words (p, when
  * it is the program that ran, names the op). */
 int shunt_kcpu_world_check(struct shunt_kcpu_world* w, const struct shunt_program* p, char* err, size_t len);
 /* Raises the world's abort word, as shunt_gpu_world_abort: every waiting kernel gives up.
