@@ -14,6 +14,8 @@
  *   thread that saw that packet's flag comes after both). Bytes that an op of the reader's
  *   own thread rewrote in between with the same values (an upkt of that very packet) are read
  *   from that thread's own write;
+ * - it is a port put (put, pws, pwsf, ppkt) of bytes an earlier op wrote: the proxy, or
+ *   every thread in 8-byte packets, reads them;
  * - it is a signal or sem_release published after writes of the block's other threads;
  * - it is a data op right after a wait or sem_acquire, which only some threads performed.
  * A block barrier orders all of these, so the lowering adds one (exec/lower.c) rather than
@@ -226,6 +228,11 @@ static void step(struct cctx* c, struct tbstate* s, const struct oppos* at, cons
              shunt_op_name(o->type), w);
     need(c, s, at, why);
   }
+  /* A port op's sources are read by the proxy, or copied in 8-byte packets by every thread:
+   * not by the threads that wrote them, and (but for rppkt, which waits for every flag and
+   * syncs the block first) without looking at packet flags. */
+  bool proxy = o->channel_type == SHUNT_CHAN_PORT && (o->type == SHUNT_OP_PUT || o->type == SHUNT_OP_PWS ||
+                                                      o->type == SHUNT_OP_PWSF || o->type == SHUNT_OP_PPKT);
   /* Reads, then writes: an op reads all its sources before it stores an element, and its
    * own packet reads order its writes. */
   for (int pass = 0; pass < 2; pass++) {
@@ -235,7 +242,7 @@ static void step(struct cctx* c, struct tbstate* s, const struct oppos* at, cons
     for (uint32_t i = 0; i < n; i++) {
       const struct shunt_plan_ref* r = src ? &o->src[i] : &o->dst[i];
       bool pkt = pkt_entry(o, src, i);
-      if (src && pkt) continue; /* packet reads spin on each packet's flag */
+      if (src && pkt && !proxy) continue; /* packet reads spin on each packet's flag */
       int sp = space_of(r);
       if (sp < 0) continue;
       double lo, hi;
@@ -244,11 +251,11 @@ static void step(struct cctx* c, struct tbstate* s, const struct oppos* at, cons
       for (size_t k = s->n; k-- > 0;) {
         const struct wr* x = &s->w[k];
         if (x->space != sp || !overlaps(glo, ghi, x->lo, x->hi)) continue;
-        if (x->pkt == pkt && same(x->lo, glo)) continue; /* the same thread, in program order */
+        if (!(src && proxy) && x->pkt == pkt && same(x->lo, glo)) continue; /* the same thread, in order */
         double olo = glo > x->lo ? glo : x->lo, ohi = ghi < x->hi ? ghi : x->hi;
         /* A write follows its own packet reads; a read only earlier ops' ones (an upkt of that
          * packet, which also rewrote the bytes with the same values in the reader's thread). */
-        if (!pkt && flag_ordered(s, x, sp, olo, ohi, glo, me, !src)) continue;
+        if (!pkt && !(src && proxy) && flag_ordered(s, x, sp, olo, ohi, glo, me, !src)) continue;
         opname(&x->at, w, sizeof(w));
         snprintf(why, sizeof(why),
                  "%s %s chunks that %s wrote in other threads, with no nop or barrier in between",
