@@ -332,6 +332,42 @@ static void test_block_hazards(void) {
               "gpus[1].threadblocks[0].ops[1]", "upkt overwrites chunks that ops[0] wrote in other threads");
 }
 
+/* Two ranks whose block 0 runs `ops` with a port channel to the peer and the peer's scratch
+ * reachable through it (remote buffer 0). */
+static char* port_plan(const char* ops) {
+  char gpu[2][1500];
+  for (int r = 0; r < 2; r++)
+    snprintf(gpu[r], sizeof(gpu[r]),
+             "{\"id\":%d,\"input_chunks\":2,\"output_chunks\":2,\"scratch_chunks\":2,"
+             "\"channels\":[{\"channel_type\":\"port\",\"connected_to\":[%d]}],"
+             "\"remote_buffers\":[{\"rank\":%d,\"type\":\"s\",\"access_channel_types\":[\"port\"]}],"
+             "\"threadblocks\":[{\"id\":0,\"channels\":[{\"channel_type\":\"port\",\"channel_ids\":[0]}],"
+             "\"remote_buffer_refs\":[{\"access_channel_type\":\"port\",\"remote_buffer_ids\":[0]}],\"ops\":["
+             "%s]}]}",
+             r, 1 - r, 1 - r, ops);
+  char* t = malloc(4000);
+  snprintf(t, 4000,
+           "{\"name\":\"port\",\"collective\":\"allreduce\",\"protocol\":\"Simple\",\"inplace\":false,"
+           "\"reuse_resources\":false,\"num_threads_per_block\":256,\"use_double_scratch_buffer\":false,"
+           "\"buffer_alignment\":16,\"min_message_size\":0,\"max_message_size\":1073741824,\"gpus\":[%s,%s]}",
+           gpu[0], gpu[1]);
+  return t;
+}
+
+/* A port put's source is read by the proxy (or copied by all threads in packets), not by the
+ * threads that wrote it: the same entry start does not make it safe. */
+static void test_port_reads(void) {
+  const char* copy = "{\"name\":\"copy\",\"src_buff\":[" E("i", 0) "],\"dst_buff\":[" E("s", 0) "]}";
+  const char* put = "{\"name\":\"put\",\"channel_type\":\"port\",\"channel_ids\":[0],\"src_buff\":[" E(
+      "s", 0) "],\"dst_buff\":[{\"buffer_id\":0,\"index\":1,\"size\":1}]}";
+  char ops[1024];
+  snprintf(ops, sizeof(ops), "%s,%s", copy, put);
+  EXPECT_NOTE(port_plan(ops), "gpus[0].threadblocks[0].ops[1]",
+              "put reads chunks that ops[0] wrote in other threads");
+  snprintf(ops, sizeof(ops), "%s,{\"name\":\"nop\"},%s", copy, put);
+  EXPECT_NO_NOTE(port_plan(ops));
+}
+
 /* A real race across ranks stays an error: rank 0's block 0 reads rank 1's input chunk 0, which
  * rank 1's block 1 writes and publishes on channel 1, after waiting only on channel 0. */
 static void test_cross_rank_race(void) {
@@ -372,6 +408,7 @@ int main(void) {
   test_balance();
   test_races();
   test_block_hazards();
+  test_port_reads();
   test_cross_rank_race();
   CHECK_DONE();
 }
