@@ -559,6 +559,71 @@ def reducescatter_port(n, inplace):
 
 
 # ---------------------------------------------------------------------------------------
+# Broadcast (root 0; shunt renames the ranks for any other root). One plan serves both
+# in-place modes (only the root's buffers say which a call is), so every plan is exact when
+# the root's input is its output: the root copies its input to its output (nothing when they
+# are one buffer) and only ever reads its input or writes what it read; no peer writes it.
+# Other ranks never touch their input.
+# ---------------------------------------------------------------------------------------
+
+BCAST_ROOT = 0
+
+
+def broadcast_name(n, family):
+    return "broadcast_%dr_%s" % (n, family)
+
+
+def broadcast_ll(n):
+    """One packet hop: the root writes its input as packets into every peer's scratch, each
+    peer unpacks them into its output. Only the root sends, so the packet flags alone would let
+    it run calls ahead of a slow peer and overwrite packets not yet read: each peer block first
+    signals the root block that writes to it, which waits for that (the peer has finished its
+    previous call) before it writes."""
+    g = LL_BLOCKS_PER_PEER[n]
+    plan = Plan(broadcast_name(n, "ll"), "broadcast", "LL", False, n, (1, 1, 1))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        if r != BCAST_ROOT:
+            for j in range(g):
+                b = gpu.block()
+                b.sync("signal", "memory", [BCAST_ROOT], j)
+                b.data("upkt", [local("s", 0)], [local("o", 0)], tbg=(j, g))
+            continue
+        for pi, p in enumerate(peers(r, n)):
+            for j in range(g):
+                b = gpu.block()
+                if pi == 0:
+                    b.data("copy", [local("i", 0)], [local("o", 0)], tbg=(j, g))
+                b.sync("wait", "memory", [p], j)
+                b.nop()
+                b.data("ppkt", [local("i", 0)], [b.remote("memory", p, "s", 0)], "memory", [p],
+                       tbg=(j, g))
+    return plan
+
+
+def broadcast_simple(n):
+    """The root puts its input into every peer's output. A signal/wait round before the puts
+    makes sure every peer is inside the call (its output may be written), one after them tells
+    each peer that the data has landed."""
+    t = SIMPLE_BLOCKS[n]
+    plan = Plan(broadcast_name(n, "simple"), "broadcast", "Simple", False, n, (1, 1, 0))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        ps = peers(r, n) if r == BCAST_ROOT else [BCAST_ROOT]
+        for j in range(t):
+            b = gpu.block()
+            b.round(ps, j)
+            b.nop()
+            if r == BCAST_ROOT:
+                b.data("copy", [local("i", 0)], [local("o", 0)], tbg=(j, t))
+                b.data("put", [local("i", 0) for _ in ps], [b.remote("memory", p, "o", 0) for p in ps],
+                       "memory", ps, j, tbg=(j, t))
+                b.nop()
+            b.round(ps, j)
+    return plan
+
+
+# ---------------------------------------------------------------------------------------
 # Multi-node (N nodes x M ranks, rank = node * M + local rank)
 # ---------------------------------------------------------------------------------------
 
@@ -786,6 +851,9 @@ def all_plans():
                 else:
                     # No port plan: the memory Simple plan serves every size above.
                     plans.append(set_range(simple(n, inplace), top, PORT_MAX))
+    for n in RANKS:
+        plans.append(set_range(broadcast_ll(n), 0, LL_MAX))
+        plans.append(set_range(broadcast_simple(n), LL_MAX, PORT_MAX))
     hier = {"allgather": allgather_hier, "allreduce": allreduce_hier, "reducescatter": reducescatter_hier}
     for collective in sorted(hier):
         for nodes, m in MULTI:
@@ -889,12 +957,14 @@ def coverage(folder):
                                            p.get("max_message_size", (1 << 64) - 1), f))
     gaps = 0
     shapes = [(n, n) for n in RANKS] + [(nodes * m, m) for nodes, m in MULTI]
-    for coll in ("allreduce", "allgather", "reducescatter"):
+    for coll in ("allreduce", "allgather", "reducescatter", "broadcast"):
         for n, rpn in shapes:
-            if coll == "reducescatter" and rpn != n:
-                continue  # one host only: no multi-node reducescatter plans yet
+            if coll in ("reducescatter", "broadcast") and rpn != n:
+                continue  # one host only: no multi-node reducescatter or broadcast plans yet
             for inplace in (False, True):
-                rs = sorted(ranges.get((coll, n, inplace, rpn), []) + ranges.get((coll, n, inplace, 0), []))
+                # Broadcast plans serve both modes and are written out of place.
+                key = False if coll == "broadcast" else inplace
+                rs = sorted(ranges.get((coll, n, key, rpn), []) + ranges.get((coll, n, key, 0), []))
                 covered = 0  # every size in [1, covered] is served
                 for lo, hi, f in rs:
                     if lo > covered + 1:
@@ -929,7 +999,7 @@ def main():
     ap.add_argument("--coverage", metavar="DIR",
                     help="check that the plans in DIR leave no size from one byte to 1 GiB unserved for "
                          "allreduce and allgather, in and out of place, at 2, 4 and 8 ranks on one node and on the "
-                         "multi-node shapes, and for reducescatter on one node; exit 1 on a gap")
+                         "multi-node shapes, and for reducescatter and broadcast on one node; exit 1 on a gap")
     args = ap.parse_args()
     if args.summary:
         return summary()

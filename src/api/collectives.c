@@ -1,6 +1,6 @@
-/* ncclAllReduce, ncclAllGather and ncclReduceScatter (and their *Config forms): check arguments as NCCL does,
- * pick a plan, run it, or send the call to NCCL; one chain for every collective, driven by a row per
- * collective (struct coll_kind). */
+/* ncclAllReduce, ncclAllGather, ncclReduceScatter and ncclBroadcast/ncclBcast (and their *Config
+ * forms): check arguments as NCCL does, pick a plan, run it, or send the call to NCCL; one chain for
+ * every collective, driven by a row per collective (struct coll_kind). */
 #include <inttypes.h>
 #include <nccl.h>
 #include <pthread.h>
@@ -25,7 +25,7 @@
 #include "fallback/real_nccl.h"
 #include "util/log.h"
 
-enum { FORCE_ALLREDUCE = 1, FORCE_ALLGATHER = 2, FORCE_REDUCESCATTER = 4 };
+enum { FORCE_ALLREDUCE = 1, FORCE_ALLGATHER = 2, FORCE_REDUCESCATTER = 4, FORCE_BROADCAST = 16 };
 
 /* SHUNT_FORCE_FALLBACK, read once. */
 static pthread_once_t force_once = PTHREAD_ONCE_INIT;
@@ -39,19 +39,19 @@ static void read_force(void) {
   char* save = NULL;
   for (char* t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     if (!strcmp(t, "all") || !strcmp(t, "1"))
-      force_mask |= FORCE_ALLREDUCE | FORCE_ALLGATHER | FORCE_REDUCESCATTER;
+      force_mask |= FORCE_ALLREDUCE | FORCE_ALLGATHER | FORCE_REDUCESCATTER | FORCE_BROADCAST;
     else if (!strcmp(t, "allreduce"))
       force_mask |= FORCE_ALLREDUCE;
     else if (!strcmp(t, "allgather"))
       force_mask |= FORCE_ALLGATHER;
     else if (!strcmp(t, "reducescatter"))
       force_mask |= FORCE_REDUCESCATTER;
+    else if (!strcmp(t, "broadcast"))
+      force_mask |= FORCE_BROADCAST;
     else {
       SHUNT_WARN(
-          "SHUNT_FORCE_FALLBACK=%s is not valid (accepted: all, allreduce, allgather, reducescatter, a comma "
-          "list, "
-          "or 0); "
-          "using 0",
+          "SHUNT_FORCE_FALLBACK=%s is not valid (accepted: all, allreduce, allgather, reducescatter, "
+          "broadcast, a comma list, or 0); using 0",
           v);
       force_mask = 0;
       return;
@@ -219,6 +219,7 @@ struct coll_args {
   cudaStream_t stream;
   int with_config; /* the *Config form: config may be NULL, as NCCL allows */
   const ncclCollConfig_t* config;
+  int root; /* broadcast */
 };
 
 /* What tells one collective from another on the way to a plan; everything else is one chain
@@ -272,6 +273,24 @@ static ncclResult_t fwd_reducescatter(const struct shunt_real_nccl* real, const 
   return real_said(real->ncclReduceScatter(a->send, a->recv, a->count, a->dtype, a->op, comm, a->stream));
 }
 
+static ncclResult_t fwd_broadcast(const struct shunt_real_nccl* real, const struct coll_args* a,
+                                  ncclComm_t comm) {
+  if (a->with_config) {
+    if (!real || !real->ncclBroadcastConfig) return shunt_unavailable("ncclBroadcastConfig", real);
+    return real_said(
+        real->ncclBroadcastConfig(a->send, a->recv, a->count, a->dtype, a->root, comm, a->stream, a->config));
+  }
+  if (!real || !real->ncclBroadcast) return shunt_unavailable("ncclBroadcast", real);
+  return real_said(real->ncclBroadcast(a->send, a->recv, a->count, a->dtype, a->root, comm, a->stream));
+}
+
+/* ncclBcast goes to NCCL's own ncclBcast (send == recv there). */
+static ncclResult_t fwd_bcast(const struct shunt_real_nccl* real, const struct coll_args* a,
+                              ncclComm_t comm) {
+  if (!real || !real->ncclBcast) return shunt_unavailable("ncclBcast", real);
+  return real_said(real->ncclBcast(a->recv, a->count, a->dtype, a->root, comm, a->stream));
+}
+
 static const struct coll_kind ALLREDUCE = {
     SHUNT_COLL_ALLREDUCE, "AllReduce", "AllReduceConfig", FORCE_ALLREDUCE, true, 1, 1, fwd_allreduce};
 static const struct coll_kind ALLGATHER = {
@@ -279,6 +298,19 @@ static const struct coll_kind ALLGATHER = {
 static const struct coll_kind REDUCESCATTER = {
     SHUNT_COLL_REDUCESCATTER, "ReduceScatter", "ReduceScatterConfig", FORCE_REDUCESCATTER, true, 0, 1,
     fwd_reducescatter};
+static const struct coll_kind BROADCAST = {
+    SHUNT_COLL_BROADCAST, "Broadcast", "BroadcastConfig", FORCE_BROADCAST, false, 1, 1, fwd_broadcast};
+static const struct coll_kind BCAST = {
+    SHUNT_COLL_BROADCAST, "Bcast", "BroadcastConfig", FORCE_BROADCAST, false, 1, 1, fwd_bcast};
+
+/* Broadcast's root, as NCCL checks it. */
+static ncclResult_t check_root(const char* fn, int root, int nranks) {
+  if (root < 0 || root >= nranks) {
+    SHUNT_WARN("%s: invalid root %d (root should be in the 0..%d range)", fn, root, nranks - 1);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
 
 /* One collective call: NCCL's argument checks, then a plan when one serves it (queued in the
  * group), else the real NCCL with the reason logged, or an error naming the reason when the
@@ -292,15 +324,23 @@ static ncclResult_t route(const struct coll_kind* k, const struct coll_args* a) 
   struct shunt_coll_opts opts;
   uint64_t nranks = (uint64_t)c->nranks;
   uint64_t in_units = k->in_units ? k->in_units : nranks, out_units = k->out_units ? k->out_units : nranks;
+  bool bcast = k->coll == SHUNT_COLL_BROADCAST;
   rc = shunt_handles_ready(fn, c);
-  if (rc == ncclSuccess) rc = check_args(fn, a->send, a->recv, a->count, a->dtype);
+  if (rc == ncclSuccess && bcast) rc = check_root(fn, a->root, c->nranks);
+  /* Broadcast reads sendbuff on the root only; elsewhere it may be anything, NULL included, and
+   * the input is bound to the receive buffer (the call is in place there). */
+  const void* send_used = bcast && a->root != c->rank ? a->recv : a->send;
+  static const char not_read; /* stands for a sendbuff that is not checked */
+  if (rc == ncclSuccess)
+    rc = check_args(fn, bcast && a->root != c->rank ? &not_read : a->send, a->recv, a->count, a->dtype);
   if (rc == ncclSuccess) rc = shunt_coll_opts_read(fn, a->config, &opts);
   struct shunt_call call = {.coll = k->coll,
-                            .send = a->send,
+                            .send = send_used,
                             .recv = a->recv,
                             .dtype = (enum shunt_dtype)a->dtype,
                             .op = SHUNT_REDOP_SUM,
-                            .stream = a->stream};
+                            .stream = a->stream,
+                            .root = bcast ? (uint32_t)a->root : 0};
   if (rc == ncclSuccess && k->reduces) rc = resolve_op(fn, c, a->op, a->dtype, &call);
   if (rc == ncclSuccess) rc = check_size(fn, a->count, a->dtype, in_units > out_units ? in_units : out_units);
   if (rc != ncclSuccess) return rc;
@@ -308,12 +348,15 @@ static ncclResult_t route(const struct coll_kind* k, const struct coll_args* a) 
   call.in_bytes = unit * in_units;
   call.out_bytes = unit * out_units;
   uint64_t bytes = call.in_bytes > call.out_bytes ? call.in_bytes : call.out_bytes;
-  bool inplace = shunt_select_inplace(k->coll, a->send, a->recv, (uint32_t)c->rank, unit);
-  const char* send = a->send;
+  bool inplace = shunt_select_inplace(k->coll, send_used, a->recv, (uint32_t)c->rank, unit);
+  const char* send = send_used;
   const char* recv = a->recv;
   char what[64];
-  snprintf(what, sizeof(what), "%s%s%s", dtype_name(a->dtype), k->reduces ? " " : "",
-           k->reduces ? op_name(a->op) : "");
+  if (bcast)
+    snprintf(what, sizeof(what), "%s root %d", dtype_name(a->dtype), a->root);
+  else
+    snprintf(what, sizeof(what), "%s%s%s", dtype_name(a->dtype), k->reduces ? " " : "",
+             k->reduces ? op_name(a->op) : "");
   const char* why = NULL;
   if (a->count == 0)
     why = "empty";
@@ -325,7 +368,9 @@ static ncclResult_t route(const struct coll_kind* k, const struct coll_args* a) 
     why = "plans disabled for this communicator";
   else if ((why = shunt_gpu_gate_call(c, &call, call.in_bytes, call.out_bytes)) != NULL) {
     /* asked once per call: the answer is the reason */
-  } else if (!inplace && send < recv + call.out_bytes && recv < send + call.in_bytes)
+  } else if (!inplace && !bcast && send < recv + call.out_bytes && recv < send + call.in_bytes)
+    /* (A broadcast root's overlap is the root's alone; the other ranks cannot see it: it runs
+     * on the plan, its input moved into its output first, api/launch.c.) */
     why = "send and receive buffers partly overlap";
   else {
     struct shunt_select_query q = {.coll = k->coll,
@@ -335,6 +380,7 @@ static ncclResult_t route(const struct coll_kind* k, const struct coll_args* a) 
                                    .dtype = call.dtype,
                                    .op = call.op,
                                    .bytes = bytes,
+                                   .root = call.root,
                                    .only = opts.only_plan};
     struct shunt_selection sel = shunt_planset_select(c->plans, &q);
     if (sel.entry && (sel.why_not = shunt_gpu_gate_plan(c, &call, sel.entry->plan)) != NULL) sel.entry = NULL;
@@ -356,7 +402,7 @@ forward:
 SHUNT_EXPORT ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                          cudaStream_t stream) {
-  struct coll_args a = {sendbuff, recvbuff, count, datatype, op, comm, stream, 0, NULL};
+  struct coll_args a = {sendbuff, recvbuff, count, datatype, op, comm, stream, 0, NULL, 0};
   return route(&ALLREDUCE, &a);
 }
 SHUNT_ALIAS(ncclAllReduce, ncclResult_t,
@@ -366,7 +412,7 @@ SHUNT_ALIAS(ncclAllReduce, ncclResult_t,
 SHUNT_EXPORT ncclResult_t pncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count,
                                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                                cudaStream_t stream, const ncclCollConfig_t* config) {
-  struct coll_args a = {sendbuff, recvbuff, count, datatype, op, comm, stream, 1, config};
+  struct coll_args a = {sendbuff, recvbuff, count, datatype, op, comm, stream, 1, config, 0};
   return route(&ALLREDUCE, &a);
 }
 SHUNT_ALIAS(ncclAllReduceConfig, ncclResult_t,
@@ -375,7 +421,7 @@ SHUNT_ALIAS(ncclAllReduceConfig, ncclResult_t,
 
 SHUNT_EXPORT ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  struct coll_args a = {sendbuff, recvbuff, sendcount, datatype, ncclSum, comm, stream, 0, NULL};
+  struct coll_args a = {sendbuff, recvbuff, sendcount, datatype, ncclSum, comm, stream, 0, NULL, 0};
   return route(&ALLGATHER, &a);
 }
 SHUNT_ALIAS(ncclAllGather, ncclResult_t,
@@ -385,7 +431,7 @@ SHUNT_ALIAS(ncclAllGather, ncclResult_t,
 SHUNT_EXPORT ncclResult_t pncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount,
                                                ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
                                                const ncclCollConfig_t* config) {
-  struct coll_args a = {sendbuff, recvbuff, sendcount, datatype, ncclSum, comm, stream, 1, config};
+  struct coll_args a = {sendbuff, recvbuff, sendcount, datatype, ncclSum, comm, stream, 1, config, 0};
   return route(&ALLGATHER, &a);
 }
 SHUNT_ALIAS(ncclAllGatherConfig, ncclResult_t,
@@ -395,7 +441,7 @@ SHUNT_ALIAS(ncclAllGatherConfig, ncclResult_t,
 SHUNT_EXPORT ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                              ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                              cudaStream_t stream) {
-  struct coll_args a = {sendbuff, recvbuff, recvcount, datatype, op, comm, stream, 0, NULL};
+  struct coll_args a = {sendbuff, recvbuff, recvcount, datatype, op, comm, stream, 0, NULL, 0};
   return route(&REDUCESCATTER, &a);
 }
 SHUNT_ALIAS(ncclReduceScatter, ncclResult_t,
@@ -405,9 +451,38 @@ SHUNT_ALIAS(ncclReduceScatter, ncclResult_t,
 SHUNT_EXPORT ncclResult_t pncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount,
                                                    ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                                    cudaStream_t stream, const ncclCollConfig_t* config) {
-  struct coll_args a = {sendbuff, recvbuff, recvcount, datatype, op, comm, stream, 1, config};
+  struct coll_args a = {sendbuff, recvbuff, recvcount, datatype, op, comm, stream, 1, config, 0};
   return route(&REDUCESCATTER, &a);
 }
 SHUNT_ALIAS(ncclReduceScatterConfig, ncclResult_t,
             (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
+             ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
+
+SHUNT_EXPORT ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                         ncclDataType_t datatype, int root, ncclComm_t comm,
+                                         cudaStream_t stream) {
+  struct coll_args a = {sendbuff, recvbuff, count, datatype, ncclSum, comm, stream, 0, NULL, root};
+  return route(&BROADCAST, &a);
+}
+SHUNT_ALIAS(ncclBroadcast, ncclResult_t,
+            (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+             ncclComm_t comm, cudaStream_t stream))
+
+SHUNT_EXPORT ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
+                                     ncclComm_t comm, cudaStream_t stream) {
+  struct coll_args a = {buff, buff, count, datatype, ncclSum, comm, stream, 0, NULL, root};
+  return route(&BCAST, &a);
+}
+SHUNT_ALIAS(ncclBcast, ncclResult_t,
+            (void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+             cudaStream_t stream))
+
+SHUNT_EXPORT ncclResult_t pncclBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                               ncclDataType_t datatype, int root, ncclComm_t comm,
+                                               cudaStream_t stream, const ncclCollConfig_t* config) {
+  struct coll_args a = {sendbuff, recvbuff, count, datatype, ncclSum, comm, stream, 1, config, root};
+  return route(&BROADCAST, &a);
+}
+SHUNT_ALIAS(ncclBroadcastConfig, ncclResult_t,
+            (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
              ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))

@@ -1,6 +1,7 @@
 #include "api/launch.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "comm/bootstrap.h"
 #include "exec/backend.h"
@@ -59,6 +60,14 @@ ncclResult_t shunt_launch(struct shunt_comm* c, const struct shunt_call* call) {
       .stream = (void*)call->stream,
       .scalar = call->scalar_ptr ? call->scalar_ptr : call->scalar,
       .scalar_on_device = call->scalar_ptr != NULL};
+  const char *in = call->send, *out = call->recv;
+  if (call->coll == SHUNT_COLL_BROADCAST && !call->on_gpu && in != out && in < out + call->out_bytes &&
+      out < in + call->in_bytes) {
+    /* A root whose buffers partly overlap: its output is its input, moved there first, and the
+     * call runs in place (its peers, who cannot see this, have chosen the same plan). */
+    memmove(call->recv, call->send, call->in_bytes);
+    bc.in = call->recv;
+  }
   char msg[4096];
   if (!shunt_split_call(plan, &bc.shape, &bc.split, msg, sizeof(msg))) {
     SHUNT_WARN("plan %s cannot serve this call: %s", plan->name, msg);

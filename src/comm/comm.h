@@ -105,6 +105,7 @@ struct shunt_call {
   unsigned char scalar[8]; /* PREMULSUM: the scalar in dtype, captured at enqueue time */
   const void* scalar_ptr;  /* PREMULSUM with a device-resident scalar: read when the plan runs */
   cudaStream_t stream;
+  uint32_t root; /* broadcast: the root rank; its plan (entry) is the one renamed for it */
 };
 
 #endif

@@ -90,8 +90,9 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
     SHUNT_REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", sz,
                  plan->min_message_size, plan->max_message_size);
   if (sz == 0) SHUNT_REFUSE("empty message");
-  if (plan->coll == SHUNT_COLL_ALLREDUCE && in != out)
-    SHUNT_REFUSE("allreduce needs equal input and output sizes (%" PRIu64 " vs %" PRIu64 ")", in, out);
+  if ((plan->coll == SHUNT_COLL_ALLREDUCE || plan->coll == SHUNT_COLL_BROADCAST) && in != out)
+    SHUNT_REFUSE("%s needs equal input and output sizes (%" PRIu64 " vs %" PRIu64 ")", plan->collective, in,
+                 out);
   if (plan->coll == SHUNT_COLL_ALLGATHER && out != in * plan->ngpus)
     SHUNT_REFUSE("allgather needs output = %u x input (%" PRIu64 " vs %" PRIu64 ")", plan->ngpus, out, in);
   if (plan->coll == SHUNT_COLL_REDUCESCATTER && in != out * plan->ngpus)
@@ -103,7 +104,9 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
   uint32_t es = shunt_dtype_size(s->dtype);
   if (!es || shunt_lower_chunk_bytes(plan, in, out) % es)
     SHUNT_REFUSE("chunks are not whole %s elements", es ? "dtype" : "known");
-  if (plan->coll != SHUNT_COLL_ALLGATHER && !op_supported(plan, s->op, reason, len)) return false;
+  if (plan->coll != SHUNT_COLL_ALLGATHER && plan->coll != SHUNT_COLL_BROADCAST &&
+      !op_supported(plan, s->op, reason, len))
+    return false;
   return true;
 }
 

@@ -75,9 +75,9 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
     (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, \
      ncclComm_t comm, cudaStream_t stream),                                                                \
     (sendbuff, recvbuff, count, datatype, op, root, comm, stream))                                         \
-  R(FC, ncclBcast, (void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream), \
+  R(O, ncclBcast, (void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream), \
     (buff, count, datatype, root, comm, stream))                                                           \
-  R(FC, ncclBroadcast,                                                                                         \
+  R(O, ncclBroadcast,                                                                                         \
     (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
      cudaStream_t stream),                                                                                 \
     (sendbuff, recvbuff, count, datatype, root, comm, stream))                                             \
@@ -139,7 +139,7 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
     (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, \
      cudaStream_t stream, const ncclCollConfig_t* config),                                                 \
     (sendbuff, recvbuff, count, datatype, op, comm, stream, config))                                       \
-  R(FC, ncclBroadcastConfig,                                                                                   \
+  R(O, ncclBroadcastConfig,                                                                                   \
     (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
      cudaStream_t stream, const ncclCollConfig_t* config),                                                 \
     (sendbuff, recvbuff, count, datatype, root, comm, stream, config))                                     \

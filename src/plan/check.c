@@ -72,6 +72,11 @@ static void check_top(struct cctx* c, const struct shunt_check_opts* opts) {
          "buffer_alignment %u is not a positive multiple of 16 (the executor's vector unit)",
          p->buffer_alignment);
   if (p->ngpus == 0) cerr(c, "gpus", "no GPUs");
+  /* "root" (shunt's extension) names a rank of a broadcast plan; nothing else has a root. */
+  if (p->coll == SHUNT_COLL_BROADCAST && p->ngpus && p->root >= p->ngpus)
+    cerr(c, "root", "root %u is not a rank of this %u-rank plan", p->root, p->ngpus);
+  if (p->coll != SHUNT_COLL_BROADCAST && p->root)
+    cerr(c, "root", "root %u on a %s plan: only broadcast plans have a root", p->root, p->collective);
   (void)opts;
 }
 
@@ -102,6 +107,7 @@ static void check_chunks(struct cctx* c) {
   switch (p->coll) {
     case SHUNT_COLL_ALLREDUCE:
     case SHUNT_COLL_ALLTOALL:
+    case SHUNT_COLL_BROADCAST:
       if (in != out) want = "input_chunks == output_chunks";
       break;
     case SHUNT_COLL_ALLGATHER:

@@ -363,6 +363,7 @@ static bool parse_top(struct jctx* c, const cJSON* root, struct shunt_plan* p) {
                                       "buffer_alignment",
                                       "min_message_size",
                                       "max_message_size",
+                                      "root",
                                       NULL};
   if (!cJSON_IsObject(root)) {
     jfail(c, NULL, "the top level is not a JSON object");
@@ -395,7 +396,8 @@ static bool parse_top(struct jctx* c, const cJSON* root, struct shunt_plan* p) {
       !jkey_bool(c, root, "use_double_scratch_buffer", false, false, &p->use_double_scratch_buffer) ||
       !jkey_u32(c, root, "buffer_alignment", false, 16, &p->buffer_alignment) ||
       !jkey_u64(c, root, "min_message_size", false, 0, &p->min_message_size) ||
-      !jkey_u64(c, root, "max_message_size", false, UINT64_MAX, &p->max_message_size))
+      !jkey_u64(c, root, "max_message_size", false, UINT64_MAX, &p->max_message_size) ||
+      !jkey_u32(c, root, "root", false, 0, &p->root))
     return false;
   p->coll = coll_of(p->collective);
   p->ll = strcmp(p->protocol, "LL") == 0;

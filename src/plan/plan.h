@@ -210,6 +210,10 @@ struct shunt_plan {
                                       consecutive rank groups its memory and switch channels
                                       join, which must each share a host; 0: any placement */
   enum shunt_plan_redop reduce_op; /* the one non-sum reduce_op its ops name, else SUM or NONE */
+  /* Broadcast: the rank whose input every rank receives. shunt's extension to the format: the
+   * optional top-level "root" key (MSCCL++ has no broadcast plans), default 0. A plan serves
+   * any root by renaming its ranks (plan/rotate.h). */
+  uint32_t root;
   uint32_t ngpus;
   struct shunt_plan_gpu* gpus;
   uint64_t content_hash; /* FNV-1a 64 of the file's bytes */

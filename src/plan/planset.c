@@ -12,6 +12,7 @@
 #include "plan/parse.h"
 #include "plan/peek.h"
 #include "plan/planset_internal.h"
+#include "plan/rotate.h"
 #include "plan/tuning.h"
 #include "util/env.h"
 #include "util/log.h"
@@ -229,6 +230,39 @@ static void apply_tuning(struct shunt_planset* ps, const char* path, struct shun
   shunt_tuning_free(&t);
 }
 
+/* Every broadcast plan, renamed for each root its placement allows (plan/rotate.h). Made once
+ * the ranges are final (tuning applied): the copies carry them. */
+static void make_roots(struct shunt_planset* ps, const char* dir, struct shunt_plan_errors* errs) {
+  for (uint32_t i = 0; i < ps->n; i++) {
+    struct shunt_plan_entry* e = &ps->entries[i];
+    if (e->status != SHUNT_PLAN_OK || e->plan->coll != SHUNT_COLL_BROADCAST || !e->plan->ngpus) continue;
+    uint32_t n = e->plan->ngpus;
+    struct shunt_plan_entry* v = calloc(n, sizeof(*v));
+    if (!v) {
+      shunt_plan_error_add(errs, dir, "", "out of memory renaming the ranks of %s", e->file);
+      continue;
+    }
+    for (uint32_t r = 0; r < n; r++) {
+      v[r] = *e;
+      v[r].roots = NULL;
+      uint32_t shift = shunt_plan_root_shift(e->plan, r);
+      if (!shift) continue; /* the plan itself */
+      v[r].plan = shunt_plan_rotatable(e->plan, shift) ? shunt_plan_rotate(e->plan, shift) : NULL;
+      if (shunt_plan_rotatable(e->plan, shift) && !v[r].plan)
+        shunt_plan_error_add(errs, dir, "", "out of memory renaming the ranks of %s", e->file);
+    }
+    e->roots = v;
+  }
+}
+
+static void free_roots(struct shunt_plan_entry* e) {
+  if (!e->roots) return;
+  for (uint32_t r = 0; r < e->plan->ngpus; r++)
+    if (e->roots[r].plan != e->plan) shunt_plan_free(e->roots[r].plan);
+  free((void*)e->roots);
+  e->roots = NULL;
+}
+
 static void compute_hash(struct shunt_planset* ps) {
   uint64_t h = SHUNT_FNV64_INIT;
   hash_u64(&h, ps->n);
@@ -291,6 +325,7 @@ int shunt_planset_load(const char* dir, const struct shunt_planset_opts* opts, s
   reject_duplicates(ps, errs);
   if (opts && opts->tuning_path) apply_tuning(ps, opts->tuning_path, errs);
   for (uint32_t i = 0; i < ps->n; i++) ps->usable += ps->entries[i].status == SHUNT_PLAN_OK;
+  make_roots(ps, dir ? dir : "", errs);
   compute_hash(ps);
   if (!planset_index(ps)) shunt_plan_error_add(errs, dir, "", "out of memory indexing plans");
   *out = ps;
@@ -299,7 +334,10 @@ int shunt_planset_load(const char* dir, const struct shunt_planset_opts* opts, s
 
 void shunt_planset_free(struct shunt_planset* ps) {
   if (!ps) return;
-  for (uint32_t i = 0; i < ps->n; i++) shunt_plan_free(ps->entries[i].plan);
+  for (uint32_t i = 0; i < ps->n; i++) {
+    free_roots(&ps->entries[i]); /* the renamed plans share parts of the plan */
+    shunt_plan_free(ps->entries[i].plan);
+  }
   free(ps->entries);
   free(ps->sel);
   free(ps->buckets);

@@ -8,6 +8,9 @@
  *   its first error as the reason (all its errors go to the error list); the others load.
  * - Duplicates: a plan with the same collective, name, rank count and in-place mode as an
  *   earlier file is rejected.
+ * - Broadcast plans serve every root their placement allows (shunt_plan_entry.roots) and both
+ *   in-place modes: only the root's buffers say whether a call is in place, and every rank
+ *   must choose alike, so selection ignores the mode and the plan must be exact both ways.
  * - A tuning file (opts.tuning_path) overrides ranges or disables plans; each entry keeps
  *   its effective range and where it came from ("plan file" or "FILE:LINE").
  * - Overlapping effective ranges of plans that could serve the same call are reported with a
@@ -43,6 +46,11 @@ struct shunt_plan_entry {
   uint64_t min_bytes, max_bytes; /* effective inclusive range */
   const char* range_source;      /* "plan file" or "TUNING_FILE:LINE" */
   uint64_t content_hash;         /* FNV-1a of the file's bytes (0 when unreadable) */
+  /* Broadcast plans that load: the entry serving each root r < plan->ngpus, the plan's own
+   * root by this plan, every other by a copy of this entry whose plan has its ranks renamed
+   * (plan/rotate.h), made at load so selection stays lock-free; plan NULL for a root no
+   * renaming that keeps the plan's placement reaches. NULL otherwise. */
+  const struct shunt_plan_entry* roots;
 };
 
 struct shunt_planset_opts {
@@ -115,27 +123,31 @@ static inline bool shunt_rpn_matches(uint32_t plan_rpn, uint32_t nranks, uint32_
 }
 
 struct shunt_select_query {
-  enum shunt_coll coll; /* ALLREDUCE, ALLGATHER or REDUCESCATTER (others are never selected) */
+  enum shunt_coll coll; /* ALLREDUCE, ALLGATHER, REDUCESCATTER or BROADCAST (others are never
+                           selected) */
   uint32_t nranks;
   /* Ranks per host when every host holds that many consecutive ranks; 0: all on one host;
    * SHUNT_RPN_IRREGULAR: several hosts of other shapes (only plans free of placement match). */
   uint32_t ranks_per_node;
-  bool inplace; /* see shunt_select_inplace */
+  bool inplace; /* see shunt_select_inplace; ignored for broadcast */
   enum shunt_dtype dtype;
   enum shunt_redop op; /* allreduce and reducescatter only */
   uint64_t bytes;      /* allreduce: count * size; allgather: total output bytes; reducescatter:
-                          total input bytes (recvcount * size * ranks) */
+                          total input bytes (recvcount * size * ranks); broadcast: count * size */
+  uint32_t root;       /* broadcast only: the root rank (< nranks) */
   const char* only;    /* NULL: any plan; else only the plan of that name may serve */
 };
 
 struct shunt_selection {
   const struct shunt_plan_entry* entry; /* NULL: no plan */
   bool scale;          /* floating AVG / PREMULSUM: each contribution is scaled once, then summed */
-  const char* why_not; /* entry == NULL: a static string saying why */
+  const char* why_not; /* entry == NULL: a static string saying why (one naming a broadcast
+                          root is this thread's, valid until its next selection) */
 };
 
 /* Picks the plan for a call: collective, rank count, ranks per node (a plan without a
- * constraint matches any), in-place mode, dtype/op support, min <= bytes <= max (inclusive),
+ * constraint matches any), in-place mode (not for broadcast), broadcast's root (the entry
+ * returned is then the one serving that root: shunt_plan_entry.roots), dtype/op support, min <= bytes <= max (inclusive),
  * chunk counts that some size splits into (any size then runs: exec/split.h), and the 32-bit
  * offsets of the device encoding. Among matches: a plan made for a placement (ranks per node)
  * before one free of placement, then narrowest range, then file name. With q->only, plans of

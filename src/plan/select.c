@@ -1,6 +1,7 @@
 /* Plan lookup. Load time builds, per (collective, rank count, in-place) key, a packed array
  * of the usable plans in priority order (narrowest range, then file name); a lookup finds
  * the key by binary search and returns the first plan that accepts the call. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,12 +101,17 @@ static void fill_sel(const struct shunt_plan_entry* e, uint32_t idx, struct sel_
   s->max_enc = m ? m - 1 : UINT64_MAX;
 }
 
+/* The in-place mode a plan is filed under: broadcast plans serve both (planset.h). */
+static bool key_inplace(const struct shunt_plan* p) {
+  return p->coll != SHUNT_COLL_BROADCAST && p->inplace;
+}
+
 static int cmp_prio(const void* x, const void* y, const struct shunt_planset* ps) {
   const struct sel_entry *a = x, *b = y;
   const struct shunt_plan *pa = ps->entries[a->entry].plan, *pb = ps->entries[b->entry].plan;
   if (pa->coll != pb->coll) return pa->coll < pb->coll ? -1 : 1;
   if (pa->ngpus != pb->ngpus) return pa->ngpus < pb->ngpus ? -1 : 1;
-  if (pa->inplace != pb->inplace) return pa->inplace < pb->inplace ? -1 : 1;
+  if (key_inplace(pa) != key_inplace(pb)) return key_inplace(pa) < key_inplace(pb) ? -1 : 1;
   /* A plan made for a placement (ranks per node) before one free of placement: where both
    * match, the communicator has that placement, and the plan was written for it. */
   if ((a->rpn == 0) != (b->rpn == 0)) return a->rpn ? -1 : 1;
@@ -163,10 +169,11 @@ bool planset_index(struct shunt_planset* ps) {
   for (uint32_t i = 0; i < n; i++) {
     const struct shunt_plan* p = ps->entries[ps->sel[i].entry].plan;
     struct bucket* last = ps->nbuckets ? &ps->buckets[ps->nbuckets - 1] : NULL;
-    if (!last || last->coll != (uint32_t)p->coll || last->nranks != p->ngpus || last->inplace != p->inplace) {
+    bool ip = key_inplace(p);
+    if (!last || last->coll != (uint32_t)p->coll || last->nranks != p->ngpus || last->inplace != ip) {
       last = &ps->buckets[ps->nbuckets++];
-      *last = (struct bucket){
-          bucket_key((uint32_t)p->coll, p->ngpus, p->inplace), (uint32_t)p->coll, p->ngpus, p->inplace, i, 0};
+      *last =
+          (struct bucket){bucket_key((uint32_t)p->coll, p->ngpus, ip), (uint32_t)p->coll, p->ngpus, ip, i, 0};
     }
     last->count++;
   }
@@ -202,7 +209,7 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
                                             const struct shunt_select_query* q) {
   struct shunt_selection res = {NULL, false, NULL};
   if (q->coll != SHUNT_COLL_ALLREDUCE && q->coll != SHUNT_COLL_ALLGATHER &&
-      q->coll != SHUNT_COLL_REDUCESCATTER) {
+      q->coll != SHUNT_COLL_REDUCESCATTER && q->coll != SHUNT_COLL_BROADCAST) {
     res.why_not = "collective not served by plans";
     return res;
   }
@@ -221,12 +228,17 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
      * NCCL does, which a sum plan serves too. */
     res.scale = (q->op == SHUNT_REDOP_AVG && is_float(q->dtype)) || q->op == SHUNT_REDOP_PREMULSUM;
   }
-  if ((q->coll == SHUNT_COLL_ALLGATHER || q->coll == SHUNT_COLL_REDUCESCATTER) && q->nranks == 0) {
+  bool bcast = q->coll == SHUNT_COLL_BROADCAST;
+  if ((q->coll == SHUNT_COLL_ALLGATHER || q->coll == SHUNT_COLL_REDUCESCATTER || bcast) && q->nranks == 0) {
     res.why_not = "no ranks";
     return res;
   }
-  /* Find the key. */
-  uint64_t key = bucket_key((uint32_t)q->coll, q->nranks, q->inplace);
+  if (bcast && q->root >= q->nranks) {
+    res.why_not = "root out of range";
+    return res;
+  }
+  /* Find the key (broadcast plans are filed out of place: they serve both modes). */
+  uint64_t key = bucket_key((uint32_t)q->coll, q->nranks, q->inplace && !bcast);
   const struct bucket* bk = NULL;
   if (ps && ps->slots) {
     uint32_t mask = (1u << ps->slot_bits) - 1;
@@ -265,6 +277,17 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
       continue;
     }
     res.entry = &ps->entries[s->entry];
+    if (bcast) {
+      /* The entry that serves this root; none where renaming would break the placement. */
+      const struct shunt_plan_entry* e = res.entry;
+      res.entry = e->roots && q->root < e->plan->ngpus && e->roots[q->root].plan ? &e->roots[q->root] : NULL;
+      if (!res.entry) {
+        static _Thread_local char why[96];
+        snprintf(why, sizeof(why), "no broadcast plan for root %u on this placement", q->root);
+        res.why_not = why;
+        continue;
+      }
+    }
     res.why_not = NULL;
     return res;
   }

@@ -79,6 +79,8 @@ static int lane_call(struct perf_lane* l, const struct perf_case* c, int inplace
     NCCL_OK(l, ncclAllGather(send, recv, c->count, c->type, l->comm, s));
   else if (c->coll == PERF_COLL_REDUCESCATTER)
     NCCL_OK(l, ncclReduceScatter(send, recv, c->count, c->type, op, l->comm, s));
+  else if (c->coll == PERF_COLL_BROADCAST)
+    NCCL_OK(l, ncclBroadcast(send, recv, c->count, c->type, c->root, l->comm, s));
   else
     NCCL_OK(l, ncclAllReduce(send, recv, c->count, c->type, op, l->comm, s));
   return 0;
@@ -224,8 +226,9 @@ static size_t next_size(const struct perf_opts* o, size_t s) {
 }
 
 /* One row: counts as nccl-tests computes them (allgather and reducescatter: per-rank count
- * rounded down to 16 bytes, bus bandwidth (n-1)/n of the algorithm's), the two timed halves,
- * the check, and the exchange of results with all ranks. */
+ * rounded down to 16 bytes, bus bandwidth (n-1)/n of the algorithm's; broadcast: the count
+ * as given, bus bandwidth the algorithm's), the two timed halves, the check, and the exchange
+ * of results with all ranks. */
 static int row(struct perf_thread* r, struct perf_case* c, size_t size, double* bw_sum, int* bw_n,
                int64_t* table_wrong) {
   size_t es = perf_dtype_size(c->type), count = size / es, n = (size_t)r->nranks;
@@ -238,6 +241,7 @@ static int row(struct perf_thread* r, struct perf_case* c, size_t size, double* 
     bytes = shown * es;
     factor = (double)(n - 1) / (double)n;
   }
+  if (c->coll == PERF_COLL_BROADCAST) factor = 1;
   c->count = count;
   for (int w = 0; w < r->o->warmup; w++)
     if (call(r, c, 0) != 0) return -1;
@@ -270,7 +274,8 @@ static int row(struct perf_thread* r, struct perf_case* c, size_t size, double* 
     else
       snprintf(plan, sizeof(plan), "%s", plans[0]);
     perf_print_row(bytes, shown, perf_dtype_name(c->type),
-                   perf_reduces(c->coll) ? perf_op_name(c->op) : "none", -1, &h[0], &h[1], plan);
+                   perf_reduces(c->coll) ? perf_op_name(c->op) : "none",
+                   c->coll == PERF_COLL_BROADCAST ? c->root : -1, &h[0], &h[1], plan);
   }
   if (every != all) free(every);
   return rc;
@@ -295,14 +300,15 @@ static int random_table(struct perf_thread* r, int coll) {
   double bw_sum = 0;
   int bw_n = 0;
   int64_t wrong = 0;
-  size_t per = coll == PERF_COLL_ALLREDUCE ? 1 : (size_t)r->nranks;
+  size_t per = coll == PERF_COLL_ALLREDUCE || coll == PERF_COLL_BROADCAST ? 1 : (size_t)r->nranks;
   for (int k = 0; k < o->random_sizes; k++) {
     struct perf_case c = {coll,
                           o->types[k % o->ntypes],
                           o->ops[k % (perf_reduces(coll) ? o->nops : 1)],
                           r->lanes[0].rank,
                           r->nranks,
-                          0};
+                          0,
+                          o->root < 0 ? k % r->nranks : o->root};
     size_t s = random_size(o, k), es = perf_dtype_size(c.type);
     if (s < es * per) s = es * per;
     progress(r, &c, k, o->random_sizes, s);
@@ -323,10 +329,13 @@ static int table(struct perf_thread* r, int coll) {
   int bw_n = 0;
   int64_t wrong = 0;
   int nops = perf_reduces(coll) ? o->nops : 1;
+  /* Broadcast's roots: the one asked for, or every rank in turn. */
+  int root0 = o->root < 0 ? 0 : o->root, nroots = coll == PERF_COLL_BROADCAST && o->root < 0 ? r->nranks : 1;
   for (int cycle = 0; o->cycles == 0 || cycle < o->cycles; cycle++) {
-    for (int t = 0; t < o->ntypes; t++) {
+    for (int t = 0; t < o->ntypes * nroots; t++) {
       for (int op = 0; op < nops; op++) {
-        struct perf_case c = {coll, o->types[t], o->ops[op], r->lanes[0].rank, r->nranks, 0};
+        struct perf_case c = {coll, o->types[t % o->ntypes], o->ops[op], r->lanes[0].rank, r->nranks,
+                              0,    root0 + t / o->ntypes};
         int k = 0;
         for (size_t s = o->min_bytes; s <= o->max_bytes; s = next_size(o, s), k++) {
           progress(r, &c, k, nsizes, s);
@@ -363,6 +372,14 @@ int perf_bench(struct perf_thread* r) {
     if (r->o->colls & PERF_COLL_ALLREDUCE) rc = table(r, PERF_COLL_ALLREDUCE);
     if (rc == 0 && (r->o->colls & PERF_COLL_ALLGATHER)) rc = table(r, PERF_COLL_ALLGATHER);
     if (rc == 0 && (r->o->colls & PERF_COLL_REDUCESCATTER)) rc = table(r, PERF_COLL_REDUCESCATTER);
+    if (rc == 0 && (r->o->colls & PERF_COLL_BROADCAST)) {
+      if (r->o->root >= r->nranks) {
+        fprintf(stderr, "shunt-perf: --root %d is not a rank of %d\n", r->o->root, r->nranks);
+        rc = -1;
+      } else {
+        rc = table(r, PERF_COLL_BROADCAST);
+      }
+    }
   }
   for (int k = 0; k < r->nlocal; k++) {
     struct perf_lane* l = &r->lanes[k];

@@ -28,8 +28,11 @@ void perf_usage(FILE* f) {
           "  -N, --run_cycles N      repeat the sweep N times, 0 = forever (default 1)\n"
           "  -G, --cudagraph N       GPU buffers: capture the -n calls into a CUDA graph and time N\n"
           "                          launches of it (host buffers: ignored)\n"
-          "  --coll C                allreduce, allgather, reducescatter, or all: one table each\n"
-          "                          (default: allreduce and allgather)\n"
+          "  --coll C                allreduce, allgather, reducescatter, broadcast, or all: one\n"
+          "                          table each (default: allreduce and allgather)\n"
+          "  --root R|all            broadcast's root rank (default 0); all: every root in turn\n"
+          "                          (a table per root, or with --random size k from root k mod\n"
+          "                          the rank count)\n"
           "  --random N[,SEED]       N sizes drawn log-uniformly from [-b, -e] (fixed seed), every\n"
           "                          count exact (allgather and reducescatter counts are not\n"
           "                          rounded to 16 bytes);\n"
@@ -135,10 +138,13 @@ static int parse_coll(const char* s, struct perf_opts* o) {
     o->colls = PERF_COLL_ALLGATHER;
   else if (!strcmp(s, "reducescatter") || !strcmp(s, "reduce_scatter"))
     o->colls = PERF_COLL_REDUCESCATTER;
+  else if (!strcmp(s, "broadcast"))
+    o->colls = PERF_COLL_BROADCAST;
   else if (!strcmp(s, "all"))
-    o->colls = PERF_COLL_ALLREDUCE | PERF_COLL_ALLGATHER | PERF_COLL_REDUCESCATTER;
+    o->colls = PERF_COLL_ALLREDUCE | PERF_COLL_ALLGATHER | PERF_COLL_REDUCESCATTER | PERF_COLL_BROADCAST;
   else {
-    fprintf(stderr, "shunt-perf: --coll takes allreduce, allgather, reducescatter or all, not '%s'\n", s);
+    fprintf(stderr,
+            "shunt-perf: --coll takes allreduce, allgather, reducescatter, broadcast or all, not '%s'\n", s);
     return -1;
   }
   return 0;
@@ -150,7 +156,8 @@ static const struct flag {
 } flags[] = {{'b', "minbytes"}, {'e', "maxbytes"},     {'i', "stepbytes"},  {'f', "stepfactor"},
              {'n', "iters"},    {'w', "warmup_iters"}, {'c', "check"},      {'d', "datatype"},
              {'o', "op"},       {'z', "blocking"},     {'N', "run_cycles"}, {'G', "cudagraph"},
-             {'t', "nthreads"}, {'g', "ngpus"},        {0, "coll"},         {1, "random"}};
+             {'t', "nthreads"}, {'g', "ngpus"},        {0, "coll"},         {1, "random"},
+             {2, "root"}};
 
 static int apply(const struct flag* f, const char* v, struct perf_opts* o) {
   int bad = 0;
@@ -206,6 +213,12 @@ static int apply(const struct flag* f, const char* v, struct perf_opts* o) {
       o->random_sizes = (int)k;
       break;
     }
+    case 2:
+      if (!strcmp(v, "all"))
+        o->root = -1;
+      else
+        bad = parse_int(v, &o->root) || o->root < 0;
+      break;
     default:
       return parse_coll(v, o);
   }

@@ -9,6 +9,7 @@
 #define PERF_COLL_ALLREDUCE 1
 #define PERF_COLL_ALLGATHER 2
 #define PERF_COLL_REDUCESCATTER 4
+#define PERF_COLL_BROADCAST 16
 #define PERF_MAX_OPS 8
 
 struct perf_opts {
@@ -26,6 +27,7 @@ struct perf_opts {
   int make_id;      /* --make-id */
   int random_sizes; /* --random: that many sizes drawn in [min_bytes, max_bytes] */
   unsigned long random_seed;
+  int root; /* --root: broadcast's root (default 0); -1: every root in turn */
 };
 
 /* Returns 0 to run, 1 when help was printed, -1 on a bad command line (reason on stderr). */

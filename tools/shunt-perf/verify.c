@@ -20,7 +20,7 @@ static int mulsum_scale(int r) {
 }
 
 static int input(const struct perf_case* c, int r, size_t i) {
-  if (c->coll == PERF_COLL_ALLGATHER) return gather_input(r, i);
+  if (c->coll == PERF_COLL_ALLGATHER || c->coll == PERF_COLL_BROADCAST) return gather_input(r, i);
   switch (c->op) {
     case ncclProd:
       return 1 + bit(r, i, c->nranks);
@@ -51,12 +51,13 @@ size_t perf_out_count(const struct perf_case* c) {
 }
 
 int perf_reduces(int coll) {
-  return coll != PERF_COLL_ALLGATHER;
+  return coll != PERF_COLL_ALLGATHER && coll != PERF_COLL_BROADCAST;
 }
 
 const char* perf_coll_name(int coll) {
   return coll == PERF_COLL_ALLGATHER       ? "allgather"
          : coll == PERF_COLL_REDUCESCATTER ? "reducescatter"
+         : coll == PERF_COLL_BROADCAST     ? "broadcast"
                                            : "allreduce";
 }
 
@@ -110,6 +111,10 @@ int64_t perf_count_wrong(const struct perf_case* c, const void* host) {
   uint64_t table[17];
   for (int v = 0; v <= 16; v++) table[v] = perf_encode(c->type, v);
   int64_t wrong = 0;
+  if (c->coll == PERF_COLL_BROADCAST) {
+    for (size_t i = 0; i < c->count; i++) wrong += load(host, i, es) != table[gather_input(c->root, i)];
+    return wrong;
+  }
   if (c->coll == PERF_COLL_ALLGATHER) {
     for (int r = 0; r < c->nranks; r++)
       for (size_t i = 0; i < c->count; i++)

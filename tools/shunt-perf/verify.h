@@ -18,11 +18,12 @@
 #include "options.h"
 
 struct perf_case {
-  int coll; /* PERF_COLL_ALLREDUCE, PERF_COLL_ALLGATHER or PERF_COLL_REDUCESCATTER */
+  int coll; /* PERF_COLL_ALLREDUCE, PERF_COLL_ALLGATHER, PERF_COLL_REDUCESCATTER or PERF_COLL_BROADCAST */
   ncclDataType_t type;
   int op; /* ncclRedOp_t or PERF_OP_MULSUM; unused for allgather */
   int rank, nranks;
   size_t count; /* NCCL's count argument: elements per rank for allgather and reducescatter */
+  int root;     /* broadcast */
 };
 
 /* Elements of a rank's input and output. */
@@ -33,7 +34,8 @@ int perf_reduces(int coll);
 /* The collective's name as nccl-tests' tables give it. */
 const char* perf_coll_name(int coll);
 /* Writes rank's input (perf_in_count elements) into host memory. A reducescatter's input is
- * an allreduce's of ranks x count elements, of which rank r keeps slice r. */
+ * an allreduce's of ranks x count elements, of which rank r keeps slice r. A broadcast's is the
+ * allgather's contribution of the rank: every rank's output must be the root's. */
 void perf_fill_input(const struct perf_case* c, void* host);
 /* The mulsum scalar of this rank, encoded in the case's type. */
 uint64_t perf_mulsum_scalar(const struct perf_case* c);

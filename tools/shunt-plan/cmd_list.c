@@ -21,6 +21,23 @@ static void channel_types(const struct shunt_plan* p, char* buf) {
   if (!buf[0]) strcpy(buf, "-");
 }
 
+/* A broadcast entry's roots: " (root R; serves roots: all)" or the list its placement allows. */
+static void roots_note(const struct shunt_plan_entry* e, char* buf, size_t len) {
+  buf[0] = '\0';
+  if (!e->plan || e->plan->coll != SHUNT_COLL_BROADCAST || !e->roots) return;
+  uint32_t n = e->plan->ngpus, served = 0;
+  for (uint32_t r = 0; r < n; r++) served += e->roots[r].plan != NULL;
+  size_t at = (size_t)snprintf(buf, len, " (root %u; serves roots: ", e->plan->root);
+  if (served == n) {
+    snprintf(buf + at, len - at, "all)");
+    return;
+  }
+  for (uint32_t r = 0; r < n && at < len; r++)
+    if (e->roots[r].plan)
+      at += (size_t)snprintf(buf + at, len - at, "%s%u", at && buf[at - 1] != ' ' ? "," : "", r);
+  if (at < len) snprintf(buf + at, len - at, ")");
+}
+
 int cmd_list(int argc, char** argv) {
   struct shunt_planset_opts opts = {.tuning_path = shunt_tuning_path_from_env()};
   if (take_max_threadblocks(&argc, argv, &opts.max_threadblocks) != 0) {
@@ -61,13 +78,16 @@ int cmd_list(int argc, char** argv) {
     }
     snprintf(range, sizeof(range), "%s..%s", shunt_tuning_format_size(e->min_bytes, lo, sizeof(lo)),
              shunt_tuning_format_size(e->max_bytes, hi, sizeof(hi)));
+    char roots[160];
+    roots_note(e, roots, sizeof(roots));
     const char* status = e->status == SHUNT_PLAN_OK         ? "ok"
                          : e->status == SHUNT_PLAN_DISABLED ? "disabled"
                                                             : "rejected";
-    printf("%-36s %-30s %-10s %5u %-6s %-7s %-15s %-20s %4u %-19s %s%s%s\n", e->file, p ? p->name : "-",
-           p ? p->collective : "-", p ? p->ngpus : 0, p ? p->protocol : "-",
-           p ? (p->inplace ? "yes" : "no") : "-", p ? range : "-", p ? e->range_source : "-", tbs, chans,
-           status, e->reason[0] ? ": " : "", e->reason);
+    /* A broadcast plan serves both modes (plan/planset.h). */
+    const char* inplace = !p ? "-" : p->coll == SHUNT_COLL_BROADCAST ? "both" : p->inplace ? "yes" : "no";
+    printf("%-36s %-30s %-10s %5u %-6s %-7s %-15s %-20s %4u %-19s %s%s%s%s\n", e->file, p ? p->name : "-",
+           p ? p->collective : "-", p ? p->ngpus : 0, p ? p->protocol : "-", inplace, p ? range : "-",
+           p ? e->range_source : "-", tbs, chans, status, roots, e->reason[0] ? ": " : "", e->reason);
   }
   printf("%u plan file(s), %u usable, plan-set hash %016" PRIx64 "\n", shunt_planset_count(ps),
          shunt_planset_usable(ps), shunt_planset_hash(ps));

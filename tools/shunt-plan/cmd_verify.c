@@ -1,12 +1,17 @@
 /* shunt-plan verify: run a plan on the host backend, one process per rank, and compare every
  * output byte with the reference collective.
  *
- * For each size (total bytes: allreduce buffer, allgather output, reducescatter input), dtype
- * and op, every rank
+ * For each size (total bytes: allreduce buffer, allgather output, reducescatter input,
+ * broadcast buffer), dtype and op, every rank
  * runs K executions back to back; before each, inputs are filled with rank- and
  * index-dependent values (small integers, so any summation order is exact in every dtype)
  * and outputs with a sentinel. Prints PASS, the first mismatch (rank, byte offset, expected,
- * got), or the hang report of every rank. Static and race problems are reported first. */
+ * got), or the hang report of every rank. Static and race problems are reported first.
+ *
+ * A broadcast plan serves every root (its ranks renamed, plan/rotate.h) and both in-place modes
+ * (planset.h): each root its placement allows (or --root R) runs out of place and in place (or
+ * the mode --inplace/--outofplace names), every rank checking that its output is the root's
+ * input. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -31,6 +36,7 @@
 #include "plan/check.h"
 #include "plan/parse.h"
 #include "plan/planset.h"
+#include "plan/rotate.h"
 #include "transport/backoff.h"
 #include "transport/world.h"
 #include "verify.h"
@@ -127,7 +133,8 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
   char* out = malloc(user_out_max ? user_out_max : 1);
   char* in = malloc(user_in_max ? user_in_max : 1);
   bool rs = plan->coll == SHUNT_COLL_REDUCESCATTER;
-  char* tmp = malloc((rs ? user_out_max : user_out_max / o->nranks) + 64);
+  bool bcast = plan->coll == SHUNT_COLL_BROADCAST;
+  char* tmp = malloc((rs || bcast ? user_out_max : user_out_max / o->nranks) + 64);
   char* exp = sh->expected;
   int status = 0;
   bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE || rs;
@@ -157,11 +164,13 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
     uint64_t cmp_at = rs ? lo : 0;
     for (unsigned it = 0; it < o->iters && status < 2; it++) {
       unsigned seed = k * 131 + it;
-      char* user_in = rs ? in : inplace ? (reduce ? out : out + (uint64_t)rank * s->in) : in;
+      char* user_in = rs ? in : inplace ? (reduce || bcast ? out : out + (uint64_t)rank * s->in) : in;
       char* user_out = rs && inplace ? in + (uint64_t)rank * s->out : out;
       memset(user_out, 0xa5, s->out);
       verify_fill_input(user_in, 0, s->in, rank, o->nranks, seed, (enum shunt_dtype)s->dt, s->op, reduce);
-      if (reduce)
+      if (bcast) /* the root's input, which every rank computes for itself */
+        verify_fill_input(tmp, 0, s->in, plan->root, o->nranks, seed, (enum shunt_dtype)s->dt, s->op, false);
+      else if (reduce)
         verify_expected_allreduce(exp + lo, tmp, lo, hi - lo, o->nranks, seed, (enum shunt_dtype)s->dt,
                                   s->op);
       else
@@ -178,15 +187,18 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
       /* Every slice of the reference is written once every rank has finished its run. */
       if (bs_barrier(&bc)) break;
       /* After a mismatch the rank keeps running, so its peers never wait for it. */
-      if (!status && memcmp(exp + cmp_at, user_out, s->out) != 0) {
+      const char* want = bcast ? tmp : exp + cmp_at;
+      if (!status && memcmp(want, user_out, s->out) != 0) {
         uint64_t b = 0;
-        while (exp[cmp_at + b] == user_out[b]) b++;
+        while (want[b] == user_out[b]) b++;
         status = 1;
+        /* A broadcast's root is in the line's prefix; its mode only here. */
+        const char* root = !bcast ? "" : inplace ? " in place" : " out of place";
         snprintf(msg, MSG_BYTES,
-                 "mismatch: %s, %" PRIu64 " bytes, %s %s, iteration %u: rank %u byte offset %" PRIu64
+                 "mismatch: %s%s, %" PRIu64 " bytes, %s %s, iteration %u: rank %u byte offset %" PRIu64
                  ": expected 0x%02x, got 0x%02x",
-                 plan->name, s->total, verify_dt_names[s->dt], reduce ? verify_op_names[s->op] : "-", it,
-                 rank, b, (unsigned)(unsigned char)exp[cmp_at + b], (unsigned)(unsigned char)user_out[b]);
+                 plan->name, root, s->total, verify_dt_names[s->dt], reduce ? verify_op_names[s->op] : "-",
+                 it, rank, b, (unsigned)(unsigned char)want[b], (unsigned)(unsigned char)user_out[b]);
       }
       /* Nobody writes the next reference before every rank has compared this one. */
       if (bs_barrier(&bc)) break;
@@ -297,7 +309,8 @@ static int usage(void) {
       "                         [--iters K] [--inplace|--outofplace] [--timeout MS] [--max-bytes S]\n"
       "                         [--any-size] [--edge-sizes] [--skip-checks] [--packet ll16|ll8]\n"
       "                         [--backend host|kernel-cpu] [--threads T,T,..] [--skew US]\n"
-      "                         [--net socket|ib [--nodes N]]\n");
+      "                         [--net socket|ib [--nodes N]] [--root R]\n"
+      "  broadcast plans run for every root (or R), in place and out of place\n");
   return 2;
 }
 
@@ -382,7 +395,8 @@ int cmd_verify(int argc, char** argv) {
                     .timeout_ms = 0,
                     .max_bytes = 2u << 20,
                     .threads = {1, 3, 32},
-                    .nthreads = 3}; /* timeout 0: SHUNT_HOST_TIMEOUT_MS */
+                    .nthreads = 3,
+                    .root = -1}; /* timeout 0: SHUNT_HOST_TIMEOUT_MS */
   const char* dts = NULL;
   const char* ops = "sum";
   const char* sizes = NULL;
@@ -431,6 +445,8 @@ int cmd_verify(int argc, char** argv) {
       o.nodes = (uint32_t)parse_bytes(val, &bad), i++;
     else if (!strcmp(a, "--skew"))
       o.skew_us = (unsigned)parse_bytes(val, &bad), i++;
+    else if (!strcmp(a, "--root"))
+      o.root = (int)parse_bytes(val, &bad), i++;
     else if (a[0] == '-')
       bad = 1;
     else
@@ -469,6 +485,106 @@ int cmd_verify(int argc, char** argv) {
   return nplans ? worst : 1;
 }
 
+/* Runs the shapes on one world of o->nranks processes; 0 pass, 1 fail (printed), 2 when the
+ * ranks could not start. `what` prefixes the result (a broadcast's root). */
+static int run_ranks(const struct vopts* o, const struct shunt_plan* plan, struct shared* sh,
+                     const struct shape* shapes, unsigned nshapes, bool inplace, unsigned skipped,
+                     const char* what) {
+  /* A fresh start: results and barrier state of an earlier world are gone. */
+  memset(sh->res, 0, sizeof(sh->res));
+  atomic_store(&sh->abort, false);
+  atomic_store(&sh->arrived, 0);
+  double t0 = now_s();
+  fflush(stdout);
+  pid_t pids[64];
+  for (uint32_t r = 0; r < o->nranks; r++) {
+    pids[r] = fork();
+    if (pids[r] == 0) _exit(rank_main(o, plan, sh, r, shapes, nshapes, inplace));
+    if (pids[r] < 0) {
+      fprintf(stderr, "fork: %s\n", strerror(errno));
+      for (uint32_t k = 0; k < r; k++) kill(pids[k], SIGKILL);
+      for (uint32_t k = 0; k < r; k++) waitpid(pids[k], NULL, 0);
+      return 2;
+    }
+  }
+  /* A rank that dies takes the others down with it: they would only wait for it. */
+  int crashed = -1;
+  for (uint32_t done = 0; done < o->nranks; done++) {
+    int st;
+    pid_t pid = wait(&st);
+    if (pid < 0) break;
+    if (!WIFEXITED(st) && crashed < 0) {
+      for (uint32_t r = 0; r < o->nranks; r++)
+        if (pids[r] == pid) crashed = (int)r;
+      for (uint32_t r = 0; r < o->nranks; r++)
+        if (pids[r] != pid) kill(pids[r], SIGKILL);
+    }
+  }
+  double dt = now_s() - t0;
+  int worst = 0, rc;
+  for (uint32_t r = 0; r < o->nranks; r++)
+    if (sh->res[r].status > worst) worst = sh->res[r].status;
+  if (crashed >= 0) {
+    printf("%s: FAIL: %srank %d crashed\n", o->file, what, crashed);
+    rc = 1;
+  } else if (worst == 0) {
+    printf("%s: PASS (%u ranks, %u shape(s) x %u iterations, %s%s, %.2f s%s)\n", o->file, o->nranks, nshapes,
+           o->iters, what, inplace ? "in-place" : "out-of-place", dt,
+           skipped ? ", unsupported dtype/op pairs skipped" : "");
+    rc = 0;
+  } else {
+    rc = 1;
+    if (worst == 1) {
+      for (uint32_t r = 0; r < o->nranks; r++)
+        if (sh->res[r].status == 1) {
+          printf("%s: FAIL: %s%s\n", o->file, what, sh->res[r].msg);
+          break;
+        }
+    } else {
+      /* A run that gave up because a transport failed is no hang of the plan's. */
+      bool net = false;
+      for (uint32_t r = 0; r < o->nranks; r++)
+        net |= sh->res[r].status == 2 && strstr(sh->res[r].msg, " transport: ");
+      printf("%s: FAIL: %s%s\n", o->file, what, worst == 2 ? (net ? "a transport failed" : "hang") : "error");
+      for (uint32_t r = 0; r < o->nranks; r++)
+        if (sh->res[r].status >= 2) printf("%s\n", sh->res[r].msg);
+    }
+  }
+  return rc;
+}
+
+/* A broadcast plan, renamed for each root its placement allows (or o->root), out of place and in
+ * place (or the mode asked for); the worst result. */
+static int verify_broadcast(const struct vopts* o, const struct shunt_plan* plan, struct shared* sh,
+                            const struct shape* shapes, unsigned nshapes, unsigned skipped) {
+  int worst = 0;
+  for (uint32_t root = 0; root < plan->ngpus; root++) {
+    if (o->root >= 0 && (uint32_t)o->root != root) continue;
+    uint32_t shift = shunt_plan_root_shift(plan, root);
+    if (!shunt_plan_rotatable(plan, shift)) {
+      printf("%s: root %u: no plan (renaming the ranks would break the plan's placement of %u per host)\n",
+             o->file, root, plan->ranks_per_node);
+      continue;
+    }
+    struct shunt_plan* rp = shunt_plan_rotate(plan, shift);
+    if (!rp) {
+      fprintf(stderr, "%s: out of memory\n", o->file);
+      return 2;
+    }
+    char what[32];
+    snprintf(what, sizeof(what), "root %u, ", root);
+    for (int ip = 0; ip < 2; ip++) {
+      if (o->inplace >= 0 && o->inplace != ip) continue;
+      int rc = run_ranks(o, rp, sh, shapes, nshapes, ip != 0, skipped, what);
+      if (rc > worst) worst = rc;
+      if (rc == 2) break;
+    }
+    shunt_plan_free(rp);
+    if (worst == 2) break;
+  }
+  return worst;
+}
+
 static int verify_file(struct vopts o, const char* dts, const char* ops, const char* sizes) {
   int bad = 0;
   struct shunt_plan_errors errs = {0};
@@ -496,8 +612,8 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
   int rc = 2;
   bool reduce = shunt_coll_reduces(plan->coll);
   if (plan->coll != SHUNT_COLL_ALLREDUCE && plan->coll != SHUNT_COLL_ALLGATHER &&
-      plan->coll != SHUNT_COLL_REDUCESCATTER) {
-    fprintf(stderr, "%s: verify knows allreduce, allgather and reducescatter, not '%s'\n", o.file,
+      plan->coll != SHUNT_COLL_REDUCESCATTER && plan->coll != SHUNT_COLL_BROADCAST) {
+    fprintf(stderr, "%s: verify knows allreduce, allgather, reducescatter and broadcast, not '%s'\n", o.file,
             plan->collective);
     goto out;
   }
@@ -510,8 +626,13 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
     fprintf(stderr, "%s: verify runs at most 64 ranks\n", o.file);
     goto out;
   }
-  if (plan->coll == SHUNT_COLL_REDUCESCATTER && o.backend != VERIFY_BACKEND_HOST) {
-    fprintf(stderr, "%s: reducescatter runs on the host backend only\n", o.file);
+  if ((plan->coll == SHUNT_COLL_REDUCESCATTER || plan->coll == SHUNT_COLL_BROADCAST) &&
+      o.backend != VERIFY_BACKEND_HOST) {
+    fprintf(stderr, "%s: %s runs on the host backend only\n", o.file, plan->collective);
+    goto out;
+  }
+  if (o.root >= 0 && (plan->coll != SHUNT_COLL_BROADCAST || (uint32_t)o.root >= plan->ngpus)) {
+    fprintf(stderr, "%s: --root %d names no root of this plan\n", o.file, o.root);
     goto out;
   }
   if (o.net && o.backend != VERIFY_BACKEND_HOST) {
@@ -537,7 +658,7 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
     fprintf(stderr, "%s: --nodes goes with --net\n", o.file);
     goto out;
   }
-  if (o.inplace >= 0 && (o.inplace != 0) != plan->inplace) {
+  if (o.inplace >= 0 && (o.inplace != 0) != plan->inplace && plan->coll != SHUNT_COLL_BROADCAST) {
     fprintf(stderr, "%s: the plan is %s\n", o.file, plan->inplace ? "in-place" : "out-of-place");
     goto out;
   }
@@ -630,64 +751,16 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
     free(shapes);
     goto out;
   }
-  double t0 = now_s();
-  fflush(stdout);
-  pid_t pids[64];
-  for (uint32_t r = 0; r < o.nranks; r++) {
-    pids[r] = fork();
-    if (pids[r] == 0) _exit(rank_main(&o, plan, sh, r, shapes, nshapes, plan->inplace));
-    if (pids[r] < 0) {
-      fprintf(stderr, "fork: %s\n", strerror(errno));
-      for (uint32_t k = 0; k < r; k++) kill(pids[k], SIGKILL);
-      for (uint32_t k = 0; k < r; k++) waitpid(pids[k], NULL, 0);
-      munmap(sh->expected, max_out);
-      munmap(sh, shbytes);
-      free(shapes);
-      goto out;
-    }
-  }
-  /* A rank that dies takes the others down with it: they would only wait for it. */
-  int crashed = -1;
-  for (uint32_t done = 0; done < o.nranks; done++) {
-    int st;
-    pid_t pid = wait(&st);
-    if (pid < 0) break;
-    if (!WIFEXITED(st) && crashed < 0) {
-      for (uint32_t r = 0; r < o.nranks; r++)
-        if (pids[r] == pid) crashed = (int)r;
-      for (uint32_t r = 0; r < o.nranks; r++)
-        if (pids[r] != pid) kill(pids[r], SIGKILL);
-    }
-  }
-  double dt = now_s() - t0;
-  int worst = 0;
-  for (uint32_t r = 0; r < o.nranks; r++)
-    if (sh->res[r].status > worst) worst = sh->res[r].status;
-  if (crashed >= 0) {
-    printf("%s: FAIL: rank %d crashed\n", o.file, crashed);
-    rc = 1;
-  } else if (worst == 0) {
-    printf("%s: PASS (%u ranks, %u shape(s) x %u iterations, %s, %.2f s%s)\n", o.file, o.nranks, nshapes,
-           o.iters, plan->inplace ? "in-place" : "out-of-place", dt,
-           skipped ? ", unsupported dtype/op pairs skipped" : "");
-    rc = 0;
+  if (plan->coll == SHUNT_COLL_BROADCAST) {
+    rc = verify_broadcast(&o, plan, sh, shapes, nshapes, skipped);
   } else {
-    rc = 1;
-    if (worst == 1) {
-      for (uint32_t r = 0; r < o.nranks; r++)
-        if (sh->res[r].status == 1) {
-          printf("%s: FAIL: %s\n", o.file, sh->res[r].msg);
-          break;
-        }
-    } else {
-      /* A run that gave up because a transport failed is no hang of the plan's. */
-      bool net = false;
-      for (uint32_t r = 0; r < o.nranks; r++)
-        net |= sh->res[r].status == 2 && strstr(sh->res[r].msg, " transport: ");
-      printf("%s: FAIL: %s\n", o.file, worst == 2 ? (net ? "a transport failed" : "hang") : "error");
-      for (uint32_t r = 0; r < o.nranks; r++)
-        if (sh->res[r].status >= 2) printf("%s\n", sh->res[r].msg);
-    }
+    rc = run_ranks(&o, plan, sh, shapes, nshapes, plan->inplace, skipped, "");
+  }
+  if (rc == 2) {
+    munmap(sh->expected, max_out);
+    munmap(sh, shbytes);
+    free(shapes);
+    goto out;
   }
   munmap(sh->expected, max_out);
   munmap(sh, shbytes);

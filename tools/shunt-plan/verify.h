@@ -38,6 +38,7 @@ struct vopts {
   unsigned skew_us; /* kernel-cpu: schedule perturbation (kcpu_kernel.h) */
   int net;          /* host: ranks on several hosts, port channels between them: 1 TCP (loopback), 2 verbs */
   uint32_t nodes;   /* with net: how many hosts (consecutive ranks each); 0: from the plan */
+  int root;         /* broadcast: only this root; -1: every root */
 };
 
 /* One call: total bytes (allreduce buffer, allgather output), per-rank input and output. */

@@ -41,7 +41,7 @@ static void usage(FILE* f) {
           "  -b, -e SIZE             smallest and largest size (default 1K and 16M; K, M, G)\n"
           "  -f F                    step factor between sizes (default 2)\n"
           "  -n N, -w N              timed and warm-up calls per size and run (default 20, 3)\n"
-          "  --coll C                allreduce, allgather, reducescatter or all (default all)\n"
+          "  --coll C                allreduce, allgather, reducescatter, broadcast or all (default all)\n"
           "  -o FILE                 the tuning file to write (default shunt.tuning)\n"
           "  --plot FILE             the plot (PNG) to write (default: the tuning file's name + .png)\n"
           "  --margin PCT            a plan takes over only when faster by more than PCT%% (default 5)\n"
@@ -88,7 +88,8 @@ static int parse(int argc, char** argv, struct opts* o) {
     OPT("--nthreads", nthreads)
     OPT("-b", minb)
     OPT("--minbytes", minb)
-    OPT("-e", maxb) OPT("--maxbytes", maxb) OPT("-f", factor) OPT("--stepfactor", factor) OPT("-n", iters)
+    OPT("-e", maxb)
+    OPT("--maxbytes", maxb) OPT("-f", factor) OPT("--stepfactor", factor) OPT("-n", iters)
         OPT("--iters", iters) OPT("-w", warmup) OPT("--warmup_iters", warmup) OPT("--coll", coll)
             OPT("-o", out) OPT("--plot", plot) OPT("--perf", perf)
 #undef OPT
@@ -117,8 +118,9 @@ static int parse(int argc, char** argv, struct opts* o) {
     return -1;
   }
   if (strcmp(o->coll, "all") && strcmp(o->coll, "allreduce") && strcmp(o->coll, "allgather") &&
-      strcmp(o->coll, "reducescatter")) {
-    fprintf(stderr, "shunt-tune: --coll %s: want allreduce, allgather, reducescatter or all\n", o->coll);
+      strcmp(o->coll, "reducescatter") && strcmp(o->coll, "broadcast")) {
+    fprintf(stderr, "shunt-tune: --coll %s: want allreduce, allgather, reducescatter, broadcast or all\n",
+            o->coll);
     return -1;
   }
   if (o->min_runs > o->max_runs) o->min_runs = o->max_runs;
@@ -182,7 +184,8 @@ static int write_forcing(const char* path, const struct shunt_planset* ps, const
   for (uint32_t i = 0; i < shunt_planset_count(ps); i++) {
     const struct shunt_plan_entry* e = shunt_planset_entry(ps, i);
     if (e->status != SHUNT_PLAN_OK || e->plan->ngpus != nranks || strcmp(e->plan->collective, coll)) continue;
-    const char* keep = e->plan->inplace ? ip : oop;
+    /* A broadcast plan serves both modes (planset.h): the out-of-place choice forces it. */
+    const char* keep = e->plan->inplace && e->plan->coll != SHUNT_COLL_BROADCAST ? ip : oop;
     if (keep && !strcmp(e->plan->name, keep))
       fprintf(f, "%s %u 0 max\n", e->plan->name, nranks);
     else
@@ -305,7 +308,13 @@ static int write_tuning(const char* path, struct tune_group* groups, unsigned n,
   fprintf(f, "# SHUNT_TUNING=%s; see it with shunt-plan list --tuning %s DIR.\n", path, path);
   for (unsigned i = 0; i < n; i++) {
     struct tune_group* g = &groups[i];
-    fprintf(f, "\n# %s, %u ranks, %s\n", g->coll, g->nranks, g->inplace ? "in place" : "out of place");
+    /* One broadcast plan serves both modes, and selection ignores the mode: the out-of-place
+     * group's ranges are the rules (the in-place group's times are shown beside them). */
+    if (g->inplace && !strcmp(g->coll, "broadcast")) continue;
+    fprintf(f, "\n# %s, %u ranks, %s\n", g->coll, g->nranks,
+            !strcmp(g->coll, "broadcast") ? "both modes"
+            : g->inplace                  ? "in place"
+                                          : "out of place");
     for (unsigned c = 0; c < g->ncand; c++) {
       char lo[32], hi[32];
       if (!strcmp(g->cand[c], TUNE_NCCL)) {
@@ -425,10 +434,10 @@ int main(int argc, char** argv) {
   bool placed = run_placement(head, nranks, &rpn);
 
   /* Groups: each collective asked for, out of place then in place. */
-  static struct tune_group groups[6];
+  static struct tune_group groups[8];
   unsigned ng = 0;
-  const char* colls[] = {"allreduce", "allgather", "reducescatter"};
-  for (unsigned k = 0; k < 3; k++) {
+  const char* colls[] = {"allreduce", "allgather", "reducescatter", "broadcast"};
+  for (unsigned k = 0; k < 4; k++) {
     if (strcmp(o.coll, "all") && strcmp(o.coll, colls[k])) continue;
     for (int ip = 0; ip < 2; ip++) {
       struct tune_group* g = &groups[ng];
@@ -440,7 +449,8 @@ int main(int argc, char** argv) {
       for (uint32_t i = 0; i < shunt_planset_count(ps); i++) {
         const struct shunt_plan_entry* e = shunt_planset_entry(ps, i);
         if (e->status == SHUNT_PLAN_OK && e->plan->ngpus == nranks &&
-            !strcmp(e->plan->collective, colls[k]) && e->plan->inplace == (bool)ip &&
+            !strcmp(e->plan->collective, colls[k]) &&
+            (e->plan->inplace == (bool)ip || e->plan->coll == SHUNT_COLL_BROADCAST) &&
             (!placed || shunt_rpn_matches(e->plan->ranks_per_node, nranks, rpn)))
           add_cand(g, e->plan->name);
       }
