@@ -42,6 +42,10 @@ the memory allgather also at 16 and 32 ranks in place, every peer named in one o
                      the chunk and into a packet copy of it (recpkt), then the group of every
                      block unpacks its slice of that copy (upkt) and adds the other peers'
                      packets (repkt), with no nop in between (the flags order them).
+  zc_mem_broadcast   every rank but the root reads the root's input (get) into its output; one
+                     plan for both modes, as every broadcast plan (verify runs it both ways).
+  port_broadcast     the root puts its input into every peer's output through the proxy (pws),
+                     once each peer signalled that it is inside the call.
   mn_reducescatter   two nodes of n/2 ranks (4 and 8 ranks): inside a node the peers' chunks go
                      as packets over memory channels, the node's partial sum of the other
                      node's counterpart chunk goes as packets through the proxy (rppkt over a
@@ -436,6 +440,54 @@ def mn_reducescatter(n, inplace):
             b.sync("flush", "port", [cp], 0)
     return plan
 
+def zc_mem_broadcast(n, inplace=False):
+    """Every rank but the root reads the root's input (get) into its output."""
+    plan = make_plan("zc_mem_broadcast", "broadcast", False, n, (1, 1, 0))
+    plan.name = "zc_mem_broadcast_%dr" % n
+    root = gp.BCAST_ROOT
+    for g in plan.gpus:
+        r = g.rank
+        ps = gp.peers(r, n) if r == root else [root]
+        for j in range(BLOCKS):
+            b = g.block()
+            rounds(b, ps, j, relaxed=True)
+            if r == root:
+                b.data("copy", [gp.local("i", 0)], [gp.local("o", 0)], tbg=(j, BLOCKS))
+            else:
+                b.data("get", [b.remote("memory", root, "i", 0)], [gp.local("o", 0)], "memory", [root], j,
+                       tbg=(j, BLOCKS))
+            b.nop()
+            # The root's input stays unchanged until every peer has read it.
+            rounds(b, ps, j)
+    return plan
+
+
+def port_broadcast(n, inplace=False):
+    """The root puts its input into every peer's output through the proxy, once each peer said
+    it is inside the call; the put's signal tells the peer the data has landed."""
+    plan = make_plan("port_broadcast", "broadcast", False, n, (1, 1, 0))
+    plan.name = "port_broadcast_%dr" % n
+    root = gp.BCAST_ROOT
+    for g in plan.gpus:
+        r = g.rank
+        for j in range(BLOCKS):
+            b = g.block()
+            if r == root:
+                ps = gp.peers(r, n)
+                b.sync("wait", "port", ps, j)
+                b.nop()
+                b.data("copy", [gp.local("i", 0)], [gp.local("o", 0)], tbg=(j, BLOCKS))
+                b.nop()
+                b.data("pws", [gp.local("i", 0) for _ in ps], [b.remote("port", p, "o", 0) for p in ps], "port",
+                       ps, j, tbg=(j, BLOCKS))
+                b.sync("flush", "port", ps, j)
+            else:
+                b.sync("signal", "port", [root], j)
+                b.sync("wait", "port", [root], j)
+                b.nop()
+    return plan
+
+
 CLASSES = (zc_mem_allreduce, zc_port_allreduce, zc_nvls_allreduce, zc_mem_allgather, zc_nvls_allgather,
            bar_allreduce, sem_allreduce, pipe_allreduce, pkt_port_allgather, zc_mem_reducescatter,
            port_reducescatter, tbg_pkt_reducescatter, mn_reducescatter)
@@ -447,12 +499,19 @@ LARGE_RANKS = (16, 32)
 LARGE_CLASSES = (zc_mem_allreduce, zc_nvls_allreduce, zc_mem_allgather)
 
 
+# One broadcast plan serves both modes (verify runs it in place and out of place).
+BCAST_CLASSES = (zc_mem_broadcast, port_broadcast)
+
+
 def all_plans():
     plans = []
     for cls in CLASSES:
         for n in RANKS:
             for inplace in (True, False):
                 plans.append(cls(n, inplace))
+    for cls in BCAST_CLASSES:
+        for n in RANKS:
+            plans.append(cls(n))
     for cls in LARGE_CLASSES:
         for n in LARGE_RANKS:
             plans.append(cls(n, True))
