@@ -200,6 +200,7 @@ class Plan:
             "protocol": self.protocol,
             "inplace": self.inplace,
             "reuse_resources": getattr(self, "reuse_resources", False),
+            **({"root": self.root} if getattr(self, "root", 0) else {}),
             "gpus": [g.to_json() for g in self.gpus],
             "num_threads_per_block": THREADS,
             "use_double_scratch_buffer": self.protocol == "LL",
@@ -623,6 +624,31 @@ def broadcast_simple(n):
     return plan
 
 
+def broadcast_port(n):
+    """Through the proxy, for ranks that share no memory: every peer tells the root that it is
+    inside the call (its output may be written); the root copies its input to its output and
+    put-with-signals it into every peer's output; the peers wait for it. The flush keeps the
+    root from returning while the proxy still reads its input."""
+    t = PORT_BLOCKS
+    plan = Plan(broadcast_name(n, "port"), "broadcast", "Simple", False, n, (1, 1, 0))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        ps = peers(r, n)
+        for j in range(t):
+            b = gpu.block()
+            if r != BCAST_ROOT:
+                b.sync("signal", "port", [BCAST_ROOT], j)
+                b.sync("wait", "port", [BCAST_ROOT], j)
+                continue
+            b.data("copy", [local("i", 0)], [local("o", 0)], tbg=(j, t))
+            b.sync("wait", "port", ps, j)
+            b.nop()
+            b.data("pws", [local("i", 0) for _ in ps], [b.remote("port", p, "o", 0) for p in ps],
+                   "port", ps, j, tbg=(j, t))
+            b.sync("flush", "port", ps, j)
+    return plan
+
+
 # ---------------------------------------------------------------------------------------
 # Multi-node (N nodes x M ranks, rank = node * M + local rank)
 # ---------------------------------------------------------------------------------------
@@ -776,6 +802,55 @@ def reducescatter_hier(nodes, m, inplace):
     return plan
 
 
+def broadcast_hier(nodes, m, root):
+    """The root's data crosses the network once per other node, then NVLink inside each node.
+    The leader of a node is its rank with the root's local rank. (1) The root put-with-signals
+    its input into the output of every other node's leader, copies it to its own output and
+    puts it into the outputs of its node's ranks; (2) each other leader, once the data is in,
+    puts its output into the outputs of its node's ranks. Every rank first tells the one that
+    writes its output that it is inside the call; every written rank waits for the writer's
+    signal. A plan serves the roots at its local rank (renaming ranks by whole nodes): the
+    set holds one per local rank."""
+    n, t = nodes * m, HIER_BLOCKS
+    plan = Plan("broadcast_%dx%d_hier_root%d" % (nodes, m, root), "broadcast", "Simple", False, n,
+                (1, 1, 0))
+    plan.root = root
+    for gpu in plan.gpus:
+        r = gpu.rank
+        node, l = r // m, r % m
+        leader = node * m + root % m
+        lps = local_peers(r, m)
+        for j in range(t):
+            b = gpu.block()
+            if r != leader:
+                b.sync("signal", "memory", [leader], j)
+                b.sync("wait", "memory", [leader], j)
+                continue
+            cps = counterparts(r, nodes, m)
+            if r == root:
+                b.data("copy", [local("i", 0)], [local("o", 0)], tbg=(j, t))
+                b.sync("wait", "port", cps, j)
+                b.sync("wait", "memory", lps, j)
+                b.nop()
+                b.data("pws", [local("i", 0) for _ in cps], [b.remote("port", c, "o", 0) for c in cps],
+                       "port", cps, j, tbg=(j, t))
+                b.data("put", [local("i", 0) for _ in lps], [b.remote("memory", p, "o", 0) for p in lps],
+                       "memory", lps, j, tbg=(j, t))
+                b.nop()
+                b.sync("signal", "memory", lps, j)
+                b.sync("flush", "port", cps, j)
+            else:
+                b.sync("signal", "port", [root], j)
+                b.sync("wait", "memory", lps, j)
+                b.sync("wait", "port", [root], j)
+                b.nop()
+                b.data("put", [local("o", 0) for _ in lps], [b.remote("memory", p, "o", 0) for p in lps],
+                       "memory", lps, j, tbg=(j, t))
+                b.nop()
+                b.sync("signal", "memory", lps, j)
+    return plan
+
+
 # ---------------------------------------------------------------------------------------
 # Size ranges
 # ---------------------------------------------------------------------------------------
@@ -854,11 +929,15 @@ def all_plans():
     for n in RANKS:
         plans.append(set_range(broadcast_ll(n), 0, LL_MAX))
         plans.append(set_range(broadcast_simple(n), LL_MAX, PORT_MAX))
+        plans.append(set_range(broadcast_port(n), 0, PORT_MAX))
     hier = {"allgather": allgather_hier, "allreduce": allreduce_hier, "reducescatter": reducescatter_hier}
     for collective in sorted(hier):
         for nodes, m in MULTI:
             for inplace in (False, True):
                 plans.append(set_range(hier[collective](nodes, m, inplace), 0, PORT_MAX))
+    for nodes, m in MULTI:
+        for root in range(m):
+            plans.append(set_range(broadcast_hier(nodes, m, root), 0, PORT_MAX))
     return plans
 
 
