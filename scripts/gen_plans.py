@@ -44,6 +44,10 @@ LL_BLOCKS_PER_PEER = {2: 8, 4: 4, 8: 2}
 # whole buffer to every peer.
 ALLPAIRS_BLOCKS = 2
 SIMPLE_BLOCKS = {2: 16, 4: 24, 8: 32}
+# Alltoall Simple: a group of blocks per peer, each moving its slice of the peer's block in
+# A2A_ROUNDS rounds through one scratch slot per peer.
+A2A_SIMPLE_BLOCKS_PER_PEER = {2: 8, 4: 4, 8: 2}
+A2A_ROUNDS = 4
 PORT_BLOCKS = 8
 SCRATCH_BLOCKS = {2: 8, 4: 8, 8: 8}
 # Port allreduce reduces in rounds so that scratch holds one round, not the whole message.
@@ -650,6 +654,83 @@ def broadcast_port(n):
 
 
 # ---------------------------------------------------------------------------------------
+# Alltoall (input and output: one block per rank; block p of the input goes to rank p, block p
+# of the output comes from rank p)
+# ---------------------------------------------------------------------------------------
+
+def alltoall_ll(n, inplace):
+    """One packet hop, as MSCCL++'s packet alltoall: a group of blocks per peer p sends block p
+    of the input as packets to this rank's slot on p's scratch and unpacks p's packets into
+    block p of the output. No peer touches a rank's input or output: nothing is staged."""
+    g = LL_BLOCKS_PER_PEER[n]
+    total = g * (n - 1)
+    x = user_buf(inplace)
+    plan = Plan(name("alltoall", n, "ll", inplace), "alltoall", "LL", inplace, n, (n, n, n - 1))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        for pi, p in enumerate(peers(r, n)):
+            for j in range(g):
+                b = gpu.block()
+                if not inplace:
+                    # The own block, spread over every block of the rank.
+                    b.data("copy", [local("i", r)], [local("o", r)], tbg=(pi * g + j, total))
+                b.data("ppkt", [local(x, p)], [b.remote("memory", p, "s", slot(p, r, n))],
+                       "memory", [p], tbg=(j, g))
+                if inplace:
+                    # The unpack overwrites what the ppkt above read.
+                    b.nop()
+                b.data("upkt", [local("s", slot(r, p, n))], [local("o", p)], tbg=(j, g))
+    return plan
+
+
+def alltoall_simple(n, inplace):
+    """Through scratch, in A2A_ROUNDS rounds so that scratch holds one round, not the whole
+    message: block (p, k) = index p*K + k is round k's part of block p. A group of blocks per
+    peer p: a signal/wait round (p is inside the call, and has copied the previous round out of
+    its scratch), a put of part (p, k) into this rank's slot on p's scratch, a second round
+    (p's part has landed here), a copy of it into part (p, k) of the output; a barrier of the
+    rank's blocks and a last round keep every rank in the call until its peers have copied all
+    their scratch out. No peer touches a
+    rank's input or output, so in place needs nothing more and nothing is staged."""
+    g, k_rounds = A2A_SIMPLE_BLOCKS_PER_PEER[n], A2A_ROUNDS
+    total = g * (n - 1)
+    x = user_buf(inplace)
+    nchunks = n * k_rounds
+    plan = Plan(name("alltoall", n, "simple", inplace), "alltoall", "Simple", inplace, n,
+                (nchunks, nchunks, n - 1))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        for pi, p in enumerate(peers(r, n)):
+            for j in range(g):
+                b = gpu.block()
+                for k in range(k_rounds):
+                    part = p * k_rounds + k
+                    b.round([p], j)
+                    b.nop()
+                    if not inplace and k == 0:
+                        # The own block, spread over every block of the rank; after the nop
+                        # so that no signal is taken to publish it.
+                        b.data("copy", [local("i", r * k_rounds, k_rounds)],
+                               [local("o", r * k_rounds, k_rounds)], tbg=(pi * g + j, total))
+                    b.data("put", [local(x, part)], [b.remote("memory", p, "s", slot(p, r, n))],
+                           "memory", [p], j, tbg=(j, g))
+                    b.nop()
+                    b.round([p], j)
+                    b.nop()
+                    # In place, part (p, k) was read by the put above, before the round.
+                    b.data("copy", [local("s", slot(r, p, n))], [local("o", part)], tbg=(j, g))
+                    b.nop()
+                # Every block of this rank has copied its slot out (the barrier), and then so has
+                # every block of p (the round): no rank leaves the call while a peer still reads
+                # its scratch, which the next plan may write with no round first (a packet plan,
+                # whose slots lie elsewhere).
+                b.ops.pop()  # the nop: the barrier is a block barrier too
+                b.ops.append({"name": "barrier", "barrier_id": 0, "num_threadblocks": total})
+                b.round([p], j)
+    return plan
+
+
+# ---------------------------------------------------------------------------------------
 # Multi-node (N nodes x M ranks, rank = node * M + local rank)
 # ---------------------------------------------------------------------------------------
 
@@ -858,7 +939,7 @@ def broadcast_hier(nodes, m, root):
 def granule(plan):
     """Total sizes a plan can serve are the multiples of this: the send buffer must be a
     multiple of alignment x input_chunks (§4.1); allgather totals are nranks x that
-    (reducescatter totals are its input)."""
+    (reducescatter and alltoall totals are their input)."""
     g = ALIGN * plan.gpus[0].chunks[0]
     return g * plan.nranks if plan.collective == "allgather" else g
 
@@ -905,7 +986,8 @@ def all_plans():
     builders = {"allgather": (None, allgather_ll, None, allgather_simple, allgather_port),
                 "allreduce": (allreduce_allpairs, allreduce_ll, allreduce_scratch, allreduce_simple,
                               allreduce_port),
-                "reducescatter": (None, reducescatter_ll, None, reducescatter_simple, reducescatter_port)}
+                "reducescatter": (None, reducescatter_ll, None, reducescatter_simple, reducescatter_port),
+                "alltoall": (None, alltoall_ll, None, alltoall_simple, None)}
     plans = []
     for collective in sorted(builders):
         allpairs, ll, scratch, simple, port = builders[collective]
@@ -1036,10 +1118,10 @@ def coverage(folder):
                                            p.get("max_message_size", (1 << 64) - 1), f))
     gaps = 0
     shapes = [(n, n) for n in RANKS] + [(nodes * m, m) for nodes, m in MULTI]
-    for coll in ("allreduce", "allgather", "reducescatter", "broadcast"):
+    for coll in ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast"):
         for n, rpn in shapes:
-            if coll in ("reducescatter", "broadcast") and rpn != n:
-                continue  # one host only: no multi-node reducescatter or broadcast plans yet
+            if coll == "alltoall" and rpn != n:
+                continue  # one host only: no multi-node alltoall plans yet
             for inplace in (False, True):
                 # Broadcast plans serve both modes and are written out of place.
                 key = False if coll == "broadcast" else inplace
@@ -1078,7 +1160,7 @@ def main():
     ap.add_argument("--coverage", metavar="DIR",
                     help="check that the plans in DIR leave no size from one byte to 1 GiB unserved for "
                          "allreduce and allgather, in and out of place, at 2, 4 and 8 ranks on one node and on the "
-                         "multi-node shapes, and for reducescatter and broadcast on one node; exit 1 on a gap")
+                         "multi-node shapes, and for alltoall on one node; exit 1 on a gap")
     args = ap.parse_args()
     if args.summary:
         return summary()

@@ -1,6 +1,6 @@
-/* ncclAllReduce, ncclAllGather, ncclReduceScatter and ncclBroadcast/ncclBcast (and their *Config
- * forms): check arguments as NCCL does, pick a plan, run it, or send the call to NCCL; one chain for
- * every collective, driven by a row per collective (struct coll_kind). */
+/* ncclAllReduce, ncclAllGather, ncclReduceScatter, ncclAlltoAll and ncclBroadcast/ncclBcast (and
+ * their *Config forms): check arguments as NCCL does, pick a plan, run it, or send the call to NCCL;
+ * one chain for every collective, driven by a row per collective (struct coll_kind). */
 #include <inttypes.h>
 #include <nccl.h>
 #include <pthread.h>
@@ -25,7 +25,13 @@
 #include "fallback/real_nccl.h"
 #include "util/log.h"
 
-enum { FORCE_ALLREDUCE = 1, FORCE_ALLGATHER = 2, FORCE_REDUCESCATTER = 4, FORCE_BROADCAST = 16 };
+enum {
+  FORCE_ALLREDUCE = 1,
+  FORCE_ALLGATHER = 2,
+  FORCE_REDUCESCATTER = 4,
+  FORCE_ALLTOALL = 8,
+  FORCE_BROADCAST = 16
+};
 
 /* SHUNT_FORCE_FALLBACK, read once. */
 static pthread_once_t force_once = PTHREAD_ONCE_INIT;
@@ -39,19 +45,22 @@ static void read_force(void) {
   char* save = NULL;
   for (char* t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     if (!strcmp(t, "all") || !strcmp(t, "1"))
-      force_mask |= FORCE_ALLREDUCE | FORCE_ALLGATHER | FORCE_REDUCESCATTER | FORCE_BROADCAST;
+      force_mask |=
+          FORCE_ALLREDUCE | FORCE_ALLGATHER | FORCE_REDUCESCATTER | FORCE_ALLTOALL | FORCE_BROADCAST;
     else if (!strcmp(t, "allreduce"))
       force_mask |= FORCE_ALLREDUCE;
     else if (!strcmp(t, "allgather"))
       force_mask |= FORCE_ALLGATHER;
     else if (!strcmp(t, "reducescatter"))
       force_mask |= FORCE_REDUCESCATTER;
+    else if (!strcmp(t, "alltoall"))
+      force_mask |= FORCE_ALLTOALL;
     else if (!strcmp(t, "broadcast"))
       force_mask |= FORCE_BROADCAST;
     else {
       SHUNT_WARN(
           "SHUNT_FORCE_FALLBACK=%s is not valid (accepted: all, allreduce, allgather, reducescatter, "
-          "broadcast, a comma list, or 0); using 0",
+          "alltoall, broadcast, a comma list, or 0); using 0",
           v);
       force_mask = 0;
       return;
@@ -212,7 +221,7 @@ struct coll_args {
   const void* send;
   void* recv;
   size_t count; /* NCCL's count: allreduce's elements, allgather's per-rank send count,
-                   reducescatter's per-rank receive count */
+                   reducescatter's per-rank receive count, alltoall's count to and from each peer */
   ncclDataType_t dtype;
   ncclRedOp_t op; /* collectives that reduce */
   ncclComm_t comm;
@@ -273,6 +282,17 @@ static ncclResult_t fwd_reducescatter(const struct shunt_real_nccl* real, const 
   return real_said(real->ncclReduceScatter(a->send, a->recv, a->count, a->dtype, a->op, comm, a->stream));
 }
 
+static ncclResult_t fwd_alltoall(const struct shunt_real_nccl* real, const struct coll_args* a,
+                                 ncclComm_t comm) {
+  if (a->with_config) {
+    if (!real || !real->ncclAlltoAllConfig) return shunt_unavailable("ncclAlltoAllConfig", real);
+    return real_said(
+        real->ncclAlltoAllConfig(a->send, a->recv, a->count, a->dtype, comm, a->stream, a->config));
+  }
+  if (!real || !real->ncclAlltoAll) return shunt_unavailable("ncclAlltoAll", real);
+  return real_said(real->ncclAlltoAll(a->send, a->recv, a->count, a->dtype, comm, a->stream));
+}
+
 static ncclResult_t fwd_broadcast(const struct shunt_real_nccl* real, const struct coll_args* a,
                                   ncclComm_t comm) {
   if (a->with_config) {
@@ -311,6 +331,10 @@ static ncclResult_t check_root(const char* fn, int root, int nranks) {
   }
   return ncclSuccess;
 }
+/* count elements to and from each peer: both buffers hold one block per rank (nccl.h: the
+ * block for rank j at sendbuff + j x count, the block from rank i at recvbuff + i x count). */
+static const struct coll_kind ALLTOALL = {
+    SHUNT_COLL_ALLTOALL, "AlltoAll", "AlltoAllConfig", FORCE_ALLTOALL, false, 0, 0, fwd_alltoall};
 
 /* One collective call: NCCL's argument checks, then a plan when one serves it (queued in the
  * group), else the real NCCL with the reason logged, or an error naming the reason when the
@@ -486,3 +510,21 @@ SHUNT_EXPORT ncclResult_t pncclBroadcastConfig(const void* sendbuff, void* recvb
 SHUNT_ALIAS(ncclBroadcastConfig, ncclResult_t,
             (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
              ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
+SHUNT_EXPORT ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                        ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  struct coll_args a = {sendbuff, recvbuff, count, datatype, ncclSum, comm, stream, 0, NULL, 0};
+  return route(&ALLTOALL, &a);
+}
+SHUNT_ALIAS(ncclAlltoAll, ncclResult_t,
+            (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+             cudaStream_t stream))
+
+SHUNT_EXPORT ncclResult_t pncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                              ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+                                              const ncclCollConfig_t* config) {
+  struct coll_args a = {sendbuff, recvbuff, count, datatype, ncclSum, comm, stream, 1, config, 0};
+  return route(&ALLTOALL, &a);
+}
+SHUNT_ALIAS(ncclAlltoAllConfig, ncclResult_t,
+            (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+             cudaStream_t stream, const ncclCollConfig_t* config))

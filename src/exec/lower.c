@@ -25,8 +25,8 @@ struct builder {
   const struct shunt_plan_gpu* g;
   uint32_t rank;
   uint64_t chunk, align;
-  uint64_t out_stride; /* head runs: bytes between rank slices of the output (allgather) or of the
-                         input (reducescatter), else 0 */
+  uint64_t out_stride; /* head runs: bytes between rank slices of the output (allgather), of the
+                         input (reducescatter) or of both (alltoall), else 0 */
   uint32_t payload;
   struct vec blocks, ops, refs, chans, u32, sw, swr;
   /* The current block's ops before which a block barrier runs (plan/check.h,
@@ -104,17 +104,23 @@ static uint32_t lower_ref(struct builder* b, const struct shunt_plan_op* o, cons
   if (r->kind == SHUNT_REF_SWITCH && r->global >= 0 &&
       (uint32_t)r->global < b->g->nchannels[SHUNT_CHAN_SWITCH])
     btype = b->g->channels[SHUNT_CHAN_SWITCH][r->global].buffer_type;
-  /* The sliced buffer of a head run: allgather's output, reducescatter's input. */
+  /* The sliced buffer of a head run: allgather's output, reducescatter's input, both of
+   * alltoall's (C: a block's chunks). */
   bool rs = b->plan->coll == SHUNT_COLL_REDUCESCATTER;
-  if (b->out_stride && btype == (rs ? SHUNT_BUF_INPUT : SHUNT_BUF_OUTPUT)) {
+  bool a2a = b->plan->coll == SHUNT_COLL_ALLTOALL;
+  if (b->out_stride && (a2a ? btype == SHUNT_BUF_INPUT || btype == SHUNT_BUF_OUTPUT
+                            : btype == (rs ? SHUNT_BUF_INPUT : SHUNT_BUF_OUTPUT))) {
     /* Rank q's chunk k of the sliced buffer (index q x C + k, C the other side's chunks)
      * starts q slices in. */
-    uint32_t ic = rs ? b->plan->gpus[0].output_chunks : b->plan->gpus[0].input_chunks;
+    const struct shunt_plan_gpu* g0 = &b->plan->gpus[0];
+    uint32_t ic = a2a  ? (btype == SHUNT_BUF_INPUT ? g0->input_chunks : g0->output_chunks) / b->plan->ngpus
+                  : rs ? g0->output_chunks
+                       : g0->input_chunks;
     if (r->index % ic + r->size > ic) {
       fail(b,
            "%s: an %s entry spanning two ranks' slices (chunks %u..%u of %u per rank) cannot run on a "
            "call whose size is not a multiple of the plan's",
-           where, rs ? "input" : "output", r->index, r->index + r->size - 1, ic);
+           where, btype == SHUNT_BUF_INPUT ? "input" : "output", r->index, r->index + r->size - 1, ic);
       return 0;
     }
     off = (uint64_t)(r->index / ic) * b->out_stride + (uint64_t)(r->index % ic) * b->chunk;
@@ -442,7 +448,8 @@ static struct shunt_program* pack(struct builder* b, const struct shunt_call_sha
   p->remote_access = remote_access_of(b->plan, b->rank);
   p->in_bytes = s->in_bytes;
   p->out_bytes = s->out_bytes;
-  p->out_stride = s->out_stride                               ? s->out_stride
+  p->out_stride = b->plan->coll == SHUNT_COLL_ALLTOALL        ? s->in_bytes / b->plan->ngpus
+                  : s->out_stride                             ? s->out_stride
                   : b->plan->coll == SHUNT_COLL_REDUCESCATTER ? s->out_bytes
                                                               : s->in_bytes;
   p->chunk_bytes = b->chunk;
@@ -481,8 +488,15 @@ struct shunt_program* shunt_lower(const struct shunt_plan* plan, uint32_t rank,
   /* A strided reducescatter head addresses ranks x out_bytes of its input: its chunk unit. */
   uint64_t in_flat =
       s->out_stride && plan->coll == SHUNT_COLL_REDUCESCATTER ? s->out_bytes * plan->ngpus : s->in_bytes;
-  b.chunk = shunt_lower_chunk_bytes(plan, in_flat, s->out_bytes);
+  uint64_t out_flat = s->out_bytes;
   b.out_stride = s->out_stride;
+  if (s->out_stride && plan->coll == SHUNT_COLL_ALLTOALL) {
+    /* An alltoall head addresses ranks x its bytes per block on both sides; the blocks lie
+     * in_bytes / ranks apart. */
+    in_flat = out_flat = s->out_stride * plan->ngpus;
+    b.out_stride = s->in_bytes / plan->ngpus;
+  }
+  b.chunk = shunt_lower_chunk_bytes(plan, in_flat, out_flat);
   b.payload = (s->pkt == SHUNT_PKT_LL8) ? 4 : 8;
   const struct shunt_plan_gpu* g = b.g;
   for (uint32_t i = 0; i < g->nchannels[SHUNT_CHAN_SWITCH] && !b.failed; i++) {

@@ -52,11 +52,33 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
     flat.part = true; /* the range was checked on the real size */
     return shunt_lower_check_shape(plan, &flat, reason, len);
   }
+  if (s->out_stride && plan->coll == SHUNT_COLL_ALLTOALL) {
+    /* An alltoall head: both buffers keep their blocks (in_bytes / ranks apart) and the plan
+     * runs on the first out_stride bytes of each; checked as ranks x out_stride, which the
+     * plan addresses. */
+    uint32_t n = plan->ngpus;
+    if (in != out || in % n || s->out_stride >= in / n)
+      SHUNT_REFUSE("alltoall head of %" PRIu64 " bytes per block does not fit %u blocks in %" PRIu64
+                   "/%" PRIu64 " bytes",
+                   s->out_stride, n, in, out);
+    if (!ic || !oc || ic % n || oc % n)
+      SHUNT_REFUSE(
+          "a strided alltoall needs chunk counts that are nonzero multiples of the ranks (%u and %u for %u)",
+          ic, oc, n);
+    if (!s->part && (in < plan->min_message_size || in > plan->max_message_size))
+      SHUNT_REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", in,
+                   plan->min_message_size, plan->max_message_size);
+    struct shunt_call_shape flat = *s;
+    flat.in_bytes = flat.out_bytes = s->out_stride * n;
+    flat.out_stride = 0;
+    flat.part = true; /* the range was checked on the real size */
+    return shunt_lower_check_shape(plan, &flat, reason, len);
+  }
   if (s->out_stride) {
     /* A head run of an allgather whose slices are wider than the plan's input (exec/split.h):
      * the output is checked as if it were ranks x in_bytes, which the plan addresses. */
     if (plan->coll != SHUNT_COLL_ALLGATHER)
-      SHUNT_REFUSE("a slice stride is for allgather and reducescatter only");
+      SHUNT_REFUSE("a slice stride is for allgather, reducescatter and alltoall only");
     if (s->out_stride <= in || out != s->out_stride * plan->ngpus)
       SHUNT_REFUSE("output stride %" PRIu64 " does not fit %u slices of %" PRIu64 " bytes in %" PRIu64,
                    s->out_stride, plan->ngpus, in, out);
@@ -95,6 +117,10 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
                  out);
   if (plan->coll == SHUNT_COLL_ALLGATHER && out != in * plan->ngpus)
     SHUNT_REFUSE("allgather needs output = %u x input (%" PRIu64 " vs %" PRIu64 ")", plan->ngpus, out, in);
+  if (plan->coll == SHUNT_COLL_ALLTOALL && (in != out || in % plan->ngpus))
+    SHUNT_REFUSE("alltoall needs equal input and output sizes of whole blocks per rank (%" PRIu64
+                 " vs %" PRIu64 " for %u ranks)",
+                 in, out, plan->ngpus);
   if (plan->coll == SHUNT_COLL_REDUCESCATTER && in != out * plan->ngpus)
     SHUNT_REFUSE("reducescatter needs input = %u x output (%" PRIu64 " vs %" PRIu64 ")", plan->ngpus, in,
                  out);

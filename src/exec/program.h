@@ -114,7 +114,8 @@ struct shunt_program {
   uint8_t pad_;
   uint64_t in_bytes, out_bytes;
   uint64_t out_stride;    /* allgather: bytes from one rank's slice of the output to the next;
-                           reducescatter: of the input (the rank-sliced buffer) */
+                           reducescatter: of the input (the rank-sliced buffer); alltoall: from
+                           one block to the next, in both buffers */
   uint64_t chunk_bytes;   /* the chunk unit */
   uint64_t scratch_bytes; /* one scratch half (packet doubling included) */
   /* Byte offsets of the arrays from the start of the program. */

@@ -10,9 +10,16 @@ static bool is_rs(const struct shunt_plan* p) {
   return p->coll == SHUNT_COLL_REDUCESCATTER;
 }
 
+/* Alltoall: both buffers hold one block per rank; the split cuts every block alike. */
+static bool is_a2a(const struct shunt_plan* p) {
+  return p->coll == SHUNT_COLL_ALLTOALL;
+}
+
 /* The per-rank unit of a call: one rank's input (allgather, allreduce) or output
- * (reducescatter); the split cuts this unit into head and tail. */
+ * (reducescatter), or one peer's block (alltoall); the split cuts this unit into head and
+ * tail. */
 static uint64_t unit_of(const struct shunt_plan* p, const struct shunt_call_shape* call) {
+  if (is_a2a(p)) return p->ngpus ? call->in_bytes / p->ngpus : 0;
   return is_rs(p) ? call->out_bytes : call->in_bytes;
 }
 
@@ -21,8 +28,8 @@ static struct shunt_call_shape flat(const struct shunt_plan* p, const struct shu
                                     uint64_t u) {
   struct shunt_call_shape s = *call;
   s.part = false;
-  s.in_bytes = is_rs(p) ? u * p->ngpus : u;
-  s.out_bytes = p->coll == SHUNT_COLL_ALLGATHER ? u * p->ngpus : u;
+  s.in_bytes = is_rs(p) || is_a2a(p) ? u * p->ngpus : u;
+  s.out_bytes = p->coll == SHUNT_COLL_ALLGATHER || is_a2a(p) ? u * p->ngpus : u;
   s.out_stride = 0;
   return s;
 }
@@ -46,16 +53,19 @@ bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_sha
   if (!es) SHUNT_REFUSE("unknown data type %d", (int)call->dtype);
   if (in == 0) SHUNT_REFUSE("empty message");
   if (in % es) SHUNT_REFUSE("%" PRIu64 " bytes are not whole %u-byte elements", in, es);
-  if (is_rs(plan) ? call->in_bytes != in * n
-                  : call->out_bytes != (plan->coll == SHUNT_COLL_ALLGATHER ? in * n : in))
+  if (is_a2a(plan)  ? call->in_bytes != in * n || call->out_bytes != in * n
+      : is_rs(plan) ? call->in_bytes != in * n
+                    : call->out_bytes != (plan->coll == SHUNT_COLL_ALLGATHER ? in * n : in))
     SHUNT_REFUSE("output of %" PRIu64 " bytes does not fit an input of %" PRIu64, call->out_bytes,
                  call->in_bytes);
   /* The smallest per-rank size the rule takes: a multiple of alignment x the per-rank side's
    * chunks (input, or reducescatter's output; the other side's share when the plan names
    * none), tried up to a bound. */
-  uint32_t own = is_rs(plan) ? g->output_chunks : g->input_chunks;
+  uint32_t own = is_rs(plan) ? g->output_chunks : is_a2a(plan) ? 0 : g->input_chunks;
   uint32_t other = is_rs(plan) ? g->input_chunks : g->output_chunks;
-  bool sliced = plan->coll == SHUNT_COLL_ALLGATHER || is_rs(plan);
+  /* Alltoall: a block's share of the chunks, which both sides split alike. */
+  if (is_a2a(plan) && g->input_chunks > other) other = g->input_chunks;
+  bool sliced = plan->coll == SHUNT_COLL_ALLGATHER || is_rs(plan) || is_a2a(plan);
   uint64_t base = own ? a * own : sliced && n ? a * ((other + n - 1) / n) : a * other;
   s->quantum = 0;
   for (uint64_t k = 1; k <= 64 && base; k++) {
@@ -79,6 +89,13 @@ bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_sha
       s->head_shape.in_bytes = call->in_bytes;
       s->head_shape.out_stride = in;
     }
+    if (is_a2a(plan) && s->head) {
+      /* Both buffers keep their real layout (blocks `in` apart); the field carries the head's
+       * bytes of each block (exec/lower.h). */
+      s->head_shape.in_bytes = call->in_bytes;
+      s->head_shape.out_bytes = call->out_bytes;
+      s->head_shape.out_stride = s->head;
+    }
   }
   s->tail_shape = flat(plan, call, s->rest ? s->quantum : 0);
   s->tail_shape.part = true;
@@ -99,11 +116,11 @@ bool shunt_split_check(const struct shunt_plan* plan, const struct shunt_call_sh
 }
 
 uint32_t shunt_split_slices(const struct shunt_plan* plan) {
-  return plan->coll == SHUNT_COLL_ALLGATHER ? plan->ngpus : 1;
+  return plan->coll == SHUNT_COLL_ALLGATHER || is_a2a(plan) ? plan->ngpus : 1;
 }
 
 uint32_t shunt_split_in_slices(const struct shunt_plan* plan) {
-  return is_rs(plan) ? plan->ngpus : 1;
+  return is_rs(plan) || is_a2a(plan) ? plan->ngpus : 1;
 }
 
 uint64_t shunt_split_tail_bytes(const struct shunt_plan* plan, const struct shunt_split* s) {
@@ -130,7 +147,8 @@ void shunt_split_needs(const struct shunt_plan* plan, const struct shunt_split* 
   const struct shunt_call_shape* t = &s->tail_shape;
   /* A strided head addresses ranks x its unit of the sliced buffer: that is what its scratch
    * follows. */
-  uint64_t sh = !s->head ? 0
+  uint64_t sh = !s->head       ? 0
+                : is_a2a(plan) ? shunt_lower_scratch_need(plan, s->head * plan->ngpus, s->head * plan->ngpus)
                 : is_rs(plan)
                     ? shunt_lower_scratch_need(plan, h->out_bytes * plan->ngpus, h->out_bytes)
                     : shunt_lower_scratch_need(plan, h->in_bytes, h->in_bytes * shunt_split_slices(plan));
@@ -146,7 +164,7 @@ int shunt_split_run_host(const struct shunt_plan* plan, const struct shunt_call_
                          const struct shunt_split* s, uint32_t rank, const void* in, void* out, char* tail,
                          shunt_split_part_fn run, void* ctx) {
   /* The per-rank unit: the stride of the rank-sliced buffer (allgather's output,
-   * reducescatter's input). */
+   * reducescatter's input, both of alltoall's). */
   uint64_t R = unit_of(plan, call);
   /* In place as NCCL defines it (one buffer inside the other): the tail runs in place too, so
    * an in-place plan sees the layout it was written for. */
@@ -162,8 +180,9 @@ int shunt_split_run_host(const struct shunt_plan* plan, const struct shunt_call_
   memset(tail, 0, shunt_split_tail_bytes(plan, s));
   char* tin = tail + shunt_split_tail_in(plan, s, rank, inplace);
   char* tout = tail + shunt_split_tail_out(plan, s, rank, inplace);
-  /* Input slice k's rest goes to slice k of the padded input (one slice but for reducescatter);
-   * the head never touched those bytes. */
+  /* Input slice k's rest goes to slice k of the padded input (one slice but for reducescatter
+   * and alltoall); the head never touched those bytes, in place either (it writes only the
+   * first `head` bytes of each slice). */
   for (uint32_t k = 0; k < shunt_split_in_slices(plan); k++)
     memcpy(tin + (uint64_t)k * q, (const char*)in + (uint64_t)k * R + s->head, s->rest);
   int r = run(ctx, &s->tail_shape, true, tin, tout);

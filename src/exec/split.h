@@ -6,7 +6,8 @@
  * - the head: the largest part the rule takes (per rank for allgather and reducescatter),
  *   run on the user's buffers, with offsets exactly MSCCL++'s for that size; an allgather head
  *   keeps the output's real layout (rank slices `in_bytes` apart, exec/lower.h out_stride), a
- *   reducescatter head the input's (rank slices `out_bytes` apart);
+ *   reducescatter head the input's (rank slices `out_bytes` apart), an alltoall head both
+ *   (one block per rank, `in_bytes / ranks` apart, the head the first bytes of every block);
  * - the tail: the rest, fewer bytes than one quantum per rank, run once more padded with
  *   zeros to one quantum through small staging buffers, its results copied out.
  * Every op of the format is element-wise in position (copies, reductions, packets, slices
@@ -51,7 +52,9 @@ uint64_t shunt_split_tail_bytes(const struct shunt_plan* plan, const struct shun
 uint64_t shunt_split_tail_in(const struct shunt_plan* plan, const struct shunt_split* s, uint32_t rank,
                              bool inplace);
 uint32_t shunt_split_slices(const struct shunt_plan* plan);
-/* Reducescatter, the mirror: its tail input (ranks x quantum: input slice k's rest at slice k)
+/* Alltoall: both buffers have ranks slices (shunt_split_slices = shunt_split_in_slices = ranks);
+ * the padded input follows the padded output, or is it, in place.
+ * Reducescatter, the mirror: its tail input (ranks x quantum: input slice k's rest at slice k)
  * comes first, at shunt_split_tail_in = 0, and its output (quantum) follows it, or, in place,
  * lies at this rank's view inside it: shunt_split_tail_out (0 for the other collectives).
  * shunt_split_in_slices: the input's slices (ranks for reducescatter, else 1). */

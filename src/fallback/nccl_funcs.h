@@ -93,7 +93,7 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
     (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,     \
      cudaStream_t stream),                                                                                 \
     (sendbuff, recvbuff, sendcount, datatype, comm, stream))                                               \
-  R(FC, ncclAlltoAll,                                                                                          \
+  R(O, ncclAlltoAll,                                                                                           \
     (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,         \
      cudaStream_t stream),                                                                                 \
     (sendbuff, recvbuff, count, datatype, comm, stream))                                                   \
@@ -155,7 +155,7 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
     (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,      \
      ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),                                \
     (sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config))                                   \
-  R(FC, ncclAlltoAllConfig,                                                                                    \
+  R(O, ncclAlltoAllConfig,                                                                                     \
     (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,         \
      cudaStream_t stream, const ncclCollConfig_t* config),                                                 \
     (sendbuff, recvbuff, count, datatype, comm, stream, config))                                           \

@@ -123,7 +123,7 @@ static inline bool shunt_rpn_matches(uint32_t plan_rpn, uint32_t nranks, uint32_
 }
 
 struct shunt_select_query {
-  enum shunt_coll coll; /* ALLREDUCE, ALLGATHER, REDUCESCATTER or BROADCAST (others are never
+  enum shunt_coll coll; /* ALLREDUCE, ALLGATHER, REDUCESCATTER, ALLTOALL or BROADCAST (others are never
                            selected) */
   uint32_t nranks;
   /* Ranks per host when every host holds that many consecutive ranks; 0: all on one host;
@@ -133,7 +133,8 @@ struct shunt_select_query {
   enum shunt_dtype dtype;
   enum shunt_redop op; /* allreduce and reducescatter only */
   uint64_t bytes;      /* allreduce: count * size; allgather: total output bytes; reducescatter:
-                          total input bytes (recvcount * size * ranks); broadcast: count * size */
+                          total input bytes (recvcount * size * ranks); alltoall: the send
+                          buffer's bytes (count * size * ranks); broadcast: count * size */
   uint32_t root;       /* broadcast only: the root rank (< nranks) */
   const char* only;    /* NULL: any plan; else only the plan of that name may serve */
 };
@@ -147,8 +148,8 @@ struct shunt_selection {
 
 /* Picks the plan for a call: collective, rank count, ranks per node (a plan without a
  * constraint matches any), in-place mode (not for broadcast), broadcast's root (the entry
- * returned is then the one serving that root: shunt_plan_entry.roots), dtype/op support, min <= bytes <= max (inclusive),
- * chunk counts that some size splits into (any size then runs: exec/split.h), and the 32-bit
+ * returned is then the one serving that root: shunt_plan_entry.roots), dtype/op support, min <= bytes <= max
+ * (inclusive), chunk counts that some size splits into (any size then runs: exec/split.h), and the 32-bit
  * offsets of the device encoding. Among matches: a plan made for a placement (ranks per node)
  * before one free of placement, then narrowest range, then file name. With q->only, plans of
  * other names are passed over (one string comparison per candidate). */
@@ -156,7 +157,8 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
                                             const struct shunt_select_query* q);
 
 /* NCCL's in-place rule (nccl-abi.md §10): allreduce send == recv; allgather
- * send == recv + rank * per-rank bytes; reducescatter recv == send + rank * per-rank bytes. */
+ * send == recv + rank * per-rank bytes; reducescatter recv == send + rank * per-rank bytes;
+ * alltoall send == recv. */
 bool shunt_select_inplace(enum shunt_coll coll, const void* send, const void* recv, uint32_t rank,
                           uint64_t per_rank_bytes);
 /* Whether the collective takes a reduction op (allreduce, reducescatter). */

@@ -138,6 +138,15 @@ static bool redops_overlap(uint8_t a, uint8_t b) {
   return (sa && sb) || a == b;
 }
 
+/* Broadcast plans compete only for the roots both serve (a multi-node plan serves the roots of
+ * its root's local rank); other plans always compete. */
+static bool roots_overlap(const struct shunt_plan_entry* a, const struct shunt_plan_entry* b) {
+  if (!a->roots || !b->roots) return true;
+  for (uint32_t r = 0; r < a->plan->ngpus && r < b->plan->ngpus; r++)
+    if (a->roots[r].plan && b->roots[r].plan) return true;
+  return false;
+}
+
 static void warn_overlaps(const struct shunt_planset* ps, const struct bucket* bk) {
   for (uint32_t i = 0; i < bk->count; i++)
     for (uint32_t j = i + 1; j < bk->count; j++) {
@@ -145,6 +154,7 @@ static void warn_overlaps(const struct shunt_planset* ps, const struct bucket* b
       if (a->max < b->min || b->max < a->min) continue;
       if (a->rpn != b->rpn) continue; /* other placements, or the placement's own plan wins */
       if (shunt_coll_reduces((enum shunt_coll)bk->coll) && !redops_overlap(a->redop, b->redop)) continue;
+      if (!roots_overlap(&ps->entries[a->entry], &ps->entries[b->entry])) continue;
       uint64_t lo = a->min > b->min ? a->min : b->min, hi = a->max < b->max ? a->max : b->max;
       /* Where each range came from (the plan file, or FILE:LINE of a tuning rule), so that a
        * tuning file's overlap names the lines to mend. */
@@ -209,7 +219,8 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
                                             const struct shunt_select_query* q) {
   struct shunt_selection res = {NULL, false, NULL};
   if (q->coll != SHUNT_COLL_ALLREDUCE && q->coll != SHUNT_COLL_ALLGATHER &&
-      q->coll != SHUNT_COLL_REDUCESCATTER && q->coll != SHUNT_COLL_BROADCAST) {
+      q->coll != SHUNT_COLL_REDUCESCATTER && q->coll != SHUNT_COLL_ALLTOALL &&
+      q->coll != SHUNT_COLL_BROADCAST) {
     res.why_not = "collective not served by plans";
     return res;
   }
@@ -229,7 +240,9 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
     res.scale = (q->op == SHUNT_REDOP_AVG && is_float(q->dtype)) || q->op == SHUNT_REDOP_PREMULSUM;
   }
   bool bcast = q->coll == SHUNT_COLL_BROADCAST;
-  if ((q->coll == SHUNT_COLL_ALLGATHER || q->coll == SHUNT_COLL_REDUCESCATTER || bcast) && q->nranks == 0) {
+  if ((q->coll == SHUNT_COLL_ALLGATHER || q->coll == SHUNT_COLL_REDUCESCATTER ||
+       q->coll == SHUNT_COLL_ALLTOALL || bcast) &&
+      q->nranks == 0) {
     res.why_not = "no ranks";
     return res;
   }

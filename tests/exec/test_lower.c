@@ -1,11 +1,13 @@
-/* Lowering: chunk offsets, tbg slices, packet doubling, pipeline data, refusal reasons, and
- * the program cache. */
+/* Lowering: chunk offsets, tbg slices, packet doubling, pipeline data, refusal reasons, the
+ * program cache, an alltoall call's split and strided head, and the block barriers a plan left
+ * out. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/check.h"
 #include "exec/lower.h"
+#include "exec/split.h"
 #include "plan/parse.h"
 
 /* Two ranks, LL, double scratch; rank 0 block 0: copy (tbg 1 of 3), ppkt into the peer's
@@ -34,13 +36,17 @@ static const char* plan_text =
     "\"buffer_alignment\":16,\"min_message_size\":256,\"max_message_size\":1048576,\"gpus\":[" GPU(
         0, 1) "," GPU(1, 0) "]}";
 
-static struct shunt_plan* load(int num_chunks) {
+/* The plan above as `collective` (NULL: allreduce). */
+static struct shunt_plan* load_as(int num_chunks, const char* collective) {
   char* t = malloc(strlen(plan_text) + 64);
   char* o = t;
   for (const char* s = plan_text; *s;) {
     if (!strncmp(s, "NUMCHUNKS", 9)) {
       o += sprintf(o, "%d", num_chunks);
       s += 9;
+    } else if (collective && !strncmp(s, "\"allreduce\"", 11)) {
+      o += sprintf(o, "\"%s\"", collective);
+      s += 11;
     } else {
       *o++ = *s++;
     }
@@ -125,6 +131,55 @@ static void test_added_barriers(void) {
     CHECK_EQ_INT(ops[2].json_inner, 1);
     shunt_program_free(g);
   }
+}
+
+static struct shunt_plan* load(int num_chunks) {
+  return load_as(num_chunks, NULL);
+}
+
+/* Alltoall (one chunk per block here): a call of 1000 bytes per block splits into a head of 992
+ * and a padded tail; the head keeps both buffers' blocks 1000 bytes apart. */
+static void test_alltoall(void) {
+  struct shunt_plan* p = load_as(1, "alltoall");
+  CHECK(p != NULL);
+  if (!p) return;
+  char why[512];
+  struct shunt_call_shape call = {2000, 2000, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, SHUNT_PKT_LL16, 0, false};
+  struct shunt_split sp;
+  CHECK_MSG(shunt_split_call(p, &call, &sp, why, sizeof(why)), "%s", why);
+  CHECK_EQ_INT(sp.quantum, 16);
+  CHECK_EQ_INT(sp.head, 992);
+  CHECK_EQ_INT(sp.rest, 8);
+  CHECK_EQ_INT(sp.head_shape.in_bytes, 2000);
+  CHECK_EQ_INT(sp.head_shape.out_bytes, 2000);
+  CHECK_EQ_INT(sp.head_shape.out_stride, 992);
+  CHECK_EQ_INT(sp.tail_shape.in_bytes, 32);
+  CHECK_EQ_INT(sp.tail_shape.out_bytes, 32);
+  CHECK_EQ_INT(shunt_split_slices(p), 2);
+  CHECK_EQ_INT(shunt_split_in_slices(p), 2);
+  CHECK_MSG(shunt_split_check(p, &call, why, sizeof(why)), "%s", why);
+  /* A head of 512 bytes per 1024-byte block: chunk 512, chunk 1 (block 1) at 1024. */
+  struct shunt_call_shape h = {2048, 2048, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, SHUNT_PKT_LL16, 512, true};
+  struct shunt_program* g = shunt_lower(p, 0, &h, why, sizeof(why));
+  CHECK_MSG(g != NULL, "%s", why);
+  if (g) {
+    CHECK_EQ_INT(g->chunk_bytes, 512);
+    CHECK_EQ_INT(g->out_stride, 1024);
+    CHECK_EQ_INT(g->in_bytes, 2048); /* the real buffers: what staging copies */
+    const struct shunt_prog_op* ops = shunt_prog_ops(g);
+    const struct shunt_prog_ref* r = shunt_prog_refs(g);
+    /* copy i[1] -> o[1], tbg slice 1 of 3 (176 bytes at 176): both in block 1. */
+    CHECK_EQ_INT(r[ops[0].ref].off, 1024 + 176);
+    CHECK_EQ_INT(r[ops[0].ref + 1].off, 1024 + 176);
+    /* scratch is not cut into blocks: the ppkt's remote chunk 2 holds packets at 2 x 1024. */
+    CHECK_EQ_INT(r[ops[1].ref + 1].off, 2 * 1024);
+    shunt_program_free(g);
+  }
+  /* A head as wide as its blocks is no head. */
+  h.out_stride = 1024;
+  CHECK(!shunt_lower_check_call(p, -1, &h, why, sizeof(why)));
+  CHECK_STR_CONTAINS(why, "does not fit 2 blocks");
+  shunt_plan_free(p);
 }
 
 int main(void) {
@@ -214,5 +269,6 @@ int main(void) {
     shunt_plan_free(p);
   }
   test_added_barriers();
+  test_alltoall();
   CHECK_DONE();
 }

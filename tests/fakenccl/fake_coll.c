@@ -163,6 +163,21 @@ static ncclResult_t coll_run(struct ncclComm* c, const struct fake_coll* a) {
         BARRIER();
       }
       break;
+    case FAKE_ALLTOALL:
+      /* Each slot holds one piece per destination; in place, a rank overwrites only pieces it
+       * staged before the barrier. */
+      total = a->count * n;
+      per /= n;
+      for (size_t off = 0, k; off < a->count; off += k) {
+        k = a->count - off < per ? a->count - off : per;
+        for (size_t d = 0; d < n; d++)
+          memcpy(mine + d * k * es, (const unsigned char*)a->send + (d * a->count + off) * es, k * es);
+        BARRIER();
+        for (size_t r = 0; r < n; r++)
+          memcpy(recv + (r * a->count + off) * es, fake_slot(c, (int)r) + me * k * es, k * es);
+        BARRIER();
+      }
+      break;
   }
   maybe_corrupt(c, a, total);
   return ncclSuccess;

@@ -145,6 +145,14 @@ FAKE_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
                     op, comm);
 }
 
+FAKE_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                      ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  FAKE_RECORD(ncclAlltoAll, (sendbuff, recvbuff, count, datatype, comm, stream));
+  SCRIPTED_ERROR_OUT();
+  return collective((struct fake_coll){FAKE_ALLTOALL, sendbuff, recvbuff, count, datatype, {0}, 0}, ncclSum,
+                    comm);
+}
+
 FAKE_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                        ncclDataType_t datatype, int root, ncclComm_t comm,
                                        cudaStream_t stream) {

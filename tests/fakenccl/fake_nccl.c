@@ -86,6 +86,7 @@ FAKE_EXPORT ncclResult_t ncclGetVersion(int* version) {
 #define ncclAllGather fake_unused_ncclAllGather
 #define ncclBroadcast fake_unused_ncclBroadcast
 #define ncclReduceScatter fake_unused_ncclReduceScatter
+#define ncclAlltoAll fake_unused_ncclAlltoAll
 #define ncclGroupStart fake_unused_ncclGroupStart
 #define ncclGroupEnd fake_unused_ncclGroupEnd
 #define ncclCommDestroy fake_unused_ncclCommDestroy
@@ -113,6 +114,7 @@ SHUNT_NCCL_ALL_FUNCS(FAKE_R, FAKE_S, FAKE_V)
 #undef ncclAllGather
 #undef ncclBroadcast
 #undef ncclReduceScatter
+#undef ncclAlltoAll
 #undef ncclGroupStart
 #undef ncclGroupEnd
 #undef ncclCommDestroy

@@ -11,7 +11,7 @@
  * or threads and meet in a POSIX shared-memory segment named from the id's first 40 bytes),
  * ncclCommCount/UserRank/CuDevice (device = rank), ncclCommGetAsyncError, ncclAllReduce,
  * ncclAllGather, ncclBroadcast, ncclReduceScatter (every dtype; sum, prod, min, max, avg and
- * PreMulSum ops from ncclRedOpCreatePreMulSum), ncclGroupStart/End (work issued in a group
+ * PreMulSum ops from ncclRedOpCreatePreMulSum), ncclAlltoAll (in place too), ncclGroupStart/End (work issued in a group
  * runs at the outermost end, one thread per communicator), ncclCommSplit,
  * ncclCommFinalize/Destroy/Abort. Each records first; a result set to an error with
  * fake_set_result is returned without computing; a communicator the double did not create

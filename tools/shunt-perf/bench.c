@@ -81,6 +81,8 @@ static int lane_call(struct perf_lane* l, const struct perf_case* c, int inplace
     NCCL_OK(l, ncclReduceScatter(send, recv, c->count, c->type, op, l->comm, s));
   else if (c->coll == PERF_COLL_BROADCAST)
     NCCL_OK(l, ncclBroadcast(send, recv, c->count, c->type, c->root, l->comm, s));
+  else if (c->coll == PERF_COLL_ALLTOALL)
+    NCCL_OK(l, ncclAlltoAll(send, recv, c->count, c->type, l->comm, s));
   else
     NCCL_OK(l, ncclAllReduce(send, recv, c->count, c->type, op, l->comm, s));
   return 0;
@@ -225,16 +227,16 @@ static size_t next_size(const struct perf_opts* o, size_t s) {
   return n > s ? n : s + 1;
 }
 
-/* One row: counts as nccl-tests computes them (allgather and reducescatter: per-rank count
- * rounded down to 16 bytes, bus bandwidth (n-1)/n of the algorithm's; broadcast: the count
- * as given, bus bandwidth the algorithm's), the two timed halves, the check, and the exchange
- * of results with all ranks. */
+/* One row: counts as nccl-tests computes them (allgather and reducescatter: per-rank count,
+ * alltoall: per-peer count, rounded down to 16 bytes, bus bandwidth (n-1)/n of the algorithm's,
+ * the size column the whole buffer; broadcast: the count as given, bus bandwidth the
+ * algorithm's), the two timed halves, the check, and the exchange of results with all ranks. */
 static int row(struct perf_thread* r, struct perf_case* c, size_t size, double* bw_sum, int* bw_n,
                int64_t* table_wrong) {
   size_t es = perf_dtype_size(c->type), count = size / es, n = (size_t)r->nranks;
   size_t bytes = count * es, shown = count;
   double factor = n > 1 ? 2.0 * (double)(n - 1) / (double)n : 0;
-  if (c->coll == PERF_COLL_ALLGATHER || c->coll == PERF_COLL_REDUCESCATTER) {
+  if (c->coll == PERF_COLL_ALLGATHER || c->coll == PERF_COLL_REDUCESCATTER || c->coll == PERF_COLL_ALLTOALL) {
     /* nccl-tests rounds each rank's part to 16 bytes; --random keeps every count exact. */
     count = r->o->random_sizes ? (count / n ? count / n : 1) : (count / n) & ~(16 / es - 1);
     shown = count * n;
@@ -372,6 +374,7 @@ int perf_bench(struct perf_thread* r) {
     if (r->o->colls & PERF_COLL_ALLREDUCE) rc = table(r, PERF_COLL_ALLREDUCE);
     if (rc == 0 && (r->o->colls & PERF_COLL_ALLGATHER)) rc = table(r, PERF_COLL_ALLGATHER);
     if (rc == 0 && (r->o->colls & PERF_COLL_REDUCESCATTER)) rc = table(r, PERF_COLL_REDUCESCATTER);
+    if (rc == 0 && (r->o->colls & PERF_COLL_ALLTOALL)) rc = table(r, PERF_COLL_ALLTOALL);
     if (rc == 0 && (r->o->colls & PERF_COLL_BROADCAST)) {
       if (r->o->root >= r->nranks) {
         fprintf(stderr, "shunt-perf: --root %d is not a rank of %d\n", r->o->root, r->nranks);

@@ -28,14 +28,14 @@ void perf_usage(FILE* f) {
           "  -N, --run_cycles N      repeat the sweep N times, 0 = forever (default 1)\n"
           "  -G, --cudagraph N       GPU buffers: capture the -n calls into a CUDA graph and time N\n"
           "                          launches of it (host buffers: ignored)\n"
-          "  --coll C                allreduce, allgather, reducescatter, broadcast, or all: one\n"
-          "                          table each (default: allreduce and allgather)\n"
+          "  --coll C                allreduce, allgather, reducescatter, alltoall, broadcast, or\n"
+          "                          all: one table each (default: allreduce and allgather)\n"
           "  --root R|all            broadcast's root rank (default 0); all: every root in turn\n"
           "                          (a table per root, or with --random size k from root k mod\n"
           "                          the rank count)\n"
           "  --random N[,SEED]       N sizes drawn log-uniformly from [-b, -e] (fixed seed), every\n"
-          "                          count exact (allgather and reducescatter counts are not\n"
-          "                          rounded to 16 bytes);\n"
+          "                          count exact (allgather, reducescatter and alltoall counts are\n"
+          "                          not rounded to 16 bytes);\n"
           "                          with several -d types, size k uses the k-th type in turn\n"
           "  -np N                   start N processes on this machine, each with -t threads\n"
           "  -t, --nthreads N        threads per process (default 1)\n"
@@ -138,13 +138,18 @@ static int parse_coll(const char* s, struct perf_opts* o) {
     o->colls = PERF_COLL_ALLGATHER;
   else if (!strcmp(s, "reducescatter") || !strcmp(s, "reduce_scatter"))
     o->colls = PERF_COLL_REDUCESCATTER;
+  else if (!strcmp(s, "alltoall") || !strcmp(s, "all_to_all"))
+    o->colls = PERF_COLL_ALLTOALL;
   else if (!strcmp(s, "broadcast"))
     o->colls = PERF_COLL_BROADCAST;
   else if (!strcmp(s, "all"))
-    o->colls = PERF_COLL_ALLREDUCE | PERF_COLL_ALLGATHER | PERF_COLL_REDUCESCATTER | PERF_COLL_BROADCAST;
+    o->colls = PERF_COLL_ALLREDUCE | PERF_COLL_ALLGATHER | PERF_COLL_REDUCESCATTER | PERF_COLL_ALLTOALL |
+               PERF_COLL_BROADCAST;
   else {
     fprintf(stderr,
-            "shunt-perf: --coll takes allreduce, allgather, reducescatter, broadcast or all, not '%s'\n", s);
+            "shunt-perf: --coll takes allreduce, allgather, reducescatter, alltoall, broadcast or all, not "
+            "'%s'\n",
+            s);
     return -1;
   }
   return 0;

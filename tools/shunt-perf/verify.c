@@ -15,12 +15,17 @@ static int minmax_input(int r, size_t i) {
 static int gather_input(int r, size_t i) {
   return (int)((3 * (size_t)r + i) % 8);
 }
+/* Alltoall: element pos of the block rank `from` sends to rank `to`. */
+static int a2a_input(int from, int to, size_t pos) {
+  return (int)((3 * (size_t)from + 5 * (size_t)to + pos) % 8);
+}
 static int mulsum_scale(int r) {
   return 1 + (r & 1);
 }
 
 static int input(const struct perf_case* c, int r, size_t i) {
   if (c->coll == PERF_COLL_ALLGATHER || c->coll == PERF_COLL_BROADCAST) return gather_input(r, i);
+  if (c->coll == PERF_COLL_ALLTOALL) return a2a_input(r, (int)(i / c->count), i % c->count);
   switch (c->op) {
     case ncclProd:
       return 1 + bit(r, i, c->nranks);
@@ -43,21 +48,24 @@ static uint64_t load(const void* p, size_t i, size_t es) {
 }
 
 size_t perf_in_count(const struct perf_case* c) {
-  return c->coll == PERF_COLL_REDUCESCATTER ? c->count * (size_t)c->nranks : c->count;
+  return c->coll == PERF_COLL_REDUCESCATTER || c->coll == PERF_COLL_ALLTOALL ? c->count * (size_t)c->nranks
+                                                                             : c->count;
 }
 
 size_t perf_out_count(const struct perf_case* c) {
-  return c->coll == PERF_COLL_ALLGATHER ? c->count * (size_t)c->nranks : c->count;
+  return c->coll == PERF_COLL_ALLGATHER || c->coll == PERF_COLL_ALLTOALL ? c->count * (size_t)c->nranks
+                                                                         : c->count;
 }
 
 int perf_reduces(int coll) {
-  return coll != PERF_COLL_ALLGATHER && coll != PERF_COLL_BROADCAST;
+  return coll == PERF_COLL_ALLREDUCE || coll == PERF_COLL_REDUCESCATTER;
 }
 
 const char* perf_coll_name(int coll) {
   return coll == PERF_COLL_ALLGATHER       ? "allgather"
          : coll == PERF_COLL_REDUCESCATTER ? "reducescatter"
          : coll == PERF_COLL_BROADCAST     ? "broadcast"
+         : coll == PERF_COLL_ALLTOALL      ? "alltoall"
                                            : "allreduce";
 }
 
@@ -119,6 +127,13 @@ int64_t perf_count_wrong(const struct perf_case* c, const void* host) {
     for (int r = 0; r < c->nranks; r++)
       for (size_t i = 0; i < c->count; i++)
         wrong += load(host, (size_t)r * c->count + i, es) != table[gather_input(r, i)];
+    return wrong;
+  }
+  if (c->coll == PERF_COLL_ALLTOALL) {
+    /* Block j came from rank j: what j sent to this rank. */
+    for (int r = 0; r < c->nranks; r++)
+      for (size_t i = 0; i < c->count; i++)
+        wrong += load(host, (size_t)r * c->count + i, es) != table[a2a_input(r, c->rank, i)];
     return wrong;
   }
   for (size_t i = 0; i < c->count; i++) {

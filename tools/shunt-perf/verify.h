@@ -5,6 +5,7 @@
  *   prod: 1 or 2, with at most 4 twos (products up to 16)
  *   min, max: 0..4
  *   allgather: 0..7
+ *   alltoall: 0..7, from the sender, the receiver and the position in the block
  * mulsum multiplies rank r's input by 1 + (r & 1), so its sums stay at most 8, which even
  * fp8 e5m2 holds exactly. Outputs compare bit for bit, except floating avg, where NCCL's
  * pre-multiplication by 1/n may be 2 ulp off (as nccl-tests allows). */
@@ -18,11 +19,12 @@
 #include "options.h"
 
 struct perf_case {
-  int coll; /* PERF_COLL_ALLREDUCE, PERF_COLL_ALLGATHER, PERF_COLL_REDUCESCATTER or PERF_COLL_BROADCAST */
+  int coll; /* PERF_COLL_ALLREDUCE, _ALLGATHER, _REDUCESCATTER, _ALLTOALL or _BROADCAST */
   ncclDataType_t type;
   int op; /* ncclRedOp_t or PERF_OP_MULSUM; unused for allgather */
   int rank, nranks;
-  size_t count; /* NCCL's count argument: elements per rank for allgather and reducescatter */
+  size_t count; /* NCCL's count argument: elements per rank for allgather and reducescatter, per
+                   peer for alltoall */
   int root;     /* broadcast */
 };
 

@@ -1,8 +1,8 @@
 /* shunt-plan verify: run a plan on the host backend, one process per rank, and compare every
  * output byte with the reference collective.
  *
- * For each size (total bytes: allreduce buffer, allgather output, reducescatter input,
- * broadcast buffer), dtype and op, every rank
+ * For each size (total bytes: allreduce buffer, allgather output, reducescatter and alltoall
+ * input, broadcast buffer), dtype and op, every rank
  * runs K executions back to back; before each, inputs are filled with rank- and
  * index-dependent values (small integers, so any summation order is exact in every dtype)
  * and outputs with a sentinel. Prints PASS, the first mismatch (rank, byte offset, expected,
@@ -133,8 +133,9 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
   char* out = malloc(user_out_max ? user_out_max : 1);
   char* in = malloc(user_in_max ? user_in_max : 1);
   bool rs = plan->coll == SHUNT_COLL_REDUCESCATTER;
+  bool a2a = plan->coll == SHUNT_COLL_ALLTOALL;
   bool bcast = plan->coll == SHUNT_COLL_BROADCAST;
-  char* tmp = malloc((rs || bcast ? user_out_max : user_out_max / o->nranks) + 64);
+  char* tmp = malloc((rs || a2a || bcast ? user_out_max : user_out_max / o->nranks) + 64);
   char* exp = sh->expected;
   int status = 0;
   bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE || rs;
@@ -162,14 +163,22 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
      * reference holds every rank's output, slice by slice, and each rank computes its own. */
     if (rs) lo = (uint64_t)rank * s->out, hi = lo + s->out;
     uint64_t cmp_at = rs ? lo : 0;
+    /* Alltoall: each rank computes its own reference into tmp (block j is rank j's block for
+     * this rank, which the fill rule gives without asking rank j). */
+    const char* ref = a2a || bcast ? tmp : exp + cmp_at;
+    uint64_t blk = s->in / o->nranks;
     for (unsigned it = 0; it < o->iters && status < 2; it++) {
       unsigned seed = k * 131 + it;
-      char* user_in = rs ? in : inplace ? (reduce || bcast ? out : out + (uint64_t)rank * s->in) : in;
+      char* user_in = rs ? in : inplace ? (reduce || a2a || bcast ? out : out + (uint64_t)rank * s->in) : in;
       char* user_out = rs && inplace ? in + (uint64_t)rank * s->out : out;
       memset(user_out, 0xa5, s->out);
       verify_fill_input(user_in, 0, s->in, rank, o->nranks, seed, (enum shunt_dtype)s->dt, s->op, reduce);
       if (bcast) /* the root's input, which every rank computes for itself */
         verify_fill_input(tmp, 0, s->in, plan->root, o->nranks, seed, (enum shunt_dtype)s->dt, s->op, false);
+      else if (a2a)
+        for (uint32_t j = 0; j < o->nranks; j++)
+          verify_fill_input(tmp + (uint64_t)j * blk, (uint64_t)rank * blk, blk, j, o->nranks, seed,
+                            (enum shunt_dtype)s->dt, s->op, false);
       else if (reduce)
         verify_expected_allreduce(exp + lo, tmp, lo, hi - lo, o->nranks, seed, (enum shunt_dtype)s->dt,
                                   s->op);
@@ -187,10 +196,9 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
       /* Every slice of the reference is written once every rank has finished its run. */
       if (bs_barrier(&bc)) break;
       /* After a mismatch the rank keeps running, so its peers never wait for it. */
-      const char* want = bcast ? tmp : exp + cmp_at;
-      if (!status && memcmp(want, user_out, s->out) != 0) {
+      if (!status && memcmp(ref, user_out, s->out) != 0) {
         uint64_t b = 0;
-        while (want[b] == user_out[b]) b++;
+        while (ref[b] == user_out[b]) b++;
         status = 1;
         /* A broadcast's root is in the line's prefix; its mode only here. */
         const char* root = !bcast ? "" : inplace ? " in place" : " out of place";
@@ -198,7 +206,7 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
                  "mismatch: %s%s, %" PRIu64 " bytes, %s %s, iteration %u: rank %u byte offset %" PRIu64
                  ": expected 0x%02x, got 0x%02x",
                  plan->name, root, s->total, verify_dt_names[s->dt], reduce ? verify_op_names[s->op] : "-",
-                 it, rank, b, (unsigned)(unsigned char)want[b], (unsigned)(unsigned char)user_out[b]);
+                 it, rank, b, (unsigned)(unsigned char)ref[b], (unsigned)(unsigned char)user_out[b]);
       }
       /* Nobody writes the next reference before every rank has compared this one. */
       if (bs_barrier(&bc)) break;
@@ -225,7 +233,8 @@ static uint64_t granule(const struct shunt_plan* p) {
   uint64_t ic = p->gpus[0].input_chunks ? p->gpus[0].input_chunks : 1;
   uint64_t g = a * ic;
   if (p->coll == SHUNT_COLL_ALLGATHER) g *= p->ngpus;
-  if (p->coll == SHUNT_COLL_REDUCESCATTER && (g / a) % p->ngpus) g *= p->ngpus;
+  if ((p->coll == SHUNT_COLL_REDUCESCATTER || p->coll == SHUNT_COLL_ALLTOALL) && (g / a) % p->ngpus)
+    g *= p->ngpus;
   uint64_t oc = p->gpus[0].output_chunks;
   while (oc && (g / a) % oc) g += a * ic * (p->coll == SHUNT_COLL_ALLGATHER ? p->ngpus : 1);
   return g;
@@ -257,8 +266,11 @@ static unsigned default_sizes(const struct shunt_plan* p, const struct vopts* o,
   }
   /* Sizes the chunk rule does not take (a head and a padded tail, exec/split.h): one element
    * above the first size, and one element of the dtype per rank, when the range holds them. */
-  uint64_t es = shunt_dtype_size((enum shunt_dtype)dt),
-           per = p->coll == SHUNT_COLL_ALLGATHER || p->coll == SHUNT_COLL_REDUCESCATTER ? p->ngpus : 1;
+  uint64_t es = shunt_dtype_size((enum shunt_dtype)dt), per = p->coll == SHUNT_COLL_ALLGATHER ||
+                                                                      p->coll == SHUNT_COLL_REDUCESCATTER ||
+                                                                      p->coll == SHUNT_COLL_ALLTOALL
+                                                                  ? p->ngpus
+                                                                  : 1;
   uint64_t odd[2] = {lo + es * per, es * per};
   for (unsigned k = 0; k < 2 && n < MAX_SIZES; k++) {
     bool have = false;
@@ -612,9 +624,11 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
   int rc = 2;
   bool reduce = shunt_coll_reduces(plan->coll);
   if (plan->coll != SHUNT_COLL_ALLREDUCE && plan->coll != SHUNT_COLL_ALLGATHER &&
-      plan->coll != SHUNT_COLL_REDUCESCATTER && plan->coll != SHUNT_COLL_BROADCAST) {
-    fprintf(stderr, "%s: verify knows allreduce, allgather, reducescatter and broadcast, not '%s'\n", o.file,
-            plan->collective);
+      plan->coll != SHUNT_COLL_REDUCESCATTER && plan->coll != SHUNT_COLL_ALLTOALL &&
+      plan->coll != SHUNT_COLL_BROADCAST) {
+    fprintf(stderr,
+            "%s: verify knows allreduce, allgather, reducescatter, alltoall and broadcast, not '%s'\n",
+            o.file, plan->collective);
     goto out;
   }
   if (o.nranks && o.nranks != plan->ngpus) {
@@ -633,6 +647,10 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
   }
   if (o.root >= 0 && (plan->coll != SHUNT_COLL_BROADCAST || (uint32_t)o.root >= plan->ngpus)) {
     fprintf(stderr, "%s: --root %d names no root of this plan\n", o.file, o.root);
+    goto out;
+  }
+  if (plan->coll == SHUNT_COLL_ALLTOALL && o.backend != VERIFY_BACKEND_HOST) {
+    fprintf(stderr, "%s: alltoall runs on the host backend only\n", o.file);
     goto out;
   }
   if (o.net && o.backend != VERIFY_BACKEND_HOST) {

@@ -41,7 +41,8 @@ static void usage(FILE* f) {
           "  -b, -e SIZE             smallest and largest size (default 1K and 16M; K, M, G)\n"
           "  -f F                    step factor between sizes (default 2)\n"
           "  -n N, -w N              timed and warm-up calls per size and run (default 20, 3)\n"
-          "  --coll C                allreduce, allgather, reducescatter, broadcast or all (default all)\n"
+          "  --coll C                allreduce, allgather, reducescatter, alltoall, broadcast or all\n"
+          "                          (default all)\n"
           "  -o FILE                 the tuning file to write (default shunt.tuning)\n"
           "  --plot FILE             the plot (PNG) to write (default: the tuning file's name + .png)\n"
           "  --margin PCT            a plan takes over only when faster by more than PCT%% (default 5)\n"
@@ -89,9 +90,10 @@ static int parse(int argc, char** argv, struct opts* o) {
     OPT("-b", minb)
     OPT("--minbytes", minb)
     OPT("-e", maxb)
-    OPT("--maxbytes", maxb) OPT("-f", factor) OPT("--stepfactor", factor) OPT("-n", iters)
-        OPT("--iters", iters) OPT("-w", warmup) OPT("--warmup_iters", warmup) OPT("--coll", coll)
-            OPT("-o", out) OPT("--plot", plot) OPT("--perf", perf)
+    OPT("--maxbytes", maxb)
+    OPT("-f", factor) OPT("--stepfactor", factor) OPT("-n", iters) OPT("--iters", iters) OPT("-w", warmup)
+        OPT("--warmup_iters", warmup) OPT("--coll", coll) OPT("-o", out) OPT("--plot", plot)
+            OPT("--perf", perf)
 #undef OPT
                 char* end = NULL;
     if ((!strcmp(a, "--margin") || !strcmp(a, "--stable")) && v) {
@@ -118,8 +120,9 @@ static int parse(int argc, char** argv, struct opts* o) {
     return -1;
   }
   if (strcmp(o->coll, "all") && strcmp(o->coll, "allreduce") && strcmp(o->coll, "allgather") &&
-      strcmp(o->coll, "reducescatter") && strcmp(o->coll, "broadcast")) {
-    fprintf(stderr, "shunt-tune: --coll %s: want allreduce, allgather, reducescatter, broadcast or all\n",
+      strcmp(o->coll, "reducescatter") && strcmp(o->coll, "alltoall") && strcmp(o->coll, "broadcast")) {
+    fprintf(stderr,
+            "shunt-tune: --coll %s: want allreduce, allgather, reducescatter, alltoall, broadcast or all\n",
             o->coll);
     return -1;
   }
@@ -434,10 +437,10 @@ int main(int argc, char** argv) {
   bool placed = run_placement(head, nranks, &rpn);
 
   /* Groups: each collective asked for, out of place then in place. */
-  static struct tune_group groups[8];
+  static struct tune_group groups[10]; /* five collectives, two placements each */
   unsigned ng = 0;
-  const char* colls[] = {"allreduce", "allgather", "reducescatter", "broadcast"};
-  for (unsigned k = 0; k < 4; k++) {
+  const char* colls[] = {"allreduce", "allgather", "reducescatter", "alltoall", "broadcast"};
+  for (unsigned k = 0; k < sizeof(colls) / sizeof(colls[0]); k++) {
     if (strcmp(o.coll, "all") && strcmp(o.coll, colls[k])) continue;
     for (int ip = 0; ip < 2; ip++) {
       struct tune_group* g = &groups[ng];
