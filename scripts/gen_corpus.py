@@ -42,6 +42,12 @@ the memory allgather also at 16 and 32 ranks in place, every peer named in one o
                      the chunk and into a packet copy of it (recpkt), then the group of every
                      block unpacks its slice of that copy (upkt) and adds the other peers'
                      packets (repkt), with no nop in between (the flags order them).
+  zc_mem_alltoall    rank r reads chunk r of every peer's input (get) into its output; in place
+                     each rank first stages its input in scratch, chunk by chunk with the same
+                     slices its peers read, and they read that.
+  port_alltoall      rank r puts its chunk p into peer p's output through the proxy (pws), waits
+                     for its own n-1 chunks and flushes; in place from a scratch copy, after a
+                     round that tells every peer has made its copy.
   zc_mem_broadcast   every rank but the root reads the root's input (get) into its output; one
                      plan for both modes, as every broadcast plan (verify runs it both ways).
   port_broadcast     the root puts its input into every peer's output through the proxy (pws),
@@ -488,9 +494,62 @@ def port_broadcast(n, inplace=False):
     return plan
 
 
+def zc_mem_alltoall(n, inplace):
+    """Rank r reads chunk r of every peer's input (get) into its output chunk of that peer. In
+    place a rank's output overwrites the input its peers read: each first stages its input in
+    scratch, and the peers read that."""
+    plan = make_plan("zc_mem_alltoall", "alltoall", inplace, n, (n, n, n if inplace else 0))
+    src = "s" if inplace else "i"
+    for g in plan.gpus:
+        r, ps = g.rank, gp.peers(g.rank, n)
+        for j in range(BLOCKS):
+            b = g.block()
+            if inplace:
+                # Chunk by chunk, so that this block stages the very slices it sends.
+                for q in range(n):
+                    b.data("copy", [gp.local("i", q)], [gp.local("s", q)], tbg=(j, BLOCKS))
+                b.nop()
+            rounds(b, ps, j, relaxed=not inplace)
+            b.data("get", [b.remote("memory", p, src, r) for p in ps], [gp.local("o", p) for p in ps], "memory", ps,
+                   j, tbg=(j, BLOCKS))
+            if not inplace:
+                b.data("copy", [gp.local("i", r)], [gp.local("o", r)], tbg=(j, BLOCKS))
+            b.nop()
+            # Nobody leaves (and lets its source change) before every peer has read it.
+            rounds(b, ps, j)
+    return plan
+
+
+def port_alltoall(n, inplace):
+    """Rank r puts its chunk p into peer p's output chunk r through the proxy (pws), waits for
+    the n-1 chunks of its own, then flushes. In place the chunks leave from a scratch copy, and
+    a first round makes sure every peer has made its copy before its output is written."""
+    plan = make_plan("port_alltoall", "alltoall", inplace, n, (n, n, n if inplace else 0))
+    src = "s" if inplace else "i"
+    for g in plan.gpus:
+        r, ps = g.rank, gp.peers(g.rank, n)
+        for j in range(BLOCKS):
+            b = g.block()
+            if inplace:
+                # Chunk by chunk, so that this block stages the very slices it sends.
+                for q in range(n):
+                    b.data("copy", [gp.local("i", q)], [gp.local("s", q)], tbg=(j, BLOCKS))
+                b.nop()
+            rounds(b, ps, j, relaxed=not inplace)
+            if not inplace:
+                b.data("copy", [gp.local("i", r)], [gp.local("o", r)], tbg=(j, BLOCKS))
+                b.nop()
+            b.data("pws", [gp.local(src, p) for p in ps], [b.remote("port", p, "o", r) for p in ps], "port", ps, j,
+                   tbg=(j, BLOCKS))
+            b.sync("wait", "port", ps, j)
+            b.sync("flush", "port", ps, j)
+            b.nop()
+    return plan
+
+
 CLASSES = (zc_mem_allreduce, zc_port_allreduce, zc_nvls_allreduce, zc_mem_allgather, zc_nvls_allgather,
            bar_allreduce, sem_allreduce, pipe_allreduce, pkt_port_allgather, zc_mem_reducescatter,
-           port_reducescatter, tbg_pkt_reducescatter, mn_reducescatter)
+           port_reducescatter, tbg_pkt_reducescatter, mn_reducescatter, zc_mem_alltoall, port_alltoall)
 
 
 # Rank counts whose ops name more peers than MSCCL++'s own executor takes (8 channels per op):
