@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # The host backend against Open MPI on this machine, side by side in one run: for each rank
 # count and collective, every size from MIN to MAX (doubling), shunt-perf (ranks as processes,
-# the shipped plans, out of place) and MPI_Allreduce / MPI_Allgather (mpirun, shared memory).
+# the shipped plans, out of place) and MPI_Allreduce / MPI_Allgather / MPI_Reduce_scatter_block /
+# MPI_Alltoall / MPI_Bcast (mpirun, shared memory).
 # The two sides take turns, ROUNDS times (shunt, MPI, shunt, MPI, ...), so that a slow spell of
 # the machine falls on both; each round's figure per size is the mean of ITERS calls after
 # warm-up (sizes below 64 KiB: 10 x ITERS calls, where one call is a few microseconds and the
 # clock and the scheduler would dominate), and the table shows each side's median over the
 # rounds and the ratio of the medians, shunt / MPI (below 1: shunt faster).
-# Sizes as nccl-tests counts them: allreduce the buffer, allgather the whole output.
+# Sizes as nccl-tests counts them: allreduce and broadcast the buffer, allgather the whole
+# output, reducescatter the whole input, alltoall each rank's whole send buffer.
 # Usage: bench/host_vs_mpi.sh [RANKS="4 8"] [MIN=1K] [MAX=16M] [ITERS=100] [ROUNDS=3]
+#        [COLLS="allreduce allgather reducescatter alltoall broadcast"]
 #        (after a build in build/; SHUNT_TUNING applies to the shunt side)
 # Needs Open MPI (scripts/setup.sh --bench installs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ranks=${1:-"4 8"} min=${2:-1K} max=${3:-16M} iters=${4:-100} rounds=${5:-3}
+colls=${6:-"allreduce allgather reducescatter alltoall broadcast"}
 perf=${SHUNT_PERF:-build/tools/shunt-perf/shunt-perf}
 [ -x "$perf" ] || { echo "build first: cmake -S . -B build && cmake --build build" >&2; exit 2; }
 command -v mpicc >/dev/null && command -v mpirun >/dev/null ||
@@ -68,7 +72,7 @@ run_mpi() { # np coll out
 echo "# $rounds rounds per side, taking turns; medians over the rounds; ratio = shunt / MPI"
 printf '%-10s %5s %10s %12s %12s %8s  %s\n' coll ranks bytes shunt_us mpi_us ratio plan
 for np in $ranks; do
-  for coll in allreduce allgather; do
+  for coll in $colls; do
     : >"$tmp/shunt" && : >"$tmp/mpi"
     ok=1
     for ((r = 0; r < rounds && ok; r++)); do

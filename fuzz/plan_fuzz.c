@@ -1,5 +1,6 @@
-/* libFuzzer target: any bytes through the plan parser, the static checks, the race checker,
- * the size computation of a call on a plan that passed them (exec/split.h: the head and tail
+/* libFuzzer target: any bytes through the plan parser, the static checks, the race checker
+ * (across ranks, and the hazards inside a block the lowering adds barriers for), the size
+ * computation of a call on a plan that passed them (exec/split.h: the head and tail
  * of sizes drawn from the input, the extremes among them) and the tuning-file parser. Must
  * never crash, leak or hang. */
 #include <stddef.h>
@@ -21,9 +22,11 @@ static void sizes(const struct shunt_plan* p, const uint8_t* data, size_t size) 
                      : k == 1 ? UINT64_MAX / es / (p->ngpus ? p->ngpus : 1)
                               : (h >> 20) % (1ull << (4 + 6 * k));
     if (count == 0) count = 1;
-    uint64_t in = count * es;
-    struct shunt_call_shape s = {in,
-                                 p->coll == SHUNT_COLL_ALLGATHER ? in * p->ngpus : in,
+    /* Each collective's buffer shapes: allgather's output and reducescatter's input hold every
+     * rank's part (count is bounded so that they cannot wrap); the others' sides are equal. */
+    uint64_t part = count * es, n = p->ngpus ? p->ngpus : 1;
+    struct shunt_call_shape s = {p->coll == SHUNT_COLL_REDUCESCATTER ? part * n : part,
+                                 p->coll == SHUNT_COLL_ALLGATHER ? part * n : part,
                                  dt,
                                  (enum shunt_redop)(h % SHUNT_REDOP_OTHER),
                                  SHUNT_PKT_LL16,
@@ -42,8 +45,13 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   struct shunt_plan* p = shunt_plan_parse((const char*)data, size, "fuzz.json", &errs);
   if (p) {
     struct shunt_check_opts opts = {.max_threadblocks = 132};
-    if (shunt_plan_check(p, &opts, &errs) == 0 && shunt_plan_check_races(p, &errs) == 0 && p->ngpus <= 64)
-      sizes(p, data, size);
+    if (shunt_plan_check(p, &opts, &errs) == 0 && shunt_plan_check_races(p, &errs) == 0) {
+      /* The per-element hazard analysis the lowering adds block barriers from. */
+      struct shunt_plan_errors notes = {0};
+      shunt_plan_missing_barriers(p, &notes);
+      shunt_plan_errors_free(&notes);
+      if (p->ngpus <= 64) sizes(p, data, size);
+    }
     shunt_plan_free(p);
   }
   shunt_plan_errors_free(&errs);

@@ -32,6 +32,30 @@ the memory allgather also at 16 and 32 ranks in place, every peer named in one o
                      (cpkt), puts those packets into its slot of every peer's scratch over port
                      channels (ppkt), unpacks the peers' slots (upkt), and flushes before it leaves. No signal: the packets' flags
                      are the only sync, so the proxy (or the network) must land whole words.
+  zc_mem_reducescatter  zero-copy reducescatter over memory channels: rank r sums chunk r+1 of
+                     every rank's input (rre) and puts the sum straight into the output of its
+                     owner. In place a peer's output is its input's own chunk (plan-format §4.2).
+  port_reducescatter as zc_mem_reducescatter, the sum carried into the owner's output by the
+                     proxy (put-with-signal, the owner waits on it, then flush).
+  tbg_pkt_reducescatter  MSCCL++'s DSL shape (LL): every rank sends its peers' chunks as packets
+                     (ppkt); a thread-block group of two reduces half of the peers' packets into
+                     the chunk and into a packet copy of it (recpkt), then the group of every
+                     block unpacks its slice of that copy (upkt) and adds the other peers'
+                     packets (repkt), with no nop in between (the flags order them).
+  zc_mem_alltoall    rank r reads chunk r of every peer's input (get) into its output; in place
+                     each rank first stages its input in scratch, chunk by chunk with the same
+                     slices its peers read, and they read that.
+  port_alltoall      rank r puts its chunk p into peer p's output through the proxy (pws), waits
+                     for its own n-1 chunks and flushes; in place from a scratch copy, after a
+                     round that tells every peer has made its copy.
+  zc_mem_broadcast   every rank but the root reads the root's input (get) into its output; one
+                     plan for both modes, as every broadcast plan (verify runs it both ways).
+  port_broadcast     the root puts its input into every peer's output through the proxy (pws),
+                     once each peer signalled that it is inside the call.
+  mn_reducescatter   two nodes of n/2 ranks (4 and 8 ranks): inside a node the peers' chunks go
+                     as packets over memory channels, the node's partial sum of the other
+                     node's counterpart chunk goes as packets through the proxy (rppkt over a
+                     port channel), and the owner adds both (repkt).
 Standard library only; the builder is scripts/gen_plans.py's.
 """
 
@@ -310,8 +334,222 @@ def pkt_port_allgather(n, inplace):
     return plan
 
 
+def rs_round(b, ps, j, ctype="memory"):
+    b.sync("signal", ctype, ps, j)
+    b.sync("wait", ctype, ps, j)
+    b.nop()
+
+
+def zc_mem_reducescatter(n, inplace):
+    plan = make_plan("zc_mem_reducescatter", "reducescatter", inplace, n, (n, 1, 1))
+    for g in plan.gpus:
+        r, ps = g.rank, gp.peers(g.rank, n)
+        q = (r + 1) % n  # the chunk this rank reduces, and its owner
+        for j in range(BLOCKS):
+            b = g.block()
+            rounds(b, ps, j, relaxed=True)
+            b.data("rre", [gp.local("i", q)] + [b.remote("memory", p, "i", q) for p in ps], [gp.local("s", 0)],
+                   "memory", ps, j, tbg=(j, BLOCKS))
+            b.nop()
+            # The owner's output: in place, chunk q of its input.
+            out = ("i", q) if inplace else ("o", 0)
+            b.data("put", [gp.local("s", 0)], [b.remote("memory", q, *out)], "memory", [q], j, tbg=(j, BLOCKS))
+            b.nop()
+            # Nobody leaves (its output complete, its input read) before every peer is done.
+            rounds(b, ps, j)
+    return plan
+
+
+def port_reducescatter(n, inplace):
+    plan = make_plan("port_reducescatter", "reducescatter", inplace, n, (n, 1, 1))
+    for g in plan.gpus:
+        r, ps = g.rank, gp.peers(g.rank, n)
+        q, prev = (r + 1) % n, (r - 1) % n
+        for j in range(BLOCKS):
+            b = g.block()
+            rounds(b, ps, j, relaxed=True)
+            b.data("rre", [gp.local("i", q)] + [b.remote("memory", p, "i", q) for p in ps], [gp.local("s", 0)],
+                   "memory", ps, j, tbg=(j, BLOCKS))
+            b.nop()
+            out = ("i", q) if inplace else ("o", 0)
+            b.data("pws", [gp.local("s", 0)], [b.remote("port", q, *out)], "port", [q], j, tbg=(j, BLOCKS))
+            b.sync("wait", "port", [prev], j)
+            b.sync("flush", "port", [q], j)
+            b.nop()
+            rounds(b, ps, j)
+    return plan
+
+
+def tbg_pkt_reducescatter(n, inplace):
+    own = n - 1  # scratch slot of the packet copy of this rank's partial sum
+    plan = make_plan("tbg_pkt_reducescatter", "reducescatter", inplace, n, (n, 1, n))
+    plan.protocol = "LL"
+    for g in plan.gpus:
+        r, ps = g.rank, gp.peers(g.rank, n)
+        first, rest = ps[:max(1, len(ps) // 2)], ps[max(1, len(ps) // 2):]
+        out = gp.rs_out(r, inplace)
+        for j in range(BLOCKS):
+            b = g.block()
+            b.data("ppkt", [gp.local("i", p) for p in ps], [b.remote("memory", p, "s", gp.slot(p, r, n)) for p in ps],
+                   "memory", ps, 0, tbg=(j, BLOCKS))
+            if j < 2:
+                b.data("recpkt", [gp.local("i", r)] + [gp.local("s", gp.slot(r, p, n)) for p in first],
+                       [out, gp.local("s", own)], tbg=(j, 2))
+            b.data("upkt", [gp.local("s", own)], [out], tbg=(j, BLOCKS))
+            if rest:
+                b.data("repkt", [out] + [gp.local("s", gp.slot(r, p, n)) for p in rest], [out], tbg=(j, BLOCKS))
+    return plan
+
+
+def mn_reducescatter(n, inplace):
+    m = n // 2  # ranks per node; rank = node * m + local rank; 2 ranks: one per node
+    # Scratch: packets [0, m-1) the node peers' pieces of this rank's chunk, [m-1, 2m-2) their
+    # pieces of the counterpart's chunk, 2m-2 the node's partial of that chunk, 2m-1 the
+    # counterpart's partial of this rank's chunk; data at 4m (clear of the packets' bytes) the
+    # partial as data.
+    part, recv, tmp = 2 * m - 2, 2 * m - 1, 4 * m
+    plan = make_plan("mn_reducescatter", "reducescatter", inplace, n, (n, 1, tmp + 1))
+    plan.protocol = "LL"
+
+    def node_peers(r):
+        return [r - r % m + (r % m + k) % m for k in range(1, m)]
+
+    def counterpart(r):
+        return (r + m) % n
+
+    def slot(owner, sender):
+        return (sender % m - owner % m) % m - 1
+
+    for g in plan.gpus:
+        r = g.rank
+        lps, cp = node_peers(r), counterpart(r)
+        out = gp.rs_out(r, inplace)
+        for j in range(BLOCKS):
+            b = g.block()
+            if lps:
+                src, dst, chans = [], [], []
+                for p in lps:
+                    src += [gp.local("i", p), gp.local("i", counterpart(p))]
+                    dst += [b.remote("memory", p, "s", slot(p, r)), b.remote("memory", p, "s", m - 1 + slot(p, r))]
+                    chans += [p, p]
+                b.data("ppkt", src, dst, "memory", chans, 0, tbg=(j, BLOCKS))
+            if lps:
+                b.data("recpkt", [gp.local("i", cp)] + [gp.local("s", m - 1 + slot(r, p)) for p in lps],
+                       [gp.local("s", tmp), gp.local("s", part)], tbg=(j, BLOCKS))
+            else:  # one rank per node: the partial is this rank's own piece
+                b.data("cpkt", [gp.local("i", cp)], [gp.local("s", part)], tbg=(j, BLOCKS))
+            b.data("rppkt", [gp.local("s", part)], [b.remote("port", cp, "s", recv)], "port", [cp], 0,
+                   tbg=(j, BLOCKS))
+            b.data("repkt", [gp.local("i", r)] + [gp.local("s", slot(r, p)) for p in lps] + [gp.local("s", recv)],
+                   [out], tbg=(j, BLOCKS))
+            # The proxy reads our packets: they must not change before it is done.
+            b.sync("flush", "port", [cp], 0)
+    return plan
+
+def zc_mem_broadcast(n, inplace=False):
+    """Every rank but the root reads the root's input (get) into its output."""
+    plan = make_plan("zc_mem_broadcast", "broadcast", False, n, (1, 1, 0))
+    plan.name = "zc_mem_broadcast_%dr" % n
+    root = gp.BCAST_ROOT
+    for g in plan.gpus:
+        r = g.rank
+        ps = gp.peers(r, n) if r == root else [root]
+        for j in range(BLOCKS):
+            b = g.block()
+            rounds(b, ps, j, relaxed=True)
+            if r == root:
+                b.data("copy", [gp.local("i", 0)], [gp.local("o", 0)], tbg=(j, BLOCKS))
+            else:
+                b.data("get", [b.remote("memory", root, "i", 0)], [gp.local("o", 0)], "memory", [root], j,
+                       tbg=(j, BLOCKS))
+            b.nop()
+            # The root's input stays unchanged until every peer has read it.
+            rounds(b, ps, j)
+    return plan
+
+
+def port_broadcast(n, inplace=False):
+    """The root puts its input into every peer's output through the proxy, once each peer said
+    it is inside the call; the put's signal tells the peer the data has landed."""
+    plan = make_plan("port_broadcast", "broadcast", False, n, (1, 1, 0))
+    plan.name = "port_broadcast_%dr" % n
+    root = gp.BCAST_ROOT
+    for g in plan.gpus:
+        r = g.rank
+        for j in range(BLOCKS):
+            b = g.block()
+            if r == root:
+                ps = gp.peers(r, n)
+                b.sync("wait", "port", ps, j)
+                b.nop()
+                b.data("copy", [gp.local("i", 0)], [gp.local("o", 0)], tbg=(j, BLOCKS))
+                b.nop()
+                b.data("pws", [gp.local("i", 0) for _ in ps], [b.remote("port", p, "o", 0) for p in ps], "port",
+                       ps, j, tbg=(j, BLOCKS))
+                b.sync("flush", "port", ps, j)
+            else:
+                b.sync("signal", "port", [root], j)
+                b.sync("wait", "port", [root], j)
+                b.nop()
+    return plan
+
+
+def zc_mem_alltoall(n, inplace):
+    """Rank r reads chunk r of every peer's input (get) into its output chunk of that peer. In
+    place a rank's output overwrites the input its peers read: each first stages its input in
+    scratch, and the peers read that."""
+    plan = make_plan("zc_mem_alltoall", "alltoall", inplace, n, (n, n, n if inplace else 0))
+    src = "s" if inplace else "i"
+    for g in plan.gpus:
+        r, ps = g.rank, gp.peers(g.rank, n)
+        for j in range(BLOCKS):
+            b = g.block()
+            if inplace:
+                # Chunk by chunk, so that this block stages the very slices it sends.
+                for q in range(n):
+                    b.data("copy", [gp.local("i", q)], [gp.local("s", q)], tbg=(j, BLOCKS))
+                b.nop()
+            rounds(b, ps, j, relaxed=not inplace)
+            b.data("get", [b.remote("memory", p, src, r) for p in ps], [gp.local("o", p) for p in ps], "memory", ps,
+                   j, tbg=(j, BLOCKS))
+            if not inplace:
+                b.data("copy", [gp.local("i", r)], [gp.local("o", r)], tbg=(j, BLOCKS))
+            b.nop()
+            # Nobody leaves (and lets its source change) before every peer has read it.
+            rounds(b, ps, j)
+    return plan
+
+
+def port_alltoall(n, inplace):
+    """Rank r puts its chunk p into peer p's output chunk r through the proxy (pws), waits for
+    the n-1 chunks of its own, then flushes. In place the chunks leave from a scratch copy, and
+    a first round makes sure every peer has made its copy before its output is written."""
+    plan = make_plan("port_alltoall", "alltoall", inplace, n, (n, n, n if inplace else 0))
+    src = "s" if inplace else "i"
+    for g in plan.gpus:
+        r, ps = g.rank, gp.peers(g.rank, n)
+        for j in range(BLOCKS):
+            b = g.block()
+            if inplace:
+                # Chunk by chunk, so that this block stages the very slices it sends.
+                for q in range(n):
+                    b.data("copy", [gp.local("i", q)], [gp.local("s", q)], tbg=(j, BLOCKS))
+                b.nop()
+            rounds(b, ps, j, relaxed=not inplace)
+            if not inplace:
+                b.data("copy", [gp.local("i", r)], [gp.local("o", r)], tbg=(j, BLOCKS))
+                b.nop()
+            b.data("pws", [gp.local(src, p) for p in ps], [b.remote("port", p, "o", r) for p in ps], "port", ps, j,
+                   tbg=(j, BLOCKS))
+            b.sync("wait", "port", ps, j)
+            b.sync("flush", "port", ps, j)
+            b.nop()
+    return plan
+
+
 CLASSES = (zc_mem_allreduce, zc_port_allreduce, zc_nvls_allreduce, zc_mem_allgather, zc_nvls_allgather,
-           bar_allreduce, sem_allreduce, pipe_allreduce, pkt_port_allgather)
+           bar_allreduce, sem_allreduce, pipe_allreduce, pkt_port_allgather, zc_mem_reducescatter,
+           port_reducescatter, tbg_pkt_reducescatter, mn_reducescatter, zc_mem_alltoall, port_alltoall)
 
 
 # Rank counts whose ops name more peers than MSCCL++'s own executor takes (8 channels per op):
@@ -320,12 +558,19 @@ LARGE_RANKS = (16, 32)
 LARGE_CLASSES = (zc_mem_allreduce, zc_nvls_allreduce, zc_mem_allgather)
 
 
+# One broadcast plan serves both modes (verify runs it in place and out of place).
+BCAST_CLASSES = (zc_mem_broadcast, port_broadcast)
+
+
 def all_plans():
     plans = []
     for cls in CLASSES:
         for n in RANKS:
             for inplace in (True, False):
                 plans.append(cls(n, inplace))
+    for cls in BCAST_CLASSES:
+        for n in RANKS:
+            plans.append(cls(n))
     for cls in LARGE_CLASSES:
         for n in LARGE_RANKS:
             plans.append(cls(n, True))
@@ -337,7 +582,7 @@ def check_limits(plan):
     keep to (gen_plans.check_limits)."""
     for gpu in plan.gpus:
         for b in gpu.blocks:
-            assert len(b.ops) <= 64, (plan.name, "ops")
+            assert len(b.ops) <= 256, (plan.name, "ops")
             assert all(len(v) <= 64 for v in b.channels.values()), (plan.name, "channels")
             assert all(len(v) <= 64 for v in b.rbufs.values()), (plan.name, "remote buffers")
             for op in b.ops:

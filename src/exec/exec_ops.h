@@ -19,6 +19,8 @@
  *   xb_batch(X)                      bytes one thread handles per step (multiple of 16)
  *   xb_tmp(X, k)                     per-thread temporary of xb_batch bytes, k in 0..1
  *   xb_block_sync(X), xb_barrier(X, id, nblocks)
+ *   xb_data_before_packets(X)        this thread's data stores are seen by any thread before
+ *                                    its packet stores that follow
  *   xb_signal(X, chan, relaxed), xb_wait(X, chan, relaxed)
  *   xb_port(X, chan, trigger, wait_done)   push a trigger; wait for its completion if asked
  *   xb_port_direct(X, peer)          whether port ops to that peer move the data in the
@@ -165,13 +167,20 @@ SHUNT_XFN int shunt_x_reduce(struct shunt_xctx* X, const struct shunt_prog_op* o
       }
       if (i) xb_reduce(X, acc, in, m);
     }
-    for (unsigned i = 0; i < o->ndst; i++) {
-      const struct shunt_prog_ref* d = &dst[i];
-      if (d->flags & SHUNT_PREF_PACKETS)
-        xb_pkt_put(X, xb_addr(X, d, 0, 2 * at), acc, m);
-      else
-        xb_copy(X, xb_addr(X, d, 0, off + at), acc, m);
-    }
+    /* Data first, then packets: a thread that sees a packet's flag may rely on the data this
+     * thread stored before it (the race check's LL-flag ordering, plan/check_race.c), which
+     * on a GPU takes a fence between the two. */
+    bool data = false;
+    for (unsigned i = 0; i < o->ndst; i++)
+      if (!(dst[i].flags & SHUNT_PREF_PACKETS)) {
+        xb_copy(X, xb_addr(X, &dst[i], 0, off + at), acc, m);
+        data = true;
+      }
+    for (unsigned i = 0, fenced = 0; i < o->ndst; i++)
+      if (dst[i].flags & SHUNT_PREF_PACKETS) {
+        if (data && !fenced++) xb_data_before_packets(X);
+        xb_pkt_put(X, xb_addr(X, &dst[i], 0, 2 * at), acc, m);
+      }
   }
   return 0;
 }

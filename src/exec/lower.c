@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "exec/lower_internal.h"
+#include "plan/check.h"
 
 _Static_assert(SHUNT_COLL_ALLGATHER == 2, "SHUNT_PROG_IN_VIEW (exec/program.h) names allgather by value");
 _Static_assert(SHUNT_COLL_REDUCESCATTER == 3,
@@ -28,6 +29,10 @@ struct builder {
                          input (reducescatter) or of both (alltoall), else 0 */
   uint32_t payload;
   struct vec blocks, ops, refs, chans, u32, sw, swr;
+  /* The current block's ops before which a block barrier runs (plan/check.h,
+   * shunt_plan_block_syncs): flat positions, pipeline bodies after their pipeline. */
+  bool* sync_before;
+  uint32_t nsync;
   char* reason;
   size_t len;
   bool failed;
@@ -174,6 +179,46 @@ static uint32_t lower_ref(struct builder* b, const struct shunt_plan_op* o, cons
 static bool lower_op(struct builder* b, uint32_t blk, const struct shunt_plan_op* o, uint32_t json_op,
                      int json_inner, const struct shunt_plan_op* pipe);
 
+/* Flat position of ops[i] (j < 0) or ops[i].ops[j] of the current block. */
+static uint32_t flat_pos(const struct shunt_plan_threadblock* tb, uint32_t i, int32_t j) {
+  uint32_t n = 0;
+  for (uint32_t k = 0; k < i && k < tb->nops; k++) n += 1 + tb->ops[k].nops;
+  return j < 0 ? n : n + 1 + (uint32_t)j;
+}
+
+struct sync_arg {
+  struct builder* b;
+  const struct shunt_plan_threadblock* tb;
+};
+
+static void mark_sync(void* arg, uint32_t i, int32_t j, const char* why) {
+  struct sync_arg* a = arg;
+  (void)why;
+  uint32_t at = flat_pos(a->tb, i, j);
+  if (at < a->b->nsync) a->b->sync_before[at] = true;
+}
+
+/* Finds the ops of block t that need a block barrier the plan left out. */
+static bool plan_syncs(struct builder* b, uint32_t t) {
+  const struct shunt_plan_threadblock* tb = &b->g->threadblocks[t];
+  free(b->sync_before);
+  b->nsync = tb->nops_flat;
+  b->sync_before = calloc(b->nsync ? b->nsync : 1, sizeof(bool));
+  if (!b->sync_before) {
+    fail(b, "out of memory");
+    return false;
+  }
+  struct sync_arg a = {b, tb};
+  shunt_plan_block_syncs(b->plan, b->rank, t, mark_sync, &a);
+  return true;
+}
+
+static bool barrier_before(const struct builder* b, uint32_t json_op, int json_inner) {
+  const struct shunt_plan_threadblock* tb = &b->g->threadblocks[b->blocks.n];
+  uint32_t at = flat_pos(tb, json_op, json_inner);
+  return b->sync_before && at < b->nsync && b->sync_before[at];
+}
+
 static bool lower_refs_and_chans(struct builder* b, struct shunt_prog_op* po, const struct shunt_plan_op* o,
                                  const char* where) {
   if (o->nsrc + o->ndst > 255 || o->nchannel_ids > 255 || o->nsemaphore_ids > 255) {
@@ -259,6 +304,13 @@ static bool lower_op(struct builder* b, uint32_t blk, const struct shunt_plan_op
              json_inner);
   else
     snprintf(where, sizeof(where), "gpus[%u].threadblocks[%u].ops[%u]", b->rank, blk, json_op);
+  if (barrier_before(b, json_op, json_inner)) {
+    struct shunt_prog_op* nop = push(b, &b->ops, sizeof(*nop));
+    if (!nop) return false;
+    nop->type = SHUNT_OP_NOP;
+    nop->json_op = (uint16_t)json_op;
+    nop->json_inner = (int16_t)json_inner;
+  }
   struct shunt_prog_op* po = push(b, &b->ops, sizeof(*po));
   if (!po) return false;
   uint32_t idx = b->ops.n - 1;
@@ -291,13 +343,14 @@ static bool lower_op(struct builder* b, uint32_t blk, const struct shunt_plan_op
       return false;
     }
     po->a = (uint32_t)iters;
-    po->b = o->nops;
     po->unit = o->unit_size;
     for (uint32_t j = 0; j < o->nops; j++) {
       if (!lower_op(b, blk, &o->ops[j], json_op, (int)j, o)) return false;
       struct shunt_prog_op* inner = (struct shunt_prog_op*)b->ops.v + b->ops.n - 1;
       if (!check_windows(b, inner, o, (uint32_t)iters, where)) return false;
     }
+    /* The body as lowered, added barriers included. */
+    ((struct shunt_prog_op*)b->ops.v)[idx].b = b->ops.n - idx - 1;
     return true;
   }
   (void)pipe;
@@ -309,6 +362,7 @@ static bool lower_op(struct builder* b, uint32_t blk, const struct shunt_plan_op
 }
 
 static void free_builder(struct builder* b) {
+  free(b->sync_before);
   free(b->blocks.v);
   free(b->ops.v);
   free(b->refs.v);
@@ -465,6 +519,7 @@ struct shunt_program* shunt_lower(const struct shunt_plan* plan, uint32_t rank,
   for (uint32_t t = 0; t < g->nthreadblocks && !b.failed; t++) {
     const struct shunt_plan_threadblock* tb = &g->threadblocks[t];
     uint32_t first = b.ops.n;
+    if (!plan_syncs(&b, t)) break;
     for (uint32_t i = 0; i < tb->nops && !b.failed; i++) lower_op(&b, t, &tb->ops[i], i, -1, NULL);
     struct shunt_prog_block* pb = push(&b, &b.blocks, sizeof(*pb));
     if (!pb) break;

@@ -1,5 +1,7 @@
 /* Lowering: chunk offsets, tbg slices, packet doubling, pipeline data, refusal reasons, the
- * program cache, and an alltoall call's split and strided head. */
+ * program cache, an alltoall call's split and strided head, and the block barriers a plan left
+ * out. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,7 +11,8 @@
 #include "plan/parse.h"
 
 /* Two ranks, LL, double scratch; rank 0 block 0: copy (tbg 1 of 3), ppkt into the peer's
- * scratch, a pipeline of one put into the peer's scratch. Rank 1 mirrors rank 0. */
+ * scratch (packets at chunk 2), a pipeline of one put into the peer's scratch (data at chunk 1,
+ * clear of those packets). Rank 1 mirrors rank 0. */
 #define GPU(ID, PEER)                                                                                      \
   "{\"id\":" #ID                                                                                           \
   ",\"input_chunks\":2,\"output_chunks\":2,\"scratch_chunks\":4,"                                          \
@@ -22,10 +25,10 @@
   "{\"name\":\"copy\",\"src_buff\":[{\"type\":\"i\",\"index\":1,\"size\":1}],"                             \
   "\"dst_buff\":[{\"type\":\"o\",\"index\":1,\"size\":1}],\"tbg_info\":{\"tb_id\":1,\"tbg_size\":3}},"     \
   "{\"name\":\"ppkt\",\"channel_type\":\"memory\",\"src_buff\":[{\"type\":\"i\",\"index\":0,\"size\":1}]," \
-  "\"dst_buff\":[{\"buffer_id\":0,\"index\":1,\"size\":1}]},"                                              \
+  "\"dst_buff\":[{\"buffer_id\":0,\"index\":2,\"size\":1}]},"                                              \
   "{\"name\":\"pipeline\",\"iter_context\":{\"unit_size\":128,\"num_chunks\":NUMCHUNKS},\"ops\":["         \
   "{\"name\":\"put\",\"channel_type\":\"memory\",\"src_buff\":[{\"type\":\"o\",\"index\":0,\"size\":1}],"  \
-  "\"dst_buff\":[{\"buffer_id\":0,\"index\":2,\"size\":1}]}]}]}]}"
+  "\"dst_buff\":[{\"buffer_id\":0,\"index\":1,\"size\":1}]}]}]}]}"
 
 static const char* plan_text =
     "{\"name\":\"lower_test\",\"collective\":\"allreduce\",\"protocol\":\"LL\",\"inplace\":false,"
@@ -57,6 +60,77 @@ static struct shunt_plan* load_as(int num_chunks, const char* collective) {
   shunt_plan_errors_free(&errs);
   free(t);
   return p;
+}
+
+/* One rank of a 2-rank LL reducescatter whose block 0 runs `ops` (both ranks alike). */
+static struct shunt_program* lower_rs(const char* ops) {
+  char gpu[2][1500], t[4000];
+  for (int r = 0; r < 2; r++)
+    snprintf(gpu[r], sizeof(gpu[r]),
+             "{\"id\":%d,\"input_chunks\":2,\"output_chunks\":1,\"scratch_chunks\":4,\"channels\":[],"
+             "\"remote_buffers\":[],\"threadblocks\":[{\"id\":0,\"channels\":[],\"ops\":[%s]}]}",
+             r, ops);
+  snprintf(t, sizeof(t),
+           "{\"name\":\"rs\",\"collective\":\"reducescatter\",\"protocol\":\"LL\",\"inplace\":false,"
+           "\"reuse_resources\":false,\"num_threads_per_block\":256,\"use_double_scratch_buffer\":false,"
+           "\"buffer_alignment\":16,\"min_message_size\":0,\"max_message_size\":1073741824,\"gpus\":[%s,%s]}",
+           gpu[0], gpu[1]);
+  struct shunt_plan_errors errs = {0};
+  struct shunt_plan* p = shunt_plan_parse(t, strlen(t), "rs.json", &errs);
+  shunt_plan_errors_free(&errs);
+  CHECK(p != NULL);
+  if (!p) return NULL;
+  char why[512];
+  struct shunt_call_shape s = {2048, 1024, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, SHUNT_PKT_LL16, 0, false};
+  struct shunt_program* g = shunt_lower(p, 0, &s, why, sizeof(why));
+  CHECK_MSG(g != NULL, "%s", why);
+  shunt_plan_free(p);
+  return g;
+}
+
+#define E(T, I) "{\"type\":\"" T "\",\"index\":" #I ",\"size\":1}"
+#define HALF ",\"tbg_info\":{\"tb_id\":1,\"tbg_size\":2}"
+#define RECPKT                                                                                          \
+  "{\"name\":\"recpkt\",\"src_buff\":[" E("i", 0) "," E("s", 0) "],\"dst_buff\":[" E("i", 0) "," E("s", \
+                                                                                                   2) "]}"
+#define UPKT "{\"name\":\"upkt\",\"src_buff\":[" E("s", 2) "],\"dst_buff\":[" E("i", 0) "]" HALF "}"
+#define REPKT \
+  "{\"name\":\"repkt\",\"src_buff\":[" E("i", 0) "," E("s", 1) "],\"dst_buff\":[" E("i", 0) "]" HALF "}"
+#define COPY(S, D, T) "{\"name\":\"copy\",\"src_buff\":[" E(S, 0) "],\"dst_buff\":[" E(D, 0) "]" T "}"
+
+/* The block barriers a plan left out (plan/check.h, shunt_plan_block_syncs) are added where
+ * the hazard is, inside pipeline bodies too, and nowhere else. */
+static void test_added_barriers(void) {
+  /* recpkt over the chunk, then repkt over its second half: other threads' bytes. */
+  struct shunt_program* g = lower_rs(RECPKT "," REPKT);
+  if (g) {
+    const struct shunt_prog_op* ops = shunt_prog_ops(g);
+    CHECK_EQ_INT(shunt_prog_blocks(g)[0].nops, 3);
+    CHECK_EQ_INT(ops[0].type, SHUNT_OP_RECPKT);
+    CHECK_EQ_INT(ops[1].type, SHUNT_OP_NOP);
+    CHECK_EQ_INT(ops[1].json_op, 1);
+    CHECK_EQ_INT(ops[2].type, SHUNT_OP_REPKT);
+    shunt_program_free(g);
+  }
+  /* MSCCL++'s DSL shape: the unpack of the recpkt's own packets orders it; nothing added. */
+  g = lower_rs(RECPKT "," UPKT "," REPKT);
+  if (g) {
+    CHECK_EQ_INT(shunt_prog_blocks(g)[0].nops, 3);
+    CHECK_EQ_INT(shunt_prog_ops(g)[1].type, SHUNT_OP_UPKT);
+    shunt_program_free(g);
+  }
+  /* Inside a pipeline: the body grows by the barrier and the pipeline op counts it. */
+  g = lower_rs("{\"name\":\"pipeline\",\"iter_context\":{\"unit_size\":1024,\"num_chunks\":1},\"ops\":[" COPY(
+      "i", "s", "") "," COPY("s", "o", HALF) "]}");
+  if (g) {
+    const struct shunt_prog_op* ops = shunt_prog_ops(g);
+    CHECK_EQ_INT(shunt_prog_blocks(g)[0].nops, 4);
+    CHECK_EQ_INT(ops[0].type, SHUNT_OP_PIPELINE);
+    CHECK_EQ_INT(ops[0].b, 3);
+    CHECK_EQ_INT(ops[2].type, SHUNT_OP_NOP);
+    CHECK_EQ_INT(ops[2].json_inner, 1);
+    shunt_program_free(g);
+  }
 }
 
 static struct shunt_plan* load(int num_chunks) {
@@ -97,8 +171,8 @@ static void test_alltoall(void) {
     /* copy i[1] -> o[1], tbg slice 1 of 3 (176 bytes at 176): both in block 1. */
     CHECK_EQ_INT(r[ops[0].ref].off, 1024 + 176);
     CHECK_EQ_INT(r[ops[0].ref + 1].off, 1024 + 176);
-    /* scratch is not cut into blocks: the ppkt's remote chunk 1 holds packets at 2 x 512. */
-    CHECK_EQ_INT(r[ops[1].ref + 1].off, 2 * 512);
+    /* scratch is not cut into blocks: the ppkt's remote chunk 2 holds packets at 2 x 1024. */
+    CHECK_EQ_INT(r[ops[1].ref + 1].off, 2 * 1024);
     shunt_program_free(g);
   }
   /* A head as wide as its blocks is no head. */
@@ -129,11 +203,11 @@ int main(void) {
     CHECK_EQ_INT(r[ops[0].ref].off, 512 + 176);
     CHECK_EQ_INT(r[ops[0].ref].bytes, 176);
     CHECK_EQ_INT(r[ops[0].ref + 1].off, 512 + 176);
-    /* ppkt: the remote scratch entry at chunk 1 holds packets at 2 x 512. */
+    /* ppkt: the remote scratch entry at chunk 2 holds packets at 2 x 1024. */
     CHECK_EQ_INT(ops[1].type, SHUNT_OP_PPKT);
     CHECK_EQ_INT(r[ops[1].ref].off, 0);
     CHECK_EQ_INT(r[ops[1].ref].flags, 0);
-    CHECK_EQ_INT(r[ops[1].ref + 1].off, 1024);
+    CHECK_EQ_INT(r[ops[1].ref + 1].off, 2048);
     CHECK_EQ_INT(r[ops[1].ref + 1].bytes, 512);
     CHECK_EQ_INT(r[ops[1].ref + 1].flags, SHUNT_PREF_PACKETS);
     CHECK_EQ_INT(r[ops[1].ref + 1].kind, SHUNT_PREF_REMOTE);
@@ -147,7 +221,7 @@ int main(void) {
     CHECK_EQ_INT(ops[3].type, SHUNT_OP_PUT);
     CHECK_EQ_INT(ops[3].json_op, 2);
     CHECK_EQ_INT(ops[3].json_inner, 0);
-    CHECK_EQ_INT(r[ops[3].ref + 1].off, 1024); /* data, not packets: chunk 2 */
+    CHECK_EQ_INT(r[ops[3].ref + 1].off, 512); /* data, not packets: chunk 1 */
     CHECK_EQ_INT(r[ops[3].ref + 1].flags, 0);
     shunt_program_free(g);
   }
@@ -194,6 +268,7 @@ int main(void) {
     CHECK_STR_CONTAINS(why, "pipeline window 7 (offset 896) is empty");
     shunt_plan_free(p);
   }
+  test_added_barriers();
   test_alltoall();
   CHECK_DONE();
 }

@@ -1,5 +1,6 @@
 /* Static checks and the race checker: the base plan passes; each plan broken on purpose is
  * caught with the right JSON path and reason. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,35 @@ static void expect(char* text, enum which w, uint32_t max_tbs, const char* path,
 }
 #define EXPECT(text, path, reason) expect((text), STATIC, 0, (path), (reason), __LINE__)
 #define EXPECT_RACE(text, path, reason) expect((text), RACES, 0, (path), (reason), __LINE__)
+
+/* A pipeline of n nops followed by the text it replaces (the base plan's block 1 holds 3 more
+ * ops). Returns a static buffer. */
+static const char* pipeline_of(int n) {
+  static char big[16384];
+  int at = snprintf(big, sizeof(big),
+                    "{\"name\": \"pipeline\", \"iter_context\": {\"unit_size\": 65536, "
+                    "\"num_chunks\": 1}, \"ops\": [");
+  for (int i = 0; i < n; i++)
+    at += snprintf(big + at, sizeof(big) - at, "%s{\"name\": \"nop\"}", i ? "," : "");
+  snprintf(big + at, sizeof(big) - at, "]}, {\"name\": \"sem_acquire\"");
+  return big;
+}
+
+/* Frees text; the plan must pass both checks. */
+static void expect_ok(char* text, int line) {
+  struct shunt_plan_errors e = {0};
+  struct shunt_plan* p = shunt_plan_parse(text, strlen(text), "ok.json", &e);
+  CHECK_MSG(p != NULL, "line %d: parse failed", line);
+  if (p) {
+    unsigned n = shunt_plan_check(p, NULL, &e) + shunt_plan_check_races(p, &e);
+    CHECK_MSG(n == 0, "line %d: expected no error, got %u", line, n);
+    dump(&e);
+  }
+  shunt_plan_free(p);
+  shunt_plan_errors_free(&e);
+  free(text);
+}
+#define EXPECT_OK(text) expect_ok((text), __LINE__)
 
 static char* B(void) {
   return base_plan(NULL);
@@ -166,17 +196,11 @@ static void test_packets_and_limits(void) {
               "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}],",
               1),
          "gpus[0].threadblocks[0].channels", "65 memory channels (limit 64");
-  /* 65 ops in a block, counting a pipeline body. */
-  char body[8192] = "";
-  for (int i = 0; i < 62; i++) strcat(body, "{\"name\": \"nop\"},");
-  char big[9000];
-  snprintf(
-      big, sizeof(big),
-      "{\"name\": \"pipeline\", \"iter_context\": {\"unit_size\": 65536, \"num_chunks\": 1}, \"ops\": [%s"
-      "{\"name\": \"nop\"}]}, {\"name\": \"sem_acquire\"",
-      body);
-  EXPECT(edit(B(), "{\"name\": \"sem_acquire\"", big, 1), "gpus[0].threadblocks[1].ops",
-         "67 ops including pipeline");
+  /* Ops in a block, counting a pipeline body: 256 (MSCCL++'s 32-rank alltoall ring plans need
+   * 191) pass, 257 do not. */
+  EXPECT_OK(edit(B(), "{\"name\": \"sem_acquire\"", pipeline_of(252), 1));
+  EXPECT(edit(B(), "{\"name\": \"sem_acquire\"", pipeline_of(253), 1), "gpus[0].threadblocks[1].ops",
+         "257 ops including pipeline bodies (limit 256)");
   EXPECT(edit(B(), "\"barrier_id\": 0", "\"barrier_id\": 16", 0), "gpus[0].threadblocks[0].ops[8].barrier_id",
          "barrier_id 16 (limit 16)");
   EXPECT(edit(B(), "{\"name\": \"sem_release\", \"semaphore_ids\": [0]}",
@@ -215,21 +239,165 @@ static void test_balance(void) {
   EXPECT(s, "gpus[1].threadblocks[0].ops[5].reduce_op", "reduce_op max conflicts with min");
 }
 
+/* The intra-block hazards of the base plan's shape: each is a note (the lowering adds a block
+ * barrier before the op), not an error. */
+static void expect_note(char* text, const char* path, const char* reason, int line) {
+  struct shunt_plan_errors e = {0}, notes = {0};
+  struct shunt_plan* p = shunt_plan_parse(text, strlen(text), "note.json", &e);
+  CHECK_MSG(p != NULL, "line %d: parse failed", line);
+  if (p) {
+    CHECK_MSG(shunt_plan_check_races(p, &e) == 0, "line %d: a race where only a barrier is missing", line);
+    shunt_plan_missing_barriers(p, &notes);
+    bool found = false;
+    for (uint32_t i = 0; i < notes.n; i++)
+      if (strstr(notes.v[i].path, path) && strstr(notes.v[i].reason, reason)) found = true;
+    if (path[0] == 0)
+      CHECK_MSG(notes.n == 0, "line %d: expected no barrier to add, got %u", line, notes.n);
+    else
+      CHECK_MSG(found, "line %d: expected a barrier before '%s' for '%s'", line, path, reason);
+    dump(&notes);
+  }
+  shunt_plan_free(p);
+  shunt_plan_errors_free(&e);
+  shunt_plan_errors_free(&notes);
+  free(text);
+}
+#define EXPECT_NOTE(text, path, reason) expect_note((text), (path), (reason), __LINE__)
+#define EXPECT_NO_NOTE(text) expect_note((text), "", "", __LINE__)
+
 static void test_races(void) {
   /* put then signal with no nop: the signal may overtake other threads' writes. */
-  EXPECT_RACE(edit(B(), "{\"name\": \"nop\"},    {\"name\": \"signal\"", "{\"name\": \"signal\"", 0),
-              "gpus[0].threadblocks[0].ops[1]", "race: signal publishes data that ops[0] wrote");
+  EXPECT_NOTE(edit(B(), "{\"name\": \"nop\"},    {\"name\": \"signal\"", "{\"name\": \"signal\"", 0),
+              "gpus[0].threadblocks[0].ops[1]", "signal publishes data that ops[0] wrote in other threads");
   /* wait then re with no nop. */
-  EXPECT_RACE(edit(B(), "{\"name\": \"nop\"},    {\"name\": \"re\"", "{\"name\": \"re\"", 0),
-              "gpus[1].threadblocks[0].ops[4]", "race: re runs right after the wait at ops[3]");
-  /* A copy reading what the previous op wrote. */
+  EXPECT_NOTE(edit(B(), "{\"name\": \"nop\"},    {\"name\": \"re\"", "{\"name\": \"re\"", 0),
+              "gpus[1].threadblocks[0].ops[4]", "re runs right after the wait at ops[3]");
+  /* A copy reading, over its second half, what the previous op wrote: other threads. Over the
+   * whole chunk each thread reads what it wrote itself. */
+  const char* copy =
+      "{\"name\": \"copy\", \"src_buff\": [{\"type\": \"o\", \"index\": 0, \"size\": 1}], "
+      "\"dst_buff\": [{\"type\": \"i\", \"index\": 0, \"size\": 1}]%s}, {\"name\": \"nop\"},    "
+      "{\"name\": \"sem_release\"";
+  char sliced[512], whole[512];
+  snprintf(sliced, sizeof(sliced), copy, ", \"tbg_info\": {\"tb_id\": 1, \"tbg_size\": 2}");
+  snprintf(whole, sizeof(whole), copy, "");
+  EXPECT_NOTE(edit(B(), "{\"name\": \"nop\"},    {\"name\": \"sem_release\"", sliced, 1),
+              "gpus[0].threadblocks[0].ops[6]", "copy reads chunks that ops[5] wrote in other threads");
+  EXPECT_NO_NOTE(edit(B(), "{\"name\": \"nop\"},    {\"name\": \"sem_release\"", whole, 1));
+}
+
+/* MSCCL++'s DSL reducescatter shape: a block reduces its peers' packets into its chunk (recpkt:
+ * data and packets), then blocks of a thread-block group unpack their slice of those packets
+ * (upkt) and add another rank's packets to it (repkt), with no nop in between. */
+#define E(T, I) "{\"type\":\"" T "\",\"index\":" #I ",\"size\":1}"
+#define TBG(K, G) ",\"tbg_info\":{\"tb_id\":" #K ",\"tbg_size\":" #G "}"
+#define RECPKT(T)                                                                                   \
+  "{\"name\":\"recpkt\",\"src_buff\":[" E("i", 0) "," E("s", 0) "],\"dst_buff\":[" E("i", 0) "," E( \
+      "s", 2) "]" T "}"
+#define UPKT(S, T) "{\"name\":\"upkt\",\"src_buff\":[" E("s", S) "],\"dst_buff\":[" E("i", 0) "]" T "}"
+#define REPKT(T) \
+  "{\"name\":\"repkt\",\"src_buff\":[" E("i", 0) "," E("s", 1) "],\"dst_buff\":[" E("i", 0) "]" T "}"
+
+/* Two ranks with the same blocks (tb1 may be NULL). */
+static char* rs_plan(const char* tb0, const char* tb1) {
+  char gpu[2][2048];
+  for (int r = 0; r < 2; r++)
+    snprintf(gpu[r], sizeof(gpu[r]),
+             "{\"id\":%d,\"input_chunks\":2,\"output_chunks\":1,\"scratch_chunks\":4,\"channels\":[],"
+             "\"remote_buffers\":[],\"threadblocks\":[{\"id\":0,\"channels\":[],\"ops\":[%s]}%s%s%s]}",
+             r, tb0, tb1 ? ",{\"id\":1,\"channels\":[],\"ops\":[" : "", tb1 ? tb1 : "", tb1 ? "]}" : "");
+  char* t = malloc(5000);
+  snprintf(t, 5000,
+           "{\"name\":\"rs\",\"collective\":\"reducescatter\",\"protocol\":\"LL\",\"inplace\":true,"
+           "\"reuse_resources\":false,\"num_threads_per_block\":256,\"use_double_scratch_buffer\":false,"
+           "\"buffer_alignment\":16,\"min_message_size\":0,\"max_message_size\":1073741824,\"gpus\":[%s,%s]}",
+           gpu[0], gpu[1]);
+  return t;
+}
+
+static void test_block_hazards(void) {
+  /* Safe: the upkt thread of each element waits for the packet the recpkt thread stored after
+   * that element, and rewrites it with the same value; repkt's thread then reads its own write.
+   * Block 1's slice 0 starts where the chunk does: the same threads as a whole-chunk op. */
+  EXPECT_NO_NOTE(rs_plan(RECPKT("") "," UPKT(2, TBG(1, 2)) "," REPKT(TBG(1, 2)),
+                         UPKT(2, TBG(0, 2)) "," REPKT(TBG(0, 2))));
+  EXPECT_NO_NOTE(rs_plan(RECPKT(TBG(0, 2)) "," UPKT(2, TBG(1, 4)) "," REPKT(TBG(1, 4)), NULL));
+  EXPECT_NO_NOTE(rs_plan(RECPKT("") "," REPKT(TBG(0, 2)), NULL));
+  /* Without the unpack, repkt's threads read bytes other threads of the block wrote. */
+  EXPECT_NOTE(rs_plan(RECPKT("") "," REPKT(TBG(1, 2)), NULL), "gpus[0].threadblocks[0].ops[1]",
+              "repkt reads chunks that ops[0] wrote in other threads");
+  /* Unpacking other packets than the recpkt wrote neither waits for its threads nor writes
+   * its values. */
+  EXPECT_NOTE(rs_plan(RECPKT("") "," UPKT(3, TBG(1, 2)) "," REPKT(TBG(1, 2)), NULL),
+              "gpus[1].threadblocks[0].ops[1]", "upkt overwrites chunks that ops[0] wrote in other threads");
+}
+
+/* Two ranks whose block 0 runs `ops` with a port channel to the peer and the peer's scratch
+ * reachable through it (remote buffer 0). */
+static char* port_plan(const char* ops) {
+  char gpu[2][1500];
+  for (int r = 0; r < 2; r++)
+    snprintf(gpu[r], sizeof(gpu[r]),
+             "{\"id\":%d,\"input_chunks\":2,\"output_chunks\":2,\"scratch_chunks\":2,"
+             "\"channels\":[{\"channel_type\":\"port\",\"connected_to\":[%d]}],"
+             "\"remote_buffers\":[{\"rank\":%d,\"type\":\"s\",\"access_channel_types\":[\"port\"]}],"
+             "\"threadblocks\":[{\"id\":0,\"channels\":[{\"channel_type\":\"port\",\"channel_ids\":[0]}],"
+             "\"remote_buffer_refs\":[{\"access_channel_type\":\"port\",\"remote_buffer_ids\":[0]}],\"ops\":["
+             "%s]}]}",
+             r, 1 - r, 1 - r, ops);
+  char* t = malloc(4000);
+  snprintf(t, 4000,
+           "{\"name\":\"port\",\"collective\":\"allreduce\",\"protocol\":\"Simple\",\"inplace\":false,"
+           "\"reuse_resources\":false,\"num_threads_per_block\":256,\"use_double_scratch_buffer\":false,"
+           "\"buffer_alignment\":16,\"min_message_size\":0,\"max_message_size\":1073741824,\"gpus\":[%s,%s]}",
+           gpu[0], gpu[1]);
+  return t;
+}
+
+/* A port put's source is read by the proxy (or copied by all threads in packets), not by the
+ * threads that wrote it: the same entry start does not make it safe. */
+static void test_port_reads(void) {
+  const char* copy = "{\"name\":\"copy\",\"src_buff\":[" E("i", 0) "],\"dst_buff\":[" E("s", 0) "]}";
+  const char* put = "{\"name\":\"put\",\"channel_type\":\"port\",\"channel_ids\":[0],\"src_buff\":[" E(
+      "s", 0) "],\"dst_buff\":[{\"buffer_id\":0,\"index\":1,\"size\":1}]}";
+  char ops[1024];
+  snprintf(ops, sizeof(ops), "%s,%s", copy, put);
+  EXPECT_NOTE(port_plan(ops), "gpus[0].threadblocks[0].ops[1]",
+              "put reads chunks that ops[0] wrote in other threads");
+  snprintf(ops, sizeof(ops), "%s,{\"name\":\"nop\"},%s", copy, put);
+  EXPECT_NO_NOTE(port_plan(ops));
+}
+
+/* A real race across ranks stays an error: rank 0's block 0 reads rank 1's input chunk 0, which
+ * rank 1's block 1 writes and publishes on channel 1, after waiting only on channel 0. */
+static void test_cross_rank_race(void) {
+  const char* t =
+      "{\"name\":\"x\",\"collective\":\"allreduce\",\"protocol\":\"Simple\",\"inplace\":false,"
+      "\"reuse_resources\":false,\"num_threads_per_block\":256,\"use_double_scratch_buffer\":false,"
+      "\"buffer_alignment\":16,\"min_message_size\":0,\"max_message_size\":1073741824,\"gpus\":["
+      "{\"id\":0,\"input_chunks\":2,\"output_chunks\":2,\"scratch_chunks\":0,"
+      "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[1,1]}],"
+      "\"remote_buffers\":[{\"rank\":1,\"type\":\"i\",\"access_channel_types\":[\"memory\"]}],\"threadblocks\":["
+      "{\"id\":0,\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":[0,1]}],"
+      "\"remote_buffer_refs\":[{\"access_channel_type\":\"memory\",\"remote_buffer_ids\":[0]}],\"ops\":["
+      "{\"name\":\"wait\",\"channel_type\":\"memory\",\"channel_ids\":[0]},{\"name\":\"nop\"},"
+      "{\"name\":\"get\",\"channel_type\":\"memory\",\"src_buff\":[{\"buffer_id\":0,\"index\":0,\"size\":1}],"
+      "\"dst_buff\":[" E("o", 0) "]}]},"
+      "{\"id\":1,\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":[0,1]}],\"ops\":["
+      "{\"name\":\"wait\",\"channel_type\":\"memory\",\"channel_ids\":[1]}]}]},"
+      "{\"id\":1,\"input_chunks\":2,\"output_chunks\":2,\"scratch_chunks\":0,"
+      "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[0,0]}],\"remote_buffers\":[],\"threadblocks\":["
+      "{\"id\":0,\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":[0,1]}],\"ops\":["
+      "{\"name\":\"signal\",\"channel_type\":\"memory\",\"channel_ids\":[0]}]},"
+      "{\"id\":1,\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":[0,1]}],\"ops\":["
+      "{\"name\":\"copy\",\"src_buff\":[" E("i", 1) "],\"dst_buff\":[" E("i", 0) "]},{\"name\":\"nop\"},"
+      "{\"name\":\"signal\",\"channel_type\":\"memory\",\"channel_ids\":[1]}]}]}]}";
+  char* s = malloc(strlen(t) + 1);
+  strcpy(s, t);
   EXPECT_RACE(
-      edit(B(), "{\"name\": \"nop\"},    {\"name\": \"sem_release\"",
-           "{\"name\": \"copy\", \"src_buff\": [{\"type\": \"o\", \"index\": 0, \"size\": 1}], \"dst_buff\": "
-           "[{\"type\": \"i\", \"index\": 0, \"size\": 1}]}, {\"name\": \"nop\"},    {\"name\": "
-           "\"sem_release\"",
-           1),
-      "gpus[0].threadblocks[0].ops[6].src_buff[0]", "race: reads chunks that ops[5] wrote");
+      s, "gpus[0].threadblocks[0].ops[2].src_buff[0]",
+      "that its threadblock 1 writes (ops[0]) and publishes with a signal this threadblock does not wait "
+      "for first");
 }
 
 int main(void) {
@@ -239,5 +407,8 @@ int main(void) {
   test_packets_and_limits();
   test_balance();
   test_races();
+  test_block_hazards();
+  test_port_reads();
+  test_cross_rank_race();
   CHECK_DONE();
 }

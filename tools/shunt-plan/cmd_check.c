@@ -1,4 +1,5 @@
-/* shunt-plan check: parse, static checks and race checks; one line per problem. */
+/* shunt-plan check: parse, static checks and race checks; one line per problem, then, for a
+ * plan without any, a note per block barrier the lowering adds. */
 #include <stdio.h>
 
 #include "commands.h"
@@ -23,6 +24,16 @@ int cmd_check(int argc, char** argv) {
     for (uint32_t k = 0; k < errs.n; k++)
       printf("%s\n", shunt_plan_error_format(&errs.v[k], buf, sizeof(buf)));
     if (errs.dropped) printf("%s: %u more problem(s) not shown\n", argv[i], errs.dropped);
+    if (p && !errs.n) {
+      /* Hazards a block barrier orders are not errors: say where the lowering adds one. */
+      struct shunt_plan_errors notes = {0};
+      shunt_plan_missing_barriers(p, &notes);
+      for (uint32_t k = 0; k < notes.n; k++)
+        printf("%s: %s: note: the lowering adds a block barrier: %s\n", argv[i], notes.v[k].path,
+               notes.v[k].reason);
+      if (notes.dropped) printf("%s: %u more note(s) not shown\n", argv[i], notes.dropped);
+      shunt_plan_errors_free(&notes);
+    }
     if (errs.n)
       failed = 1;
     else if (p->coll == SHUNT_COLL_BROADCAST)

@@ -248,6 +248,13 @@ SHUNT_XFN void xb_block_sync(struct shunt_xctx* X) {
   __syncthreads();
 }
 
+/* Plain stores to different addresses may reach other SMs (or this one's other threads) in
+ * any order; the fence makes the packet's flag publish the data stored before it. */
+SHUNT_XFN void xb_data_before_packets(struct shunt_xctx* X) {
+  (void)X;
+  __threadfence();
+}
+
 /* ---- Bounded waiting -------------------------------------------------------------------------- */
 
 struct xg_spin {

@@ -150,6 +150,11 @@ SHUNT_XFN void xb_block_sync(struct shunt_xctx* X) {
   (void)X;
 }
 
+/* A rank's blocks are fibers of one thread: stores are seen in program order. */
+SHUNT_XFN void xb_data_before_packets(struct shunt_xctx* X) {
+  (void)X;
+}
+
 static inline int xh_blocked(struct shunt_xctx* X, uint64_t awaited, uint64_t seen, const char* fmt, ...)
     SHUNT_PRINTF(4, 5);
 static inline int xh_blocked(struct shunt_xctx* X, uint64_t awaited, uint64_t seen, const char* fmt, ...) {
