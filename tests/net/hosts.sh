@@ -40,7 +40,9 @@ for h in $(seq 0 $((hosts - 1))); do
     ip -n "$ns" addr add "10.77.0.$((h + 1))/24" dev eth0 && ip -n "$ns" link set eth0 up || exit 1
 done
 port=$((20000 + RANDOM % 30000))
-args=(-b 2K -e 32K -f 4 -n 1 -w 0 -d float,int32 -o sum)
+# Every collective with plans for several hosts: allreduce, allgather, reducescatter, broadcast.
+args=(-b 2K -e 32K -f 4 -n 1 -w 0 -d float,int32 -o sum --coll allreduce,allgather,reducescatter,broadcast)
+colls="allreduce|allgather|reducescatter|broadcast"
 common=(SHUNT_PERF_NRANKS=$n SHUNT_PERF_ROOT=10.77.0.1:$port SHUNT_BOOTSTRAP_TIMEOUT=60
         SHUNT_SOCKET_IFNAME=eth0 SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,CALL,NET)
 # TCP: SHUNT_NET=auto finding no verbs library must fall back to sockets. Verbs: the stand-in's
@@ -82,7 +84,7 @@ fail=0
 if run spread; then
   log=$out/spread.0.log
   rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +(float|int32) ' "$log")
-  served=$(grep -cE "^ +[0-9]+ +[0-9]+ +(float|int32) .* (allreduce|allgather)_${hosts}x${per}_hier_" "$log")
+  served=$(grep -cE "^ +[0-9]+ +[0-9]+ +(float|int32) .* (${colls})_${hosts}x${per}_hier_" "$log")
   [ "$rows" -gt 0 ] && [ "$rows" = "$served" ] ||
     { echo "spread over $hosts hosts: $served of $rows rows served by the ${hosts}x${per} plans (all must be)"; cat "$log"; fail=1; }
   grep -q "node 0 of $hosts, local rank 0 of $per, $per ranks per node" "$log" ||
@@ -101,7 +103,7 @@ if [ "$net" = ib ] && [ "$hosts" = 2 ]; then
       { echo "mixed: rank 0 did not fall back to TCP for rank $per's sake"; grep "NET" "$log"; fail=1; }
     grep -q "socket transport connected to $((n - per)) rank(s) of other hosts" "$log" ||
       { echo "mixed: rank 0 did not connect over TCP"; fail=1; }
-    served=$(grep -cE "^ +[0-9]+ +[0-9]+ +(float|int32) .* (allreduce|allgather)_${hosts}x${per}_hier_" "$log")
+    served=$(grep -cE "^ +[0-9]+ +[0-9]+ +(float|int32) .* (${colls})_${hosts}x${per}_hier_" "$log")
     [ "$served" -gt 0 ] || { echo "mixed: no row served by the ${hosts}x${per} plans"; fail=1; }
     grep -qE '#wrong over ranks: [1-9]|FAILED' "$log" && { echo "mixed: wrong results"; fail=1; }
   else
@@ -118,7 +120,7 @@ elif run uneven uneven; then
   grep -q "node 0 of 2, local rank 0 of $((n - 1)), 0 ranks per node" "$log" ||
     { echo "uneven hosts: rank 0 saw another topology"; grep "node" "$log"; fail=1; }
   rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +(float|int32) ' "$log")
-  served=$(grep -cE "^ +[0-9]+ +[0-9]+ +(float|int32) .* (allreduce|allgather)_${n}r_port_" "$log")
+  served=$(grep -cE "^ +[0-9]+ +[0-9]+ +(float|int32) .* (${colls})_${n}r_port" "$log")
   [ "$rows" -gt 0 ] && [ "$rows" = "$served" ] ||
     { echo "uneven hosts: $served of $rows rows served by the port-only plans (all must be)"; cat "$log"; fail=1; }
   grep -qE '#wrong over ranks: [1-9]|FAILED' "$log" && { echo "wrong results"; fail=1; }
@@ -130,7 +132,7 @@ fi
 if run together one-host; then
   log=$out/together.0.log
   rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +(float|int32) ' "$log")
-  plans=$(grep -cE "^ +[0-9]+ +[0-9]+ +(float|int32) .* (allreduce|allgather)_${n}r_" "$log")
+  plans=$(grep -cE "^ +[0-9]+ +[0-9]+ +(float|int32) .* (${colls})_${n}r_" "$log")
   [ "$rows" -gt 0 ] && [ "$rows" = "$plans" ] ||
     { echo "one host: $plans of $rows rows served by plans (all must be)"; cat "$log"; fail=1; }
   grep -qE '#wrong over ranks: [1-9]|FAILED' "$log" && { echo "wrong results"; fail=1; }

@@ -28,8 +28,9 @@ void perf_usage(FILE* f) {
           "  -N, --run_cycles N      repeat the sweep N times, 0 = forever (default 1)\n"
           "  -G, --cudagraph N       GPU buffers: capture the -n calls into a CUDA graph and time N\n"
           "                          launches of it (host buffers: ignored)\n"
-          "  --coll C                allreduce, allgather, reducescatter, alltoall, broadcast, or\n"
-          "                          all: one table each (default: allreduce and allgather)\n"
+          "  --coll C                allreduce, allgather, reducescatter, alltoall, broadcast, all,\n"
+          "                          or a comma list: one table each (default: allreduce and\n"
+          "                          allgather)\n"
           "  --root R|all            broadcast's root rank (default 0); all: every root in turn\n"
           "                          (a table per root, or with --random size k from root k mod\n"
           "                          the rank count)\n"
@@ -131,27 +132,45 @@ static int parse_ops(const char* s, struct perf_opts* o) {
   return o->nops ? 0 : -1;
 }
 
+/* One name of --coll's comma list: its bit, or 0. */
+static int coll_bit(const char* s, size_t n) {
+  static const struct {
+    const char* name;
+    int bit;
+  } names[] = {{"allreduce", PERF_COLL_ALLREDUCE},
+               {"all_reduce", PERF_COLL_ALLREDUCE},
+               {"allgather", PERF_COLL_ALLGATHER},
+               {"all_gather", PERF_COLL_ALLGATHER},
+               {"reducescatter", PERF_COLL_REDUCESCATTER},
+               {"reduce_scatter", PERF_COLL_REDUCESCATTER},
+               {"alltoall", PERF_COLL_ALLTOALL},
+               {"all_to_all", PERF_COLL_ALLTOALL},
+               {"broadcast", PERF_COLL_BROADCAST},
+               {"all", PERF_COLL_ALLREDUCE | PERF_COLL_ALLGATHER | PERF_COLL_REDUCESCATTER |
+                           PERF_COLL_ALLTOALL | PERF_COLL_BROADCAST}};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (strlen(names[i].name) == n && !strncmp(s, names[i].name, n)) return names[i].bit;
+  return 0;
+}
+
 static int parse_coll(const char* s, struct perf_opts* o) {
-  if (!strcmp(s, "allreduce") || !strcmp(s, "all_reduce"))
-    o->colls = PERF_COLL_ALLREDUCE;
-  else if (!strcmp(s, "allgather") || !strcmp(s, "all_gather"))
-    o->colls = PERF_COLL_ALLGATHER;
-  else if (!strcmp(s, "reducescatter") || !strcmp(s, "reduce_scatter"))
-    o->colls = PERF_COLL_REDUCESCATTER;
-  else if (!strcmp(s, "alltoall") || !strcmp(s, "all_to_all"))
-    o->colls = PERF_COLL_ALLTOALL;
-  else if (!strcmp(s, "broadcast"))
-    o->colls = PERF_COLL_BROADCAST;
-  else if (!strcmp(s, "all"))
-    o->colls = PERF_COLL_ALLREDUCE | PERF_COLL_ALLGATHER | PERF_COLL_REDUCESCATTER | PERF_COLL_ALLTOALL |
-               PERF_COLL_BROADCAST;
-  else {
-    fprintf(stderr,
-            "shunt-perf: --coll takes allreduce, allgather, reducescatter, alltoall, broadcast or all, not "
-            "'%s'\n",
-            s);
-    return -1;
+  int colls = 0;
+  for (const char* p = s;;) {
+    size_t n = strcspn(p, ",");
+    int bit = coll_bit(p, n);
+    if (!bit) {
+      fprintf(
+          stderr,
+          "shunt-perf: --coll takes allreduce, allgather, reducescatter, alltoall, broadcast or all (or a "
+          "comma list of them), not '%s'\n",
+          s);
+      return -1;
+    }
+    colls |= bit;
+    if (!p[n]) break;
+    p += n + 1;
   }
+  o->colls = colls;
   return 0;
 }
 
