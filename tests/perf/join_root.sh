@@ -9,15 +9,23 @@ perf=$1
 n=$2
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-port=$((20000 + RANDOM % 30000))
-export SHUNT_PERF_NRANKS=$n SHUNT_PERF_ROOT=127.0.0.1:$port SHUNT_BOOTSTRAP_TIMEOUT=60
+export SHUNT_PERF_NRANKS=$n SHUNT_BOOTSTRAP_TIMEOUT=60
 args=(-b 2K -e 32K -f 4 -n 1 -w 0)
-SHUNT_PERF_RANK=0 "$perf" "${args[@]}" >"$out/0.log" 2>&1 &
-pids=($!)
-# A stray peer: connects, sends garbage and leaves, before any real rank asks.
-for _ in $(seq 50); do
-  if (echo "not a rank of this run" >/dev/tcp/127.0.0.1/$port) 2>/dev/null; then break; fi
-  sleep 0.1
+# A random port may be taken by another test's socket: rank 0 then says so, and a new one is
+# drawn (three times at most).
+for _ in 1 2 3; do
+  port=$((20000 + RANDOM % 30000))
+  export SHUNT_PERF_ROOT=127.0.0.1:$port
+  SHUNT_PERF_RANK=0 "$perf" "${args[@]}" >"$out/0.log" 2>&1 &
+  pids=($!)
+  # A stray peer: connects, sends garbage and leaves, before any real rank asks.
+  for _ in $(seq 50); do
+    if (echo "not a rank of this run" >/dev/tcp/127.0.0.1/$port) 2>/dev/null; then break; fi
+    grep -q "Address already in use" "$out/0.log" && break
+    sleep 0.1
+  done
+  grep -q "Address already in use" "$out/0.log" || break
+  wait "${pids[0]}"
 done
 # A rank of another run (wrong size) must be refused, not served.
 SHUNT_PERF_NRANKS=$((n + 1)) SHUNT_PERF_RANK=1 SHUNT_BOOTSTRAP_TIMEOUT=2 "$perf" "${args[@]}" >"$out/wrong.log" 2>&1
