@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing (scripts/setup.sh --tests), builds shunt and runs every test: the
 # normal build, the AddressSanitizer + UBSan build of
-# the host tests, the GPU kernel built for the CPU and the verbs transport under ThreadSanitizer, the shipped-plan regeneration check and, when clang is present, a bounded
+# the host tests, the GPU kernel built for the CPU and the verbs transport under ThreadSanitizer, and, when clang is present, a bounded
 # fuzzing run. GPU tests skip themselves (exit 77) where there is no GPU.
 #   scripts/test.sh            everything
 #   SHUNT_TEST_QUICK=1 scripts/test.sh   normal build only
@@ -55,7 +55,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE "gpu|long"
 
 # Fuzzing is one process on one core for a fixed time: it runs beside the ThreadSanitizer stage
-# and the generator check rather than after them; its result is collected below.
+# rather than after it; its result is collected below.
 fuzz_pid="" fuzz_log="" fuzz_t0=0
 if [ -x scripts/fuzz.sh ] && command -v clang >/dev/null; then
   fuzz_log=$(mktemp)
@@ -74,11 +74,6 @@ tsan_targets=(shunt-plan kcpu_wait)
 grep -q "^SHUNT_IBVERBS_INCLUDE_DIR:PATH=/" build-tsan/CMakeCache.txt && tsan_targets+=(fakeibv)
 cmake --build build-tsan -j"$jobs" --target "${tsan_targets[@]}"
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j"$jobs" -L "kernel-cpu|tsan"
-
-if [ -f scripts/gen_plans.py ]; then
-  step "shipped plans match their generator"
-  python3 scripts/gen_plans.py --check
-fi
 
 if [ -n "$fuzz_pid" ]; then
   step "fuzzing the plan parser (${SHUNT_FUZZ_SECONDS:-60} s, started beside the ThreadSanitizer stage)"

@@ -13,25 +13,13 @@
  *             allreduce still runs on plans
  *   devptr    buffers the CUDA driver stand-in calls device memory: to NCCL with the reason
  * SHUNT_FALLBACK=0 in the environment runs any of them with shunt's communicators alone. */
-#include <dlfcn.h>
 #include <nccl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/check.h"
-#include "common/fork_ranks.h"
+#include "common/api_coll.h"
 #include "fallback/nccl_compat.h"
-#include "shunt/shunt.h"
-
-static const char* scenario;
-static int nranks;
-
-static const char* last_plan(ncclComm_t comm) {
-  const char* name = NULL;
-  if (shuntLastPlan(comm, &name) != 0) return "?";
-  return name ? name : "nccl";
-}
 
 /* The root's element i. */
 static int32_t rval(int root, size_t i) {
@@ -164,23 +152,14 @@ static void run_badinput(ncclComm_t comm, int rank) {
 static void run_force(ncclComm_t comm, int rank) {
   check_bcast(comm, rank, 0, 1024, 0, PLAIN, 0);
   check_bcast(comm, rank, nranks - 1, 1024, 1, BCAST, 0);
-  float a[256];
-  for (int i = 0; i < 256; i++) a[i] = 1;
-  CHECK_EQ_INT(ncclAllReduce(a, a, 256, ncclFloat, ncclSum, comm, NULL), ncclSuccess);
-  CHECK_MSG(strncmp(last_plan(comm), "allreduce_", 10) == 0, "allreduce went to %s", last_plan(comm));
+  check_allreduce_on_plan(comm);
 }
 
 static void run_devptr(ncclComm_t comm, int rank) {
-  void* h = dlopen(getenv("TEST_FAKE_CUDA"), RTLD_NOW | RTLD_GLOBAL);
-  CHECK_MSG(h != NULL, "cannot load the CUDA stand-in: %s", dlerror());
-  if (!h) return;
-  int (*add_device)(const void*, size_t) = (int (*)(const void*, size_t))dlsym(h, "fakecuda_add_device");
-  int (*cu_init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
-  CHECK(cu_init && cu_init(0) == 0); /* the driver answers nothing before cuInit */
   size_t count = 1024;
   int32_t* buf = malloc(count * sizeof(int32_t));
   for (size_t i = 0; i < count; i++) buf[i] = rank == 1 ? rval(1, i) : 0;
-  CHECK(add_device && add_device(buf, count * sizeof(int32_t)) == 0);
+  CHECK(standin_add_device(buf, count * sizeof(int32_t)) == 0);
   CHECK_EQ_INT(ncclBcast(buf, count, ncclInt32, 1, comm, NULL), ncclSuccess);
   CHECK_MSG(strcmp(last_plan(comm), "nccl") == 0, "a plan (%s) ran on device memory", last_plan(comm));
   CHECK_MSG(count_wrong(buf, 1, count) == 0, "wrong through NCCL");
@@ -188,31 +167,7 @@ static void run_devptr(ncclComm_t comm, int rank) {
   free(buf);                                     /* only now: the range would be handed out again */
 }
 
-static int rank_main(int rank, const ncclUniqueId* ids) {
-  ncclComm_t comm = NULL;
-  CHECK_EQ_INT(ncclCommInitRank(&comm, nranks, ids[0], rank), ncclSuccess);
-  if (!comm) CHECK_DONE();
-  if (!strcmp(scenario, "served"))
-    run_served(comm, rank);
-  else if (!strcmp(scenario, "badinput"))
-    run_badinput(comm, rank);
-  else if (!strcmp(scenario, "force"))
-    run_force(comm, rank);
-  else if (!strcmp(scenario, "devptr"))
-    run_devptr(comm, rank);
-  else
-    CHECK_MSG(0, "unknown scenario %s", scenario);
-  CHECK_EQ_INT(ncclCommDestroy(comm), ncclSuccess);
-  CHECK_DONE();
-}
-
 int main(int argc, char** argv) {
-  if (argc < 3) {
-    fprintf(stderr, "usage: test_api_bcast SCENARIO NRANKS\n");
-    return 2;
-  }
-  scenario = argv[1];
-  nranks = atoi(argv[2]);
-  if (nranks < 2 || nranks > 16) return 2;
-  return fork_ranks(nranks, 1, 0, rank_main);
+  static const struct api_coll_scenarios scenarios = {run_served, run_badinput, run_force, run_devptr};
+  return api_coll_main(argc, argv, 2, &scenarios);
 }
