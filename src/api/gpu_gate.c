@@ -25,14 +25,10 @@ static void read_mode(void) {
   check_timeout_ms = shunt_env_int("SHUNT_GPU_CHECK_TIMEOUT", 2, 1, 3600) * 1000;
 }
 
-/* The collectives the GPU backend runs for this communicator (the others' device calls go to
- * NCCL). Reducescatter stays on one host: its port plans, run by the GPU proxy over TCP, leave
- * the proxy's flags out of step with later calls' (wrong elements in a following allreduce on
- * the CUDA stand-in), so across hosts it goes to NCCL until that is understood. */
-static bool gpu_serves(const struct shunt_comm* c, enum shunt_coll coll) {
-  if (coll == SHUNT_COLL_REDUCESCATTER) return c->nnodes <= 1;
-  return coll == SHUNT_COLL_ALLREDUCE || coll == SHUNT_COLL_ALLGATHER || coll == SHUNT_COLL_BROADCAST ||
-         coll == SHUNT_COLL_ALLTOALL;
+/* The collectives the GPU backend runs (the others' device calls go to NCCL). */
+static bool gpu_serves(enum shunt_coll coll) {
+  return coll == SHUNT_COLL_ALLREDUCE || coll == SHUNT_COLL_ALLGATHER || coll == SHUNT_COLL_REDUCESCATTER ||
+         coll == SHUNT_COLL_BROADCAST || coll == SHUNT_COLL_ALLTOALL;
 }
 
 /* The entry's plan, or a broadcast's plan for every root (planset.h: each root's is a plan of
@@ -82,7 +78,7 @@ void shunt_gpu_gate_init(struct shunt_comm* c) {
     /* Plans this communicator's placement can select, by selection's own rule. */
     uint32_t rpn = e->plan ? e->plan->ranks_per_node : 0;
     if (e->status == SHUNT_PLAN_OK && e->plan && e->plan->ngpus == (uint32_t)c->nranks &&
-        shunt_rpn_matches(rpn, (uint32_t)c->nranks, want) && gpu_serves(c, e->plan->coll))
+        shunt_rpn_matches(rpn, (uint32_t)c->nranks, want) && gpu_serves(e->plan->coll))
       k = add_plans(e, plans, k, n_max);
   }
   if (k == 0) {
@@ -152,11 +148,9 @@ const char* shunt_gpu_gate_call(struct shunt_comm* c, struct shunt_call* call, u
   call->on_gpu = false;
   if (ks == SHUNT_MEM_HOST && kr == SHUNT_MEM_HOST) return NULL;
   if (ks != kr) return "one buffer in host memory, the other on the GPU";
-  if (!gpu_serves(c, call->coll))
-    return call->coll == SHUNT_COLL_REDUCESCATTER
-               ? "GPU buffers on several hosts: the GPU backend runs reducescatter on one host only"
-               : "GPU buffers, and the GPU backend serves only allreduce, allgather, reducescatter, alltoall "
-                 "and broadcast";
+  if (!gpu_serves(call->coll))
+    return "GPU buffers, and the GPU backend serves only allreduce, allgather, reducescatter, alltoall and "
+           "broadcast";
   switch (atomic_load(&c->gpu_verdict)) {
     case SHUNT_GPU_USE:
       break;

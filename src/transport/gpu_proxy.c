@@ -24,6 +24,8 @@
 
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
 
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "a counter's bytes are written low to high");
+
 struct shunt_gpu_proxy {
   struct shunt_gpu_proxy_config cfg;
   CUstream stream;
@@ -75,6 +77,25 @@ static void fail_cu(struct shunt_gpu_proxy* p, const char* what, CUresult e) {
   fail_msg(p, msg);
 }
 
+/* A port-channel counter raised from `old` to *src (pinned host memory, left as it is until the
+ * stream has run the copies), on `stream`. A kernel takes any value >= k for its count k, and
+ * CUDA promises no atomicity for a copy's bytes (an aligned word may land in pieces): 255 -> 256
+ * seen half written as 0x1ff would pass waits up to 511 before their data arrived. So the value
+ * is written in two copies ordered on the stream: first the bytes below the highest byte that
+ * changes (whatever their order, that byte still holds its old, smaller value, so the counter
+ * reads below the new count), then that byte alone, which lands whole. Mostly only the low
+ * byte changes: one copy of one byte. Little-endian, as every CUDA host and device. */
+static CUresult write_count(const struct shunt_cu* cu, char* dst, const uint64_t* src, uint64_t old,
+                            CUstream stream) {
+  uint64_t diff = old ^ *src;
+  if (!diff) return CUDA_SUCCESS;
+  size_t top = (size_t)(63 - __builtin_clzll(diff)) / 8;
+  CUresult e = CUDA_SUCCESS;
+  if (top) e = cu->MemcpyHtoDAsync(DP(dst), src, top, stream);
+  if (e == CUDA_SUCCESS) e = cu->MemcpyHtoDAsync(DP(dst + top), (const char*)src + top, 1, stream);
+  return e;
+}
+
 /* ---- the network endpoint's callbacks ---------------------------------------------------- */
 
 static void net_failed(void* ctx, const char* msg) {
@@ -110,10 +131,11 @@ static void net_signal(void* ctx, uint32_t peer, uint16_t ordinal) {
   const struct shunt_cu* cu = p->cfg.cu;
   if (peer >= p->cfg.nranks || ordinal >= p->cfg.ordinals) return;
   size_t k = (size_t)peer * p->cfg.ordinals + ordinal;
+  uint64_t old = p->got[k];
   *p->rx_flag = ++p->got[k];
   char* dst = p->cfg.region + p->cfg.port_off + k * sizeof(uint64_t);
   struct shunt_cu_guard g = shunt_cu_enter(cu, p->cfg.ctx, 1); /* relaxed, as net_landed */
-  CUresult e = cu->MemcpyHtoDAsync(DP(dst), p->rx_flag, sizeof(uint64_t), p->rx);
+  CUresult e = write_count(cu, dst, p->rx_flag, old, p->rx);
   if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(p->rx);
   shunt_cu_leave(&g);
   if (e != CUDA_SUCCESS) fail_cu(p, "write of a received flag", e);
@@ -186,10 +208,12 @@ static void handle(struct shunt_gpu_proxy* p, const struct shunt_gpu_slot* s, ui
     }
     uint64_t* v = &p->flag_ring[p->ring_pos++ % FLAG_RING];
     p->ring_used++;
-    *v = ++p->sent[(size_t)t->peer * p->cfg.ordinals + t->ordinal];
+    uint64_t* sent = &p->sent[(size_t)t->peer * p->cfg.ordinals + t->ordinal];
+    uint64_t old = *sent;
+    *v = ++*sent;
     char* dst = p->cfg.peer[t->peer] + p->cfg.port_off +
                 ((uint64_t)p->cfg.rank * p->cfg.ordinals + t->ordinal) * sizeof(uint64_t);
-    e = cu->MemcpyHtoDAsync(DP(dst), v, sizeof(*v), p->stream);
+    e = write_count(cu, dst, v, old, p->stream);
     if (e != CUDA_SUCCESS) fail_cu(p, "flag write", e);
     p->pending = true;
   }

@@ -4,7 +4,8 @@
  * Promises:
  * - Triggers are served strictly in FIFO order on the proxy's own stream: to a rank of this
  *   host, data with cuMemcpyAsync into its region (mapped: a pointer or CUDA IPC), then the
- *   flag, the peer's counter written with the next value by a copy ordered after the data; to a
+ *   flag, the peer's counter written with the next value by copies ordered after the data,
+ *   never seen above that value while they land (a copy's bytes land in any order); to a
  *   rank of another host, a put and a signal through the network table's chosen row
  *   (transport/net.h), flushed before the next trigger. A SYNC trigger publishes completion (fifo->done) once
  * the stream has drained.

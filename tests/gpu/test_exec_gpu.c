@@ -1,13 +1,17 @@
 /* The GPU backend end to end, ranks as threads of one process on one GPU: every plan given
- * (the shipped folder and extra files) is lowered per rank and run as the plan is written (in
- * place or out of place):
+ * (the shipped folder and extra files: allreduce, allgather, reducescatter, alltoall, broadcast)
+ * is lowered per rank and run as the plan is written (in place or out of place; a broadcast
+ * plan, which serves both, for its root in each mode and renamed for another root in place):
  *   - eagerly, for every dtype and op it serves, at one small size (its range opened, as the
  *     host matrix test does), two executions each, every output byte checked on the host;
  *   - eagerly at the edges of its own size range (float32 sum / int8);
  *   - captured in a CUDA graph (poison output, restore input, collective, compare on the
  *     device) and replayed many times back to back, every replay checked on the device.
  * The reference is the host backend's: small integer inputs, so every summation order is exact,
- * each contribution scaled once for avg and PreMulSum, integer avg divided at the end.
+ * each contribution scaled once for avg and PreMulSum, integer avg divided at the end. The
+ * reducing collectives (allreduce, reducescatter) run every dtype and op; allgather and alltoall
+ * every dtype; broadcast, whose roots and modes multiply its runs, its base dtype only (it moves
+ * bytes, as the others' dtype rows already check).
  * Exits 77 when there is no GPU. Usage: test_exec_gpu PLAN_DIR [PLAN_FILE...] */
 #include <cuda_runtime_api.h>
 #include <dirent.h>
@@ -32,6 +36,7 @@
 #include "gpu/test_exec_gpu.h"
 #include "verify_ref.h"
 #include "plan/parse.h"
+#include "plan/rotate.h"
 #include "transport/world.h"
 
 #define MAXR 8
@@ -107,11 +112,15 @@ struct shape {
 struct job {
   const struct shunt_plan* plan;
   uint32_t nranks, threads;
+  bool inplace;     /* the calls' mode: the plan's own, or each of a broadcast's */
+  const char* what; /* a broadcast's root and mode ("root R in place, "), else "" */
   struct shape shapes[MAX_SHAPES];
   unsigned nshapes;
   uint64_t max_in, max_out, scratch;
   uint64_t tail_bytes; /* device staging of the split shapes' tails */
-  char* exp;           /* the reference output; each rank computes a slice */
+  /* The reference output, each rank computing a slice (reducescatter: every rank's output, as
+   * long as the input); alltoall and broadcast ranks compute their own, in rank_main. */
+  char* exp;
   atomic_uint failures;
   pthread_mutex_t msg_mu;
   char msg[MSG];
@@ -155,16 +164,39 @@ static void fail(struct job* J, const char* fmt, ...) {
 /* Inputs and the reference are shunt-plan verify's (tools/shunt-plan/verify_ref.h): small
  * integers, so every summation order is exact, each contribution scaled once for avg and
  * PreMulSum, integer avg divided at the end. */
-/* This rank's share of the reference for one execution. */
-static void expected_slice(struct job* J, const struct shape* s, uint32_t rank, unsigned seed,
-                           const char* my_in, char* tmp) {
-  if (J->plan->coll == SHUNT_COLL_ALLREDUCE) {
-    uint32_t es = shunt_dtype_size((enum shunt_dtype)s->dt);
+/* This rank's share of the reference for one execution, and where its own output's reference
+ * lies once every rank has written its share: in J->exp (allreduce, allgather, reducescatter),
+ * or in `mine`, which the rank fills alone (alltoall: block j is block `rank` of rank j's
+ * input; broadcast: the root's input). tmp holds s->out bytes. */
+static const char* expected_slice(struct job* J, const struct shape* s, uint32_t rank, unsigned seed,
+                                  const char* my_in, char* tmp, char* mine) {
+  enum shunt_coll coll = J->plan->coll;
+  enum shunt_dtype dt = (enum shunt_dtype)s->dt;
+  if (coll == SHUNT_COLL_ALLREDUCE) {
+    uint32_t es = shunt_dtype_size(dt);
     uint64_t nel = s->out / es, lo = nel * rank / J->nranks * es, hi = nel * (rank + 1) / J->nranks * es;
-    verify_expected_allreduce(J->exp + lo, tmp, lo, hi - lo, J->nranks, seed, (enum shunt_dtype)s->dt, s->op);
-  } else {
-    memcpy(J->exp + (uint64_t)rank * s->in, my_in, s->in);
+    verify_expected_allreduce(J->exp + lo, tmp, lo, hi - lo, J->nranks, seed, dt, s->op);
+    return J->exp;
   }
+  if (coll == SHUNT_COLL_REDUCESCATTER) {
+    /* The rank's output: the reduction of every rank's slice `rank`, at that slice. */
+    uint64_t lo = (uint64_t)rank * s->out;
+    verify_expected_allreduce(J->exp + lo, tmp, lo, s->out, J->nranks, seed, dt, s->op);
+    return J->exp + lo;
+  }
+  if (coll == SHUNT_COLL_ALLTOALL) {
+    uint64_t blk = s->in / J->nranks;
+    for (uint32_t j = 0; j < J->nranks; j++)
+      verify_fill_input(mine + (uint64_t)j * blk, (uint64_t)rank * blk, blk, j, J->nranks, seed, dt, s->op,
+                        false);
+    return mine;
+  }
+  if (coll == SHUNT_COLL_BROADCAST) {
+    verify_fill_input(mine, 0, s->out, J->plan->root, J->nranks, seed, dt, s->op, false);
+    return mine;
+  }
+  memcpy(J->exp + (uint64_t)rank * s->in, my_in, s->in);
+  return J->exp;
 }
 
 /* ---- One rank ---- */
@@ -182,37 +214,47 @@ static void check_world(struct job* J, struct shunt_gpu_world* w, const struct s
                         uint32_t rank, const struct shape* s, const char* when, bool* ok) {
   char err[1024];
   if (shunt_gpu_world_check(w, p, err, sizeof(err)) != SHUNT_OK) {
-    fail(J, "%s, %" PRIu64 " bytes, %s %s, %s: rank %u: %s", J->plan->name, s->total, verify_dt_names[s->dt],
-         verify_op_names[s->op], when, rank, err);
+    fail(J, "%s, %s%" PRIu64 " bytes, %s %s, %s: rank %u: %s", J->plan->name, J->what, s->total,
+         verify_dt_names[s->dt], verify_op_names[s->op], when, rank, err);
     *ok = false;
   }
 }
 
-/* A size the chunk rule does not take, run as the library runs it (exec/split.h): the head on
- * the user's buffers (an allgather head keeps the output's rank stride), then the tail padded
- * with zeros through d_tail, its results copied back. Every step is a stream operation. */
-static int launch_split(struct shunt_gpu_world* w, const struct shunt_split* sp,
-                        const struct shunt_plan* plan, uint32_t rank, struct shunt_gpu_prog* head,
-                        struct shunt_gpu_prog* tail, const char* user_in, char* d_out, char* d_tail,
-                        const char* scalar, cudaStream_t st, char* err, size_t len) {
-  uint64_t R = sp->head + sp->rest, q = sp->quantum;
+/* A size the chunk rule does not take, run as the library runs it (exec/split.h, the backend's
+ * run_call): the head on the user's buffers (an allgather head keeps the output's rank stride,
+ * a reducescatter head the input's, an alltoall head both), then the tail padded with zeros
+ * through d_tail (in place, one tail buffer inside the other, as the call's are), its results
+ * copied back. Every step is a stream operation. */
+static int launch_split(struct shunt_gpu_world* w, const struct shunt_split* sp, const struct shape* s,
+                        const struct shunt_plan* plan, uint32_t rank, bool inplace,
+                        struct shunt_gpu_prog* head, struct shunt_gpu_prog* tail, const char* user_in,
+                        char* user_out, char* d_tail, const char* scalar, cudaStream_t st, char* err,
+                        size_t len) {
+  uint64_t q = sp->quantum;
   if (sp->head) {
-    struct shunt_gpu_run r = {w, head, user_in, d_out, scalar, 0, false, NULL, NULL, 0, 0, false};
+    struct shunt_gpu_run r = {w, head, user_in, user_out, scalar, 0, false, NULL, NULL, 0, 0, false};
     if (shunt_gpu_launch(&r, st, err, len) != 0) return -1;
   }
   if (!sp->rest) return 0;
-  char* tout = d_tail;
-  char* tin = d_tail + shunt_split_tail_in(plan, sp, rank, plan->inplace);
-  if (cudaMemsetAsync(d_tail, 0, shunt_split_tail_bytes(plan, sp), st) != cudaSuccess ||
-      cudaMemcpyAsync(tin, user_in + sp->head, sp->rest, cudaMemcpyDeviceToDevice, st) != cudaSuccess) {
+  uint32_t nin = shunt_split_in_slices(plan), nout = shunt_split_slices(plan);
+  uint64_t rin = s->in / nin, rout = s->out / nout;
+  char* tin = d_tail + shunt_split_tail_in(plan, sp, rank, inplace);
+  char* tout = d_tail + shunt_split_tail_out(plan, sp, rank, inplace);
+  if (cudaMemsetAsync(d_tail, 0, shunt_split_tail_bytes(plan, sp), st) != cudaSuccess) {
     snprintf(err, len, "tail staging failed");
     return -1;
   }
+  for (uint32_t k = 0; k < nin; k++)
+    if (cudaMemcpyAsync(tin + (uint64_t)k * q, user_in + (uint64_t)k * rin + sp->head, sp->rest,
+                        cudaMemcpyDeviceToDevice, st) != cudaSuccess) {
+      snprintf(err, len, "tail staging failed");
+      return -1;
+    }
   struct shunt_gpu_run r = {w, tail, tin, tout, scalar, 0, false, NULL, NULL, 0, 0, false};
   if (shunt_gpu_launch(&r, st, err, len) != 0) return -1;
-  for (uint64_t k = 0; k < shunt_split_slices(plan); k++)
-    if (cudaMemcpyAsync(d_out + k * R + sp->head, tout + k * q, sp->rest, cudaMemcpyDeviceToDevice, st) !=
-        cudaSuccess) {
+  for (uint32_t k = 0; k < nout; k++)
+    if (cudaMemcpyAsync(user_out + (uint64_t)k * rout + sp->head, tout + (uint64_t)k * q, sp->rest,
+                        cudaMemcpyDeviceToDevice, st) != cudaSuccess) {
       snprintf(err, len, "tail copy-out failed");
       return -1;
     }
@@ -224,7 +266,10 @@ static void* rank_main(void* arg) {
   struct job* J = rc->job;
   const struct shunt_plan* plan = J->plan;
   uint32_t rank = rc->rank;
-  bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE;
+  bool rs = plan->coll == SHUNT_COLL_REDUCESCATTER;
+  bool a2a = plan->coll == SHUNT_COLL_ALLTOALL;
+  bool bcast = plan->coll == SHUNT_COLL_BROADCAST;
+  bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE || rs;
   bool ok = true;
   cudaStream_t st = NULL;
   CK(cudaSetDevice(0));
@@ -251,8 +296,9 @@ static void* rank_main(void* arg) {
   CK(cudaMalloc((void**)&d_tail, J->tail_bytes ? J->tail_bytes : 16));
   char* h_in = malloc(J->max_in + 16);
   char* h_out = malloc(J->max_out + 16);
-  char* tmp = malloc(J->max_out / J->nranks + 64);
-  if (!h_in || !h_out || !tmp) {
+  char* tmp = malloc(J->max_out + 64);
+  char* mine = malloc(J->max_out + 64); /* this rank's own reference (alltoall, broadcast) */
+  if (!h_in || !h_out || !tmp || !mine) {
     fail(J, "rank %u: out of memory", rank);
     ok = false;
   }
@@ -284,40 +330,46 @@ static void* rank_main(void* arg) {
     const struct shunt_program* prog = ph ? ph : pt; /* names ops in failure reports */
     char scalar[8];
     verify_premul_scalar((enum shunt_dtype)s->dt, scalar);
-    char* user_in = plan->inplace ? (reduce ? d_out : d_out + (uint64_t)rank * s->in) : d_in;
-    struct shunt_gpu_run r = {w,     gh,   user_in, d_out, scalar, 0,
-                              false, NULL, NULL,    0,     0,      false}; /* the head alone, for graphs */
+    /* In place, NCCL's rule: the input inside the output (allgather: at the rank's slice), or
+     * reducescatter's output inside its input (at the rank's slice). */
+    char* user_in = rs           ? d_in
+                    : J->inplace ? (reduce || a2a || bcast ? d_out : d_out + (uint64_t)rank * s->in)
+                                 : d_in;
+    char* user_out = rs && J->inplace ? d_in + (uint64_t)rank * s->out : d_out;
+    struct shunt_gpu_run r = {w,     gh,   user_in, user_out, scalar, 0,
+                              false, NULL, NULL,    0,        0,      false}; /* the head alone, for graphs */
 
+    const char* want = NULL; /* this rank's reference, once every rank has written its share */
     for (unsigned it = 0; it < EAGER_ITERS; it++) {
       unsigned seed = k * 131 + it;
       if (run) {
         verify_fill_input(h_in, 0, s->in, rank, J->nranks, seed, (enum shunt_dtype)s->dt, s->op, reduce);
-        CK(cudaMemsetAsync(d_out, 0xa5, s->out, st));
+        CK(cudaMemsetAsync(user_out, 0xa5, s->out, st));
         CK(cudaMemcpyAsync(user_in, h_in, s->in, cudaMemcpyHostToDevice, st));
-        if (launch_split(w, &sp, plan, rank, gh, gt, user_in, d_out, d_tail, scalar, st, err, sizeof(err)) !=
-            0) {
-          fail(J, "%s: rank %u: launch: %s", plan->name, rank, err);
+        if (launch_split(w, &sp, s, plan, rank, J->inplace, gh, gt, user_in, user_out, d_tail, scalar, st,
+                         err, sizeof(err)) != 0) {
+          fail(J, "%s: %srank %u: launch: %s", plan->name, J->what, rank, err);
           run = false;
         }
         /* The reference is computed while the kernel runs. */
-        expected_slice(J, s, rank, seed, h_in, tmp);
+        want = expected_slice(J, s, rank, seed, h_in, tmp, mine);
         CK(cudaStreamSynchronize(st));
         check_world(J, w, prog, rank, s, "eager", &run);
         if (rank == 0) J->runs++;
       }
       team_barrier(rc);
       if (run) {
-        CK(cudaMemcpyAsync(h_out, d_out, s->out, cudaMemcpyDeviceToHost, st));
+        CK(cudaMemcpyAsync(h_out, user_out, s->out, cudaMemcpyDeviceToHost, st));
         CK(cudaStreamSynchronize(st));
-        if (memcmp(h_out, J->exp, s->out) != 0) {
+        if (memcmp(h_out, want, s->out) != 0) {
           uint64_t b = 0;
-          while (h_out[b] == J->exp[b]) b++;
+          while (h_out[b] == want[b]) b++;
           fail(J,
-               "%s: mismatch: %" PRIu64 " bytes (head %" PRIu64 " + tail %" PRIu64
+               "%s: mismatch: %s%" PRIu64 " bytes (head %" PRIu64 " + tail %" PRIu64
                " per rank), %s %s, iteration "
                "%u: rank %u byte offset %" PRIu64 ": expected 0x%02x, got 0x%02x",
-               plan->name, s->total, sp.head, sp.rest, verify_dt_names[s->dt],
-               reduce ? verify_op_names[s->op] : "-", it, rank, b, (unsigned)(unsigned char)J->exp[b],
+               plan->name, J->what, s->total, sp.head, sp.rest, verify_dt_names[s->dt],
+               reduce ? verify_op_names[s->op] : "-", it, rank, b, (unsigned)(unsigned char)want[b],
                (unsigned)(unsigned char)h_out[b]);
           run = false;
         }
@@ -340,11 +392,11 @@ static void* rank_main(void* arg) {
           /* On the rank's stream, then synchronized: nothing below races with these copies. */
           CK(cudaMemcpyAsync(d_pristine + v * in_cap, h_in, s->in, cudaMemcpyHostToDevice, st));
           CK(cudaStreamSynchronize(st));
-          expected_slice(J, s, rank, seed, h_in, tmp);
+          want = expected_slice(J, s, rank, seed, h_in, tmp, mine);
         }
         team_barrier(rc); /* the whole reference is written */
         if (run) {
-          CK(cudaMemcpyAsync(d_exp + v * out_cap, J->exp, s->out, cudaMemcpyHostToDevice, st));
+          CK(cudaMemcpyAsync(d_exp + v * out_cap, want, s->out, cudaMemcpyHostToDevice, st));
           CK(cudaStreamSynchronize(st));
         }
         team_barrier(rc); /* every rank has its copy before the reference is overwritten */
@@ -355,13 +407,13 @@ static void* rank_main(void* arg) {
         for (unsigned v = 0; v < 2 && run && ok; v++) {
           /* Thread-local capture: the other ranks' threads keep making CUDA calls meanwhile. */
           CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-          CK(cudaMemsetAsync(d_out, 0xa5, s->out, st));
+          CK(cudaMemsetAsync(user_out, 0xa5, s->out, st));
           CK(cudaMemcpyAsync(user_in, d_pristine + v * in_cap, s->in, cudaMemcpyDeviceToDevice, st));
           if (shunt_gpu_launch(&r, st, err, sizeof(err)) != 0) {
-            fail(J, "%s: rank %u: launch in capture: %s", plan->name, rank, err);
+            fail(J, "%s: %srank %u: launch in capture: %s", plan->name, J->what, rank, err);
             run = false;
           }
-          CK((cudaError_t)shunt_test_compare(d_out, d_exp + v * out_cap, s->out, d_bad, st));
+          CK((cudaError_t)shunt_test_compare(user_out, d_exp + v * out_cap, s->out, d_bad, st));
           CK(cudaStreamEndCapture(st, &graph[v]));
           if (ok && run) CK(cudaGraphInstantiate(&exec[v], graph[v], 0));
         }
@@ -376,9 +428,9 @@ static void* rank_main(void* arg) {
         CK(cudaMemcpyAsync(&bad, d_bad, sizeof(bad), cudaMemcpyDeviceToHost, st));
         CK(cudaStreamSynchronize(st));
         if (bad)
-          fail(J, "%s: graph replays, %" PRIu64 " bytes, %s %s: rank %u: %llu bytes differ over %u replays",
-               plan->name, s->total, verify_dt_names[s->dt], reduce ? verify_op_names[s->op] : "-", rank, bad,
-               replays_per_graph);
+          fail(J, "%s: %sgraph replays, %" PRIu64 " bytes, %s %s: rank %u: %llu bytes differ over %u replays",
+               plan->name, J->what, s->total, verify_dt_names[s->dt], reduce ? verify_op_names[s->op] : "-",
+               rank, bad, replays_per_graph);
         if (rank == 0) J->replays += replays_per_graph;
       }
       team_barrier(rc);
@@ -409,6 +461,7 @@ static void* rank_main(void* arg) {
   free(h_in);
   free(h_out);
   free(tmp);
+  free(mine);
   return NULL;
 }
 
@@ -418,6 +471,9 @@ static void in_out_bytes(const struct shunt_plan* p, uint64_t total, uint64_t* i
   if (p->coll == SHUNT_COLL_ALLGATHER) {
     *out = total;
     *in = total / p->ngpus;
+  } else if (p->coll == SHUNT_COLL_REDUCESCATTER) {
+    *in = total;
+    *out = total / p->ngpus;
   } else {
     *in = *out = total;
   }
@@ -430,12 +486,15 @@ static bool servable(const struct shunt_plan* p, uint64_t total, int dt, int op)
   return shunt_lower_check(p, -1, in, out, (enum shunt_dtype)dt, (enum shunt_redop)op, why, sizeof(why));
 }
 
-/* The step between servable sizes (as shunt-plan verify computes it). */
+/* The step between servable sizes (as shunt-plan verify computes it): reducescatter and
+ * alltoall sizes are whole rank slices too. */
 static uint64_t granule(const struct shunt_plan* p) {
   uint64_t a = p->buffer_alignment ? p->buffer_alignment : 16;
   uint64_t ic = p->gpus[0].input_chunks ? p->gpus[0].input_chunks : 1;
   uint64_t step = a * ic * (p->coll == SHUNT_COLL_ALLGATHER ? p->ngpus : 1);
   uint64_t g = step, oc = p->gpus[0].output_chunks;
+  if ((p->coll == SHUNT_COLL_REDUCESCATTER || p->coll == SHUNT_COLL_ALLTOALL) && (g / a) % p->ngpus)
+    g *= p->ngpus;
   while (oc && (g / a) % oc) g += step;
   return g;
 }
@@ -462,7 +521,8 @@ static void add_split_shape(struct job* J, uint64_t total, int dt, int op) {
 }
 
 static void make_shapes(struct job* J, struct shunt_plan* plan) {
-  bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE;
+  bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE || plan->coll == SHUNT_COLL_REDUCESCATTER;
+  bool bcast = plan->coll == SHUNT_COLL_BROADCAST;
   int base_dt = reduce ? SHUNT_DT_FLOAT32 : SHUNT_DT_INT8;
   uint64_t orig_min = plan->min_message_size, orig_max = plan->max_message_size;
   /* The matrix at one small size, whatever the plan's range (this process's copy is opened). */
@@ -471,7 +531,7 @@ static void make_shapes(struct job* J, struct shunt_plan* plan) {
   for (int dt = 0; dt < SHUNT_DT_COUNT; dt++)
     for (int op = 0; op < (reduce ? 6 : 1); op++) {
       if (reduce && !shunt_elem_supported((enum shunt_dtype)dt, (enum shunt_redop)op)) continue;
-      if (quick && !(dt == base_dt && op == SHUNT_REDOP_SUM) &&
+      if ((quick || bcast) && !(dt == base_dt && op == SHUNT_REDOP_SUM) &&
           !(reduce && ((dt == SHUNT_DT_INT8 && op == SHUNT_REDOP_AVG) ||
                        (dt == SHUNT_DT_FLOAT16 && op == SHUNT_REDOP_PREMULSUM))))
         continue;
@@ -496,9 +556,11 @@ static void make_shapes(struct job* J, struct shunt_plan* plan) {
   if (hi > lo + g && servable(plan, hi, base_dt, SHUNT_REDOP_SUM))
     add_shape(J, hi, base_dt, SHUNT_REDOP_SUM, false);
   /* Sizes the chunk rule does not take (exec/split.h): one element per rank past the first
-   * size (a head and a tail), one element per rank (a tail alone), and, for allreduce, the
-   * odd size with int8 avg (the division runs in each part). */
-  uint64_t es = shunt_dtype_size((enum shunt_dtype)base_dt), per = reduce ? 1 : plan->ngpus;
+   * size (a head and a tail), one element per rank (a tail alone), and, for the reducing
+   * collectives, the odd size with int8 avg (the division runs in each part). */
+  bool sliced = plan->coll == SHUNT_COLL_ALLGATHER || plan->coll == SHUNT_COLL_REDUCESCATTER ||
+                plan->coll == SHUNT_COLL_ALLTOALL;
+  uint64_t es = shunt_dtype_size((enum shunt_dtype)base_dt), per = sliced ? plan->ngpus : 1;
   add_split_shape(J, lo + es * per, base_dt, SHUNT_REDOP_SUM);
   add_split_shape(J, es * per, base_dt, SHUNT_REDOP_SUM);
   if (reduce) add_split_shape(J, lo + per, SHUNT_DT_INT8, SHUNT_REDOP_AVG);
@@ -514,7 +576,6 @@ static double now_s(void) {
 
 static unsigned plans_passed; /* plans that ran and passed: 0 at the end is a failure */
 
-
 /* Blocks of the executor kernel device 0 holds at once at `t` threads (the current context is
  * device 0's primary one, as the runtime made it). */
 static int coresident(uint32_t t, uint32_t smem, uint32_t* cap) {
@@ -525,30 +586,11 @@ static int coresident(uint32_t t, uint32_t smem, uint32_t* cap) {
   return shunt_gpu_coresident_blocks(cu, &k, 0, t, smem, cap);
 }
 
-static int run_plan(const char* path) {
-  struct shunt_plan_errors errs = {0};
-  struct shunt_plan* plan = shunt_plan_load_file(path, &errs);
-  shunt_plan_errors_free(&errs);
-  if (!plan) {
-    printf("FAIL %s: does not load\n", path);
-    return 1;
-  }
-  if ((plan->coll != SHUNT_COLL_ALLREDUCE && plan->coll != SHUNT_COLL_ALLGATHER) || plan->ngpus > MAXR ||
-      plan->ngpus == 0) {
-    printf("skip %s: %s on %u ranks\n", path, plan->collective, plan->ngpus);
-    shunt_plan_free(plan);
-    return 0;
-  }
-  struct job* J = calloc(1, sizeof(*J));
-  if (!J) {
-    shunt_plan_free(plan);
-    return 1;
-  }
-  J->plan = plan;
-  J->nranks = plan->ngpus;
-  atomic_init(&J->failures, 0);
-  pthread_mutex_init(&J->msg_mu, NULL);
-  make_shapes(J, plan);
+/* The world's sizes and the tail staging that J's shapes need on its plan, and a block size at
+ * which every rank's blocks are resident (0: none); the most blocks a rank runs. */
+static uint32_t size_job(struct job* J) {
+  const struct shunt_plan* plan = J->plan;
+  J->scratch = J->max_in = J->max_out = J->tail_bytes = 0;
   for (unsigned k = 0; k < J->nshapes; k++) {
     const struct shape* s = &J->shapes[k];
     /* The world holds both parts of every shape (exec/split.h); the user's buffers the shape. */
@@ -584,47 +626,125 @@ static int run_plan(const char* path) {
       break;
     }
   }
+  return nblocks;
+}
+
+/* J's plan in J's mode, its ranks as threads: 0 passed, 1 failed (reported). */
+static int run_job(struct job* J) {
+  const struct shunt_plan* plan = J->plan;
+  atomic_store(&J->failures, 0);
+  J->msg[0] = 0;
+  J->runs = J->replays = 0;
+  uint32_t nblocks = size_job(J);
+  if (!J->threads) {
+    printf("FAIL %s: %s%u ranks x %u blocks cannot be resident on this GPU at any block size\n", plan->name,
+           J->what, J->nranks, nblocks);
+    return 1;
+  }
+  /* Reducescatter's reference holds every rank's output: as long as the input. */
+  J->exp = malloc((J->max_in > J->max_out ? J->max_in : J->max_out) + 16);
+  if (!J->exp) {
+    printf("FAIL %s: out of memory\n", plan->name);
+    return 1;
+  }
+  team.n = J->nranks;
+  pthread_t th[MAXR];
+  struct rank_ctx ctx[MAXR];
+  double t0 = now_s();
+  for (uint32_t r = 0; r < J->nranks; r++) {
+    ctx[r] = (struct rank_ctx){r, J};
+    pthread_create(&th[r], NULL, rank_main, &ctx[r]);
+  }
+  for (uint32_t r = 0; r < J->nranks; r++) pthread_join(th[r], NULL);
+  int rc = 0;
+  if (atomic_load(&J->failures)) {
+    printf("FAIL %s: %s (%u failure(s))\n", plan->name, J->msg, atomic_load(&J->failures));
+    rc = 1;
+  } else if (J->runs == 0) {
+    printf("FAIL %s: %sno execution ran\n", plan->name, J->what);
+    rc = 1;
+  } else {
+    plans_passed++;
+    printf("PASS %s (%s%u ranks, %u threads/block, %u shapes, %u eager runs, %u graph replays, %s, %.2f s)\n",
+           plan->name, J->what, J->nranks, J->threads, J->nshapes, J->runs, J->replays,
+           J->inplace ? "in place" : "out of place", now_s() - t0);
+  }
+  free(J->exp);
+  J->exp = NULL;
+  fflush(stdout);
+  return rc;
+}
+
+/* A broadcast plan as the library serves it (plan/rotate.h): its own root out of place and in
+ * place, and renamed for the next root its placement allows, in place. Every root and mode is
+ * shunt-plan verify's (kernel-cpu, in CI); a renamed plan moves what the original moves, so the
+ * GPU needs one to see the renaming; 0 or 1. */
+static int run_broadcast(struct job* J, const struct shunt_plan* plan) {
+  int rc = 0;
+  char what[48];
+  unsigned served = 0;
+  for (uint32_t k = 0; k < plan->ngpus && served < 2; k++) {
+    uint32_t root = (plan->root + k) % plan->ngpus;
+    uint32_t shift = shunt_plan_root_shift(plan, root);
+    if (!shunt_plan_rotatable(plan, shift)) continue; /* no plan serves that root */
+    struct shunt_plan* rp = shunt_plan_rotate(plan, shift);
+    if (!rp) {
+      printf("FAIL %s: root %u: out of memory\n", plan->name, root);
+      return 1;
+    }
+    J->plan = rp;
+    for (int ip = served ? 1 : 0; ip < 2; ip++) {
+      snprintf(what, sizeof(what), "root %u %s, ", root, ip ? "in place" : "out of place");
+      J->what = what;
+      J->inplace = ip != 0;
+      rc |= run_job(J);
+    }
+    J->plan = plan;
+    J->what = "";
+    shunt_plan_free(rp);
+    served++;
+  }
+  return rc;
+}
+
+static int run_plan(const char* path) {
+  struct shunt_plan_errors errs = {0};
+  struct shunt_plan* plan = shunt_plan_load_file(path, &errs);
+  shunt_plan_errors_free(&errs);
+  if (!plan) {
+    printf("FAIL %s: does not load\n", path);
+    return 1;
+  }
+  enum shunt_coll c = plan->coll;
+  if ((c != SHUNT_COLL_ALLREDUCE && c != SHUNT_COLL_ALLGATHER && c != SHUNT_COLL_REDUCESCATTER &&
+       c != SHUNT_COLL_ALLTOALL && c != SHUNT_COLL_BROADCAST) ||
+      plan->ngpus > MAXR || plan->ngpus == 0) {
+    printf("skip %s: %s on %u ranks\n", path, plan->collective, plan->ngpus);
+    shunt_plan_free(plan);
+    return 0;
+  }
+  struct job* J = calloc(1, sizeof(*J));
+  if (!J) {
+    shunt_plan_free(plan);
+    return 1;
+  }
+  J->plan = plan;
+  J->nranks = plan->ngpus;
+  J->inplace = plan->inplace;
+  J->what = "";
+  atomic_init(&J->failures, 0);
+  pthread_mutex_init(&J->msg_mu, NULL);
+  /* Before any renaming: the renamed plans keep the range it opens. */
+  make_shapes(J, plan);
   int rc = 0;
   if (!J->nshapes) {
     /* Not a pass: nothing of this plan would have been checked. */
     printf("FAIL %s: no size, dtype or op of it is served\n", plan->name);
     rc = 1;
-  } else if (!J->threads) {
-    printf("FAIL %s: %u ranks x %u blocks cannot be resident on this GPU at any block size\n", plan->name,
-           J->nranks, nblocks);
-    rc = 1;
+  } else if (c == SHUNT_COLL_BROADCAST) {
+    rc = run_broadcast(J, plan);
   } else {
-    J->exp = malloc(J->max_out + 16);
-    if (!J->exp) {
-      printf("FAIL %s: out of memory\n", plan->name);
-      fflush(stdout);
-      pthread_mutex_destroy(&J->msg_mu);
-      free(J);
-      shunt_plan_free(plan);
-      return 1;
-    }
-    team.n = J->nranks;
-    pthread_t th[MAXR];
-    struct rank_ctx ctx[MAXR];
-    double t0 = now_s();
-    for (uint32_t r = 0; r < J->nranks; r++) {
-      ctx[r] = (struct rank_ctx){r, J};
-      pthread_create(&th[r], NULL, rank_main, &ctx[r]);
-    }
-    for (uint32_t r = 0; r < J->nranks; r++) pthread_join(th[r], NULL);
-    if (atomic_load(&J->failures)) {
-      printf("FAIL %s: %s (%u failure(s))\n", plan->name, J->msg, atomic_load(&J->failures));
-      rc = 1;
-    } else if (J->runs == 0) {
-      printf("FAIL %s: no execution ran\n", plan->name);
-      rc = 1;
-    } else {
-      plans_passed++;
-      printf("PASS %s (%u ranks, %u threads/block, %u shapes, %u eager runs, %u graph replays, %s, %.2f s)\n",
-             plan->name, J->nranks, J->threads, J->nshapes, J->runs, J->replays,
-             plan->inplace ? "in place" : "out of place", now_s() - t0);
-    }
-    free(J->exp);
+    rc = run_job(J);
   }
   fflush(stdout);
   pthread_mutex_destroy(&J->msg_mu);

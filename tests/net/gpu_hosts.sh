@@ -5,7 +5,7 @@
 # stand-in, into device regions registered by their dma-buf (the CUDA stand-in's memfd). Checks: every row of 2 hosts x 1 rank served by the port-only plans and of 2 x 2 by
 # the multi-node plans, exactly; a completion error in the middle of the calls (the self-check
 # skipped) fails the ranks, naming the peer and the status; the same plans over TCP
-# (SHUNT_NET=socket, and auto when no rank has an active verbs port), exactly.
+# (SHUNT_NET=socket, and auto when no rank has an active verbs port, reducescatter too), exactly.
 # Usage: gpu_hosts.sh SHUNT_PERF FAKEIBV FAKECUDA_DIR (SHUNT_PLAN_DIR: the shipped plans)
 set -u
 perf=$1 iblib=$2 cudadir=$3
@@ -65,11 +65,14 @@ fi
 grep -qE "verbs transport: fakeibv0:1 to rank [01] at 127\.0\.0\.1 \(queue pair [0-9]+\): remote access error" \
   "$out"/fault.*.log || { echo "fault: no failure named the peer and the status"; grep -h WARN "$out"/fault.*.log; fail=1; }
 # Over TCP (SHUNT_NET=socket; and auto with no active verbs port anywhere): the proxy copies
-# device data out and sends it, the receiving thread copies it into the region, exactly.
-for shape in "socket 4 2 SHUNT_NET=socket (allreduce|allgather)_2x2_hier_" \
-             "fallback 2 1 FAKEIBV_DOWN=fakeibv0 (allreduce|allgather)_2r_port_"; do
-  read -r name n per env want <<<"$shape"
-  if run "$name" "$n" "$per" "$env" -- "${args[@]}"; then
+# device data out and sends it, the receiving thread copies it into the region, exactly. The
+# port-only run takes reducescatter too (its device calls across hosts on its port plans); its
+# calls count the receiving side's flags past 255, where a count the stand-in's copy lands in
+# pieces must never be seen above its value (gpu_proxy.c).
+for shape in "socket 4 2 SHUNT_NET=socket (allreduce|allgather)_2x2_hier_ allreduce,allgather" \
+             "fallback 2 1 FAKEIBV_DOWN=fakeibv0 (allreduce|allgather|reducescatter)_2r_port_ allreduce,allgather,reducescatter"; do
+  read -r name n per env want colls <<<"$shape"
+  if run "$name" "$n" "$per" "$env" -- "${args[@]}" --coll "$colls"; then
     log=$out/$name.0.log
     total=$(rows "$log") hit=$(served "$log" "$want")
     [ "$total" -gt 0 ] && [ "$total" = "$hit" ] ||

@@ -18,7 +18,7 @@
  *   plan: shunt_gpu_world_fits). The set-up is the one every world uses (transport/peers.h).
  * - Each rank runs one proxy thread that serves the kernel's port-channel triggers in FIFO
  *   order on its own stream: data with cuMemcpyAsync, then the flag (the peer's counter is
- *   written with the next value by a copy ordered after the data), and a SYNC trigger
+ *   written with the next value by copies ordered after the data, never seen above it), and a SYNC trigger
  *   publishes completion once the stream has drained. A trigger to a rank of another host is
  *   RDMA writes of the data, then of the count, waited for before the next trigger. The proxy never blocks on
  * anything but its own stream, and is immune to other threads' stream capture.

@@ -1,0 +1,117 @@
+/* The GPU proxy's port-channel counters as a kernel sees them while they are written, over the
+ * CUDA driver stand-in, whose copies land byte by byte in any order (tests/fakecuda/README.md):
+ * a flag from a rank of another host raises this rank's counter (the receiving side of the
+ * network row), and a kernel waiting for count k takes any value >= k as its own. A value seen
+ * half written must therefore never exceed the count being written: 255 -> 256 torn as 0x1ff
+ * would let waits up to 511 pass before their data arrived.
+ *
+ * A watcher thread reads the counter as the kernel would (one 8-byte load) while the proxy's
+ * receiving callback raises it past several byte carries; it fails on any value above the
+ * number of signals begun. Runs with FAKECUDA_LENIENT=device-memory (the watcher is a host
+ * thread reading device memory). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/check.h"
+#include "fakecuda/fake_cuda_api.h"
+#include "transport/cu.h"
+#include "transport/gpu_fifo.h"
+#include "transport/gpu_proxy.h"
+#include "transport/net.h"
+
+int cuDevicePrimaryCtxRelease_v2(int dev);
+
+#define SIGNALS 32768 /* 128 carries out of the low byte */
+#define PEER 1
+#define ORDINALS 2
+
+static atomic_ullong begun; /* signals whose write has started */
+static atomic_int stop;
+static const uint64_t* counter; /* device memory (open to the host under the leniency) */
+static long reads, above;
+static atomic_int seen_above;
+static uint64_t worst_seen, worst_begun;
+
+static void* watch(void* arg) {
+  (void)arg;
+  while (!atomic_load(&stop)) {
+    uint64_t v = __atomic_load_n(counter, __ATOMIC_ACQUIRE);
+    uint64_t b = atomic_load(&begun);
+    reads++;
+    if (v > b) {
+      if (!above) worst_seen = v, worst_begun = b;
+      above++;
+      atomic_store(&seen_above, 1);
+    }
+  }
+  return NULL;
+}
+
+int main(void) {
+  char err[256];
+  const struct shunt_cu* cu = shunt_cu(err, sizeof(err));
+  if (!cu) {
+    fprintf(stderr, "no driver: %s\n", err);
+    return 1;
+  }
+  fc_handle ctx = NULL;
+  CHECK_EQ_INT(cuInit(0), 0);
+  CHECK_EQ_INT(cuDevicePrimaryCtxRetain(&ctx, 0), 0);
+  CHECK_EQ_INT(cuCtxSetCurrent(ctx), 0);
+  const uint64_t bytes = 4096, port_off = 1024;
+  unsigned long long region = 0;
+  CHECK_EQ_INT(cuMemAlloc_v2(&region, bytes), 0);
+  static char zeros[4096];
+  CHECK_EQ_INT(cuMemcpyHtoD_v2(region, zeros, bytes), 0);
+  struct shunt_gpu_fifo* fifo = calloc(1, sizeof(*fifo));
+  char* peers[2] = {(char*)(uintptr_t)region, (char*)(uintptr_t)region};
+  bool remote[2] = {false, true};
+  struct shunt_gpu_proxy_config pc = {.cu = cu,
+                                      .ctx = (CUcontext)ctx,
+                                      .rank = 0,
+                                      .nranks = 2,
+                                      .fifo = fifo,
+                                      .peer = peers,
+                                      .remote = remote,
+                                      .region = (char*)(uintptr_t)region,
+                                      .abort_off = 0,
+                                      .port_off = port_off,
+                                      .ordinals = ORDINALS};
+  struct shunt_gpu_proxy* p = NULL;
+  if (!fifo || shunt_gpu_proxy_new(&pc, &p, err, sizeof(err)) != 0) {
+    fprintf(stderr, "proxy: %s\n", fifo ? err : "out of memory");
+    return 1;
+  }
+  /* The receiving side's callbacks, as the socket row calls them for a flag from PEER. */
+  struct shunt_net_ep_config nc = {.rank = 0, .nranks = 2, .bytes = bytes};
+  shunt_gpu_proxy_net_callbacks(p, &nc);
+  const uint16_t ord = 1;
+  counter = (const uint64_t*)(uintptr_t)(region + port_off + 8 * (PEER * ORDINALS + ord));
+  pthread_t w;
+  CHECK_EQ_INT(pthread_create(&w, NULL, watch, NULL), 0);
+  uint64_t n = 0;
+  /* Until a value above the count is seen: a failing run ends there. */
+  while (n < SIGNALS && !atomic_load(&seen_above)) {
+    atomic_store(&begun, ++n);
+    nc.signal(nc.ctx, PEER, ord);
+  }
+  atomic_store(&stop, 1);
+  pthread_join(w, NULL);
+  uint64_t final = 0;
+  CHECK_EQ_INT(cuMemcpyDtoH_v2(&final, (unsigned long long)(uintptr_t)counter, sizeof(final)), 0);
+  CHECK_EQ_INT(final, n);
+  CHECK(!shunt_gpu_proxy_failed(p));
+  CHECK_MSG(above == 0, "%ld of %ld reads saw a count above the signals begun (first: %llu with %llu begun)",
+            above, reads, (unsigned long long)worst_seen, (unsigned long long)worst_begun);
+  shunt_gpu_proxy_free(p);
+  cuMemFree_v2(region);
+  free(fifo);
+  CHECK_EQ_INT(cuDevicePrimaryCtxRelease_v2(0), 0);
+  if (check_failures) return 1;
+  printf("proxy counts: %d signals, %ld reads by a watcher, none above the count being written\n", SIGNALS,
+         reads);
+  return 0;
+}
