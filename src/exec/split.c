@@ -2,7 +2,6 @@
 
 #include <inttypes.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "exec/lower_internal.h"
 
@@ -158,36 +157,4 @@ void shunt_split_needs(const struct shunt_plan* plan, const struct shunt_split* 
   *out = s->head ? h->out_bytes : 0;
   if (s->rest && t->in_bytes > *in) *in = t->in_bytes;
   if (s->rest && t->out_bytes > *out) *out = t->out_bytes;
-}
-
-int shunt_split_run_host(const struct shunt_plan* plan, const struct shunt_call_shape* call,
-                         const struct shunt_split* s, uint32_t rank, const void* in, void* out, char* tail,
-                         shunt_split_part_fn run, void* ctx) {
-  /* The per-rank unit: the stride of the rank-sliced buffer (allgather's output,
-   * reducescatter's input, both of alltoall's). */
-  uint64_t R = unit_of(plan, call);
-  /* In place as NCCL defines it (one buffer inside the other): the tail runs in place too, so
-   * an in-place plan sees the layout it was written for. */
-  bool inplace = is_rs(plan) ? shunt_split_inside(out, in, call->in_bytes)
-                             : shunt_split_inside(in, out, call->out_bytes);
-  if (s->head) {
-    int r = run(ctx, &s->head_shape, false, in, out);
-    if (r) return r;
-  }
-  if (!s->rest) return 0;
-  uint64_t q = s->quantum;
-  /* Padding is zeros: it only ever meets padding (split.h), and zeros are valid in every dtype. */
-  memset(tail, 0, shunt_split_tail_bytes(plan, s));
-  char* tin = tail + shunt_split_tail_in(plan, s, rank, inplace);
-  char* tout = tail + shunt_split_tail_out(plan, s, rank, inplace);
-  /* Input slice k's rest goes to slice k of the padded input (one slice but for reducescatter
-   * and alltoall); the head never touched those bytes, in place either (it writes only the
-   * first `head` bytes of each slice). */
-  for (uint32_t k = 0; k < shunt_split_in_slices(plan); k++)
-    memcpy(tin + (uint64_t)k * q, (const char*)in + (uint64_t)k * R + s->head, s->rest);
-  int r = run(ctx, &s->tail_shape, true, tin, tout);
-  if (r) return r;
-  for (uint32_t k = 0; k < shunt_split_slices(plan); k++)
-    memcpy((char*)out + (uint64_t)k * R + s->head, tout + (uint64_t)k * q, s->rest);
-  return 0;
 }

@@ -67,18 +67,4 @@ static inline bool shunt_split_inside(const void* p, const void* base, uint64_t 
   return (const char*)p >= (const char*)base && (const char*)p < (const char*)base + bytes;
 }
 
-/* One part run by a backend: the head (tail = false) on the user's buffers, or the tail on the
- * staging; 0 or the backend's error code, which stops the call. */
-typedef int (*shunt_split_part_fn)(void* ctx, const struct shunt_call_shape* part, bool tail, const void* in,
-                                   void* out);
-
-/* Runs both parts of `call` (its real sizes, split as `s`) in host memory, for the backends
- * whose buffers are host memory: the head on the user's buffers, then the tail padded with zeros
- * in `tail` (shunt_split_tail_bytes of it), in place when the call is (the input inside the
- * output, NCCL's rule; reducescatter: the output inside the input), its results copied back. Returns the
- * first nonzero part result. */
-int shunt_split_run_host(const struct shunt_plan* plan, const struct shunt_call_shape* call,
-                         const struct shunt_split* s, uint32_t rank, const void* in, void* out, char* tail,
-                         shunt_split_part_fn run, void* ctx);
-
 #endif

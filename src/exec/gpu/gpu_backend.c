@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "exec/backend.h"
+#include "exec/steps.h"
 #include "transport/cu.h"
 #include "exec/gpu/gpu_agree.h"
 #include "exec/gpu/gpu_backend.h"
@@ -418,52 +419,37 @@ static int move_input(struct gpu_backend* g, struct shunt_gpu_world* w, const st
   return SHUNT_E_INVALID;
 }
 
+static CUresult copies_async(const struct shunt_cu* cu, const struct shunt_copies* c, CUstream st) {
+  CUresult e = CUDA_SUCCESS;
+  for (uint32_t k = 0; k < c->n && e == CUDA_SUCCESS; k++)
+    e = cu->MemcpyAsync(DP(c->dst + (uint64_t)k * c->dst_stride), DP(c->src + (uint64_t)k * c->src_stride),
+                        c->bytes, st);
+  return e;
+}
+
 /* The head on the user's buffers, then the tail padded with zeros in the device staging, all
  * in one ordered section of the world's launches (the staging is shared by every call). */
 static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const struct shunt_backend_call* c,
                     const struct shunt_gpu_zc* z, char* err, size_t len) {
   const struct shunt_cu* cu = shunt_gpu_world_cu(w);
-  const struct shunt_split* s = &c->split;
   CUstream st = (CUstream)c->stream;
-  if (s->head) {
-    int rc = launch_part(g, w, c, &s->head_shape, c->in, c->out, z, err, len);
-    if (rc != SHUNT_OK || !s->rest) return rc;
+  struct shunt_parts pt;
+  shunt_parts_plan(c->plan, &c->shape, &c->split, g->base.rank, c->in, c->out, g->tail, &pt);
+  if (pt.head.shape) {
+    int rc = launch_part(g, w, c, pt.head.shape, pt.head.in, pt.head.out, z, err, len);
+    if (rc != SHUNT_OK) return rc;
   }
-  if (!s->rest) return SHUNT_OK;
-  const struct shunt_plan* plan = c->plan;
-  uint64_t q = s->quantum;
-  bool inplace = call_inplace(c);
-  uint64_t tail_bytes = shunt_split_tail_bytes(plan, s);
-  if (tail_bytes > g->tail_cap) {
-    if (err && len)
-      snprintf(err, len, "the tail staging holds %llu bytes, the call needs %llu",
-               (unsigned long long)g->tail_cap, (unsigned long long)tail_bytes);
-    return SHUNT_E_INVALID;
-  }
-  /* Either side may be cut in rank slices (allgather's output, reducescatter's input), each
-   * slice's rest padded to a quantum at slice k of the tail (exec/split.h); in place, one tail
-   * buffer lies inside the other as the call's do. */
-  uint32_t nin = shunt_split_in_slices(plan), nout = shunt_split_slices(plan);
-  uint64_t rin = c->shape.in_bytes / nin, rout = c->shape.out_bytes / nout;
-  char* tin = g->tail + shunt_split_tail_in(plan, s, g->base.rank, inplace);
-  char* tout = g->tail + shunt_split_tail_out(plan, s, g->base.rank, inplace);
-  CUresult e = cu->MemsetD8Async(DP(g->tail), 0, tail_bytes, st);
-  for (uint32_t k = 0; k < nin && e == CUDA_SUCCESS; k++)
-    e = cu->MemcpyAsync(DP(tin + (uint64_t)k * q), DP((const char*)c->in + (uint64_t)k * rin + s->head),
-                        s->rest, st);
-  if (e != CUDA_SUCCESS) {
-    if (err && len) snprintf(err, len, "staging the tail: %s", shunt_cu_error(e));
-    return SHUNT_E_INVALID;
-  }
-  int rc = launch_part(g, w, c, &s->tail_shape, tin, tout, NULL, err, len);
+  if (!pt.tail.shape) return SHUNT_OK;
+  if (pt.zero_bytes > g->tail_cap)
+    SHUNT_FAIL(SHUNT_E_INVALID, "the tail staging holds %llu bytes, the call needs %llu",
+               (unsigned long long)g->tail_cap, (unsigned long long)pt.zero_bytes);
+  CUresult e = cu->MemsetD8Async(DP(pt.zero), 0, pt.zero_bytes, st);
+  if (e == CUDA_SUCCESS) e = copies_async(cu, &pt.tail_in, st);
+  if (e != CUDA_SUCCESS) SHUNT_FAIL(SHUNT_E_INVALID, "staging the tail: %s", shunt_cu_error(e));
+  int rc = launch_part(g, w, c, pt.tail.shape, pt.tail.in, pt.tail.out, NULL, err, len);
   if (rc != SHUNT_OK) return rc;
-  for (uint32_t k = 0; k < nout && e == CUDA_SUCCESS; k++)
-    e = cu->MemcpyAsync(DP((char*)c->out + (uint64_t)k * rout + s->head), DP(tout + (uint64_t)k * q), s->rest,
-                        st);
-  if (e != CUDA_SUCCESS) {
-    if (err && len) snprintf(err, len, "copying the tail out: %s", shunt_cu_error(e));
-    return SHUNT_E_INVALID;
-  }
+  e = copies_async(cu, &pt.tail_out, st);
+  if (e != CUDA_SUCCESS) SHUNT_FAIL(SHUNT_E_INVALID, "copying the tail out: %s", shunt_cu_error(e));
   return SHUNT_OK;
 }
 

@@ -48,7 +48,7 @@ int shunt_host_run_call(struct shunt_world* w, struct shunt_lower_cache* cache, 
     tail->cap = need;
   }
   struct part_ctx c = {w, cache, plan, rank, opts, &tail->keep, err, len};
-  return shunt_split_run_host(plan, call, s, rank, in, out, tail->buf, run_part, &c);
+  return shunt_parts_run_host(plan, call, s, rank, in, out, tail->buf, run_part, &c);
 }
 
 void shunt_host_tail_free(struct shunt_host_tail* t) {

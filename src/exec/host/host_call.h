@@ -14,6 +14,7 @@
 #include "exec/host/host_run.h"
 #include "exec/lower.h"
 #include "exec/split.h"
+#include "exec/steps.h"
 
 /* What a caller keeps between calls: the tail buffer, and the runs' fibers and arrays. */
 struct shunt_host_tail {
