@@ -103,35 +103,26 @@ const char* shunt_steps_plan(const struct shunt_program* p, uint32_t nranks, con
   return NULL;
 }
 
-/* The per-rank unit of a call: the stride of its rank-sliced buffer (allgather's output,
- * reducescatter's input, both of alltoall's); the split cut each slice into head and tail. */
-static uint64_t unit_of(const struct shunt_plan* p, const struct shunt_call_shape* call) {
-  if (p->coll == SHUNT_COLL_ALLTOALL) return p->ngpus ? call->in_bytes / p->ngpus : 0;
-  return p->coll == SHUNT_COLL_REDUCESCATTER ? call->out_bytes : call->in_bytes;
-}
-
-void shunt_parts_plan(const struct shunt_plan* plan, const struct shunt_call_shape* call,
-                      const struct shunt_split* s, uint32_t rank, const void* in, void* out, char* tail,
-                      struct shunt_parts* parts) {
+void shunt_parts_plan(const struct shunt_plan* plan, const struct shunt_split* s, uint32_t rank,
+                      const void* in, void* out, char* tail, struct shunt_parts* parts) {
   memset(parts, 0, sizeof(*parts));
   if (s->head) parts->head = (struct shunt_part){&s->head_shape, in, out};
   if (!s->rest) return;
-  uint64_t R = unit_of(plan, call), q = s->quantum;
+  uint64_t R = s->unit, q = s->quantum;
+  const struct shunt_call_shape* call = &s->call;
   bool inplace = plan->coll == SHUNT_COLL_REDUCESCATTER ? shunt_split_inside(out, in, call->in_bytes)
                                                         : shunt_split_inside(in, out, call->out_bytes);
   char* tin = tail + shunt_split_tail_in(plan, s, rank, inplace);
   char* tout = tail + shunt_split_tail_out(plan, s, rank, inplace);
   /* Padding is zeros: it only ever meets padding (split.h), and zeros are valid in every dtype. */
   parts->zero = tail;
-  parts->zero_bytes = shunt_split_tail_bytes(plan, s);
+  parts->zero_bytes = s->tail_bytes;
   /* Input slice k's rest goes to slice k of the padded input (one slice but for reducescatter
    * and alltoall); the head never touched those bytes, in place either (it writes only the
    * first `head` bytes of each slice). */
-  parts->tail_in =
-      (struct shunt_copies){tin, (const char*)in + s->head, q, R, s->rest, shunt_split_in_slices(plan)};
+  parts->tail_in = (struct shunt_copies){tin, (const char*)in + s->head, q, R, s->rest, s->in_slices};
   parts->tail = (struct shunt_part){&s->tail_shape, tin, tout};
-  parts->tail_out =
-      (struct shunt_copies){(char*)out + s->head, tout, R, q, s->rest, shunt_split_slices(plan)};
+  parts->tail_out = (struct shunt_copies){(char*)out + s->head, tout, R, q, s->rest, s->out_slices};
 }
 
 static void copies_host(const struct shunt_copies* c) {
@@ -139,11 +130,10 @@ static void copies_host(const struct shunt_copies* c) {
     memcpy(c->dst + (uint64_t)k * c->dst_stride, c->src + (uint64_t)k * c->src_stride, c->bytes);
 }
 
-int shunt_parts_run_host(const struct shunt_plan* plan, const struct shunt_call_shape* call,
-                         const struct shunt_split* s, uint32_t rank, const void* in, void* out, char* tail,
-                         shunt_part_fn run, void* ctx) {
+int shunt_parts_run_host(const struct shunt_plan* plan, const struct shunt_split* s, uint32_t rank,
+                         const void* in, void* out, char* tail, shunt_part_fn run, void* ctx) {
   struct shunt_parts pt;
-  shunt_parts_plan(plan, call, s, rank, in, out, tail, &pt);
+  shunt_parts_plan(plan, s, rank, in, out, tail, &pt);
   if (pt.head.shape) {
     int r = run(ctx, pt.head.shape, false, pt.head.in, pt.head.out);
     if (r) return r;

@@ -103,14 +103,14 @@ struct shunt_parts {
   struct shunt_copies tail_out;
 };
 
-/* The parts of a call (its real sizes `call`, split as `s`) on rank `rank`, from the user's
- * buffers `in` and `out`, the tail staged in `tail` (s's tail bytes of it). In place when the
+/* The parts of a call split as `s` (exec/split.h: the call's shape, computed once) on rank
+ * `rank`, from the user's buffers `in` and `out`, the tail staged in `tail` (s->tail_bytes of
+ * it). In place when the
  * call is (the input inside the output, NCCL's rule; reducescatter: the output inside the
  * input): the tail then runs in place too, so an in-place plan sees the layout it was written
  * for. */
-void shunt_parts_plan(const struct shunt_plan* plan, const struct shunt_call_shape* call,
-                      const struct shunt_split* s, uint32_t rank, const void* in, void* out, char* tail,
-                      struct shunt_parts* parts);
+void shunt_parts_plan(const struct shunt_plan* plan, const struct shunt_split* s, uint32_t rank,
+                      const void* in, void* out, char* tail, struct shunt_parts* parts);
 
 /* One part run by a host-memory backend: the head (tail = false) on the user's buffers, or the
  * tail on the staging; 0 or the backend's error code, which stops the call. */
@@ -119,8 +119,7 @@ typedef int (*shunt_part_fn)(void* ctx, const struct shunt_call_shape* part, boo
 
 /* Runs the parts of shunt_parts_plan in host memory (memset and memcpy around each run). Returns
  * the first nonzero part result. */
-int shunt_parts_run_host(const struct shunt_plan* plan, const struct shunt_call_shape* call,
-                         const struct shunt_split* s, uint32_t rank, const void* in, void* out, char* tail,
-                         shunt_part_fn run, void* ctx);
+int shunt_parts_run_host(const struct shunt_plan* plan, const struct shunt_split* s, uint32_t rank,
+                         const void* in, void* out, char* tail, shunt_part_fn run, void* ctx);
 
 #endif

@@ -203,14 +203,14 @@ static int launch_split(struct shunt_gpu_world* w, const struct shunt_split* sp,
   if (!sp->rest) return 0;
   char* tout = d_tail;
   char* tin = d_tail + shunt_split_tail_in(plan, sp, rank, plan->inplace);
-  if (cudaMemsetAsync(d_tail, 0, shunt_split_tail_bytes(plan, sp), st) != cudaSuccess ||
+  if (cudaMemsetAsync(d_tail, 0, sp->tail_bytes, st) != cudaSuccess ||
       cudaMemcpyAsync(tin, user_in + sp->head, sp->rest, cudaMemcpyDeviceToDevice, st) != cudaSuccess) {
     snprintf(err, len, "tail staging failed");
     return -1;
   }
   struct shunt_gpu_run r = {w, tail, tin, tout, scalar, 0, false, NULL, NULL, 0, 0, false};
   if (shunt_gpu_launch(&r, st, err, len) != 0) return -1;
-  for (uint64_t k = 0; k < shunt_split_slices(plan); k++)
+  for (uint64_t k = 0; k < sp->out_slices; k++)
     if (cudaMemcpyAsync(d_out + k * R + sp->head, tout + k * q, sp->rest, cudaMemcpyDeviceToDevice, st) !=
         cudaSuccess) {
       snprintf(err, len, "tail copy-out failed");
@@ -455,9 +455,7 @@ static void add_split_shape(struct job* J, uint64_t total, int dt, int op) {
   in_out_bytes(J->plan, total, &cs.in_bytes, &cs.out_bytes);
   struct shunt_split sp;
   char why[256];
-  if (!shunt_split_call(J->plan, &cs, &sp, why, sizeof(why)) || !sp.rest ||
-      !shunt_split_check(J->plan, &cs, why, sizeof(why)))
-    return;
+  if (!shunt_split_check(J->plan, &cs, &sp, why, sizeof(why)) || !sp.rest) return;
   add_shape(J, total, dt, op, false);
 }
 
@@ -514,7 +512,6 @@ static double now_s(void) {
 
 static unsigned plans_passed; /* plans that ran and passed: 0 at the end is a failure */
 
-
 /* Blocks of the executor kernel device 0 holds at once at `t` threads (the current context is
  * device 0's primary one, as the runtime made it). */
 static int coresident(uint32_t t, uint32_t smem, uint32_t* cap) {
@@ -559,9 +556,8 @@ static int run_plan(const char* path) {
     uint64_t need = shunt_lower_scratch_need(plan, s->in, s->out), in_need = s->in, out_need = s->out;
     uint64_t n_scratch = 0, n_in = 0, n_out = 0;
     if (shunt_split_call(plan, &cs, &sp, why, sizeof(why))) {
-      shunt_split_needs(plan, &sp, &n_scratch, &n_in, &n_out);
-      if (shunt_split_tail_bytes(plan, &sp) > J->tail_bytes)
-        J->tail_bytes = shunt_split_tail_bytes(plan, &sp);
+      n_scratch = sp.scratch, n_in = sp.in_need, n_out = sp.out_need;
+      if (sp.tail_bytes > J->tail_bytes) J->tail_bytes = sp.tail_bytes;
     }
     if (n_scratch > need) need = n_scratch;
     if (n_in > in_need) in_need = n_in;

@@ -244,9 +244,8 @@ static int gpu_backend_prepare(struct shunt_backend* b, const struct shunt_plan*
                                const struct shunt_split* s, char* err, size_t len) {
   struct gpu_backend* g = (struct gpu_backend*)b;
   reap(g);
-  uint64_t scratch, in_need, out_need;
-  shunt_split_needs(plan, s, &scratch, &in_need, &out_need);
-  uint64_t tail_need = s->rest ? shunt_split_tail_bytes(plan, s) : 0;
+  (void)plan;
+  uint64_t scratch = s->scratch, in_need = s->in_need, out_need = s->out_need, tail_need = s->tail_bytes;
   struct shunt_gpu_world* w = atomic_load(&g->world);
   if (w && g->cfg.scratch_bytes >= scratch && g->cfg.input_bytes >= in_need &&
       g->cfg.output_bytes >= out_need && g->tail_cap >= tail_need)
@@ -375,8 +374,9 @@ static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const s
 /* In place as NCCL defines it: one buffer inside the other (the output inside the input for a
  * collective whose output is a view into its input, exec/program.h). */
 static bool call_inplace(const struct shunt_backend_call* c) {
-  if (c->plan->coll == SHUNT_COLL_REDUCESCATTER) return shunt_split_inside(c->out, c->in, c->shape.in_bytes);
-  return shunt_split_inside(c->in, c->out, c->shape.out_bytes);
+  if (c->plan->coll == SHUNT_COLL_REDUCESCATTER)
+    return shunt_split_inside(c->out, c->in, c->split->call.in_bytes);
+  return shunt_split_inside(c->in, c->out, c->split->call.out_bytes);
 }
 
 /* A broadcast root whose buffers partly overlap (NCCL's in-place call has them equal): its
@@ -384,8 +384,8 @@ static bool call_inplace(const struct shunt_backend_call* c) {
  * and the call run in place, as the host backend does (api/launch.c). */
 static bool root_overlap(const struct shunt_backend_call* c) {
   const char *in = c->in, *out = c->out;
-  return c->plan->coll == SHUNT_COLL_BROADCAST && in != out && in < out + c->shape.out_bytes &&
-         out < in + c->shape.in_bytes;
+  return c->plan->coll == SHUNT_COLL_BROADCAST && in != out && in < out + c->split->call.out_bytes &&
+         out < in + c->split->call.in_bytes;
 }
 
 /* memmove on the device, in stream order: pieces that never overlap what is still to be read
@@ -397,7 +397,7 @@ static int move_input(struct gpu_backend* g, struct shunt_gpu_world* w, const st
   CUstream st = (CUstream)c->stream;
   const char* in = c->in;
   char* out = c->out;
-  uint64_t n = c->shape.in_bytes, d = in < out ? (uint64_t)(out - in) : (uint64_t)(in - out);
+  uint64_t n = c->split->call.in_bytes, d = in < out ? (uint64_t)(out - in) : (uint64_t)(in - out);
   char* bounce = shunt_gpu_world_stage(w, 0);
   uint64_t cap = g->cfg.input_bytes;
   if (g->tail_cap > cap) bounce = g->tail, cap = g->tail_cap;
@@ -434,7 +434,7 @@ static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const stru
   const struct shunt_cu* cu = shunt_gpu_world_cu(w);
   CUstream st = (CUstream)c->stream;
   struct shunt_parts pt;
-  shunt_parts_plan(c->plan, &c->shape, &c->split, g->base.rank, c->in, c->out, g->tail, &pt);
+  shunt_parts_plan(c->plan, c->split, g->base.rank, c->in, c->out, g->tail, &pt);
   if (pt.head.shape) {
     int rc = launch_part(g, w, c, pt.head.shape, pt.head.in, pt.head.out, z, err, len);
     if (rc != SHUNT_OK) return rc;
@@ -509,13 +509,15 @@ static int zero_copy(struct gpu_backend* g, const struct shunt_backend_call* c, 
      * as the holder, its table is the input's. */
     struct shunt_gpu_zc h = {NULL, NULL};
     int rc = shunt_gpu_reg_bind(g->regs, g->cu, g->ctx, ws, g->board, g->base.rank, g->base.nranks, c->out,
-                                c->shape.out_bytes, c->in, c->shape.in_bytes, true, give_up, g, &h, err, len);
+                                c->split->call.out_bytes, c->in, c->split->call.in_bytes, true, give_up, g,
+                                &h, err, len);
     z->in = h.out;
     z->out = NULL;
     return rc;
   }
   return shunt_gpu_reg_bind(g->regs, g->cu, g->ctx, ws, g->board, g->base.rank, g->base.nranks, c->in,
-                            c->shape.in_bytes, c->out, c->shape.out_bytes, inplace, give_up, g, z, err, len);
+                            c->split->call.in_bytes, c->out, c->split->call.out_bytes, inplace, give_up, g, z,
+                            err, len);
 }
 
 static void tie_to_graph(struct gpu_backend* g, CUstream st);
@@ -558,7 +560,7 @@ static int gpu_backend_run(struct shunt_backend* b, const struct shunt_backend_c
   /* Registered buffers are reached in place through CUDA IPC, which a rank of another host
    * has not: a world across hosts stages them. */
   struct shunt_gpu_zc z = {NULL, NULL};
-  if (c->split.head && !shunt_gpu_world_spans(w) && plan_reaches_user(c->plan) &&
+  if (c->split->head && !shunt_gpu_world_spans(w) && plan_reaches_user(c->plan) &&
       zero_copy(g, c, &z, err, len) != 0)
     return SHUNT_E_INVALID;
   bool capturing = shunt_gpu_stream_capturing(c->stream);
