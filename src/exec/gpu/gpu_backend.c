@@ -274,10 +274,9 @@ static int gpu_backend_prepare(struct shunt_backend* b, const struct shunt_plan*
   struct shunt_gpu_world* made = NULL;
   char why[512];
   int rc = shunt_gpu_world_create(b->rank, b->nranks, &cfg, &b->ex, &made, why, sizeof(why));
-  if (rc != SHUNT_OK) {
-    if (err && len) snprintf(err, len, "the GPU backend could not set up: %s", why);
-    return rc == SHUNT_E_NOMEM ? SHUNT_E_NOMEM : SHUNT_E_INVALID;
-  }
+  if (rc != SHUNT_OK)
+    SHUNT_FAIL(rc == SHUNT_E_NOMEM ? SHUNT_E_NOMEM : SHUNT_E_INVALID, "the GPU backend could not set up: %s",
+               why);
   g->cfg = cfg;
   if (tail_cap) {
     const struct shunt_cu* cu = shunt_gpu_world_cu(made);
@@ -288,11 +287,9 @@ static int gpu_backend_prepare(struct shunt_backend* b, const struct shunt_plan*
     shunt_cu_leave(&cg);
     if (e != CUDA_SUCCESS) {
       /* Every rank tears its new world down with the others. */
-      if (err && len)
-        snprintf(err, len, "device memory for a %llu-byte tail: %s", (unsigned long long)tail_cap,
-                 shunt_cu_error(e));
       shunt_gpu_world_destroy(made);
-      return SHUNT_E_NOMEM;
+      SHUNT_FAIL(SHUNT_E_NOMEM, "device memory for a %llu-byte tail: %s", (unsigned long long)tail_cap,
+                 shunt_cu_error(e));
     }
     g->tail = (char*)(uintptr_t)d;
     g->tail_cap = tail_cap;
@@ -415,8 +412,7 @@ static int move_input(struct gpu_backend* g, struct shunt_gpu_world* w, const st
     done += b;
   }
   if (e == CUDA_SUCCESS) return SHUNT_OK;
-  if (err && len) snprintf(err, len, "moving the root's input into its output: %s", shunt_cu_error(e));
-  return SHUNT_E_INVALID;
+  SHUNT_FAIL(SHUNT_E_INVALID, "moving the root's input into its output: %s", shunt_cu_error(e));
 }
 
 static CUresult copies_async(const struct shunt_cu* cu, const struct shunt_copies* c, CUstream st) {
@@ -526,37 +522,28 @@ static int gpu_backend_run(struct shunt_backend* b, const struct shunt_backend_c
                            size_t len) {
   struct gpu_backend* g = (struct gpu_backend*)b;
   struct shunt_gpu_world* w = atomic_load(&g->world);
-  if (!w) {
-    if (err && len) snprintf(err, len, "no world");
-    return SHUNT_E_INVALID;
-  }
+  if (!w) SHUNT_FAIL(SHUNT_E_INVALID, "no world");
   if (shunt_gpu_world_broken(w)) {
     char why[1024];
     shunt_gpu_world_check(w, atomic_load(&g->last), why, sizeof(why));
-    if (err && len) snprintf(err, len, "an earlier run on this communicator failed: %s", why);
-    return SHUNT_E_TIMEOUT;
+    SHUNT_FAIL(SHUNT_E_TIMEOUT, "an earlier run on this communicator failed: %s", why);
   }
   uint32_t ra, rb;
-  if (!shunt_gpu_world_fits(w, c->plan->ranks_per_node, &ra, &rb)) {
-    if (err && len)
-      snprintf(err, len, "plan %s joins ranks %u and %u through memory, but they are on different hosts",
-               c->plan->name, ra, rb);
-    return SHUNT_E_INVALID;
-  }
+  if (!shunt_gpu_world_fits(w, c->plan->ranks_per_node, &ra, &rb))
+    SHUNT_FAIL(SHUNT_E_INVALID,
+               "plan %s joins ranks %u and %u through memory, but they are on different hosts", c->plan->name,
+               ra, rb);
   /* The world's kernels are loaded in the device's primary context (the runtime's): a stream
    * of another context cannot run them. A default-stream handle names the world context's own. */
   CUcontext sctx = NULL;
   const struct shunt_cu* wcu = shunt_gpu_world_cu(w);
   if ((uintptr_t)c->stream > 2 &&
-      (wcu->StreamGetCtx((CUstream)c->stream, &sctx) != CUDA_SUCCESS || sctx != shunt_gpu_world_ctx(w))) {
-    if (err && len)
-      snprintf(
-          err, len,
-          "stream %p is not a stream of device %d's primary context (the CUDA runtime's), where shunt's GPU "
-          "kernels run: use a stream of that context",
-          c->stream, shunt_gpu_world_device(w));
-    return SHUNT_E_INVALID;
-  }
+      (wcu->StreamGetCtx((CUstream)c->stream, &sctx) != CUDA_SUCCESS || sctx != shunt_gpu_world_ctx(w)))
+    SHUNT_FAIL(
+        SHUNT_E_INVALID,
+        "stream %p is not a stream of device %d's primary context (the CUDA runtime's), where shunt's GPU "
+        "kernels run: use a stream of that context",
+        c->stream, shunt_gpu_world_device(w));
   /* Registered buffers are reached in place through CUDA IPC, which a rank of another host
    * has not: a world across hosts stages them. */
   struct shunt_gpu_zc z = {NULL, NULL};
@@ -582,7 +569,7 @@ static int gpu_backend_run(struct shunt_backend* b, const struct shunt_backend_c
     /* Recorded even after a failure midway: what was enqueued is ordered before the next. */
     char why[256];
     if (shunt_gpu_world_order_end(w, (CUstream)c->stream, true, why, sizeof(why)) != 0 && rc == SHUNT_OK) {
-      if (err && len) snprintf(err, len, "%s", why);
+      shunt_setf(err, len, "%s", why);
       rc = SHUNT_E_INVALID;
     }
   }
@@ -650,11 +637,11 @@ const struct shunt_backend_ops shunt_gpu_backend_ops = {"gpu",
 
 void* shunt_backend_register(struct shunt_backend* b, void* buf, size_t bytes, char* err, size_t len) {
   if (!b || b->kind != SHUNT_BACKEND_GPU) {
-    if (err && len) snprintf(err, len, "not a GPU backend");
+    shunt_setf(err, len, "not a GPU backend");
     return NULL;
   }
   struct shunt_gpu_reg* r = shunt_gpu_reg_add(((struct gpu_backend*)b)->regs, shunt_cu(NULL, 0), buf, bytes);
-  if (!r && err && len) snprintf(err, len, "out of memory");
+  if (!r) shunt_setf(err, len, "out of memory");
   return r;
 }
 

@@ -317,7 +317,7 @@ int shunt_host_run_kept(struct shunt_world* w, const struct shunt_program* p, co
   if (rc) atomic_store(&w->broken, true);
   shunt_proxy_drain(w->proxy);
   if (rc && atomic_load_explicit(&w->failed, memory_order_acquire)) {
-    if (err && len) snprintf(err, len, "%s", w->fail_msg);
+    shunt_setf(err, len, "%s", w->fail_msg);
     SHUNT_WARN("host executor: rank %u: %s", p->rank, w->fail_msg);
   } else if (rc) {
     report(w, p, jobs, err, len);
