@@ -26,11 +26,8 @@ enum shunt_elem_scaling shunt_elem_scaling(enum shunt_dtype dt, enum shunt_redop
   return SHUNT_SCALE_NONE;
 }
 
-/* enum shunt_dtype and enum shunt_redop share NCCL's values with SHUNT_TY_* / SHUNT_RED_*.
- * Flattened: the typed loops of exec/ops/reduce_loop.h and their element functions are inlined
- * here whole, one copy of them for the host backend. */
-__attribute__((flatten)) void shunt_elem_reduce(enum shunt_dtype dt, enum shunt_redop op, void* dst,
-                                                const void* src, uint64_t n) {
+/* enum shunt_dtype and enum shunt_redop share NCCL's values with SHUNT_TY_* / SHUNT_RED_*. */
+void shunt_elem_reduce(enum shunt_dtype dt, enum shunt_redop op, void* dst, const void* src, uint64_t n) {
   shunt_reduce_typed((int)dt, shunt_red_step_kind((int)op), (char*)dst, (const char*)src,
                      (uint64_t)n * shunt_ty_size((int)dt));
 }

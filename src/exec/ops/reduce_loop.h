@@ -18,10 +18,16 @@
 
 #include "exec/ops/reduce.h"
 
+/* A loop of one (type, op) pair is a function of its own, flattened on the host: the element
+ * functions inline into it whole and each small loop is optimized alone (one large flattened
+ * dispatch measured 10-30 % slower for half and bfloat16; a loop bound of `i + es <= n`, 20 %
+ * slower for float). On the device every call inlines. */
 #if defined(__CUDACC__)
 #define SHUNT_LOOP_FN __host__ __device__ __forceinline__
+#define SHUNT_PAIR_FN __host__ __device__ __forceinline__
 #else
 #define SHUNT_LOOP_FN static inline __attribute__((always_inline))
+#define SHUNT_PAIR_FN static __attribute__((flatten, noinline, unused))
 #endif
 
 SHUNT_HD int shunt_red_step_kind(int redop) {
@@ -35,59 +41,82 @@ SHUNT_HD int shunt_red_step_kind(int redop) {
 SHUNT_LOOP_FN void shunt_reduce_loop(int ty, int kind, char* dst, const char* src, uint64_t n) {
   const struct shunt_red r = {ty, kind, 0};
   const uint64_t es = shunt_ty_size(ty);
-  for (uint64_t i = 0; i + es <= n; i += es)
+  for (uint64_t i = 0; i < n; i += es)
     shunt_ty_store(dst + i, ty,
                    shunt_reduce_elem(&r, shunt_ty_load(dst + i, ty), shunt_ty_load(src + i, ty)));
 }
 
+#define SHUNT_REDUCE_PAIR_(TY, K)                                                      \
+  SHUNT_PAIR_FN void shunt_reduce_##TY##_##K(char* dst, const char* src, uint64_t n) { \
+    shunt_reduce_loop(SHUNT_TY_##TY, SHUNT_RED_##K, dst, src, n);                      \
+  }
+#define SHUNT_REDUCE_TY_(TY)  \
+  SHUNT_REDUCE_PAIR_(TY, SUM) \
+  SHUNT_REDUCE_PAIR_(TY, PROD) SHUNT_REDUCE_PAIR_(TY, MAX) SHUNT_REDUCE_PAIR_(TY, MIN)
+SHUNT_REDUCE_TY_(INT8)
+SHUNT_REDUCE_TY_(UINT8)
+SHUNT_REDUCE_TY_(INT32)
+SHUNT_REDUCE_TY_(UINT32)
+SHUNT_REDUCE_TY_(INT64)
+SHUNT_REDUCE_TY_(UINT64)
+SHUNT_REDUCE_TY_(FLOAT16)
+SHUNT_REDUCE_TY_(FLOAT32)
+SHUNT_REDUCE_TY_(FLOAT64)
+SHUNT_REDUCE_TY_(BFLOAT16)
+SHUNT_REDUCE_TY_(FP8E4M3)
+SHUNT_REDUCE_TY_(FP8E5M2)
+
 #define SHUNT_REDUCE_KINDS_(TY)                                   \
   switch (kind) {                                                 \
     case SHUNT_RED_PROD:                                          \
-      shunt_reduce_loop(TY, SHUNT_RED_PROD, dst, src, n);         \
+      shunt_reduce_##TY##_PROD(dst, src, n);                      \
       return;                                                     \
     case SHUNT_RED_MAX:                                           \
-      shunt_reduce_loop(TY, SHUNT_RED_MAX, dst, src, n);          \
+      shunt_reduce_##TY##_MAX(dst, src, n);                       \
       return;                                                     \
     case SHUNT_RED_MIN:                                           \
-      shunt_reduce_loop(TY, SHUNT_RED_MIN, dst, src, n);          \
+      shunt_reduce_##TY##_MIN(dst, src, n);                       \
       return;                                                     \
     default: /* sum: also the reduce step of avg and PreMulSum */ \
-      shunt_reduce_loop(TY, SHUNT_RED_SUM, dst, src, n);          \
+      shunt_reduce_##TY##_SUM(dst, src, n);                       \
       return;                                                     \
   }
 
-SHUNT_LOOP_FN void shunt_reduce_typed(int ty, int kind, char* dst, const char* src, uint64_t n) {
+SHUNT_HD void shunt_reduce_typed(int ty, int kind, char* dst, const char* src, uint64_t n) {
   switch (ty) {
     case SHUNT_TY_INT8:
-      SHUNT_REDUCE_KINDS_(SHUNT_TY_INT8)
+      SHUNT_REDUCE_KINDS_(INT8)
     case SHUNT_TY_UINT8:
-      SHUNT_REDUCE_KINDS_(SHUNT_TY_UINT8)
+      SHUNT_REDUCE_KINDS_(UINT8)
     case SHUNT_TY_INT32:
-      SHUNT_REDUCE_KINDS_(SHUNT_TY_INT32)
+      SHUNT_REDUCE_KINDS_(INT32)
     case SHUNT_TY_UINT32:
-      SHUNT_REDUCE_KINDS_(SHUNT_TY_UINT32)
+      SHUNT_REDUCE_KINDS_(UINT32)
     case SHUNT_TY_INT64:
-      SHUNT_REDUCE_KINDS_(SHUNT_TY_INT64)
+      SHUNT_REDUCE_KINDS_(INT64)
     case SHUNT_TY_UINT64:
-      SHUNT_REDUCE_KINDS_(SHUNT_TY_UINT64)
+      SHUNT_REDUCE_KINDS_(UINT64)
     case SHUNT_TY_FLOAT16:
-      SHUNT_REDUCE_KINDS_(SHUNT_TY_FLOAT16)
+      SHUNT_REDUCE_KINDS_(FLOAT16)
     case SHUNT_TY_FLOAT32:
-      SHUNT_REDUCE_KINDS_(SHUNT_TY_FLOAT32)
+      SHUNT_REDUCE_KINDS_(FLOAT32)
     case SHUNT_TY_FLOAT64:
-      SHUNT_REDUCE_KINDS_(SHUNT_TY_FLOAT64)
+      SHUNT_REDUCE_KINDS_(FLOAT64)
     case SHUNT_TY_BFLOAT16:
-      SHUNT_REDUCE_KINDS_(SHUNT_TY_BFLOAT16)
+      SHUNT_REDUCE_KINDS_(BFLOAT16)
     case SHUNT_TY_FP8E4M3:
-      SHUNT_REDUCE_KINDS_(SHUNT_TY_FP8E4M3)
+      SHUNT_REDUCE_KINDS_(FP8E4M3)
     case SHUNT_TY_FP8E5M2:
-      SHUNT_REDUCE_KINDS_(SHUNT_TY_FP8E5M2)
+      SHUNT_REDUCE_KINDS_(FP8E5M2)
     default:
       return;
   }
 }
 
 #undef SHUNT_REDUCE_KINDS_
+#undef SHUNT_REDUCE_TY_
+#undef SHUNT_REDUCE_PAIR_
+#undef SHUNT_PAIR_FN
 #undef SHUNT_LOOP_FN
 
 #endif
