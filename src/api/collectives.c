@@ -111,14 +111,16 @@ static ncclResult_t check_size(const char* fn, size_t count, ncclDataType_t dt, 
   return ncclSuccess;
 }
 
-/* Whether both parts of the call (exec/split.h: head and padded tail) lower on every rank for
- * the selected plan; the same answer on every rank, so no rank runs a plan that another
- * refuses. Nothing is lowered for the run here: that happens when the call runs. Sets
- * sel->why_not when not. */
-static bool both_parts_lower(struct shunt_selection* sel, const struct shunt_call* call) {
+/* The call's shape on the selected plan (exec/split.h: head and padded tail, and what a world
+ * must hold for both), computed once here and carried to the run, and whether both parts lower
+ * on every rank; the same answer on every rank, so no rank runs a plan that another refuses.
+ * Nothing is lowered for the run here: that happens when the call runs. Sets sel->why_not when
+ * not. */
+static bool both_parts_lower(struct shunt_selection* sel, const struct shunt_call* call,
+                             struct shunt_split* split) {
   static _Thread_local char reason[256];
   struct shunt_call_shape shape = {call->in_bytes, call->out_bytes, call->dtype, call->op, 0, 0, false};
-  if (shunt_split_check(sel->entry->plan, &shape, reason, sizeof(reason))) return true;
+  if (shunt_split_check(sel->entry->plan, &shape, split, reason, sizeof(reason))) return true;
   sel->why_not = reason;
   sel->entry = NULL;
   return false;
@@ -131,7 +133,8 @@ struct plan_job {
   ncclComm_t handle;
   uint64_t serial;
   struct shunt_call call;
-  void* completion_event; /* ncclCollConfig_t.launchCompletionEvent, or NULL */
+  struct shunt_split split; /* the call's shape, computed at selection */
+  void* completion_event;   /* ncclCollConfig_t.launchCompletionEvent, or NULL */
 };
 
 static ncclResult_t run_plan_job(void* arg) {
@@ -141,7 +144,7 @@ static ncclResult_t run_plan_job(void* arg) {
     SHUNT_WARN("a queued collective's communicator was destroyed before the group ended");
     return ncclInvalidUsage;
   }
-  ncclResult_t rc = shunt_launch(c, &j->call);
+  ncclResult_t rc = shunt_launch(c, &j->call, &j->split);
   /* The host backend has finished the work when shunt_launch returns, the GPU backend has
    * enqueued it: the event is recorded on the call's stream now, as NCCL records it once its
    * kernel is launched. */
@@ -160,7 +163,7 @@ static ncclResult_t run_plan_job(void* arg) {
 /* Queues `call` to run on its plan: in a group until the outermost ncclGroupEnd, outside one
  * at once (api/group.h). */
 static ncclResult_t queue_plan_call(struct shunt_comm* c, struct shunt_call* call,
-                                    const struct shunt_coll_opts* opts) {
+                                    const struct shunt_split* split, const struct shunt_coll_opts* opts) {
   struct plan_job* j = malloc(sizeof(*j));
   if (!j) {
     SHUNT_WARN("out of memory queueing a collective");
@@ -169,6 +172,7 @@ static ncclResult_t queue_plan_call(struct shunt_comm* c, struct shunt_call* cal
   j->handle = c->handle;
   j->serial = c->serial;
   j->call = *call;
+  j->split = *split;
   j->completion_event = opts->completion_event;
   atomic_store(&c->last_plan, call->entry->plan->name);
   return shunt_group_enqueue(c, run_plan_job, j, free);
@@ -408,10 +412,11 @@ static ncclResult_t route(const struct coll_kind* k, const struct coll_args* a) 
                                    .only = opts.only_plan};
     struct shunt_selection sel = shunt_planset_select(c->plans, &q);
     if (sel.entry && (sel.why_not = shunt_gpu_gate_plan(c, &call, sel.entry->plan)) != NULL) sel.entry = NULL;
-    if (sel.entry && both_parts_lower(&sel, &call)) {
+    struct shunt_split split;
+    if (sel.entry && both_parts_lower(&sel, &call, &split)) {
       call.entry = sel.entry;
       SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s -> plan %s", fn, bytes, what, sel.entry->plan->name);
-      return queue_plan_call(c, &call, &opts);
+      return queue_plan_call(c, &call, &split, &opts);
     }
     why = sel.why_not;
   }

@@ -45,21 +45,21 @@ static ncclResult_t failed(struct shunt_comm* c, const struct shunt_plan* plan, 
   return err;
 }
 
-ncclResult_t shunt_launch(struct shunt_comm* c, const struct shunt_call* call) {
+ncclResult_t shunt_launch(struct shunt_comm* c, const struct shunt_call* call,
+                          const struct shunt_split* split) {
   const struct shunt_plan* plan = call->entry->plan;
   struct shunt_backend* b = shunt_launch_backend(c, call->on_gpu, call->device);
   if (!b) {
     SHUNT_WARN("out of memory for the %s backend", call->on_gpu ? "GPU" : "host");
     return ncclSystemError;
   }
-  struct shunt_backend_call bc = {
-      .plan = plan,
-      .shape = {call->in_bytes, call->out_bytes, call->dtype, call->op, 0, 0, false},
-      .in = call->send,
-      .out = call->recv,
-      .stream = (void*)call->stream,
-      .scalar = call->scalar_ptr ? call->scalar_ptr : call->scalar,
-      .scalar_on_device = call->scalar_ptr != NULL};
+  struct shunt_backend_call bc = {.plan = plan,
+                                  .split = split,
+                                  .in = call->send,
+                                  .out = call->recv,
+                                  .stream = (void*)call->stream,
+                                  .scalar = call->scalar_ptr ? call->scalar_ptr : call->scalar,
+                                  .scalar_on_device = call->scalar_ptr != NULL};
   const char *in = call->send, *out = call->recv;
   if (call->coll == SHUNT_COLL_BROADCAST && !call->on_gpu && in != out && in < out + call->out_bytes &&
       out < in + call->in_bytes) {
@@ -69,12 +69,9 @@ ncclResult_t shunt_launch(struct shunt_comm* c, const struct shunt_call* call) {
     bc.in = call->recv;
   }
   char msg[4096];
-  if (!shunt_split_call(plan, &bc.shape, &bc.split, msg, sizeof(msg))) {
-    SHUNT_WARN("plan %s cannot serve this call: %s", plan->name, msg);
-    return ncclInternalError;
-  }
-  /* Collective: every rank splits the call the same way and grows at the same call. */
-  int r = shunt_backend_prepare(b, plan, &bc.split, msg, sizeof(msg));
+  /* Collective: every rank split the call the same way at selection and grows at the same
+   * call. */
+  int r = shunt_backend_prepare(b, plan, split, msg, sizeof(msg));
   if (r == SHUNT_OK) r = shunt_backend_run(b, &bc, msg, sizeof(msg));
   return r == SHUNT_OK ? ncclSuccess : failed(c, plan, r, msg);
 }

@@ -13,8 +13,11 @@
 #include <stdbool.h>
 
 #include "comm/comm.h"
+#include "exec/split.h"
 
-ncclResult_t shunt_launch(struct shunt_comm* c, const struct shunt_call* call);
+/* Runs `call` on its plan, its shape `split` as the selection computed it (exec/split.h). */
+ncclResult_t shunt_launch(struct shunt_comm* c, const struct shunt_call* call,
+                          const struct shunt_split* split);
 
 /* The communicator's backend of that kind, made on first use (NULL: out of memory). */
 struct shunt_backend* shunt_launch_backend(struct shunt_comm* c, bool gpu, int device);

@@ -7,12 +7,11 @@
  *
  * Promises:
  * - A backend belongs to one rank of one communicator. prepare makes or grows its world so that
- *   both parts of a call of `plan` split as `s` fit (exec/split.h); it is collective (every
- *   rank reaches it at the same call, as every rank selects the same plan) and does nothing
- *   when the world already fits.
- * - run runs one call (its head and tail parts); SHUNT_OK or another SHUNT_EXEC_* code
- *   (exec/host/host_run.h) with a message. After a failure the world is broken and later runs
- *   are refused.
+ *   both parts of a call of `plan` split as `s` fit (exec/split.h: the sizes `s` carries, never
+ *   derived again from the plan); it is collective (every rank reaches it at the same call, as
+ *   every rank selects the same plan) and does nothing when the world already fits.
+ * - run runs one call (its head and tail parts); SHUNT_OK or a SHUNT_E_* code (util/status.h)
+ *   with a message. After a failure the world is broken and later runs are refused.
  * - check reports a failure that happened after run returned (a GPU kernel that gave up
  *   waiting): SHUNT_OK or SHUNT_E_TIMEOUT with a message. Safe at any time.
  * - abort makes every wait of this rank's runs give up; callable from any thread while a run
@@ -34,8 +33,9 @@ enum shunt_backend_kind { SHUNT_BACKEND_HOST = 0, SHUNT_BACKEND_GPU = 1 };
 
 struct shunt_backend_call {
   const struct shunt_plan* plan;
-  struct shunt_call_shape shape; /* the call's real sizes */
-  struct shunt_split split;      /* as prepare was given it */
+  /* The call's shape (its real sizes, split and sizes of both parts), computed once where the
+   * call was selected and given to prepare. */
+  const struct shunt_split* split;
   const void* in;
   void* out;
   void* stream;          /* gpu: the caller's stream */

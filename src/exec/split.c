@@ -2,7 +2,6 @@
 
 #include <inttypes.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "exec/lower_internal.h"
 
@@ -42,6 +41,24 @@ static bool rule_takes(const struct shunt_plan* p, const struct shunt_call_shape
   return shunt_lower_check_shape(p, &t, why, sizeof(why));
 }
 
+/* What a world must hold to run both parts. A strided head addresses ranks x its unit of the
+ * sliced buffer: that is what its scratch follows. */
+static void size_parts(const struct shunt_plan* plan, struct shunt_split* s) {
+  const struct shunt_call_shape* h = &s->head_shape;
+  const struct shunt_call_shape* t = &s->tail_shape;
+  uint64_t sh = !s->head       ? 0
+                : is_a2a(plan) ? shunt_lower_scratch_need(plan, s->head * plan->ngpus, s->head * plan->ngpus)
+                : is_rs(plan)  ? shunt_lower_scratch_need(plan, h->out_bytes * plan->ngpus, h->out_bytes)
+                               : shunt_lower_scratch_need(plan, h->in_bytes, h->in_bytes * s->out_slices);
+  uint64_t st = s->rest ? shunt_lower_scratch_need(plan, t->in_bytes, t->out_bytes) : 0;
+  s->scratch = sh > st ? sh : st;
+  s->in_need = s->head ? h->in_bytes : 0;
+  s->out_need = s->head ? h->out_bytes : 0;
+  if (s->rest && t->in_bytes > s->in_need) s->in_need = t->in_bytes;
+  if (s->rest && t->out_bytes > s->out_need) s->out_need = t->out_bytes;
+  s->tail_bytes = s->rest ? s->quantum * s->out_slices + s->quantum * s->in_slices : 0;
+}
+
 bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_shape* call,
                       struct shunt_split* s, char* reason, size_t len) {
   if (!plan || !plan->ngpus) SHUNT_REFUSE("plan has no GPUs");
@@ -49,6 +66,10 @@ bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_sha
   uint64_t a = plan->buffer_alignment ? plan->buffer_alignment : 16;
   uint32_t n = plan->ngpus;
   uint64_t in = unit_of(plan, call);
+  s->call = *call;
+  s->unit = in;
+  s->out_slices = plan->coll == SHUNT_COLL_ALLGATHER || is_a2a(plan) ? n : 1;
+  s->in_slices = is_rs(plan) || is_a2a(plan) ? n : 1;
   uint32_t es = shunt_dtype_size(call->dtype);
   if (!es) SHUNT_REFUSE("unknown data type %d", (int)call->dtype);
   if (in == 0) SHUNT_REFUSE("empty message");
@@ -99,39 +120,26 @@ bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_sha
   }
   s->tail_shape = flat(plan, call, s->rest ? s->quantum : 0);
   s->tail_shape.part = true;
+  size_parts(plan, s);
   return true;
 }
 
-bool shunt_split_check(const struct shunt_plan* plan, const struct shunt_call_shape* call, char* reason,
-                       size_t len) {
-  struct shunt_split s;
-  if (!shunt_split_call(plan, call, &s, reason, len)) return false;
+bool shunt_split_check(const struct shunt_plan* plan, const struct shunt_call_shape* call,
+                       struct shunt_split* s, char* reason, size_t len) {
+  if (!shunt_split_call(plan, call, s, reason, len)) return false;
   uint64_t real = plan->coll == SHUNT_COLL_ALLGATHER ? call->out_bytes : call->in_bytes; /* §10 */
   if (real < plan->min_message_size || real > plan->max_message_size)
     SHUNT_REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", real,
                  plan->min_message_size, plan->max_message_size);
-  if (s.head && !shunt_lower_check_call(plan, -1, &s.head_shape, reason, len)) return false;
-  if (s.rest && !shunt_lower_check_call(plan, -1, &s.tail_shape, reason, len)) return false;
+  if (s->head && !shunt_lower_check_call(plan, -1, &s->head_shape, reason, len)) return false;
+  if (s->rest && !shunt_lower_check_call(plan, -1, &s->tail_shape, reason, len)) return false;
   return true;
-}
-
-uint32_t shunt_split_slices(const struct shunt_plan* plan) {
-  return plan->coll == SHUNT_COLL_ALLGATHER || is_a2a(plan) ? plan->ngpus : 1;
-}
-
-uint32_t shunt_split_in_slices(const struct shunt_plan* plan) {
-  return is_rs(plan) || is_a2a(plan) ? plan->ngpus : 1;
-}
-
-uint64_t shunt_split_tail_bytes(const struct shunt_plan* plan, const struct shunt_split* s) {
-  if (!s->rest) return 0;
-  return s->quantum * shunt_split_slices(plan) + s->quantum * shunt_split_in_slices(plan);
 }
 
 uint64_t shunt_split_tail_in(const struct shunt_plan* plan, const struct shunt_split* s, uint32_t rank,
                              bool inplace) {
   if (is_rs(plan)) return 0; /* reducescatter's input comes first: its output may be a view in it */
-  if (!inplace) return s->quantum * shunt_split_slices(plan);
+  if (!inplace) return s->quantum * s->out_slices;
   return plan->coll == SHUNT_COLL_ALLGATHER ? (uint64_t)rank * s->quantum : 0;
 }
 
@@ -139,55 +147,4 @@ uint64_t shunt_split_tail_out(const struct shunt_plan* plan, const struct shunt_
                               bool inplace) {
   if (!is_rs(plan)) return 0;
   return inplace ? (uint64_t)rank * s->quantum : s->quantum * plan->ngpus;
-}
-
-void shunt_split_needs(const struct shunt_plan* plan, const struct shunt_split* s, uint64_t* scratch,
-                       uint64_t* in, uint64_t* out) {
-  const struct shunt_call_shape* h = &s->head_shape;
-  const struct shunt_call_shape* t = &s->tail_shape;
-  /* A strided head addresses ranks x its unit of the sliced buffer: that is what its scratch
-   * follows. */
-  uint64_t sh = !s->head       ? 0
-                : is_a2a(plan) ? shunt_lower_scratch_need(plan, s->head * plan->ngpus, s->head * plan->ngpus)
-                : is_rs(plan)
-                    ? shunt_lower_scratch_need(plan, h->out_bytes * plan->ngpus, h->out_bytes)
-                    : shunt_lower_scratch_need(plan, h->in_bytes, h->in_bytes * shunt_split_slices(plan));
-  uint64_t st = s->rest ? shunt_lower_scratch_need(plan, t->in_bytes, t->out_bytes) : 0;
-  *scratch = sh > st ? sh : st;
-  *in = s->head ? h->in_bytes : 0;
-  *out = s->head ? h->out_bytes : 0;
-  if (s->rest && t->in_bytes > *in) *in = t->in_bytes;
-  if (s->rest && t->out_bytes > *out) *out = t->out_bytes;
-}
-
-int shunt_split_run_host(const struct shunt_plan* plan, const struct shunt_call_shape* call,
-                         const struct shunt_split* s, uint32_t rank, const void* in, void* out, char* tail,
-                         shunt_split_part_fn run, void* ctx) {
-  /* The per-rank unit: the stride of the rank-sliced buffer (allgather's output,
-   * reducescatter's input, both of alltoall's). */
-  uint64_t R = unit_of(plan, call);
-  /* In place as NCCL defines it (one buffer inside the other): the tail runs in place too, so
-   * an in-place plan sees the layout it was written for. */
-  bool inplace = is_rs(plan) ? shunt_split_inside(out, in, call->in_bytes)
-                             : shunt_split_inside(in, out, call->out_bytes);
-  if (s->head) {
-    int r = run(ctx, &s->head_shape, false, in, out);
-    if (r) return r;
-  }
-  if (!s->rest) return 0;
-  uint64_t q = s->quantum;
-  /* Padding is zeros: it only ever meets padding (split.h), and zeros are valid in every dtype. */
-  memset(tail, 0, shunt_split_tail_bytes(plan, s));
-  char* tin = tail + shunt_split_tail_in(plan, s, rank, inplace);
-  char* tout = tail + shunt_split_tail_out(plan, s, rank, inplace);
-  /* Input slice k's rest goes to slice k of the padded input (one slice but for reducescatter
-   * and alltoall); the head never touched those bytes, in place either (it writes only the
-   * first `head` bytes of each slice). */
-  for (uint32_t k = 0; k < shunt_split_in_slices(plan); k++)
-    memcpy(tin + (uint64_t)k * q, (const char*)in + (uint64_t)k * R + s->head, s->rest);
-  int r = run(ctx, &s->tail_shape, true, tin, tout);
-  if (r) return r;
-  for (uint32_t k = 0; k < shunt_split_slices(plan); k++)
-    memcpy((char*)out + (uint64_t)k * R + s->head, tout + (uint64_t)k * q, s->rest);
-  return 0;
 }

@@ -23,62 +23,50 @@
 
 #include "exec/lower.h"
 
+/* A call's shape on its plan, computed once where the call is selected and carried down to the
+ * backend's run: nothing below recomputes a size from the plan. */
 struct shunt_split {
-  uint64_t quantum; /* per-rank input bytes the plan's rule needs a multiple of */
-  uint64_t head;    /* per-rank input bytes run on the user's buffers (0: no head run) */
-  uint64_t rest;    /* per-rank input bytes run padded to `quantum` (0: no tail run) */
+  struct shunt_call_shape call; /* the call's real sizes */
+  uint64_t unit;                /* per-rank bytes: the stride of the rank-sliced buffer (allgather's output,
+                                   reducescatter's input, both of alltoall's), else the input */
+  uint64_t quantum;             /* per-rank bytes the plan's rule needs a multiple of */
+  uint64_t head;                /* per-rank bytes run on the user's buffers (0: no head run) */
+  uint64_t rest;                /* per-rank bytes run padded to `quantum` (0: no tail run) */
   struct shunt_call_shape head_shape, tail_shape;
+  uint32_t in_slices, out_slices; /* rank slices of the input / output (ranks or 1) */
+  /* What a world must hold to run both parts: scratch bytes (both halves), staging input and
+   * output bytes, and the tail's staging (0: no tail). */
+  uint64_t scratch, in_need, out_need, tail_bytes;
 };
 
-/* Splits a call of `call` (its real sizes) for `plan`. Returns false, with a reason, when no
- * size suits the plan's chunk counts (the plan can serve no call then). */
+/* Splits a call of `call` (its real sizes) for `plan` and sizes both parts. Returns false, with
+ * a reason, when no size suits the plan's chunk counts (the plan can serve no call then). */
 bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_shape* call,
                       struct shunt_split* s, char* reason, size_t len);
 
-/* Whether every rank can run both parts (a full lowering of each, as shunt_lower_check). */
-bool shunt_split_check(const struct shunt_plan* plan, const struct shunt_call_shape* call, char* reason,
-                       size_t len);
+/* shunt_split_call, then whether the call lies in the plan's range and every rank can run both
+ * parts (a full lowering of each, as shunt_lower_check). */
+bool shunt_split_check(const struct shunt_plan* plan, const struct shunt_call_shape* call,
+                       struct shunt_split* s, char* reason, size_t len);
 
-/* What a world must hold to run both parts: scratch bytes (both halves) and staging sizes. */
-void shunt_split_needs(const struct shunt_plan* plan, const struct shunt_split* s, uint64_t* scratch,
-                       uint64_t* in, uint64_t* out);
-
-/* The tail's staging, one buffer of shunt_split_tail_bytes for both backends: the padded output
- * (ranks x quantum for allgather, else quantum) at offset 0, the padded input at
- * shunt_split_tail_in: after the output, or, in place, at this rank's view inside it. Slice k of
- * the tail's output (k < shunt_split_slices) goes back to byte k x in_bytes + head of the user's
- * output; shunt_split_tail_in of the user's input is where the tail's input comes from. */
-uint64_t shunt_split_tail_bytes(const struct shunt_plan* plan, const struct shunt_split* s);
-uint64_t shunt_split_tail_in(const struct shunt_plan* plan, const struct shunt_split* s, uint32_t rank,
-                             bool inplace);
-uint32_t shunt_split_slices(const struct shunt_plan* plan);
-/* Alltoall: both buffers have ranks slices (shunt_split_slices = shunt_split_in_slices = ranks);
- * the padded input follows the padded output, or is it, in place.
+/* The tail's staging, one buffer of s->tail_bytes for every backend: the padded output
+ * (out_slices x quantum) at offset 0, the padded input at shunt_split_tail_in: after the output,
+ * or, in place, at this rank's view inside it. Slice k of the tail's output (k < out_slices) goes
+ * back to byte k x unit + head of the user's output; input slice k's rest (k < in_slices, from
+ * byte k x unit + head) goes to slice k of the padded input.
+ * Alltoall: both buffers have ranks slices; the padded input follows the padded output, or is
+ * it, in place.
  * Reducescatter, the mirror: its tail input (ranks x quantum: input slice k's rest at slice k)
  * comes first, at shunt_split_tail_in = 0, and its output (quantum) follows it, or, in place,
- * lies at this rank's view inside it: shunt_split_tail_out (0 for the other collectives).
- * shunt_split_in_slices: the input's slices (ranks for reducescatter, else 1). */
+ * lies at this rank's view inside it: shunt_split_tail_out (0 for the other collectives). */
+uint64_t shunt_split_tail_in(const struct shunt_plan* plan, const struct shunt_split* s, uint32_t rank,
+                             bool inplace);
 uint64_t shunt_split_tail_out(const struct shunt_plan* plan, const struct shunt_split* s, uint32_t rank,
                               bool inplace);
-uint32_t shunt_split_in_slices(const struct shunt_plan* plan);
 
 /* Whether p lies inside [base, base + bytes). */
 static inline bool shunt_split_inside(const void* p, const void* base, uint64_t bytes) {
   return (const char*)p >= (const char*)base && (const char*)p < (const char*)base + bytes;
 }
-
-/* One part run by a backend: the head (tail = false) on the user's buffers, or the tail on the
- * staging; 0 or the backend's error code, which stops the call. */
-typedef int (*shunt_split_part_fn)(void* ctx, const struct shunt_call_shape* part, bool tail, const void* in,
-                                   void* out);
-
-/* Runs both parts of `call` (its real sizes, split as `s`) in host memory, for the backends
- * whose buffers are host memory: the head on the user's buffers, then the tail padded with zeros
- * in `tail` (shunt_split_tail_bytes of it), in place when the call is (the input inside the
- * output, NCCL's rule; reducescatter: the output inside the input), its results copied back. Returns the
- * first nonzero part result. */
-int shunt_split_run_host(const struct shunt_plan* plan, const struct shunt_call_shape* call,
-                         const struct shunt_split* s, uint32_t rank, const void* in, void* out, char* tail,
-                         shunt_split_part_fn run, void* ctx);
 
 #endif

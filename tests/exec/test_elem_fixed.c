@@ -1,5 +1,5 @@
-/* shunt_elem_reduce's per-(type, op) loops give the same bits as the generic element loop of
- * exec/ops/reduce.h (shunt_reduce_buf), for every type and op, on random bit patterns (NaNs,
+/* shunt_elem_reduce's per-(type, op) loops (exec/ops/reduce_loop.h) give the same bits as the generic element
+ * loop of exec/ops/reduce.h (shunt_reduce_buf), for every type and op, on random bit patterns (NaNs,
  * infinities, denormals, negative zeros and integer extremes included) and on odd lengths. */
 #include <stdint.h>
 #include <stdio.h>
@@ -8,6 +8,7 @@
 #include "common/check.h"
 #include "exec/elem.h"
 #include "exec/ops/reduce.h"
+#include "exec/ops/reduce_loop.h"
 
 #define N 4099 /* elements: odd, past any vector width */
 
@@ -64,6 +65,20 @@ int main(void) {
       }
     }
   }
+  /* The one step-kind mapping: avg, PreMulSum and SUMPOSTDIV reduce as sums; the others are
+   * themselves, on the host (shunt_elem_step_op) and in the kernel (shunt_red_step_kind). */
+  for (int op = SHUNT_RED_SUM; op <= SHUNT_RED_SUMPOSTDIV; op++) {
+    int want_kind = op <= SHUNT_RED_MIN ? op : SHUNT_RED_SUM;
+    CHECK_EQ_INT(shunt_red_step_kind(op), want_kind);
+    if (op <= SHUNT_RED_PREMULSUM) CHECK_EQ_INT((int)shunt_elem_step_op((enum shunt_redop)op), want_kind);
+  }
+  /* An avg step on the host is the sum (its scaling is a step of its own). */
+  fill(a, 4, 64);
+  fill(b, 4, 64);
+  struct shunt_red sum = {SHUNT_TY_INT32, SHUNT_RED_SUM, 0};
+  CHECK_EQ_INT(shunt_reduce_buf(want, a, b, 64 * 4, &sum), 0);
+  shunt_elem_reduce(SHUNT_DT_INT32, SHUNT_REDOP_AVG, a, b, 64);
+  CHECK(memcmp(a, want, 64 * 4) == 0);
   printf("%u cases compared\n", cases);
   CHECK_DONE();
 }

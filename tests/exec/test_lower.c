@@ -155,9 +155,18 @@ static void test_alltoall(void) {
   CHECK_EQ_INT(sp.head_shape.out_stride, 992);
   CHECK_EQ_INT(sp.tail_shape.in_bytes, 32);
   CHECK_EQ_INT(sp.tail_shape.out_bytes, 32);
-  CHECK_EQ_INT(shunt_split_slices(p), 2);
-  CHECK_EQ_INT(shunt_split_in_slices(p), 2);
-  CHECK_MSG(shunt_split_check(p, &call, why, sizeof(why)), "%s", why);
+  CHECK_EQ_INT(sp.out_slices, 2);
+  CHECK_EQ_INT(sp.in_slices, 2);
+  CHECK_EQ_INT(sp.unit, 1000);
+  /* Both sides' padded tails (2 slices of a quantum each), and the head's sizes are the world's
+   * staging needs (larger than the tail's). */
+  CHECK_EQ_INT(sp.tail_bytes, 2 * 16 + 2 * 16);
+  CHECK_EQ_INT(sp.in_need, 2000);
+  CHECK_EQ_INT(sp.out_need, 2000);
+  CHECK(sp.scratch >= shunt_lower_scratch_need(p, 992 * 2, 992 * 2));
+  struct shunt_split again;
+  CHECK_MSG(shunt_split_check(p, &call, &again, why, sizeof(why)), "%s", why);
+  CHECK_EQ_INT(again.scratch, sp.scratch);
   /* A head of 512 bytes per 1024-byte block: chunk 512, chunk 1 (block 1) at 1024. */
   struct shunt_call_shape h = {2048, 2048, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, SHUNT_PKT_LL16, 512, true};
   struct shunt_program* g = shunt_lower(p, 0, &h, why, sizeof(why));

@@ -236,11 +236,11 @@ static int launch_split(struct shunt_gpu_world* w, const struct shunt_split* sp,
     if (shunt_gpu_launch(&r, st, err, len) != 0) return -1;
   }
   if (!sp->rest) return 0;
-  uint32_t nin = shunt_split_in_slices(plan), nout = shunt_split_slices(plan);
+  uint32_t nin = sp->in_slices, nout = sp->out_slices;
   uint64_t rin = s->in / nin, rout = s->out / nout;
   char* tin = d_tail + shunt_split_tail_in(plan, sp, rank, inplace);
   char* tout = d_tail + shunt_split_tail_out(plan, sp, rank, inplace);
-  if (cudaMemsetAsync(d_tail, 0, shunt_split_tail_bytes(plan, sp), st) != cudaSuccess) {
+  if (cudaMemsetAsync(d_tail, 0, sp->tail_bytes, st) != cudaSuccess) {
     snprintf(err, len, "tail staging failed");
     return -1;
   }
@@ -514,9 +514,7 @@ static void add_split_shape(struct job* J, uint64_t total, int dt, int op) {
   in_out_bytes(J->plan, total, &cs.in_bytes, &cs.out_bytes);
   struct shunt_split sp;
   char why[256];
-  if (!shunt_split_call(J->plan, &cs, &sp, why, sizeof(why)) || !sp.rest ||
-      !shunt_split_check(J->plan, &cs, why, sizeof(why)))
-    return;
+  if (!shunt_split_check(J->plan, &cs, &sp, why, sizeof(why)) || !sp.rest) return;
   add_shape(J, total, dt, op, false);
 }
 
@@ -601,9 +599,8 @@ static uint32_t size_job(struct job* J) {
     uint64_t need = shunt_lower_scratch_need(plan, s->in, s->out), in_need = s->in, out_need = s->out;
     uint64_t n_scratch = 0, n_in = 0, n_out = 0;
     if (shunt_split_call(plan, &cs, &sp, why, sizeof(why))) {
-      shunt_split_needs(plan, &sp, &n_scratch, &n_in, &n_out);
-      if (shunt_split_tail_bytes(plan, &sp) > J->tail_bytes)
-        J->tail_bytes = shunt_split_tail_bytes(plan, &sp);
+      n_scratch = sp.scratch, n_in = sp.in_need, n_out = sp.out_need;
+      if (sp.tail_bytes > J->tail_bytes) J->tail_bytes = sp.tail_bytes;
     }
     if (n_scratch > need) need = n_scratch;
     if (n_in > in_need) in_need = n_in;

@@ -84,9 +84,7 @@ static void* rank_main(void* arg) {
     fprintf(stderr, "rank %u: cannot lower: %s\n", rank, err);
     exit(1);
   }
-  uint64_t need, in_need, out_need;
-  shunt_split_needs(J->plan, &sp, &need, &in_need, &out_need);
-  struct shunt_kcpu_world_config cfg = {need, in_need, out_need, 0}; /* no timeout */
+  struct shunt_kcpu_world_config cfg = {sp.scratch, sp.in_need, sp.out_need, 0}; /* no timeout */
   if (shunt_kcpu_world_create(rank, 2, &cfg, &bs, &J->w[rank], err, sizeof(err)) != 0) {
     fprintf(stderr, "rank %u: world: %s\n", rank, err);
     exit(1);

@@ -185,8 +185,8 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
       else
         memcpy(exp + (uint64_t)rank * s->in, user_in, s->in);
       char err[MSG_BYTES];
-      int rc = shunt_host_run_call(w, cache, plan, rank, &cs, &sp, user_in, user_out, &ro, &tail, err,
-                                   sizeof(err));
+      int rc =
+          shunt_host_run_call(w, cache, plan, rank, &sp, user_in, user_out, &ro, &tail, err, sizeof(err));
       sh->res[rank].runs++;
       if (rc) {
         status = rc == SHUNT_E_TIMEOUT ? 2 : 3;
@@ -245,7 +245,8 @@ static bool servable(const struct shunt_plan* p, uint64_t total, int dt, int op,
   in_out_bytes(p, total, &in, &out);
   struct shunt_call_shape cs = {in, out,  (enum shunt_dtype)dt, (enum shunt_redop)op, SHUNT_PKT_LL16,
                                 0,  false};
-  return shunt_split_check(p, &cs, why, len);
+  struct shunt_split sp;
+  return shunt_split_check(p, &cs, &sp, why, len);
 }
 
 static unsigned default_sizes(const struct shunt_plan* p, const struct vopts* o, uint64_t* v) {

@@ -12,6 +12,7 @@
 #include "exec/kcpu/kcpu_world.h"
 #include "exec/lower.h"
 #include "exec/split.h"
+#include "exec/steps.h"
 #include "plan/rotate.h"
 #include "transport/world.h"
 #include "verify.h"
@@ -185,7 +186,7 @@ static void* rank_main(void* arg) {
       /* Only rank 0 runs skewed: its peers, unhindered, consume whatever it publishes early. */
       unsigned skew = rank == 0 ? o->skew_us : 0;
       struct part_ctx pc = {w, kh, kt, scalar, skew, err, sizeof(err)};
-      int rc = shunt_split_run_host(plan, &cs, &sp, rank, user_in, user_out, tail, run_part, &pc);
+      int rc = shunt_parts_run_host(plan, &sp, rank, user_in, user_out, tail, run_part, &pc);
       if (rc) {
         record(J, rc == SHUNT_E_TIMEOUT ? VERIFY_TIMEOUT : VERIFY_ERROR,
                "%s%" PRIu64 " bytes, %s %s, iteration %u, %u threads per block: rank %u: %s", J->what,

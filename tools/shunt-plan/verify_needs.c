@@ -19,14 +19,11 @@ void verify_world_needs(const struct vopts* o, const struct shunt_plan* plan, co
     struct shunt_split sp;
     char why[256];
     if (!shunt_split_call(plan, &cs, &sp, why, sizeof(why))) continue;
-    uint64_t need, in_need, out_need;
-    shunt_split_needs(plan, &sp, &need, &in_need, &out_need);
-    if (need > n->scratch) n->scratch = need;
-    if (in_need > n->stage_in) n->stage_in = in_need;
-    if (out_need > n->stage_out) n->stage_out = out_need;
+    if (sp.scratch > n->scratch) n->scratch = sp.scratch;
+    if (sp.in_need > n->stage_in) n->stage_in = sp.in_need;
+    if (sp.out_need > n->stage_out) n->stage_out = sp.out_need;
     if (shapes[k].in > n->max_in) n->max_in = shapes[k].in;
     if (shapes[k].out > n->max_out) n->max_out = shapes[k].out;
-    uint64_t tb = shunt_split_tail_bytes(plan, &sp);
-    if (tb > n->tail) n->tail = tb;
+    if (sp.tail_bytes > n->tail) n->tail = sp.tail_bytes;
   }
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "exec/backend.h"
+#include "exec/steps.h"
 #include "transport/cu.h"
 #include "exec/gpu/gpu_agree.h"
 #include "exec/gpu/gpu_backend.h"
@@ -243,9 +244,8 @@ static int gpu_backend_prepare(struct shunt_backend* b, const struct shunt_plan*
                                const struct shunt_split* s, char* err, size_t len) {
   struct gpu_backend* g = (struct gpu_backend*)b;
   reap(g);
-  uint64_t scratch, in_need, out_need;
-  shunt_split_needs(plan, s, &scratch, &in_need, &out_need);
-  uint64_t tail_need = s->rest ? shunt_split_tail_bytes(plan, s) : 0;
+  (void)plan;
+  uint64_t scratch = s->scratch, in_need = s->in_need, out_need = s->out_need, tail_need = s->tail_bytes;
   struct shunt_gpu_world* w = atomic_load(&g->world);
   if (w && g->cfg.scratch_bytes >= scratch && g->cfg.input_bytes >= in_need &&
       g->cfg.output_bytes >= out_need && g->tail_cap >= tail_need)
@@ -274,10 +274,9 @@ static int gpu_backend_prepare(struct shunt_backend* b, const struct shunt_plan*
   struct shunt_gpu_world* made = NULL;
   char why[512];
   int rc = shunt_gpu_world_create(b->rank, b->nranks, &cfg, &b->ex, &made, why, sizeof(why));
-  if (rc != SHUNT_OK) {
-    if (err && len) snprintf(err, len, "the GPU backend could not set up: %s", why);
-    return rc == SHUNT_E_NOMEM ? SHUNT_E_NOMEM : SHUNT_E_INVALID;
-  }
+  if (rc != SHUNT_OK)
+    SHUNT_FAIL(rc == SHUNT_E_NOMEM ? SHUNT_E_NOMEM : SHUNT_E_INVALID, "the GPU backend could not set up: %s",
+               why);
   g->cfg = cfg;
   if (tail_cap) {
     const struct shunt_cu* cu = shunt_gpu_world_cu(made);
@@ -288,11 +287,9 @@ static int gpu_backend_prepare(struct shunt_backend* b, const struct shunt_plan*
     shunt_cu_leave(&cg);
     if (e != CUDA_SUCCESS) {
       /* Every rank tears its new world down with the others. */
-      if (err && len)
-        snprintf(err, len, "device memory for a %llu-byte tail: %s", (unsigned long long)tail_cap,
-                 shunt_cu_error(e));
       shunt_gpu_world_destroy(made);
-      return SHUNT_E_NOMEM;
+      SHUNT_FAIL(SHUNT_E_NOMEM, "device memory for a %llu-byte tail: %s", (unsigned long long)tail_cap,
+                 shunt_cu_error(e));
     }
     g->tail = (char*)(uintptr_t)d;
     g->tail_cap = tail_cap;
@@ -374,8 +371,9 @@ static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const s
 /* In place as NCCL defines it: one buffer inside the other (the output inside the input for a
  * collective whose output is a view into its input, exec/program.h). */
 static bool call_inplace(const struct shunt_backend_call* c) {
-  if (c->plan->coll == SHUNT_COLL_REDUCESCATTER) return shunt_split_inside(c->out, c->in, c->shape.in_bytes);
-  return shunt_split_inside(c->in, c->out, c->shape.out_bytes);
+  if (c->plan->coll == SHUNT_COLL_REDUCESCATTER)
+    return shunt_split_inside(c->out, c->in, c->split->call.in_bytes);
+  return shunt_split_inside(c->in, c->out, c->split->call.out_bytes);
 }
 
 /* A broadcast root whose buffers partly overlap (NCCL's in-place call has them equal): its
@@ -383,8 +381,8 @@ static bool call_inplace(const struct shunt_backend_call* c) {
  * and the call run in place, as the host backend does (api/launch.c). */
 static bool root_overlap(const struct shunt_backend_call* c) {
   const char *in = c->in, *out = c->out;
-  return c->plan->coll == SHUNT_COLL_BROADCAST && in != out && in < out + c->shape.out_bytes &&
-         out < in + c->shape.in_bytes;
+  return c->plan->coll == SHUNT_COLL_BROADCAST && in != out && in < out + c->split->call.out_bytes &&
+         out < in + c->split->call.in_bytes;
 }
 
 /* memmove on the device, in stream order: pieces that never overlap what is still to be read
@@ -396,7 +394,7 @@ static int move_input(struct gpu_backend* g, struct shunt_gpu_world* w, const st
   CUstream st = (CUstream)c->stream;
   const char* in = c->in;
   char* out = c->out;
-  uint64_t n = c->shape.in_bytes, d = in < out ? (uint64_t)(out - in) : (uint64_t)(in - out);
+  uint64_t n = c->split->call.in_bytes, d = in < out ? (uint64_t)(out - in) : (uint64_t)(in - out);
   char* bounce = shunt_gpu_world_stage(w, 0);
   uint64_t cap = g->cfg.input_bytes;
   if (g->tail_cap > cap) bounce = g->tail, cap = g->tail_cap;
@@ -414,8 +412,15 @@ static int move_input(struct gpu_backend* g, struct shunt_gpu_world* w, const st
     done += b;
   }
   if (e == CUDA_SUCCESS) return SHUNT_OK;
-  if (err && len) snprintf(err, len, "moving the root's input into its output: %s", shunt_cu_error(e));
-  return SHUNT_E_INVALID;
+  SHUNT_FAIL(SHUNT_E_INVALID, "moving the root's input into its output: %s", shunt_cu_error(e));
+}
+
+static CUresult copies_async(const struct shunt_cu* cu, const struct shunt_copies* c, CUstream st) {
+  CUresult e = CUDA_SUCCESS;
+  for (uint32_t k = 0; k < c->n && e == CUDA_SUCCESS; k++)
+    e = cu->MemcpyAsync(DP(c->dst + (uint64_t)k * c->dst_stride), DP(c->src + (uint64_t)k * c->src_stride),
+                        c->bytes, st);
+  return e;
 }
 
 /* The head on the user's buffers, then the tail padded with zeros in the device staging, all
@@ -423,47 +428,24 @@ static int move_input(struct gpu_backend* g, struct shunt_gpu_world* w, const st
 static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const struct shunt_backend_call* c,
                     const struct shunt_gpu_zc* z, char* err, size_t len) {
   const struct shunt_cu* cu = shunt_gpu_world_cu(w);
-  const struct shunt_split* s = &c->split;
   CUstream st = (CUstream)c->stream;
-  if (s->head) {
-    int rc = launch_part(g, w, c, &s->head_shape, c->in, c->out, z, err, len);
-    if (rc != SHUNT_OK || !s->rest) return rc;
+  struct shunt_parts pt;
+  shunt_parts_plan(c->plan, c->split, g->base.rank, c->in, c->out, g->tail, &pt);
+  if (pt.head.shape) {
+    int rc = launch_part(g, w, c, pt.head.shape, pt.head.in, pt.head.out, z, err, len);
+    if (rc != SHUNT_OK) return rc;
   }
-  if (!s->rest) return SHUNT_OK;
-  const struct shunt_plan* plan = c->plan;
-  uint64_t q = s->quantum;
-  bool inplace = call_inplace(c);
-  uint64_t tail_bytes = shunt_split_tail_bytes(plan, s);
-  if (tail_bytes > g->tail_cap) {
-    if (err && len)
-      snprintf(err, len, "the tail staging holds %llu bytes, the call needs %llu",
-               (unsigned long long)g->tail_cap, (unsigned long long)tail_bytes);
-    return SHUNT_E_INVALID;
-  }
-  /* Either side may be cut in rank slices (allgather's output, reducescatter's input), each
-   * slice's rest padded to a quantum at slice k of the tail (exec/split.h); in place, one tail
-   * buffer lies inside the other as the call's do. */
-  uint32_t nin = shunt_split_in_slices(plan), nout = shunt_split_slices(plan);
-  uint64_t rin = c->shape.in_bytes / nin, rout = c->shape.out_bytes / nout;
-  char* tin = g->tail + shunt_split_tail_in(plan, s, g->base.rank, inplace);
-  char* tout = g->tail + shunt_split_tail_out(plan, s, g->base.rank, inplace);
-  CUresult e = cu->MemsetD8Async(DP(g->tail), 0, tail_bytes, st);
-  for (uint32_t k = 0; k < nin && e == CUDA_SUCCESS; k++)
-    e = cu->MemcpyAsync(DP(tin + (uint64_t)k * q), DP((const char*)c->in + (uint64_t)k * rin + s->head),
-                        s->rest, st);
-  if (e != CUDA_SUCCESS) {
-    if (err && len) snprintf(err, len, "staging the tail: %s", shunt_cu_error(e));
-    return SHUNT_E_INVALID;
-  }
-  int rc = launch_part(g, w, c, &s->tail_shape, tin, tout, NULL, err, len);
+  if (!pt.tail.shape) return SHUNT_OK;
+  if (pt.zero_bytes > g->tail_cap)
+    SHUNT_FAIL(SHUNT_E_INVALID, "the tail staging holds %llu bytes, the call needs %llu",
+               (unsigned long long)g->tail_cap, (unsigned long long)pt.zero_bytes);
+  CUresult e = cu->MemsetD8Async(DP(pt.zero), 0, pt.zero_bytes, st);
+  if (e == CUDA_SUCCESS) e = copies_async(cu, &pt.tail_in, st);
+  if (e != CUDA_SUCCESS) SHUNT_FAIL(SHUNT_E_INVALID, "staging the tail: %s", shunt_cu_error(e));
+  int rc = launch_part(g, w, c, pt.tail.shape, pt.tail.in, pt.tail.out, NULL, err, len);
   if (rc != SHUNT_OK) return rc;
-  for (uint32_t k = 0; k < nout && e == CUDA_SUCCESS; k++)
-    e = cu->MemcpyAsync(DP((char*)c->out + (uint64_t)k * rout + s->head), DP(tout + (uint64_t)k * q), s->rest,
-                        st);
-  if (e != CUDA_SUCCESS) {
-    if (err && len) snprintf(err, len, "copying the tail out: %s", shunt_cu_error(e));
-    return SHUNT_E_INVALID;
-  }
+  e = copies_async(cu, &pt.tail_out, st);
+  if (e != CUDA_SUCCESS) SHUNT_FAIL(SHUNT_E_INVALID, "copying the tail out: %s", shunt_cu_error(e));
   return SHUNT_OK;
 }
 
@@ -523,13 +505,15 @@ static int zero_copy(struct gpu_backend* g, const struct shunt_backend_call* c, 
      * as the holder, its table is the input's. */
     struct shunt_gpu_zc h = {NULL, NULL};
     int rc = shunt_gpu_reg_bind(g->regs, g->cu, g->ctx, ws, g->board, g->base.rank, g->base.nranks, c->out,
-                                c->shape.out_bytes, c->in, c->shape.in_bytes, true, give_up, g, &h, err, len);
+                                c->split->call.out_bytes, c->in, c->split->call.in_bytes, true, give_up, g,
+                                &h, err, len);
     z->in = h.out;
     z->out = NULL;
     return rc;
   }
   return shunt_gpu_reg_bind(g->regs, g->cu, g->ctx, ws, g->board, g->base.rank, g->base.nranks, c->in,
-                            c->shape.in_bytes, c->out, c->shape.out_bytes, inplace, give_up, g, z, err, len);
+                            c->split->call.in_bytes, c->out, c->split->call.out_bytes, inplace, give_up, g, z,
+                            err, len);
 }
 
 static void tie_to_graph(struct gpu_backend* g, CUstream st);
@@ -538,41 +522,32 @@ static int gpu_backend_run(struct shunt_backend* b, const struct shunt_backend_c
                            size_t len) {
   struct gpu_backend* g = (struct gpu_backend*)b;
   struct shunt_gpu_world* w = atomic_load(&g->world);
-  if (!w) {
-    if (err && len) snprintf(err, len, "no world");
-    return SHUNT_E_INVALID;
-  }
+  if (!w) SHUNT_FAIL(SHUNT_E_INVALID, "no world");
   if (shunt_gpu_world_broken(w)) {
     char why[1024];
     shunt_gpu_world_check(w, atomic_load(&g->last), why, sizeof(why));
-    if (err && len) snprintf(err, len, "an earlier run on this communicator failed: %s", why);
-    return SHUNT_E_TIMEOUT;
+    SHUNT_FAIL(SHUNT_E_TIMEOUT, "an earlier run on this communicator failed: %s", why);
   }
   uint32_t ra, rb;
-  if (!shunt_gpu_world_fits(w, c->plan->ranks_per_node, &ra, &rb)) {
-    if (err && len)
-      snprintf(err, len, "plan %s joins ranks %u and %u through memory, but they are on different hosts",
-               c->plan->name, ra, rb);
-    return SHUNT_E_INVALID;
-  }
+  if (!shunt_gpu_world_fits(w, c->plan->ranks_per_node, &ra, &rb))
+    SHUNT_FAIL(SHUNT_E_INVALID,
+               "plan %s joins ranks %u and %u through memory, but they are on different hosts", c->plan->name,
+               ra, rb);
   /* The world's kernels are loaded in the device's primary context (the runtime's): a stream
    * of another context cannot run them. A default-stream handle names the world context's own. */
   CUcontext sctx = NULL;
   const struct shunt_cu* wcu = shunt_gpu_world_cu(w);
   if ((uintptr_t)c->stream > 2 &&
-      (wcu->StreamGetCtx((CUstream)c->stream, &sctx) != CUDA_SUCCESS || sctx != shunt_gpu_world_ctx(w))) {
-    if (err && len)
-      snprintf(
-          err, len,
-          "stream %p is not a stream of device %d's primary context (the CUDA runtime's), where shunt's GPU "
-          "kernels run: use a stream of that context",
-          c->stream, shunt_gpu_world_device(w));
-    return SHUNT_E_INVALID;
-  }
+      (wcu->StreamGetCtx((CUstream)c->stream, &sctx) != CUDA_SUCCESS || sctx != shunt_gpu_world_ctx(w)))
+    SHUNT_FAIL(
+        SHUNT_E_INVALID,
+        "stream %p is not a stream of device %d's primary context (the CUDA runtime's), where shunt's GPU "
+        "kernels run: use a stream of that context",
+        c->stream, shunt_gpu_world_device(w));
   /* Registered buffers are reached in place through CUDA IPC, which a rank of another host
    * has not: a world across hosts stages them. */
   struct shunt_gpu_zc z = {NULL, NULL};
-  if (c->split.head && !shunt_gpu_world_spans(w) && plan_reaches_user(c->plan) &&
+  if (c->split->head && !shunt_gpu_world_spans(w) && plan_reaches_user(c->plan) &&
       zero_copy(g, c, &z, err, len) != 0)
     return SHUNT_E_INVALID;
   bool capturing = shunt_gpu_stream_capturing(c->stream);
@@ -594,7 +569,7 @@ static int gpu_backend_run(struct shunt_backend* b, const struct shunt_backend_c
     /* Recorded even after a failure midway: what was enqueued is ordered before the next. */
     char why[256];
     if (shunt_gpu_world_order_end(w, (CUstream)c->stream, true, why, sizeof(why)) != 0 && rc == SHUNT_OK) {
-      if (err && len) snprintf(err, len, "%s", why);
+      shunt_setf(err, len, "%s", why);
       rc = SHUNT_E_INVALID;
     }
   }
@@ -662,11 +637,11 @@ const struct shunt_backend_ops shunt_gpu_backend_ops = {"gpu",
 
 void* shunt_backend_register(struct shunt_backend* b, void* buf, size_t bytes, char* err, size_t len) {
   if (!b || b->kind != SHUNT_BACKEND_GPU) {
-    if (err && len) snprintf(err, len, "not a GPU backend");
+    shunt_setf(err, len, "not a GPU backend");
     return NULL;
   }
   struct shunt_gpu_reg* r = shunt_gpu_reg_add(((struct gpu_backend*)b)->regs, shunt_cu(NULL, 0), buf, bytes);
-  if (!r && err && len) snprintf(err, len, "out of memory");
+  if (!r) shunt_setf(err, len, "out of memory");
   return r;
 }
 

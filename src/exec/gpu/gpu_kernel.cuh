@@ -20,11 +20,6 @@
 #include "exec/gpu/gpu_selfcheck_values.h"
 #include "exec/gpu/gpu_xctx.cuh"
 
-/* The op applied at reduce steps: avg and PreMulSum are sums of scaled contributions. */
-XG_FN int shunt_gpu_step_kind(unsigned redop) {
-  return (redop == SHUNT_REDOP_AVG || redop == SHUNT_REDOP_PREMULSUM) ? SHUNT_RED_SUM : (int)redop;
-}
-
 /* Counts an ended execution where the proxy reads it: the count kept in device memory, its new
  * value stored into the FIFO (mapped host memory) with a plain system-scope store, since an
  * atomic on mapped host memory is not one across PCIe. One thread per execution writes both. */
@@ -111,7 +106,7 @@ SHUNT_GPU_ENTRY __launch_bounds__(SHUNT_GPU_MAX_THREADS, 1)
   X.base[2] = X.scratch0 + X.half;
   X.ll8 = P->pkt == SHUNT_PKT_LL8;
   X.red.ty = P->dtype;
-  X.red.kind = shunt_gpu_step_kind(P->redop);
+  X.red.kind = shunt_red_step_kind((int)P->redop);
   X.red.arg = 0;
 
   /* A thread that gave up has recorded why and raised the abort word; it leaves (an exited

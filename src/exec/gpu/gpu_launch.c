@@ -16,10 +16,10 @@ static unsigned elem_grid(uint64_t n) {
   return (unsigned)(g == 0 ? 1 : g > 1024 ? 1024 : g);
 }
 
-/* Every step is a stream operation, in gpu_steps.h's order. cuLaunchKernel returns this
+/* Every step is a stream operation, in exec/steps.h's order. cuLaunchKernel returns this
  * launch's own error (no error state is left behind for later calls to find). */
 static int enqueue(struct shunt_gpu_world* w, const struct shunt_cu* cu, const struct shunt_gpu_kernels* fn,
-                   struct shunt_gpu_steps st, struct shunt_gpu_kargs k, struct shunt_gpu_prog* gp,
+                   struct shunt_steps st, struct shunt_gpu_kargs k, struct shunt_gpu_prog* gp,
                    const struct shunt_program* p, const struct shunt_gpu_run* zc, CUstream stream, char* err,
                    size_t len) {
   CUresult e = CUDA_SUCCESS;
@@ -73,11 +73,18 @@ int shunt_gpu_launch(const struct shunt_gpu_run* run, struct CUstream_st* stream
   if (!shunt_gpu_prog_fits(p, k.rank, k.nranks, &k.lay, err, len)) return SHUNT_E_INVALID;
   if (shunt_gpu_world_broken(w)) SHUNT_FAIL(SHUNT_E_INVALID, "an earlier run on this world failed");
 
-  struct shunt_gpu_steps st;
-  const char* why =
-      shunt_gpu_steps_plan_zc(p, k.nranks, run->in, run->out, run->premul_scalar, run->premul_on_device,
-                              shunt_gpu_world_stage(w, 0), shunt_gpu_world_stage(w, 1), k.lay.input_bytes,
-                              k.lay.output_bytes, run->zc_in != NULL, run->zc_out != NULL, &st);
+  struct shunt_steps st;
+  struct shunt_steps_bufs bufs = {run->in,
+                                  run->out,
+                                  run->premul_scalar,
+                                  run->premul_on_device,
+                                  shunt_gpu_world_stage(w, 0),
+                                  shunt_gpu_world_stage(w, 1),
+                                  k.lay.input_bytes,
+                                  k.lay.output_bytes,
+                                  run->zc_in != NULL,
+                                  run->zc_out != NULL};
+  const char* why = shunt_steps_plan(p, k.nranks, &bufs, &st);
   if (why)
     SHUNT_FAIL(SHUNT_E_INVALID, "%s (buffers of %llu/%llu bytes, staging %llu/%llu)", why,
                (unsigned long long)p->in_bytes, (unsigned long long)p->out_bytes,

@@ -103,16 +103,15 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
     kind = SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_REDUCESCATTER, rank);
   if (plan->coll == SHUNT_COLL_BROADCAST) kind = SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_BROADCAST, plan->root);
   if (plan->coll == SHUNT_COLL_ALLTOALL) kind = SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_ALLTOALL, rank);
-  struct shunt_backend_call c = {
-      .plan = plan,
-      .shape = {in_bytes, out_bytes, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, 0, 0, false},
-      .stream = B->stream,
-      .timeout_ms = timeout_ms};
-  if (!shunt_split_call(plan, &c.shape, &c.split, what, wlen)) return FAILED;
+  struct shunt_call_shape shape = {in_bytes, out_bytes, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, 0, 0, false};
+  struct shunt_split split;
+  if (!shunt_split_call(plan, &shape, &split, what, wlen)) return FAILED;
   /* The plan's code at these sizes, whatever size range it is tuned to serve. */
-  c.split.head_shape.part = true;
+  split.head_shape.part = true;
+  struct shunt_backend_call c = {
+      .plan = plan, .split = &split, .stream = B->stream, .timeout_ms = timeout_ms};
   char err[1024];
-  if (shunt_backend_prepare(b, plan, &c.split, err, sizeof(err)) != SHUNT_OK) {
+  if (shunt_backend_prepare(b, plan, &split, err, sizeof(err)) != SHUNT_OK) {
     say(what, wlen, "setup: ", err);
     return FAILED;
   }

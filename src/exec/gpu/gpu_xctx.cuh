@@ -37,6 +37,7 @@
 #include "exec/gpu/gpu_abi.h"
 #include "exec/ops/packet.h"
 #include "exec/ops/reduce.h"
+#include "exec/ops/reduce_loop.h"
 #include "exec/program.h"
 #include "plan/plan.h"
 #include "plan/planset.h"
@@ -176,67 +177,11 @@ SHUNT_XFN void xb_copy(struct shunt_xctx* X, char* dst, const char* src, uint64_
   }
 }
 
-/* One dtype and op, the element math's switches folded at compile time (exec/ops/reduce.h:
- * the same functions, so the same bits as the host backend). */
-template <int TY, int KIND>
-XG_FN void xg_reduce_typed(char* dst, const char* src, uint64_t n) {
-  const struct shunt_red r = {TY, KIND, 0};
-  const uint64_t es = shunt_ty_size(TY);
-  for (uint64_t i = 0; i + es <= n; i += es)
-    shunt_ty_store(dst + i, TY,
-                   shunt_reduce_elem(&r, shunt_ty_load(dst + i, TY), shunt_ty_load(src + i, TY)));
-}
-
-template <int TY>
-XG_FN void xg_reduce_kind(int kind, char* dst, const char* src, uint64_t n) {
-  switch (kind) {
-    case SHUNT_RED_PROD:
-      xg_reduce_typed<TY, SHUNT_RED_PROD>(dst, src, n);
-      return;
-    case SHUNT_RED_MAX:
-      xg_reduce_typed<TY, SHUNT_RED_MAX>(dst, src, n);
-      return;
-    case SHUNT_RED_MIN:
-      xg_reduce_typed<TY, SHUNT_RED_MIN>(dst, src, n);
-      return;
-    default: /* sum: also the reduce step of avg and PreMulSum */
-      xg_reduce_typed<TY, SHUNT_RED_SUM>(dst, src, n);
-      return;
-  }
-}
-
-/* dst = dst (+) src element by element; n is a whole number of elements. The dtype and op are
- * dispatched once per call, not per element. Not inlined: one copy of the 48 loops serves every
- * reducing op. */
+/* dst = dst (+) src element by element; n is a whole number of elements. The one typed loop of
+ * every executor (exec/ops/reduce_loop.h: the same functions, so the same bits as the host
+ * backend). Not inlined: one copy of the 48 loops serves every reducing op. */
 XG_NOINLINE void xg_reduce(int ty, int kind, char* dst, const char* src, uint64_t n) {
-  switch (ty) {
-    case SHUNT_TY_INT8:
-      return xg_reduce_kind<SHUNT_TY_INT8>(kind, dst, src, n);
-    case SHUNT_TY_UINT8:
-      return xg_reduce_kind<SHUNT_TY_UINT8>(kind, dst, src, n);
-    case SHUNT_TY_INT32:
-      return xg_reduce_kind<SHUNT_TY_INT32>(kind, dst, src, n);
-    case SHUNT_TY_UINT32:
-      return xg_reduce_kind<SHUNT_TY_UINT32>(kind, dst, src, n);
-    case SHUNT_TY_INT64:
-      return xg_reduce_kind<SHUNT_TY_INT64>(kind, dst, src, n);
-    case SHUNT_TY_UINT64:
-      return xg_reduce_kind<SHUNT_TY_UINT64>(kind, dst, src, n);
-    case SHUNT_TY_FLOAT16:
-      return xg_reduce_kind<SHUNT_TY_FLOAT16>(kind, dst, src, n);
-    case SHUNT_TY_FLOAT32:
-      return xg_reduce_kind<SHUNT_TY_FLOAT32>(kind, dst, src, n);
-    case SHUNT_TY_FLOAT64:
-      return xg_reduce_kind<SHUNT_TY_FLOAT64>(kind, dst, src, n);
-    case SHUNT_TY_BFLOAT16:
-      return xg_reduce_kind<SHUNT_TY_BFLOAT16>(kind, dst, src, n);
-    case SHUNT_TY_FP8E4M3:
-      return xg_reduce_kind<SHUNT_TY_FP8E4M3>(kind, dst, src, n);
-    case SHUNT_TY_FP8E5M2:
-      return xg_reduce_kind<SHUNT_TY_FP8E5M2>(kind, dst, src, n);
-    default:
-      return;
-  }
+  shunt_reduce_typed(ty, kind, dst, src, n);
 }
 
 SHUNT_XFN void xb_reduce(struct shunt_xctx* X, char* dst, const char* src, uint64_t n) {
@@ -457,7 +402,8 @@ SHUNT_XFN void xb_port_copy(struct shunt_xctx* X, const struct shunt_trigger* t)
  * barrier): the flag a system-scope release add on the peer's counter for (port, this rank,
  * ordinal), which only this rank writes, so the same count the proxy would have written; a
  * flush a system fence, since every copy before it is this block's own and done. */
-XG_FN int xg_port_direct(struct shunt_xctx* X, const struct shunt_prog_chan* c, const struct shunt_trigger* t) {
+XG_FN int xg_port_direct(struct shunt_xctx* X, const struct shunt_prog_chan* c,
+                         const struct shunt_trigger* t) {
   const struct shunt_gpu_kargs* k = X->k;
   if (t->type & SHUNT_TRIG_FLAG) {
     uint64_t* s = (uint64_t*)(uintptr_t)(k->peers[t->peer] + k->lay.inbound) +

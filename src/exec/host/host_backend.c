@@ -7,6 +7,7 @@
 #include "exec/backend.h"
 #include "exec/host/host_call.h"
 #include "exec/host/host_run.h"
+#include "util/status.h"
 
 struct host_backend {
   struct shunt_backend base;
@@ -22,8 +23,8 @@ struct shunt_backend* shunt_host_backend_alloc(void) {
 static int host_backend_prepare(struct shunt_backend* b, const struct shunt_plan* plan,
                                 const struct shunt_split* s, char* err, size_t len) {
   struct host_backend* h = (struct host_backend*)b;
-  uint64_t scratch, in_need, out_need;
-  shunt_split_needs(plan, s, &scratch, &in_need, &out_need);
+  (void)plan;
+  uint64_t scratch = s->scratch, in_need = s->in_need, out_need = s->out_need;
   struct shunt_world* w = atomic_load(&h->world);
   if (w && w->cfg.scratch_bytes >= scratch && w->cfg.input_bytes >= in_need &&
       w->cfg.output_bytes >= out_need)
@@ -42,10 +43,7 @@ static int host_backend_prepare(struct shunt_backend* b, const struct shunt_plan
   char why[512];
   int failed = shunt_world_create(b->rank, b->nranks, &cfg, &b->ex, &made, why, sizeof(why));
   atomic_store(&h->world, made);
-  if (failed) {
-    if (err && len) snprintf(err, len, "the host backend could not map its shared memory: %s", why);
-    return SHUNT_E_NOMEM;
-  }
+  if (failed) SHUNT_FAIL(SHUNT_E_NOMEM, "the host backend could not map its shared memory: %s", why);
   return SHUNT_OK;
 }
 
@@ -53,13 +51,10 @@ static int host_backend_run(struct shunt_backend* b, const struct shunt_backend_
                             size_t len) {
   struct host_backend* h = (struct host_backend*)b;
   struct shunt_world* w = atomic_load(&h->world);
-  if (!w) {
-    if (err && len) snprintf(err, len, "no world");
-    return SHUNT_E_INVALID;
-  }
+  if (!w) SHUNT_FAIL(SHUNT_E_INVALID, "no world");
   struct shunt_host_run_opts opts = {call->timeout_ms, call->scalar};
-  return shunt_host_run_call(w, b->programs, call->plan, b->rank, &call->shape, &call->split, call->in,
-                             call->out, &opts, &h->tail, err, len);
+  return shunt_host_run_call(w, b->programs, call->plan, b->rank, call->split, call->in, call->out, &opts,
+                             &h->tail, err, len);
 }
 
 static int host_backend_check(struct shunt_backend* b, char* err, size_t len) {

@@ -26,29 +26,23 @@ static int run_part(void* arg, const struct shunt_call_shape* shape, bool tail, 
 }
 
 int shunt_host_run_call(struct shunt_world* w, struct shunt_lower_cache* cache, const struct shunt_plan* plan,
-                        uint32_t rank, const struct shunt_call_shape* call, const struct shunt_split* s,
-                        const void* in, void* out, const struct shunt_host_run_opts* opts,
-                        struct shunt_host_tail* tail, char* err, size_t len) {
+                        uint32_t rank, const struct shunt_split* s, const void* in, void* out,
+                        const struct shunt_host_run_opts* opts, struct shunt_host_tail* tail, char* err,
+                        size_t len) {
   uint32_t a = 0, b = 0;
-  if (!shunt_world_fits(w, plan->ranks_per_node, &a, &b)) {
-    if (err && len)
-      snprintf(err, len, "plan %s joins ranks %u and %u through memory, but they are on different hosts",
-               plan->name, a, b);
-    return SHUNT_E_INVALID;
-  }
-  uint64_t need = s->rest ? shunt_split_tail_bytes(plan, s) : 0;
+  if (!shunt_world_fits(w, plan->ranks_per_node, &a, &b))
+    SHUNT_FAIL(SHUNT_E_INVALID,
+               "plan %s joins ranks %u and %u through memory, but they are on different hosts", plan->name, a,
+               b);
+  uint64_t need = s->tail_bytes;
   if (tail->cap < need) {
     char* b = realloc(tail->buf, need);
-    if (!b) {
-      if (err && len)
-        snprintf(err, len, "out of memory for a %llu-byte tail buffer", (unsigned long long)need);
-      return SHUNT_E_NOMEM;
-    }
+    if (!b) SHUNT_FAIL(SHUNT_E_NOMEM, "out of memory for a %llu-byte tail buffer", (unsigned long long)need);
     tail->buf = b;
     tail->cap = need;
   }
   struct part_ctx c = {w, cache, plan, rank, opts, &tail->keep, err, len};
-  return shunt_split_run_host(plan, call, s, rank, in, out, tail->buf, run_part, &c);
+  return shunt_parts_run_host(plan, s, rank, in, out, tail->buf, run_part, &c);
 }
 
 void shunt_host_tail_free(struct shunt_host_tail* t) {

@@ -4,7 +4,7 @@
  * same order (each a collective host run, exec/host/host_run.h); the head runs on the user's
  * buffers, the tail through `tail`, a buffer the caller owns (grown here as needed, freed by
  * shunt_host_tail_free, with the fibers its runs keep), so the remainder never costs a copy of the whole
- * buffer. The world must already hold both parts (shunt_split_needs). */
+ * buffer. The world must already hold both parts (the sizes in struct shunt_split). */
 #ifndef SHUNT_EXEC_HOST_CALL_H
 #define SHUNT_EXEC_HOST_CALL_H
 
@@ -14,6 +14,7 @@
 #include "exec/host/host_run.h"
 #include "exec/lower.h"
 #include "exec/split.h"
+#include "exec/steps.h"
 
 /* What a caller keeps between calls: the tail buffer, and the runs' fibers and arrays. */
 struct shunt_host_tail {
@@ -22,13 +23,13 @@ struct shunt_host_tail {
   struct shunt_host_keep* keep;
 };
 
-/* Runs `call` (its real sizes) of `plan` on rank `rank`, split as shunt_split_call split it
- * (`s`, the split the world was sized for): programs come from `cache`. Returns SHUNT_EXEC_*
- * with a message in err. */
+/* Runs a call of `plan` on rank `rank`, its shape `s` (its real sizes, split as shunt_split_call
+ * split it: the split the world was sized for): programs come from `cache`. Returns SHUNT_OK or
+ * a SHUNT_E_* code with a message in err. */
 int shunt_host_run_call(struct shunt_world* w, struct shunt_lower_cache* cache, const struct shunt_plan* plan,
-                        uint32_t rank, const struct shunt_call_shape* call, const struct shunt_split* s,
-                        const void* in, void* out, const struct shunt_host_run_opts* opts,
-                        struct shunt_host_tail* tail, char* err, size_t len);
+                        uint32_t rank, const struct shunt_split* s, const void* in, void* out,
+                        const struct shunt_host_run_opts* opts, struct shunt_host_tail* tail, char* err,
+                        size_t len);
 
 void shunt_host_tail_free(struct shunt_host_tail* t);
 

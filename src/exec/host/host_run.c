@@ -10,9 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "exec/bind.h"
 #include "exec/host/host_xctx.h"
 #include "exec/ops/packet.h"
+#include "exec/ops/reduce.h"
+#include "exec/steps.h"
 #include "transport/backoff.h"
 #include "util/env.h"
 #include "util/log.h"
@@ -247,28 +248,23 @@ int shunt_host_run_kept(struct shunt_world* w, const struct shunt_program* p, co
   if (p->scratch_bytes > scratch_cap)
     SHUNT_FAIL(SHUNT_E_INVALID, "plan needs %" PRIu64 " bytes of scratch per half, the world has %" PRIu64,
                p->scratch_bytes, scratch_cap);
-  enum shunt_elem_scaling scaling = SHUNT_SCALE_NONE;
-  if (p->coll == SHUNT_COLL_ALLREDUCE || p->coll == SHUNT_COLL_REDUCESCATTER) {
-    if (!shunt_elem_supported((enum shunt_dtype)p->dtype, (enum shunt_redop)p->redop))
-      SHUNT_FAIL(SHUNT_E_INVALID, "dtype %u with op %u is not computed by the host executor", p->dtype,
-                 p->redop);
-    scaling = shunt_elem_scaling((enum shunt_dtype)p->dtype, (enum shunt_redop)p->redop);
-    if (p->redop == SHUNT_REDOP_PREMULSUM && (!opts || !opts->premul_scalar))
-      SHUNT_FAIL(SHUNT_E_INVALID, "PreMulSum without a scalar");
-  }
-  uint32_t es = shunt_dtype_size((enum shunt_dtype)p->dtype);
-  char* stage_in = w->peers[w->rank].input;
-  char* stage_out = w->peers[w->rank].output;
-  struct shunt_bind bd;
-  const char* why = shunt_bind_decide(p, user_in, user_out, scaling == SHUNT_SCALE_PRE, stage_in,
-                                      w->cfg.input_bytes, w->cfg.output_bytes, &bd);
+  struct shunt_steps st;
+  struct shunt_steps_bufs bufs = {user_in,
+                                  user_out,
+                                  opts ? opts->premul_scalar : NULL,
+                                  false,
+                                  w->peers[w->rank].input,
+                                  w->peers[w->rank].output,
+                                  w->cfg.input_bytes,
+                                  w->cfg.output_bytes,
+                                  false,
+                                  false};
+  const char* why = shunt_steps_plan(p, w->nranks, &bufs, &st);
   if (why)
     SHUNT_FAIL(SHUNT_E_INVALID,
                "%s (buffers of %" PRIu64 "/%" PRIu64 " bytes, staging %" PRIu64 "/%" PRIu64 ")", why,
                p->in_bytes, p->out_bytes, w->cfg.input_bytes, w->cfg.output_bytes);
-  bool alias = bd.alias, stage_o = bd.stage_out, stage_i = bd.stage_in;
-  const void* scalar =
-      p->redop == SHUNT_REDOP_PREMULSUM && opts ? opts->premul_scalar : NULL; /* avg: 1/nranks */
+  uint32_t es = shunt_dtype_size((enum shunt_dtype)p->dtype);
 
   struct shunt_host_keep* keep = keep_get(kept, p->nblocks ? p->nblocks : 1, p->nsems ? p->nsems : 1);
   if (!keep) SHUNT_FAIL(SHUNT_E_NOMEM, "out of memory");
@@ -280,36 +276,12 @@ int shunt_host_run_kept(struct shunt_world* w, const struct shunt_program* p, co
     SHUNT_FAIL(SHUNT_E_NOMEM, "no memory for the stacks of %u threadblocks", p->nblocks);
   *sh = (struct shunt_host_shared){0}; /* the barrier counters at 0, not expired */
 
-  /* Bind the buffers. */
-  char* out;
-  char* in;
-  if (alias && SHUNT_PROG_OUT_IN_INPUT(p)) {
-    /* Reducescatter in place: the output is a view into the input, staged (and scaled there)
-     * or the user's own; only the view is copied back. */
-    in = stage_i ? stage_in : (char*)(uintptr_t)user_in;
-    if (scaling == SHUNT_SCALE_PRE)
-      shunt_elem_premul((enum shunt_dtype)p->dtype, in, user_in, p->in_bytes / es, scalar, p->nranks);
-    else if (in != user_in)
-      memcpy(in, user_in, p->in_bytes);
-    out = in + ((const char*)user_out - (const char*)user_in);
-  } else {
-    out = stage_o ? stage_out : (char*)user_out;
-    if (stage_o && alias && user_out != stage_out) memcpy(stage_out, user_out, p->out_bytes);
-    if (stage_i) {
-      in = stage_in;
-      const char* src = alias && stage_o ? out + ((const char*)user_in - (const char*)user_out) : user_in;
-      if (scaling == SHUNT_SCALE_PRE)
-        shunt_elem_premul((enum shunt_dtype)p->dtype, in, src, p->in_bytes / es, scalar, p->nranks);
-      else if (in != src)
-        memcpy(in, src, p->in_bytes);
-    } else if (alias) {
-      in = out + ((const char*)user_in - (const char*)user_out);
-      if (scaling == SHUNT_SCALE_PRE)
-        shunt_elem_premul((enum shunt_dtype)p->dtype, in, in, p->in_bytes / es, scalar, p->nranks);
-    } else {
-      in = (char*)(uintptr_t)user_in; /* read only: no op of a plan writes its input */
-    }
-  }
+  /* The steps before the plan (exec/steps.h). */
+  if (st.seed_bytes) memcpy(st.seed_dst, st.seed_src, st.seed_bytes);
+  if (st.pre_n) shunt_pre_buf(st.pre_dst, st.pre_src, st.pre_n * es, &st.pre_red);
+  if (st.copy_in_bytes) memcpy(st.copy_in_dst, st.copy_in_src, st.copy_in_bytes);
+  char* in = st.in;
+  char* out = st.out;
 
   uint64_t epoch = atomic_fetch_add(&w->epoch, 1) + 1;
   sh->w = w;
@@ -317,7 +289,7 @@ int shunt_host_run_kept(struct shunt_world* w, const struct shunt_program* p, co
   sh->base[0] = in;
   sh->base[1] = out;
   sh->base[2] = w->peers[w->rank].scratch;
-  sh->alias = alias;
+  sh->alias = st.alias;
   /* The same flag and half as the GPU backend gives execution number epoch - 1 (packet.h): never
    * 0 or 0xffffffff, and the half follows the flag's parity across the wrap too. */
   sh->flag = shunt_pkt_flag_for_epoch(epoch - 1);
@@ -345,15 +317,14 @@ int shunt_host_run_kept(struct shunt_world* w, const struct shunt_program* p, co
   if (rc) atomic_store(&w->broken, true);
   shunt_proxy_drain(w->proxy);
   if (rc && atomic_load_explicit(&w->failed, memory_order_acquire)) {
-    if (err && len) snprintf(err, len, "%s", w->fail_msg);
+    shunt_setf(err, len, "%s", w->fail_msg);
     SHUNT_WARN("host executor: rank %u: %s", p->rank, w->fail_msg);
   } else if (rc) {
     report(w, p, jobs, err, len);
     SHUNT_WARN("host executor: %s", err ? err : "timeout");
   } else {
-    if (scaling == SHUNT_SCALE_POSTDIV)
-      shunt_elem_postdiv((enum shunt_dtype)p->dtype, out, p->out_bytes / es, p->nranks);
-    if (out != (char*)user_out) memcpy(user_out, out, p->out_bytes);
+    if (st.post_n) shunt_post_buf(st.out, st.out, st.post_n * es, &st.post_red);
+    if (st.back_bytes) memcpy(st.back_dst, st.back_src, st.back_bytes);
   }
   return rc;
 }

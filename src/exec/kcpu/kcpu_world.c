@@ -266,10 +266,18 @@ int shunt_kcpu_launch(struct shunt_kcpu_world* w, const struct shunt_kcpu_run* r
     shunt_setf(err, len, "an earlier run on this world failed");
     return SHUNT_E_INVALID;
   }
-  struct shunt_gpu_steps st;
-  const char* why =
-      shunt_gpu_steps_plan(p, w->nranks, run->in, run->out, run->premul_scalar, w->region + w->lay.input,
-                           w->region + w->lay.output, w->lay.input_bytes, w->lay.output_bytes, &st);
+  struct shunt_steps st;
+  struct shunt_steps_bufs bufs = {run->in,
+                                  run->out,
+                                  run->premul_scalar,
+                                  false,
+                                  w->region + w->lay.input,
+                                  w->region + w->lay.output,
+                                  w->lay.input_bytes,
+                                  w->lay.output_bytes,
+                                  false,
+                                  false};
+  const char* why = shunt_steps_plan(p, w->nranks, &bufs, &st);
   if (why) {
     shunt_setf(err, len, "%s", why);
     return SHUNT_E_INVALID;

@@ -11,7 +11,7 @@
  *   atomic words where aligned, so packets land whole per word), then the peer's counter
  *   written with its next value (a release store), a SYNC trigger publishing completion.
  * - shunt_kcpu_launch runs one execution as shunt_gpu_launch enqueues it (the steps of
- *   exec/gpu/gpu_steps.h: staging, scaling, the executor kernel, the integer-avg division,
+ *   exec/steps.h: staging, scaling, the executor kernel, the integer-avg division,
  *   copy-out) and returns when it is complete. A failed wait is reported by
  *   shunt_kcpu_world_check in the CUDA world's words; the world is then broken and refuses
  *   later launches.
