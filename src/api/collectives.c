@@ -415,6 +415,7 @@ static ncclResult_t route(const struct coll_kind* k, const struct coll_args* a) 
     struct shunt_split split;
     if (sel.entry && both_parts_lower(&sel, &call, &split)) {
       call.entry = sel.entry;
+      split.inplace = inplace; /* the one rule, carried down: no layer below decides it again */
       SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s -> plan %s", fn, bytes, what, sel.entry->plan->name);
       return queue_plan_call(c, &call, &split, &opts);
     }

@@ -67,6 +67,7 @@ bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_sha
   uint32_t n = plan->ngpus;
   uint64_t in = unit_of(plan, call);
   s->call = *call;
+  s->inplace = false;
   s->unit = in;
   s->out_slices = plan->coll == SHUNT_COLL_ALLGATHER || is_a2a(plan) ? n : 1;
   s->in_slices = is_rs(plan) || is_a2a(plan) ? n : 1;

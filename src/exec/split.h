@@ -37,6 +37,10 @@ struct shunt_split {
   /* What a world must hold to run both parts: scratch bytes (both halves), staging input and
    * output bytes, and the tail's staging (0: no tail). */
   uint64_t scratch, in_need, out_need, tail_bytes;
+  /* The call's buffers are in place by NCCL's rule (plan/planset.h: shunt_select_inplace), as
+   * selection decided it: false from shunt_split_call, set by whoever knows the buffers. The tail
+   * then runs in place too. */
+  bool inplace;
 };
 
 /* Splits a call of `call` (its real sizes) for `plan` and sizes both parts. Returns false, with

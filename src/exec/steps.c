@@ -109,11 +109,8 @@ void shunt_parts_plan(const struct shunt_plan* plan, const struct shunt_split* s
   if (s->head) parts->head = (struct shunt_part){&s->head_shape, in, out};
   if (!s->rest) return;
   uint64_t R = s->unit, q = s->quantum;
-  const struct shunt_call_shape* call = &s->call;
-  bool inplace = plan->coll == SHUNT_COLL_REDUCESCATTER ? shunt_split_inside(out, in, call->in_bytes)
-                                                        : shunt_split_inside(in, out, call->out_bytes);
-  char* tin = tail + shunt_split_tail_in(plan, s, rank, inplace);
-  char* tout = tail + shunt_split_tail_out(plan, s, rank, inplace);
+  char* tin = tail + shunt_split_tail_in(plan, s, rank, s->inplace);
+  char* tout = tail + shunt_split_tail_out(plan, s, rank, s->inplace);
   /* Padding is zeros: it only ever meets padding (split.h), and zeros are valid in every dtype. */
   parts->zero = tail;
   parts->zero_bytes = s->tail_bytes;

@@ -153,6 +153,7 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
       status = 3;
       break;
     }
+    sp.inplace = inplace; /* the buffers below: NCCL's rule in this mode */
     char scalar[8];
     verify_premul_scalar((enum shunt_dtype)s->dt, scalar);
     struct shunt_host_run_opts ro = {o->timeout_ms, scalar};

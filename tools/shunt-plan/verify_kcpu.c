@@ -164,6 +164,7 @@ static void* rank_main(void* arg) {
     struct shunt_program *ph = NULL, *pt = NULL;
     struct shunt_kcpu_prog *kh = NULL, *kt = NULL;
     if (ok && !shunt_split_call(plan, &cs, &sp, err, sizeof(err))) ok = false;
+    sp.inplace = inplace; /* the buffers below: NCCL's rule in this mode */
     if (ok && sp.head && !(ph = shunt_lower(plan, rank, &sp.head_shape, err, sizeof(err)))) ok = false;
     if (ok && sp.rest && !(pt = shunt_lower(plan, rank, &sp.tail_shape, err, sizeof(err)))) ok = false;
     if (ok && ph && shunt_kcpu_prog_create(w, ph, J->threads, &kh, err, sizeof(err))) ok = false;

@@ -368,14 +368,6 @@ static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const s
   return rc == SHUNT_OK ? SHUNT_OK : rc == SHUNT_E_NOMEM ? SHUNT_E_NOMEM : SHUNT_E_INVALID;
 }
 
-/* In place as NCCL defines it: one buffer inside the other (the output inside the input for a
- * collective whose output is a view into its input, exec/program.h). */
-static bool call_inplace(const struct shunt_backend_call* c) {
-  if (c->plan->coll == SHUNT_COLL_REDUCESCATTER)
-    return shunt_split_inside(c->out, c->in, c->split->call.in_bytes);
-  return shunt_split_inside(c->in, c->out, c->split->call.out_bytes);
-}
-
 /* A broadcast root whose buffers partly overlap (NCCL's in-place call has them equal): its
  * peers cannot see it and run the plan, so it does too, its input moved into its output first
  * and the call run in place, as the host backend does (api/launch.c). */
@@ -383,6 +375,12 @@ static bool root_overlap(const struct shunt_backend_call* c) {
   const char *in = c->in, *out = c->out;
   return c->plan->coll == SHUNT_COLL_BROADCAST && in != out && in < out + c->split->call.out_bytes &&
          out < in + c->split->call.in_bytes;
+}
+
+/* In place as selection decided it (exec/split.h), or a broadcast root whose overlapping input
+ * is moved into its output before the run. */
+static bool call_inplace(const struct shunt_backend_call* c) {
+  return c->split->inplace || root_overlap(c);
 }
 
 /* memmove on the device, in stream order: pieces that never overlap what is still to be read
@@ -556,10 +554,14 @@ static int gpu_backend_run(struct shunt_backend* b, const struct shunt_backend_c
   int rc = SHUNT_E_INVALID;
   if (shunt_gpu_world_order_begin(w, (CUstream)c->stream, err, len) == 0) {
     struct shunt_backend_call moved;
+    struct shunt_split moved_split;
     if (root_overlap(c)) {
       /* The input moved into the output first; the call then runs in place. */
       moved = *c;
       moved.in = c->out;
+      moved_split = *c->split;
+      moved_split.inplace = true;
+      moved.split = &moved_split;
       rc = move_input(g, w, c, err, len);
       if (rc == SHUNT_OK) rc = run_call(g, w, &moved, &z, err, len);
     } else {

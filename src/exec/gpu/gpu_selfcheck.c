@@ -108,6 +108,8 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
   if (!shunt_split_call(plan, &shape, &split, what, wlen)) return FAILED;
   /* The plan's code at these sizes, whatever size range it is tuned to serve. */
   split.head_shape.part = true;
+  /* In place as the buffers are bound below. */
+  split.inplace = plan->inplace || (plan->coll == SHUNT_COLL_BROADCAST && rank != plan->root);
   struct shunt_backend_call c = {
       .plan = plan, .split = &split, .stream = B->stream, .timeout_ms = timeout_ms};
   char err[1024];
