@@ -32,5 +32,6 @@ void check_ops(struct cctx* c);     /* check_ops.c */
 void check_balance(struct cctx* c); /* check_sync.c */
 void check_cross_races(
     struct cctx* c); /* check_xrace.c: slices read across ranks vs the signals that order them */
+void check_step(struct cctx* c); /* check_step.c: ranks kept in step across back-to-back calls */
 
 #endif
