@@ -44,7 +44,8 @@ struct graph {
   uint32_t *ef, *et;   /* edges */
   size_t ne, cap;
   uint32_t *off, *adj; /* CSR */
-  bool oom;
+  uint32_t nhubs;      /* barrier hubs, numbered after the entries */
+  bool oom, undecided;
 };
 
 static void edge(struct graph* g, uint32_t a, uint32_t b) {
@@ -73,60 +74,111 @@ static bool is_wait(const struct shunt_plan_op* o) {
   return o->type == SHUNT_OP_WAIT || o->type == SHUNT_OP_RLXWAIT;
 }
 
-static bool names_channel(const struct shunt_plan_op* o, enum shunt_chan_type t, int32_t ch) {
-  if (o->channel_type != t) return false;
-  for (uint32_t k = 0; k < o->nchannel_ids; k++)
-    if (o->channel_global[k] == ch) return true;
-  return false;
+/* Per channel (rank, type, global index), numbered from chan_base: its signal ops in rank
+ * order, and whether its signals (its waits) all sit in one block outside pipelines. */
+struct chans {
+  uint32_t* base; /* [r * SHUNT_CHAN_TYPES + t] */
+  uint32_t n;
+  uint32_t *nsig, *sig_off, *sigs, *wait_seen;
+  int64_t *sig_block, *wait_block; /* -1: none yet, -2: several blocks or a pipeline */
+};
+
+static int32_t chan_index(const struct graph* g, const struct chans* c, uint32_t r, enum shunt_chan_type t,
+                          int32_t ch) {
+  if (ch < 0 || (uint32_t)ch >= g->p->gpus[r].nchannels[t]) return -1;
+  return (int32_t)(c->base[r * SHUNT_CHAN_TYPES + t] + (uint32_t)ch);
 }
 
-/* The k-th (0-based) op of rank r matching `kind` on channel (t, ch), or -1 when there are not
- * that many, or when those ops are spread over blocks or pipelines (no one-to-one order). */
-static int64_t kth_on_channel(const struct graph* g, uint32_t r, bool (*kind)(const struct shunt_plan_op*),
-                              enum shunt_chan_type t, int32_t ch, uint32_t k) {
-  int64_t found = -1, block = -1;
-  uint32_t seen = 0;
-  for (uint32_t n = g->rank_base[r]; n < g->rank_base[r + 1]; n++) {
-    const struct node* x = &g->nd[n];
-    if (!kind(x->o) || !names_channel(x->o, t, ch)) continue;
-    if (x->j >= 0 || x->o->type == SHUNT_OP_PIPELINE || (block >= 0 && block != (int64_t)x->b)) return -1;
-    block = x->b;
-    if (seen++ == k) found = n;
+static void one_block(int64_t* blk, const struct node* x) {
+  if (x->j >= 0 || x->o->type == SHUNT_OP_PIPELINE || (*blk != -1 && *blk != (int64_t)x->b))
+    *blk = -2;
+  else
+    *blk = x->b;
+}
+
+static bool chans_init(const struct graph* g, struct chans* c) {
+  const struct shunt_plan* p = g->p;
+  c->base = calloc((size_t)p->ngpus * SHUNT_CHAN_TYPES, sizeof(*c->base));
+  if (!c->base) return false;
+  for (uint32_t r = 0; r < p->ngpus; r++)
+    for (uint32_t t = 0; t < SHUNT_CHAN_TYPES; t++) {
+      c->base[r * SHUNT_CHAN_TYPES + t] = c->n;
+      if (t == SHUNT_CHAN_MEMORY || t == SHUNT_CHAN_PORT) c->n += p->gpus[r].nchannels[t];
+    }
+  size_t n = c->n ? c->n : 1;
+  c->nsig = calloc(n, sizeof(*c->nsig));
+  c->sig_off = calloc(n + 1, sizeof(*c->sig_off));
+  c->wait_seen = calloc(n, sizeof(*c->wait_seen));
+  c->sig_block = malloc(n * sizeof(*c->sig_block));
+  c->wait_block = malloc(n * sizeof(*c->wait_block));
+  if (!c->nsig || !c->sig_off || !c->wait_seen || !c->sig_block || !c->wait_block) return false;
+  for (size_t i = 0; i < n; i++) c->sig_block[i] = c->wait_block[i] = -1;
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1) {
+      for (uint32_t i = 0; i < c->n; i++) c->sig_off[i + 1] = c->sig_off[i] + c->nsig[i];
+      c->sigs = malloc((c->sig_off[c->n] ? c->sig_off[c->n] : 1) * sizeof(*c->sigs));
+      if (!c->sigs) return false;
+      memset(c->nsig, 0, n * sizeof(*c->nsig));
+    }
+    for (uint32_t v = 0; v < g->nops; v++) {
+      const struct node* x = &g->nd[v];
+      bool sig = is_signal(x->o), wait = is_wait(x->o);
+      if (!sig && !wait) continue;
+      for (uint32_t k = 0; k < x->o->nchannel_ids; k++) {
+        int32_t i = chan_index(g, c, x->r, x->o->channel_type, x->o->channel_global[k]);
+        if (i < 0) continue;
+        if (pass == 0) one_block(sig ? &c->sig_block[i] : &c->wait_block[i], x);
+        if (sig && pass == 0) c->nsig[i]++;
+        if (sig && pass == 1) c->sigs[c->sig_off[i] + c->nsig[i]++] = v;
+      }
+    }
   }
-  return found;
+  return true;
+}
+
+static void chans_free(struct chans* c) {
+  free(c->base);
+  free(c->nsig);
+  free(c->sig_off);
+  free(c->sigs);
+  free(c->wait_seen);
+  free(c->sig_block);
+  free(c->wait_block);
 }
 
 static void signal_edges(struct graph* g) {
   const struct shunt_plan* p = g->p;
-  for (uint32_t r = 0; r < p->ngpus; r++) {
-    const struct shunt_plan_gpu* R = &p->gpus[r];
-    for (uint32_t n = g->rank_base[r]; n < g->rank_base[r + 1]; n++) {
-      const struct shunt_plan_op* o = g->nd[n].o;
-      if (!is_wait(o) || (o->channel_type != SHUNT_CHAN_MEMORY && o->channel_type != SHUNT_CHAN_PORT))
-        continue;
-      enum shunt_chan_type t = o->channel_type;
-      for (uint32_t k = 0; k < o->nchannel_ids; k++) {
-        int32_t rc = o->channel_global[k];
-        if (rc < 0 || (uint32_t)rc >= R->nchannels[t]) continue;
-        const struct shunt_plan_channel* c = &R->channels[t][rc];
-        if (c->peer < 0 || (uint32_t)c->peer >= p->ngpus || (uint32_t)c->peer == r) continue;
-        uint32_t q = (uint32_t)c->peer;
-        const struct shunt_plan_gpu* Q = &p->gpus[q];
-        int32_t qc = -1;
-        for (uint32_t i = 0; i < Q->nchannels[t] && qc < 0; i++)
-          if (Q->channels[t][i].peer == (int32_t)r && Q->channels[t][i].peer_ordinal == c->peer_ordinal)
-            qc = (int32_t)i;
-        /* Which wait on rc this is, in rank r's order, then the signal it pairs with. */
-        uint32_t nth = 0;
-        for (uint32_t m = g->rank_base[r]; m < n; m++)
-          nth += is_wait(g->nd[m].o) && names_channel(g->nd[m].o, t, rc);
-        int64_t s = -1;
-        if (qc >= 0 && kth_on_channel(g, r, is_wait, t, rc, nth) == (int64_t)n)
-          s = kth_on_channel(g, q, is_signal, t, qc, nth);
-        edge(g, s >= 0 ? (uint32_t)s : g->nops + q, n);
-      }
+  struct chans c = {0};
+  if (!chans_init(g, &c)) {
+    g->oom = true;
+    chans_free(&c);
+    return;
+  }
+  /* Nodes are in rank, block, op order: within one block, the waits' program order. */
+  for (uint32_t n = 0; n < g->nops; n++) {
+    const struct node* x = &g->nd[n];
+    if (!is_wait(x->o)) continue;
+    enum shunt_chan_type t = x->o->channel_type;
+    for (uint32_t k = 0; k < x->o->nchannel_ids; k++) {
+      int32_t i = chan_index(g, &c, x->r, t, x->o->channel_global[k]);
+      if (i < 0) continue;
+      const struct shunt_plan_channel* ch = &p->gpus[x->r].channels[t][x->o->channel_global[k]];
+      uint32_t nth = c.wait_seen[i]++;
+      if (ch->peer < 0 || (uint32_t)ch->peer >= p->ngpus || (uint32_t)ch->peer == x->r) continue;
+      uint32_t q = (uint32_t)ch->peer;
+      const struct shunt_plan_gpu* Q = &p->gpus[q];
+      int32_t qi = -1;
+      for (uint32_t m = 0; m < Q->nchannels[t] && qi < 0; m++)
+        if (Q->channels[t][m].peer == (int32_t)x->r && Q->channels[t][m].peer_ordinal == ch->peer_ordinal)
+          qi = chan_index(g, &c, q, t, (int32_t)m);
+      /* The signal this wait pairs with, or else only "q has entered the call". */
+      uint32_t from = g->nops + q;
+      if (qi >= 0 && c.wait_block[i] >= 0 && c.sig_block[qi] >= 0 && nth < c.nsig[qi])
+        from = c.sigs[c.sig_off[qi] + nth];
+      edge(g, from, n);
     }
   }
+  chans_free(&c);
 }
 
 /* The part [lo, hi) of an entry, in chunks, that an op's thread-block-group slice covers. */
@@ -158,9 +210,40 @@ static uint32_t packet_src_first(const struct shunt_plan_op* o) {
   }
 }
 
-/* Packets written into another rank's scratch, to the reads of overlapping packets there. */
+/* Packets written into another rank's scratch, to the reads of overlapping packets there. More
+ * pairs to compare than PAIR_BUDGET (no real plan comes near) leave the whole check undecided. */
+#define PAIR_BUDGET (1u << 26)
+struct reader {
+  uint32_t node;
+  double lo, hi;
+};
+
 static void packet_edges(struct graph* g) {
   const struct shunt_plan* p = g->p;
+  uint32_t* first = calloc(p->ngpus + 1, sizeof(*first));
+  size_t nr = 0;
+  for (uint32_t n = 0; n < g->nops; n++)
+    for (uint32_t s = packet_src_first(g->nd[n].o); s < g->nd[n].o->nsrc; s++) nr++;
+  struct reader* rd = malloc((nr ? nr : 1) * sizeof(*rd));
+  if (!first || !rd) {
+    g->oom = true;
+    goto out;
+  }
+  nr = 0;
+  for (uint32_t r = 0; r < p->ngpus; r++) {
+    first[r] = (uint32_t)nr;
+    for (uint32_t n = g->rank_base[r]; n < g->rank_base[r + 1]; n++) {
+      const struct shunt_plan_op* o = g->nd[n].o;
+      for (uint32_t s = packet_src_first(o); s < o->nsrc; s++) {
+        if (o->src[s].kind != SHUNT_REF_LOCAL) continue;
+        rd[nr].node = n;
+        slice(o, &o->src[s], &rd[nr].lo, &rd[nr].hi);
+        nr++;
+      }
+    }
+  }
+  first[p->ngpus] = (uint32_t)nr;
+  uint64_t pairs = 0;
   for (uint32_t w = 0; w < g->nops; w++) {
     const struct shunt_plan_op* o = g->nd[w].o;
     if (!shunt_op_is_packet(o->type)) continue;
@@ -172,73 +255,100 @@ static void packet_edges(struct graph* g) {
       double wlo, whi;
       slice(o, e, &wlo, &whi);
       uint32_t r = (uint32_t)e->peer;
-      for (uint32_t n = g->rank_base[r]; n < g->rank_base[r + 1]; n++) {
-        const struct shunt_plan_op* ro = g->nd[n].o;
-        for (uint32_t s = packet_src_first(ro); s < ro->nsrc; s++) {
-          if (ro->src[s].kind != SHUNT_REF_LOCAL) continue;
-          double lo, hi;
-          slice(ro, &ro->src[s], &lo, &hi);
-          if (lo < whi - 1e-9 && wlo < hi - 1e-9) {
-            edge(g, w, n);
-            break;
-          }
-        }
+      pairs += first[r + 1] - first[r];
+      if (pairs > PAIR_BUDGET) {
+        g->undecided = true;
+        goto out;
       }
+      for (uint32_t k = first[r]; k < first[r + 1]; k++)
+        if (rd[k].lo < whi - 1e-9 && wlo < rd[k].hi - 1e-9) edge(g, w, rd[k].node);
     }
   }
+out:
+  free(first);
+  free(rd);
 }
 
-static bool names_sem(const struct shunt_plan_op* o, uint32_t sem) {
-  for (uint32_t k = 0; k < o->nsemaphore_ids; k++)
-    if (o->semaphore_ids[k] == sem) return true;
-  return false;
-}
-
-/* Device-wide barriers: the k-th arrival of each block at a barrier id waits for the others'.
- * Semaphores: the k-th acquire after the k-th release, when each side is one block and the
- * semaphore starts at 0 (else no edge: nothing certain). */
+/* Device-wide barriers: the k-th arrival of each block at a barrier id joins a hub that the
+ * other blocks' k-th arrivals leave from. Semaphores: the k-th acquire after the k-th release,
+ * when the semaphore starts at 0 and each side is one block outside pipelines (else no edge:
+ * nothing certain). */
 static void rank_edges(struct graph* g) {
   const struct shunt_plan* p = g->p;
-  for (uint32_t r = 0; r < p->ngpus; r++)
-    for (uint32_t a = g->rank_base[r]; a < g->rank_base[r + 1]; a++) {
-      const struct node* x = &g->nd[a];
-      if (x->o->type == SHUNT_OP_BARRIER && x->o->num_threadblocks > 1 && x->j < 0) {
-        uint32_t ka = 0;
-        for (uint32_t m = g->rank_base[r]; m < a; m++)
-          ka += g->nd[m].b == x->b && g->nd[m].o->type == SHUNT_OP_BARRIER &&
-                g->nd[m].o->barrier_id == x->o->barrier_id;
-        for (uint32_t b = g->rank_base[r]; b < g->rank_base[r + 1]; b++) {
-          const struct node* y = &g->nd[b];
-          if (y->b == x->b || y->o->type != SHUNT_OP_BARRIER || y->o->barrier_id != x->o->barrier_id ||
-              y->j >= 0)
-            continue;
-          uint32_t kb = 0;
-          for (uint32_t m = g->rank_base[r]; m < b; m++)
-            kb += g->nd[m].b == y->b && g->nd[m].o->type == SHUNT_OP_BARRIER &&
-                  g->nd[m].o->barrier_id == y->o->barrier_id;
-          if (ka == kb) edge(g, a, b);
-        }
+  for (uint32_t r = 0; r < p->ngpus && !g->oom; r++) {
+    const struct shunt_plan_gpu* G = &p->gpus[r];
+    uint32_t nb = G->nthreadblocks, ns = G->nsemaphores;
+    uint32_t* arrivals = calloc((size_t)nb * SHUNT_PLAN_MAX_BARRIERS + 1, sizeof(*arrivals));
+    uint32_t* nrel = calloc(ns + 1, sizeof(*nrel));
+    uint32_t* nacq = calloc(ns + 1, sizeof(*nacq));
+    int64_t* blk = malloc(((size_t)ns * 2 + 1) * sizeof(*blk)); /* [2s]: acquires, [2s+1]: releases */
+    uint32_t* rel_off = calloc(ns + 1, sizeof(*rel_off));
+    uint32_t* rels = NULL;
+    if (!arrivals || !nrel || !nacq || !blk || !rel_off) goto next;
+    for (uint32_t i = 0; i < 2 * ns; i++) blk[i] = -1;
+    /* Pass 1: barrier arrivals per block and id (the hubs), semaphore uses per side. */
+    uint32_t maxk = 0;
+    for (uint32_t n = g->rank_base[r]; n < g->rank_base[r + 1]; n++) {
+      const struct node* x = &g->nd[n];
+      const struct shunt_plan_op* o = x->o;
+      if (o->type == SHUNT_OP_BARRIER && o->num_threadblocks > 1 && x->j < 0 &&
+          o->barrier_id < SHUNT_PLAN_MAX_BARRIERS) {
+        uint32_t k = ++arrivals[x->b * SHUNT_PLAN_MAX_BARRIERS + o->barrier_id];
+        if (k > maxk) maxk = k;
       }
-      if (x->o->type != SHUNT_OP_SEM_ACQUIRE || x->j >= 0) continue;
-      for (uint32_t s = 0; s < x->o->nsemaphore_ids; s++) {
-        uint32_t sem = x->o->semaphore_ids[s];
-        if (sem >= p->gpus[r].nsemaphores || p->gpus[r].semaphores[sem] != 0) continue;
-        int64_t blk[2] = {-1, -1}; /* the one block of the acquires [0] and releases [1]; -2: several */
-        uint32_t k = 0, seen = 0;
-        int64_t rel = -1;
-        for (uint32_t m = g->rank_base[r]; m < g->rank_base[r + 1]; m++) {
-          const struct node* y = &g->nd[m];
-          int side = y->o->type == SHUNT_OP_SEM_ACQUIRE ? 0 : y->o->type == SHUNT_OP_SEM_RELEASE ? 1 : -1;
-          if (side < 0 || !names_sem(y->o, sem)) continue;
-          blk[side] = (y->j >= 0 || (blk[side] != -1 && blk[side] != (int64_t)y->b)) ? -2 : (int64_t)y->b;
-          if (side == 0 && m < a) k++;
-        }
-        if (blk[0] < 0 || blk[1] < 0) continue;
-        for (uint32_t m = g->rank_base[r]; m < g->rank_base[r + 1] && rel < 0; m++)
-          if (g->nd[m].o->type == SHUNT_OP_SEM_RELEASE && names_sem(g->nd[m].o, sem) && seen++ == k) rel = m;
-        if (rel >= 0) edge(g, (uint32_t)rel, a);
+      int side = o->type == SHUNT_OP_SEM_ACQUIRE ? 0 : o->type == SHUNT_OP_SEM_RELEASE ? 1 : -1;
+      for (uint32_t q = 0; side >= 0 && q < o->nsemaphore_ids; q++) {
+        uint32_t sem = o->semaphore_ids[q];
+        if (sem >= ns) continue;
+        one_block(&blk[2 * sem + (uint32_t)side], x);
+        if (side == 1) nrel[sem]++;
       }
     }
+    uint32_t hub0 = g->nops + p->ngpus + g->nhubs;
+    if ((uint64_t)maxk * SHUNT_PLAN_MAX_BARRIERS > UINT32_MAX - hub0) {
+      g->oom = true;
+      goto next;
+    }
+    g->nhubs += maxk * SHUNT_PLAN_MAX_BARRIERS;
+    for (uint32_t sem = 0; sem < ns; sem++) rel_off[sem + 1] = rel_off[sem] + nrel[sem];
+    rels = malloc(((size_t)rel_off[ns] + 1) * sizeof(*rels));
+    if (!rels) goto next;
+    memset(nrel, 0, (ns + 1) * sizeof(*nrel));
+    memset(arrivals, 0, ((size_t)nb * SHUNT_PLAN_MAX_BARRIERS + 1) * sizeof(*arrivals));
+    /* Pass 2: each arrival to and from its hub; the releases in order. */
+    for (uint32_t n = g->rank_base[r]; n < g->rank_base[r + 1]; n++) {
+      const struct node* x = &g->nd[n];
+      const struct shunt_plan_op* o = x->o;
+      if (o->type == SHUNT_OP_BARRIER && o->num_threadblocks > 1 && x->j < 0 &&
+          o->barrier_id < SHUNT_PLAN_MAX_BARRIERS) {
+        uint32_t k = arrivals[x->b * SHUNT_PLAN_MAX_BARRIERS + o->barrier_id]++;
+        uint32_t hub = hub0 + k * SHUNT_PLAN_MAX_BARRIERS + o->barrier_id;
+        edge(g, n, hub);
+        edge(g, hub, n);
+      }
+      for (uint32_t q = 0; o->type == SHUNT_OP_SEM_RELEASE && q < o->nsemaphore_ids; q++)
+        if (o->semaphore_ids[q] < ns) rels[rel_off[o->semaphore_ids[q]] + nrel[o->semaphore_ids[q]]++] = n;
+    }
+    /* Pass 3: the k-th acquire after the k-th release. */
+    for (uint32_t n = g->rank_base[r]; n < g->rank_base[r + 1]; n++) {
+      const struct shunt_plan_op* o = g->nd[n].o;
+      for (uint32_t q = 0; o->type == SHUNT_OP_SEM_ACQUIRE && q < o->nsemaphore_ids; q++) {
+        uint32_t sem = o->semaphore_ids[q];
+        if (sem >= ns) continue;
+        uint32_t k = nacq[sem]++;
+        if (G->semaphores[sem] == 0 && blk[2 * sem] >= 0 && blk[2 * sem + 1] >= 0 && k < nrel[sem])
+          edge(g, rels[rel_off[sem] + k], n);
+      }
+    }
+  next:
+    if (!arrivals || !nrel || !nacq || !blk || !rel_off || !rels) g->oom = true;
+    free(arrivals);
+    free(nrel);
+    free(nacq);
+    free(blk);
+    free(rel_off);
+    free(rels);
+  }
 }
 
 static bool build(struct graph* g) {
@@ -276,7 +386,8 @@ static bool build(struct graph* g) {
   packet_edges(g);
   rank_edges(g);
   if (g->oom) return false;
-  uint32_t total = g->nops + p->ngpus;
+  if (g->undecided) return true;
+  uint32_t total = g->nops + p->ngpus + g->nhubs;
   g->off = calloc(total + 1, sizeof(*g->off));
   g->adj = malloc((g->ne ? g->ne : 1) * sizeof(*g->adj));
   if (!g->off || !g->adj) return false;
@@ -291,7 +402,7 @@ static bool build(struct graph* g) {
 
 /* Marks in `seen` every node reachable from rank q's entry. */
 static void reach(const struct graph* g, uint32_t q, unsigned char* seen, uint32_t* stack) {
-  uint32_t total = g->nops + g->p->ngpus, top = 0;
+  uint32_t total = g->nops + g->p->ngpus + g->nhubs, top = 0;
   memset(seen, 0, total);
   stack[top++] = g->nops + q;
   seen[g->nops + q] = 1;
@@ -334,38 +445,57 @@ void check_step(struct cctx* c) {
     for (uint32_t b = 0; b < p->gpus[r].nthreadblocks; b++)
       if (p->gpus[r].threadblocks[b].nops_flat > SHUNT_PLAN_MAX_OPS_PER_BLOCK) return;
   struct graph g = {.p = p};
-  unsigned char* seen = NULL;
+  unsigned char *seen = NULL, *deaf = NULL;
   uint32_t* stack = NULL;
   if (!build(&g)) goto oom;
-  uint32_t total = g.nops + p->ngpus;
+  if (g.undecided) goto done;
+  uint32_t total = g.nops + p->ngpus + g.nhubs;
   seen = malloc(total);
   stack = malloc(total * sizeof(*stack));
   if (!seen || !stack) goto oom;
+  deaf = calloc((size_t)p->ngpus * p->ngpus, 1); /* [r * n + q]: nothing of q reaches r */
+  if (!deaf) goto oom;
   for (uint32_t q = 0; q < p->ngpus; q++) {
     reach(&g, q, seen, stack);
     for (uint32_t r = 0; r < p->ngpus; r++) {
-      if (r == q) continue;
-      bool hears = false;
+      bool hears = r == q;
       for (uint32_t n = g.rank_base[r]; n < g.rank_base[r + 1] && !hears; n++) hears = seen[n];
-      if (!hears) {
-        char path[32];
-        snprintf(path, sizeof(path), "gpus[%u]", r);
-        cerr(
-            c, path,
-            "unsafe across back-to-back calls: rank %u can finish the call without depending, directly or "
-            "through other ranks, on anything rank %u does in it, so it can run calls ahead of rank %u and a "
-            "later plan's packets or writes can land in memory rank %u still reads (every rank must wait, "
-            "through a signal or packet chain, for every other rank)",
-            r, q, q, q);
-      }
+      deaf[(size_t)r * p->ngpus + q] = !hears;
     }
     for (uint32_t n = 0; n < g.nops; n++)
       if (g.nd[n].r != q) check_writes(c, &g, n, q, seen);
+  }
+  /* One error per rank that can run ahead, naming the ranks it does not wait for. */
+  for (uint32_t r = 0; r < p->ngpus; r++) {
+    char list[160];
+    size_t at = 0;
+    uint32_t count = 0;
+    for (uint32_t q = 0; q < p->ngpus; q++) {
+      if (!deaf[(size_t)r * p->ngpus + q]) continue;
+      count++;
+      if (at < sizeof(list) - 16)
+        at += (size_t)snprintf(list + at, sizeof(list) - at, "%s%u", count > 1 ? ", " : "", q);
+      else if (at < sizeof(list) - 4)
+        at += (size_t)snprintf(list + at, sizeof(list) - at, "...");
+    }
+    if (!count) continue;
+    char path[32];
+    snprintf(path, sizeof(path), "gpus[%u]", r);
+    cerr(c, path,
+         "unsafe across back-to-back calls: rank %u can finish the call without depending, directly or "
+         "through "
+         "other ranks, on rank%s %s: it can run calls ahead of %s, and a later plan's packets or writes can "
+         "land "
+         "in memory still in use there (every rank must wait, through a chain of signals or packets, for "
+         "every "
+         "other rank)",
+         r, count > 1 ? "s" : "", list, count > 1 ? "them" : "it");
   }
   goto done;
 oom:
   cerr(c, "gpus", "out of memory in the check of calls back to back");
 done:
+  free(deaf);
   free(seen);
   free(stack);
   free(g.nd);
