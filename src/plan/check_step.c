@@ -12,7 +12,8 @@
  *    slower one still runs the first, and the next plan's packets land in the scratch half
  *    that the slower rank still polls (a wrong flag: a hang; or wrong data). The plan that
  *    lets a rank run ahead need not write anything itself (a broadcast whose peers hear only
- *    from the root, each at its own pace), so the rule holds for every pair of ranks.
+ *    from the root, each at its own pace), so the rule holds for every pair of ranks. Plans of
+ *    collectives that are never selected (sendrecv, unknown ones) are exempt.
  * 2. Before the write: a rank's write into a peer's input or output buffer comes after some op
  *    of that peer in the same call. Rule 1 still lets a rank be one call ahead, and that
  *    call's buffers may be the memory the peer still reads or writes in the previous call.
@@ -210,6 +211,19 @@ static uint32_t packet_src_first(const struct shunt_plan_op* o) {
   }
 }
 
+/* Whether the entry e, written by rank w, lands in rank q's memory: a peer's buffer, or a
+ * multicast group's (every member's buffer of the switch channel's type). */
+static bool writes_into(const struct shunt_plan* p, uint32_t w, const struct shunt_plan_ref* e, uint32_t q) {
+  if (e->kind == SHUNT_REF_REMOTE) return e->peer == (int32_t)q;
+  if (e->kind != SHUNT_REF_SWITCH || e->global < 0 ||
+      (uint32_t)e->global >= p->gpus[w].nchannels[SHUNT_CHAN_SWITCH])
+    return false;
+  const struct shunt_plan_channel* ch = &p->gpus[w].channels[SHUNT_CHAN_SWITCH][e->global];
+  for (uint32_t k = 0; k < ch->nranks; k++)
+    if (ch->ranks[k] == (int32_t)q) return true;
+  return false;
+}
+
 /* Packets written into another rank's scratch, to the reads of overlapping packets there. More
  * pairs to compare than PAIR_BUDGET (no real plan comes near) leave the whole check undecided. */
 #define PAIR_BUDGET (1u << 26)
@@ -249,19 +263,19 @@ static void packet_edges(struct graph* g) {
     if (!shunt_op_is_packet(o->type)) continue;
     for (uint32_t d = 0; d < o->ndst; d++) {
       const struct shunt_plan_ref* e = &o->dst[d];
-      if (e->kind != SHUNT_REF_REMOTE || e->type != SHUNT_BUF_SCRATCH || e->peer < 0 ||
-          (uint32_t)e->peer >= p->ngpus)
-        continue;
+      if (e->type != SHUNT_BUF_SCRATCH || e->kind == SHUNT_REF_LOCAL) continue;
       double wlo, whi;
       slice(o, e, &wlo, &whi);
-      uint32_t r = (uint32_t)e->peer;
-      pairs += first[r + 1] - first[r];
-      if (pairs > PAIR_BUDGET) {
-        g->undecided = true;
-        goto out;
+      for (uint32_t r = 0; r < p->ngpus; r++) {
+        if (r == g->nd[w].r || !writes_into(p, g->nd[w].r, e, r)) continue;
+        pairs += first[r + 1] - first[r];
+        if (pairs > PAIR_BUDGET) {
+          g->undecided = true;
+          goto out;
+        }
+        for (uint32_t k = first[r]; k < first[r + 1]; k++)
+          if (rd[k].lo < whi - 1e-9 && wlo < rd[k].hi - 1e-9) edge(g, w, rd[k].node);
       }
-      for (uint32_t k = first[r]; k < first[r + 1]; k++)
-        if (rd[k].lo < whi - 1e-9 && wlo < rd[k].hi - 1e-9) edge(g, w, rd[k].node);
     }
   }
 out:
@@ -424,8 +438,7 @@ static void check_writes(struct cctx* c, const struct graph* g, uint32_t n, uint
   if (seen[n] || shunt_op_is_sync(o->type) || o->type == SHUNT_OP_PIPELINE) return;
   for (uint32_t d = 0; d < o->ndst; d++) {
     const struct shunt_plan_ref* e = &o->dst[d];
-    if (e->kind != SHUNT_REF_REMOTE || e->peer != (int32_t)q) continue;
-    if (e->type == SHUNT_BUF_SCRATCH) continue;
+    if (e->type == SHUNT_BUF_SCRATCH || !writes_into(c->p, x->r, e, q)) continue;
     struct oppos at = {x->r, x->b, x->i, x->j};
     char sfx[32];
     snprintf(sfx, sizeof(sfx), ".dst_buff[%u]", d);
@@ -465,8 +478,11 @@ void check_step(struct cctx* c) {
     for (uint32_t n = 0; n < g.nops; n++)
       if (g.nd[n].r != q) check_writes(c, &g, n, q, seen);
   }
-  /* One error per rank that can run ahead, naming the ranks it does not wait for. */
-  for (uint32_t r = 0; r < p->ngpus; r++) {
+  /* One error per rank that can run ahead, naming the ranks it does not wait for. Send/receive
+   * plans (MSCCL++'s DSL writes rings of them: each rank hears from its neighbours only) and
+   * other collectives are listed but never selected, so never run between the ones checked. */
+  bool served = p->coll != SHUNT_COLL_SENDRECV && p->coll != SHUNT_COLL_OTHER;
+  for (uint32_t r = 0; r < p->ngpus && served; r++) {
     char list[160];
     size_t at = 0;
     uint32_t count = 0;
