@@ -933,8 +933,8 @@ def broadcast_hier(nodes, m, root):
     puts it into the outputs of its node's ranks; (2) each other leader, once the data is in,
     puts its output into the outputs of its node's ranks. Every rank first tells the one that
     writes its output that it is inside the call (a leader only once its node's ranks told it);
-    every written rank waits for the writer's signal. A plan serves the roots at its local rank (renaming ranks by whole nodes): the
-    set holds one per local rank."""
+    every written rank waits for the writer's signal. A plan serves the roots at its local rank
+    (renaming ranks by whole nodes): the set holds one per local rank."""
     n, t = nodes * m, HIER_BLOCKS
     plan = Plan("broadcast_%dx%d_hier_root%d" % (nodes, m, root), "broadcast", "Simple", False, n,
                 (1, 1, 0))
