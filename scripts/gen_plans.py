@@ -572,10 +572,42 @@ def reducescatter_port(n, inplace):
 # ---------------------------------------------------------------------------------------
 
 BCAST_ROOT = 0
+# The packet plan serves broadcasts up to here, the Simple plan above (on the host backend the
+# Simple plan's puts win from about 16-32 KiB at 8 ranks: a packet doubles the bytes written).
+BCAST_LL_MAX = 16 << 10
+# Threadblocks of the packet plan on every rank (each root block writes its slice to every
+# peer): on the host backend 1 to 4 blocks take half the time of 12 to 14 at these sizes.
+BCAST_LL_BLOCKS = 4
 
 
 def broadcast_name(n, family):
     return "broadcast_%dr_%s" % (n, family)
+
+
+def broadcast_ll(n):
+    """One packet hop: the root writes its input as packets into every peer's scratch, each
+    peer unpacks them into its output. Every peer block first signals the root, and each root
+    block waits for all the peers before it writes any packet: a peer's packets then come after
+    every rank entered the call, so no rank can finish a call before all have entered it (with
+    only the root sending, a peer that heard from nobody else could run two calls ahead and the
+    next plan's packets would land in the scratch half a slower peer still polls)."""
+    t = BCAST_LL_BLOCKS
+    plan = Plan(broadcast_name(n, "ll"), "broadcast", "LL", False, n, (1, 1, 1))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        ps = peers(r, n)
+        for j in range(t):
+            b = gpu.block()
+            if r != BCAST_ROOT:
+                b.sync("signal", "memory", [BCAST_ROOT], j)
+                b.data("upkt", [local("s", 0)], [local("o", 0)], tbg=(j, t))
+                continue
+            b.data("copy", [local("i", 0)], [local("o", 0)], tbg=(j, t))
+            b.sync("wait", "memory", ps, j)
+            b.nop()
+            b.data("ppkt", [local("i", 0) for _ in ps], [b.remote("memory", p, "s", 0) for p in ps],
+                   "memory", ps, j, tbg=(j, t))
+    return plan
 
 
 def broadcast_simple(n):
@@ -900,9 +932,9 @@ def broadcast_hier(nodes, m, root):
     its input into the output of every other node's leader, copies it to its own output and
     puts it into the outputs of its node's ranks; (2) each other leader, once the data is in,
     puts its output into the outputs of its node's ranks. Every rank first tells the one that
-    writes its output that it is inside the call; every written rank waits for the writer's
-    signal. A plan serves the roots at its local rank (renaming ranks by whole nodes): the
-    set holds one per local rank."""
+    writes its output that it is inside the call (a leader only once its node's ranks told it);
+    every written rank waits for the writer's signal. A plan serves the roots at its local rank
+    (renaming ranks by whole nodes): the set holds one per local rank."""
     n, t = nodes * m, HIER_BLOCKS
     plan = Plan("broadcast_%dx%d_hier_root%d" % (nodes, m, root), "broadcast", "Simple", False, n,
                 (1, 1, 0))
@@ -932,8 +964,10 @@ def broadcast_hier(nodes, m, root):
                 b.sync("signal", "memory", lps, j)
                 b.sync("flush", "port", cps, j)
             else:
-                b.sync("signal", "port", [root], j)
+                # Tell the root only once this node's ranks are in: the root then waits for
+                # every rank before it writes, so no rank finishes a call before all entered it.
                 b.sync("wait", "memory", lps, j)
+                b.sync("signal", "port", [root], j)
                 b.sync("wait", "port", [root], j)
                 b.nop()
                 b.data("put", [local("o", 0) for _ in lps], [b.remote("memory", p, "o", 0) for p in lps],
@@ -1020,10 +1054,8 @@ def all_plans():
                     # No port plan: the memory Simple plan serves every size above.
                     plans.append(set_range(simple(n, inplace), top, PORT_MAX))
     for n in RANKS:
-        # No packet plan: a root-only sender lets a peer that has its data run into the next
-        # call and write packets into a slower peer's scratch (a hang seen with ranks joined by
-        # a root address); the signal rounds of the Simple plan keep every rank in step.
-        plans.append(set_range(broadcast_simple(n), 0, PORT_MAX))
+        plans.append(set_range(broadcast_ll(n), 0, BCAST_LL_MAX))
+        plans.append(set_range(broadcast_simple(n), BCAST_LL_MAX, PORT_MAX))
         plans.append(set_range(broadcast_port(n), 0, PORT_MAX))
     hier = {"allgather": allgather_hier, "allreduce": allreduce_hier, "reducescatter": reducescatter_hier}
     for collective in sorted(hier):

@@ -28,7 +28,10 @@
  *
  * shunt_plan_check_races is separate: the hazards no local barrier can order, between blocks
  * of different ranks (a thread-block slice read across ranks before the signal of the peer
- * block that wrote it).
+ * block that wrote it), and across calls back to back: a rank that can finish a call without
+ * depending, directly or through others, on every other rank (so it could run calls ahead and
+ * a later plan's packets land in a slower rank's live scratch half), or that writes a peer's
+ * input or output before depending on that peer in the call.
  *
  * shunt_plan_block_syncs: hazards between the threads of one threadblock (plan-format.md
  * §5.5), decided per element and thread: an op that reads or overwrites bytes an earlier op

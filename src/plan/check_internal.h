@@ -30,7 +30,9 @@ void visit_ops(struct cctx* c, op_visit_fn fn, void* arg);
 
 void check_ops(struct cctx* c);     /* check_ops.c */
 void check_balance(struct cctx* c); /* check_sync.c */
-void check_cross_races(
-    struct cctx* c); /* check_xrace.c: slices read across ranks vs the signals that order them */
+/* check_xrace.c: slices read across ranks vs the signals that order them. */
+void check_cross_races(struct cctx* c);
+/* check_step.c: ranks kept in step across back-to-back calls. */
+void check_step(struct cctx* c);
 
 #endif

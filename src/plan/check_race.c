@@ -323,5 +323,6 @@ unsigned shunt_plan_missing_barriers(const struct shunt_plan* p, struct shunt_pl
 unsigned shunt_plan_check_races(const struct shunt_plan* p, struct shunt_plan_errors* errs) {
   struct cctx c = {.p = p, .errs = errs};
   check_cross_races(&c);
+  check_step(&c);
   return c.nerr;
 }

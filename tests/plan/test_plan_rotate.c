@@ -125,7 +125,7 @@ static const struct shunt_plan_entry* bcast(const struct shunt_planset* ps, uint
 }
 
 int main(void) {
-  rotate_all("broadcast_8r_simple");
+  rotate_all("broadcast_8r_ll");
   rotate_all("broadcast_4r_simple");
   rotate_all("allreduce_2x4_hier_outofplace");
 
@@ -149,7 +149,7 @@ int main(void) {
   const char* why;
   for (uint32_t r = 0; ps && r < 4; r++) {
     const struct shunt_plan_entry* x = bcast(ps, 4, 0, r, 100, &why);
-    CHECK_MSG(x && x->plan->root == r && !strcmp(x->plan->name, "broadcast_4r_simple"), "root %u: %s", r, why);
+    CHECK_MSG(x && x->plan->root == r && !strcmp(x->plan->name, "broadcast_4r_ll"), "root %u: %s", r, why);
     x = bcast(ps, 4, 0, r, 64u << 20, &why);
     CHECK_MSG(x && x->plan->root == r && !strcmp(x->plan->name, "broadcast_4r_simple"), "root %u: %s", r,
               why);

@@ -1,0 +1,147 @@
+/* The check of calls back to back (plan/check.h, shunt_plan_check_races): a plan that lets a rank
+ * finish a call without depending on another rank, or write into a peer's buffers before it
+ * depends on that peer, is refused; the same plans with the dependence pass. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/check.h"
+#include "plan/check.h"
+#include "plan/parse.h"
+
+#define HEAD(COLL, PROTO, DOUBLE)                                                                 \
+  "{\"name\":\"x\",\"collective\":\"" COLL "\",\"protocol\":\"" PROTO                             \
+  "\",\"inplace\":false,"                                                                         \
+  "\"reuse_resources\":false,\"num_threads_per_block\":256,\"use_double_scratch_buffer\":" DOUBLE \
+  ","                                                                                             \
+  "\"buffer_alignment\":16,\"min_message_size\":0,\"max_message_size\":1048576,\"gpus\":["
+#define MEM(IDS) "{\"channel_type\":\"memory\",\"channel_ids\":[" IDS "]}"
+#define REFS(...) \
+  "\"remote_buffer_refs\":[{\"access_channel_type\":\"memory\",\"remote_buffer_ids\":[" __VA_ARGS__ "]}]"
+#define SYNC(OP, IDS) "{\"name\":\"" OP "\",\"channel_type\":\"memory\",\"channel_ids\":[" IDS "]}"
+#define NOP "{\"name\":\"nop\"}"
+#define L(T) "{\"type\":\"" T "\",\"index\":0,\"size\":1}"
+#define R(B) "{\"buffer_id\":" #B ",\"index\":0,\"size\":1}"
+#define PPKT(B) \
+  "{\"name\":\"ppkt\",\"channel_type\":\"memory\",\"src_buff\":[" L("i") "],\"dst_buff\":[" R(B) "]}"
+#define BARRIER "{\"name\":\"barrier\",\"barrier_id\":0,\"num_threadblocks\":2}"
+/* A broadcast peer: signals the root, unpacks the root's packets. */
+#define PEER(ID) \
+  "{\"id\":" #ID ",\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":1,"                  \
+  "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[0]}],\"remote_buffers\":[],"       \
+  "\"threadblocks\":[{\"id\":0,\"channels\":[" MEM("0") "],\"ops\":[" SYNC("signal", "0") ","      \
+  "{\"name\":\"upkt\",\"src_buff\":[" L("s") "],\"dst_buff\":[" L("o") "]}]}]}"
+/* The root of a 3-rank packet broadcast with the given threadblocks. */
+#define ROOT(...)                                                                            \
+  "{\"id\":0,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":1,"                   \
+  "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[1,2]}],\"remote_buffers\":[" \
+  "{\"rank\":1,\"type\":\"s\",\"access_channel_types\":[\"memory\"]},"                       \
+  "{\"rank\":2,\"type\":\"s\",\"access_channel_types\":[\"memory\"]}],\"threadblocks\":[" __VA_ARGS__ "]}"
+#define BCAST(...) HEAD("broadcast", "LL", "true") ROOT(__VA_ARGS__) "," PEER(1) "," PEER(2) "]}"
+
+/* Root block k writes to peer k+1 after waiting for that peer alone (the shape that hung). */
+static const char* per_peer = BCAST("{\"id\":0,\"channels\":[" MEM("0") "]," REFS("0") ",\"ops\":[" SYNC(
+    "wait", "0") "," NOP "," PPKT(0) "]},"
+                                     "{\"id\":1,\"channels\":[" MEM("1") "]," REFS("1") ",\"ops\":[" SYNC(
+                                         "wait", "0") "," NOP "," PPKT(0) "]}");
+/* The same with a device-wide barrier of the root's blocks between the waits and the writes. */
+static const char* per_peer_barrier = BCAST("{\"id\":0,\"channels\":[" MEM("0") "]," REFS(
+    "0") ",\"ops\":[" SYNC("wait",
+                           "0") "," BARRIER
+                                "," PPKT(0) "]},"
+                                            "{\"id\":1,\"channels\":[" MEM("1") "]," REFS(
+                                                "1") ",\"ops\":[" SYNC("wait", "0") "," BARRIER
+                                                                                    "," PPKT(0) "]}");
+/* One root block waits for both peers, then writes to both. */
+static const char* all_peers =
+    BCAST("{\"id\":0,\"channels\":[" MEM("0, 1") "]," REFS("0, 1") ",\"ops\":[" SYNC(
+        "wait", "0, 1") "," NOP
+                        ",{\"name\":\"ppkt\",\"channel_type\":\"memory\",\"src_buff\":[" L("i") "," L(
+                            "i") "],\"dst_buff\":[" R(0) "," R(1) "]}]}");
+
+/* Two ranks: rank 0 puts into rank 1's output, before or after it waits for rank 1's signal. */
+#define PUT_OP \
+  "{\"name\":\"put\",\"channel_type\":\"memory\",\"src_buff\":[" L("i") "],\"dst_buff\":[" R(0) "]}"
+#define SIMPLE(R0OPS, R1OPS)                                                                          \
+  HEAD("broadcast", "Simple", "false")                                                                \
+  "{\"id\":0,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0,"                            \
+  "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[1]}],\"remote_buffers\":["            \
+  "{\"rank\":1,\"type\":\"o\",\"access_channel_types\":[\"memory\"]}],\"threadblocks\":["             \
+  "{\"id\":0,\"channels\":[" MEM("0") "]," REFS(                                                      \
+      "0") ",\"ops\":[" R0OPS                                                                         \
+           "]}]},"                                                                                    \
+           "{\"id\":1,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0,"                   \
+           "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[0]}],\"remote_buffers\":[]," \
+           "\"threadblocks\":[{\"id\":0,\"channels\":[" MEM("0") "],\"ops\":[" R1OPS "]}]}]}"
+static const char* put_first = SIMPLE(PUT_OP "," NOP "," SYNC("signal", "0") "," SYNC("wait", "0"),
+                                      SYNC("signal", "0") "," SYNC("wait", "0"));
+static const char* wait_first = SIMPLE(SYNC("wait", "0") "," NOP "," PUT_OP "," NOP "," SYNC("signal", "0"),
+                                       SYNC("signal", "0") "," SYNC("wait", "0"));
+
+/* Two ranks exchange packets through a multicast (switch) channel bound to scratch: each packs
+ * its input into its scratch slot, stores the packets to every member's slot and unpacks the
+ * other's. Each hears from the other through the multicast packets alone. */
+#define NVLS_GPU(ID, MINE, OTHER)                                                                            \
+  "{\"id\":" #ID                                                                                             \
+  ",\"input_chunks\":1,\"output_chunks\":2,\"scratch_chunks\":2,"                                            \
+  "\"channels\":[{\"channel_type\":\"switch\",\"buffer_type\":\"s\",\"rank_groups\":[{\"size\":2,\"ranks\":" \
+  "[0,"                                                                                                      \
+  "1]}]}],\"remote_buffers\":[],\"threadblocks\":[{\"id\":0,\"channels\":[{\"channel_type\":\"switch\","     \
+  "\"channel_ids\":[0]}],\"ops\":["                                                                          \
+  "{\"name\":\"cpkt\",\"src_buff\":[" L(                                                                     \
+      "i") "],\"dst_buff\":[{\"type\":\"s\",\"index\":" #MINE                                                \
+           ",\"size\":1}]},{\"name\":\"nop\"},"                                                              \
+           "{\"name\":\"gstorepkt\",\"src_buff\":[{\"type\":\"s\",\"index\":" #MINE                          \
+           ",\"size\":1}],\"dst_buff\":[{\"switch_channel_id\":0,\"index\":" #MINE                           \
+           ",\"size\":1}]},"                                                                                 \
+           "{\"name\":\"upkt\",\"src_buff\":[{\"type\":\"s\",\"index\":" #OTHER                              \
+           ",\"size\":1}],\"dst_buff\":[{\"type\":\"o\",\"index\":" #OTHER ",\"size\":1}]}]}]}"
+static const char* nvls_packets =
+    HEAD("allgather", "LL", "true") NVLS_GPU(0, 0, 1) "," NVLS_GPU(1, 1, 0) "]}";
+
+/* Runs both checks; returns the error count and whether one has `path` and `reason`. */
+static unsigned run(const char* text, const char* path, const char* reason, bool* found, bool print) {
+  struct shunt_plan_errors e = {0};
+  struct shunt_plan* p = shunt_plan_parse(text, strlen(text), "step.json", &e);
+  CHECK_MSG(p != NULL, "parse failed: %s: %s", e.n ? e.v[0].path : "", e.n ? e.v[0].reason : "");
+  unsigned n = p ? shunt_plan_check(p, NULL, &e) + shunt_plan_check_races(p, &e) : 1;
+  *found = false;
+  for (uint32_t i = 0; i < e.n; i++) {
+    if (path && !strcmp(e.v[i].path, path) && strstr(e.v[i].reason, reason)) *found = true;
+    if (print) fprintf(stderr, "  got: %s: %s\n", e.v[i].path, e.v[i].reason);
+  }
+  shunt_plan_free(p);
+  shunt_plan_errors_free(&e);
+  return n;
+}
+
+static void expect_err(const char* text, const char* path, const char* reason, int line) {
+  bool found;
+  unsigned n = run(text, path, reason, &found, false);
+  CHECK_MSG(n > 0 && found, "line %d: expected an error at %s containing '%s'", line, path, reason);
+  if (!(n > 0 && found)) run(text, path, reason, &found, true);
+}
+
+static void expect_ok(const char* text, int line) {
+  bool found;
+  if (run(text, NULL, NULL, &found, false)) {
+    CHECK_MSG(false, "line %d: expected no error", line);
+    run(text, NULL, NULL, &found, true);
+  }
+}
+
+int main(void) {
+  /* Peer 2 hears from the root block that waited for peer 2 only: nothing of peer 1 reaches it. */
+  expect_err(per_peer, "gpus[2]",
+             "rank 2 can finish the call without depending, directly or through other ranks, on rank 1: "
+             "it can run calls ahead of it",
+             __LINE__);
+  expect_err(per_peer, "gpus[1]", "rank 1 can finish the call without depending", __LINE__);
+  expect_ok(per_peer_barrier, __LINE__);
+  expect_ok(all_peers, __LINE__);
+  expect_err(put_first, "gpus[0].threadblocks[0].ops[0].dst_buff[0]",
+             "put writes rank 1's output before anything in this call depends on rank 1", __LINE__);
+  expect_ok(wait_first, __LINE__);
+  expect_ok(nvls_packets, __LINE__);
+  CHECK_DONE();
+}
