@@ -48,6 +48,8 @@ SIMPLE_BLOCKS = {2: 16, 4: 24, 8: 32}
 # A2A_ROUNDS rounds through one scratch slot per peer.
 A2A_SIMPLE_BLOCKS_PER_PEER = {2: 8, 4: 4, 8: 2}
 A2A_ROUNDS = 4
+# Broadcast Simple: block j of every rank moves slice j (the root's copy, the peers' reads).
+BCAST_SIMPLE_BLOCKS = 8
 PORT_BLOCKS = 8
 SCRATCH_BLOCKS = {2: 8, 4: 8, 8: 8}
 # Port allreduce reduces in rounds so that scratch holds one round, not the whole message.
@@ -579,24 +581,37 @@ def broadcast_name(n, family):
 
 
 def broadcast_simple(n):
-    """The root puts its input into every peer's output. A signal/wait round before the puts
-    makes sure every peer is inside the call (its output may be written), one after them tells
-    each peer that the data has landed."""
-    t = SIMPLE_BLOCKS[n]
+    """The peers pull from the root: every peer tells the root that it is inside the call; the
+    root copies its input into its output slice by slice (block j slice j), waits for the peers
+    and tells each that its slice is there; each peer reads the root's slice into its own output
+    and tells the root that it has read it; the root leaves once every peer has read (its next
+    call writes its output again). The root's copy overlaps the peers' arrival and the peers
+    read in parallel. No rank writes another's memory but the signals, and a peer leaves only
+    after every rank has entered the call (the root waited for all before it told the peer):
+    a fast peer's next call cannot reach a slow rank still in the previous one. The peers read
+    the root's output, not its input: a peer places a rank's input by its own in-place mode,
+    which is not the root's."""
+    t = BCAST_SIMPLE_BLOCKS
     plan = Plan(broadcast_name(n, "simple"), "broadcast", "Simple", False, n, (1, 1, 0))
     for gpu in plan.gpus:
         r = gpu.rank
-        ps = peers(r, n) if r == BCAST_ROOT else [BCAST_ROOT]
+        ps = peers(r, n)
         for j in range(t):
             b = gpu.block()
-            b.round(ps, j)
-            b.nop()
             if r == BCAST_ROOT:
                 b.data("copy", [local("i", 0)], [local("o", 0)], tbg=(j, t))
-                b.data("put", [local("i", 0) for _ in ps], [b.remote("memory", p, "o", 0) for p in ps],
-                       "memory", ps, j, tbg=(j, t))
                 b.nop()
-            b.round(ps, j)
+                b.sync("wait", "memory", ps, j)
+                b.sync("signal", "memory", ps, j)
+                b.sync("wait", "memory", ps, j)
+            else:
+                b.sync("signal", "memory", [BCAST_ROOT], j)
+                b.sync("wait", "memory", [BCAST_ROOT], j)
+                b.nop()
+                b.data("get", [b.remote("memory", BCAST_ROOT, "o", 0)], [local("o", 0)],
+                       "memory", [BCAST_ROOT], j, tbg=(j, t))
+                b.nop()
+                b.sync("signal", "memory", [BCAST_ROOT], j)
     return plan
 
 
