@@ -35,6 +35,8 @@ ALLPAIRS_MAX = 16 * 1024
 LL_MAX = 1 * MiB
 SCRATCH_MAX = 8 * MiB
 SIMPLE_MAX = 64 * MiB
+# Alltoall (out of place, in place): its Simple plans take over from LL lower down.
+A2A_LL_MAX = {False: 16 * 1024, True: 1 * MiB}
 PORT_MAX = 1 * GiB
 
 # Threadblocks. LL plans give each peer a group of blocks; memory Simple and port plans
@@ -48,9 +50,16 @@ SIMPLE_BLOCKS = {2: 16, 4: 24, 8: 32}
 # A2A_ROUNDS rounds through one scratch slot per peer.
 A2A_SIMPLE_BLOCKS_PER_PEER = {2: 8, 4: 4, 8: 2}
 A2A_ROUNDS = 4
+# Alltoall out of place: blocks each moving its slice of every peer's block.
+A2A_DIRECT_BLOCKS = 8
 # Broadcast Simple: block j of every rank moves slice j (the root's copy, the peers' reads).
 BCAST_SIMPLE_BLOCKS = 8
 PORT_BLOCKS = 8
+# Alltoall port plans: rounds through scratch (16 ranks: fewer, to keep MSCCL++'s 64 ops per block
+# with twice the ops per round).
+A2A_PORT_ROUNDS = {2: 4, 4: 4, 8: 4, 16: 2}
+# Ranks of the alltoall port plan for two nodes of 8 (placement free: port channels only).
+A2A_PORT_MULTI = 16
 SCRATCH_BLOCKS = {2: 8, 4: 8, 8: 8}
 # Port allreduce reduces in rounds so that scratch holds one round, not the whole message.
 PORT_ROUNDS = 4
@@ -670,15 +679,21 @@ def alltoall_ll(n, inplace):
     return plan
 
 
+def groups(ps, size=8):
+    """Peers cut into runs of at most `size`: an op lists at most 8 channels (MSCCL++'s limit)."""
+    return [ps[i:i + size] for i in range(0, len(ps), size)]
+
+
 def alltoall_port(n, inplace):
-    """Through the proxy, for ranks that share no memory, in PORT_ROUNDS rounds (block (p, k) =
-    index p*K + k is round k's part of block p). Per round, rank r put-with-signals part (p, k)
-    of its input into its slot on p's scratch, flushes (in place its output parts are the
+    """Through the proxy, for ranks that share no memory, in rounds (block (p, k) = index p*K + k
+    is round k's part of block p; K = A2A_PORT_ROUNDS). Per round, rank r put-with-signals part
+    (p, k) of its input into its slot on p's scratch, flushes (in place its output parts are the
     sources), waits for the peers' parts, copies them into its output and signals each peer
-    that its slot is free again; the next round, and at the end the call, first waits for the
+    that its slot is free; the next round, and at the end the call, first waits for the
     peers' notices, so no rank writes a slot its owner has not read. The own block is copied
-    into the output while the first round is in flight."""
-    t, k_rounds = PORT_BLOCKS, PORT_ROUNDS
+    into the output while the first round is in flight. Ops on more than 8 peers are cut in
+    runs of 8 (16 ranks: two nodes of 8, placed anywhere)."""
+    t, k_rounds = PORT_BLOCKS, A2A_PORT_ROUNDS[n]
     x = user_buf(inplace)
     nchunks = n * k_rounds
     plan = Plan(name("alltoall", n, "port", inplace), "alltoall", "Simple", inplace, n,
@@ -686,27 +701,66 @@ def alltoall_port(n, inplace):
     for gpu in plan.gpus:
         r = gpu.rank
         ps = peers(r, n)
+        gs = groups(ps)
+
+        def sync(op, j):
+            for g in gs:
+                b.sync(op, "port", g, j)
         for j in range(t):
             b = gpu.block()
             for k in range(k_rounds):
                 if k > 0:
-                    b.sync("wait", "port", ps, j)  # the peers have read round k-1's slots
+                    sync("wait", j)  # the peers have read round k-1's slots
                     b.nop()
-                b.data("pws", [local(x, p * k_rounds + k) for p in ps],
-                       [b.remote("port", p, "s", slot(p, r, n)) for p in ps], "port", ps, j, tbg=(j, t))
+                for gi, g in enumerate(gs):
+                    if gi:
+                        b.nop()  # the race check takes a pws as publishing what the last one sent
+                    b.data("pws", [local(x, p * k_rounds + k) for p in g],
+                           [b.remote("port", p, "s", slot(p, r, n)) for p in g], "port", g, j, tbg=(j, t))
                 if not inplace and k == 0:
                     b.data("copy", [local("i", r * k_rounds, k_rounds)], [local("o", r * k_rounds, k_rounds)],
                            tbg=(j, t))
-                b.sync("flush", "port", ps, j)
-                b.sync("wait", "port", ps, j)
+                sync("flush", j)
+                sync("wait", j)
                 b.nop()
                 for q in ps:
                     b.data("copy", [local("s", slot(r, q, n))], [local("o", q * k_rounds + k)], tbg=(j, t))
                 b.nop()
-                b.sync("signal", "port", ps, j)
-            b.sync("wait", "port", ps, j)
-            b.sync("flush", "port", ps, j)
+                sync("signal", j)
+            sync("wait", j)
+            sync("flush", j)
     return plan
+
+
+def alltoall_direct(n):
+    """Out of place: every rank puts block p of its input straight into block r of rank p's
+    output, as the allgather Simple plan does with its one slice: a signal/wait round with every
+    peer (each is inside the call: its output may be written), the puts, a second round (every
+    peer's block has landed here). Block j of every rank moves slice j of every block and talks
+    to every peer on its channel j. No scratch, so no rounds to bound it, and no peer touches a
+    rank's input. In place this would overwrite a block before its owner sent it: the in-place
+    plan goes through scratch (alltoall_simple)."""
+    t = A2A_DIRECT_BLOCKS
+    plan = Plan(name("alltoall", n, "simple", False), "alltoall", "Simple", False, n, (n, n, 0))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        ps = peers(r, n)
+        for j in range(t):
+            b = gpu.block()
+            # The own block first: it needs no peer.
+            b.data("copy", [local("i", r)], [local("o", r)], tbg=(j, t))
+            b.nop()
+            b.round(ps, j)
+            b.nop()
+            b.data("put", [local("i", p) for p in ps], [b.remote("memory", p, "o", r) for p in ps],
+                   "memory", ps, j, tbg=(j, t))
+            b.nop()
+            b.round(ps, j)
+    return plan
+
+
+def alltoall_simple_or_direct(n, inplace):
+    return alltoall_simple(n, inplace) if inplace else alltoall_direct(n)
 
 
 def alltoall_simple(n, inplace):
@@ -1013,7 +1067,7 @@ def all_plans():
                 "allreduce": (allreduce_allpairs, allreduce_ll, allreduce_scratch, allreduce_simple,
                               allreduce_port),
                 "reducescatter": (None, reducescatter_ll, None, reducescatter_simple, reducescatter_port),
-                "alltoall": (None, alltoall_ll, None, alltoall_simple, alltoall_port)}
+                "alltoall": (None, alltoall_ll, None, alltoall_simple_or_direct, alltoall_port)}
     plans = []
     for collective in sorted(builders):
         allpairs, ll, scratch, simple, port = builders[collective]
@@ -1023,10 +1077,10 @@ def all_plans():
                 if allpairs:
                     plans.append(set_range(allpairs(n, inplace), 0, ALLPAIRS_MAX))
                     low = ALLPAIRS_MAX
-                plans.append(set_range(ll(n, inplace), low, LL_MAX))
-                top = LL_MAX
+                top = A2A_LL_MAX[inplace] if collective == "alltoall" else LL_MAX
+                plans.append(set_range(ll(n, inplace), low, top))
                 if scratch:
-                    plans.append(set_range(scratch(n, inplace), LL_MAX, SCRATCH_MAX))
+                    plans.append(set_range(scratch(n, inplace), top, SCRATCH_MAX))
                     top = SCRATCH_MAX
                 if port:
                     plans.append(set_range(simple(n, inplace), top, SIMPLE_MAX))
@@ -1040,6 +1094,8 @@ def all_plans():
         # a root address); the signal rounds of the Simple plan keep every rank in step.
         plans.append(set_range(broadcast_simple(n), 0, PORT_MAX))
         plans.append(set_range(broadcast_port(n), 0, PORT_MAX))
+    for inplace in (False, True):
+        plans.append(set_range(alltoall_port(A2A_PORT_MULTI, inplace), 0, PORT_MAX))
     hier = {"allgather": allgather_hier, "allreduce": allreduce_hier, "reducescatter": reducescatter_hier}
     for collective in sorted(hier):
         for nodes, m in MULTI:
@@ -1148,8 +1204,6 @@ def coverage(folder):
     shapes = [(n, n) for n in RANKS] + [(nodes * m, m) for nodes, m in MULTI]
     for coll in ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast"):
         for n, rpn in shapes:
-            if coll == "alltoall" and n > max(RANKS):
-                continue  # alltoall's port plans stop at 8 ranks: 2x8 goes to NCCL
             for inplace in (False, True):
                 # Broadcast plans serve both modes and are written out of place.
                 key = False if coll == "broadcast" else inplace
