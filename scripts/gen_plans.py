@@ -35,8 +35,10 @@ ALLPAIRS_MAX = 16 * 1024
 LL_MAX = 1 * MiB
 SCRATCH_MAX = 8 * MiB
 SIMPLE_MAX = 64 * MiB
-# Alltoall (out of place, in place): its Simple plans take over from LL lower down.
-A2A_LL_MAX = {False: 16 * 1024, True: 1 * MiB}
+# Alltoall (out of place, in place): its Simple plans take over from LL lower down, in place
+# the direct plan up to A2A_DIRECT_INPLACE_MAX (its scratch holds the whole message).
+A2A_LL_MAX = {False: 16 * 1024, True: 16 * 1024}
+A2A_DIRECT_INPLACE_MAX = 1 * MiB
 PORT_MAX = 1 * GiB
 
 # Threadblocks. LL plans give each peer a group of blocks; memory Simple and port plans
@@ -732,35 +734,45 @@ def alltoall_port(n, inplace):
     return plan
 
 
-def alltoall_direct(n):
-    """Out of place: every rank puts block p of its input straight into block r of rank p's
-    output, as the allgather Simple plan does with its one slice: a signal/wait round with every
-    peer (each is inside the call: its output may be written), the puts, a second round (every
-    peer's block has landed here). Block j of every rank moves slice j of every block and talks
-    to every peer on its channel j. No scratch, so no rounds to bound it, and no peer touches a
-    rank's input. In place this would overwrite a block before its owner sent it: the in-place
-    plan goes through scratch (alltoall_simple)."""
+def alltoall_direct(n, inplace):
+    """Every rank puts block p of its input straight into block r of rank p's output, as the
+    allgather Simple plan does with its one slice: a signal/wait round with every peer (each is
+    inside the call: its output may be written), the puts, a second round (every peer's block
+    has landed here). Block j of every rank moves slice j of every block and talks to every peer
+    on its channel j. Out of place the own block is copied first (it needs no peer). In place a
+    peer's put would overwrite a block before this rank sent it, so block j first copies slice j
+    of every peer's block into scratch (the same slices the peers' puts write, so the round that
+    follows publishes them) and puts from there; only this rank touches its scratch, and a peer
+    leaves the call only after every block's puts (the second round), before any next call can
+    write the scratch. No peer touches a rank's input."""
     t = A2A_DIRECT_BLOCKS
-    plan = Plan(name("alltoall", n, "simple", False), "alltoall", "Simple", False, n, (n, n, 0))
+    family = "direct" if inplace else "simple"
+    plan = Plan(name("alltoall", n, family, inplace), "alltoall", "Simple", inplace, n,
+                (n, n, n - 1 if inplace else 0))
     for gpu in plan.gpus:
         r = gpu.rank
         ps = peers(r, n)
         for j in range(t):
             b = gpu.block()
-            # The own block first: it needs no peer.
-            b.data("copy", [local("i", r)], [local("o", r)], tbg=(j, t))
+            if inplace:
+                for p in ps:
+                    b.data("copy", [local("o", p)], [local("s", slot(r, p, n))], tbg=(j, t))
+                src = [local("s", slot(r, p, n)) for p in ps]
+            else:
+                # The own block first: it needs no peer.
+                b.data("copy", [local("i", r)], [local("o", r)], tbg=(j, t))
+                src = [local("i", p) for p in ps]
             b.nop()
             b.round(ps, j)
             b.nop()
-            b.data("put", [local("i", p) for p in ps], [b.remote("memory", p, "o", r) for p in ps],
-                   "memory", ps, j, tbg=(j, t))
+            b.data("put", src, [b.remote("memory", p, "o", r) for p in ps], "memory", ps, j, tbg=(j, t))
             b.nop()
             b.round(ps, j)
     return plan
 
 
 def alltoall_simple_or_direct(n, inplace):
-    return alltoall_simple(n, inplace) if inplace else alltoall_direct(n)
+    return alltoall_simple(n, inplace) if inplace else alltoall_direct(n, False)
 
 
 def alltoall_simple(n, inplace):
@@ -1082,6 +1094,9 @@ def all_plans():
                 if scratch:
                     plans.append(set_range(scratch(n, inplace), top, SCRATCH_MAX))
                     top = SCRATCH_MAX
+                if collective == "alltoall" and inplace:
+                    plans.append(set_range(alltoall_direct(n, True), top, A2A_DIRECT_INPLACE_MAX))
+                    top = A2A_DIRECT_INPLACE_MAX
                 if port:
                     plans.append(set_range(simple(n, inplace), top, SIMPLE_MAX))
                     plans.append(set_range(port(n, inplace), 0, PORT_MAX))
