@@ -660,9 +660,10 @@ def broadcast_port(n):
 # ---------------------------------------------------------------------------------------
 
 def alltoall_ll(n, inplace):
-    """One packet hop, as MSCCL++'s packet alltoall: a group of blocks per peer p sends block p
-    of the input as packets to this rank's slot on p's scratch and unpacks p's packets into
-    block p of the output. No peer touches a rank's input or output: nothing is staged."""
+    """One packet hop, as MSCCL++'s packet alltoall: A2A_LL_BLOCKS_PER_PEER blocks per peer p
+    send block p of the input as packets to this rank's slot on p's scratch and unpack p's
+    packets into block p of the output. No peer touches a rank's input or output: nothing is
+    staged."""
     g = A2A_LL_BLOCKS_PER_PEER
     total = g * (n - 1)
     x = user_buf(inplace)
@@ -708,14 +709,14 @@ def alltoall_port(n, inplace):
         ps = peers(r, n)
         gs = groups(ps)
 
-        def sync(op, j):
+        def sync(b, op, j):
             for g in gs:
                 b.sync(op, "port", g, j)
         for j in range(t):
             b = gpu.block()
             for k in range(k_rounds):
                 if k > 0:
-                    sync("wait", j)  # the peers have read round k-1's slots
+                    sync(b, "wait", j)  # the peers have read round k-1's slots
                     b.nop()
                 for gi, g in enumerate(gs):
                     if gi:
@@ -725,15 +726,15 @@ def alltoall_port(n, inplace):
                 if not inplace and k == 0:
                     b.data("copy", [local("i", r * k_rounds, k_rounds)], [local("o", r * k_rounds, k_rounds)],
                            tbg=(j, t))
-                sync("flush", j)
-                sync("wait", j)
+                sync(b, "flush", j)
+                sync(b, "wait", j)
                 b.nop()
                 for q in ps:
                     b.data("copy", [local("s", slot(r, q, n))], [local("o", q * k_rounds + k)], tbg=(j, t))
                 b.nop()
-                sync("signal", j)
-            sync("wait", j)
-            sync("flush", j)
+                sync(b, "signal", j)
+            sync(b, "wait", j)
+            sync(b, "flush", j)
     return plan
 
 
