@@ -35,6 +35,13 @@ ALLPAIRS_MAX = 16 * 1024
 LL_MAX = 1 * MiB
 SCRATCH_MAX = 8 * MiB
 SIMPLE_MAX = 64 * MiB
+# Alltoall (out of place, in place): its Simple plans take over from LL lower down, in place
+# the direct plan up to A2A_DIRECT_INPLACE_MAX (its scratch holds the whole message).
+A2A_LL_MAX = {False: 16 * 1024, True: 16 * 1024}
+A2A_DIRECT_INPLACE_MAX = 1 * MiB
+# Alltoall LL serves small sizes only (up to A2A_LL_MAX): one block per peer, fewer blocks to
+# schedule (measured on the host backend: 0.8x the time of 2-8 blocks per peer at 1-16 KiB).
+A2A_LL_BLOCKS_PER_PEER = 1
 PORT_MAX = 1 * GiB
 
 # Threadblocks. LL plans give each peer a group of blocks; memory Simple and port plans
@@ -48,7 +55,16 @@ SIMPLE_BLOCKS = {2: 16, 4: 24, 8: 32}
 # A2A_ROUNDS rounds through one scratch slot per peer.
 A2A_SIMPLE_BLOCKS_PER_PEER = {2: 8, 4: 4, 8: 2}
 A2A_ROUNDS = 4
+# Alltoall out of place: blocks each moving its slice of every peer's block.
+A2A_DIRECT_BLOCKS = 8
+# Broadcast Simple: block j of every rank moves slice j (the root's copy, the peers' reads).
+BCAST_SIMPLE_BLOCKS = 8
 PORT_BLOCKS = 8
+# Alltoall port plans: rounds through scratch (16 ranks: fewer, to keep MSCCL++'s 64 ops per block
+# with twice the ops per round).
+A2A_PORT_ROUNDS = {2: 4, 4: 4, 8: 4, 16: 2}
+# Ranks of the alltoall port plan for two nodes of 8 (placement free: port channels only).
+A2A_PORT_MULTI = 16
 SCRATCH_BLOCKS = {2: 8, 4: 8, 8: 8}
 # Port allreduce reduces in rounds so that scratch holds one round, not the whole message.
 PORT_ROUNDS = 4
@@ -611,24 +627,37 @@ def broadcast_ll(n):
 
 
 def broadcast_simple(n):
-    """The root puts its input into every peer's output. A signal/wait round before the puts
-    makes sure every peer is inside the call (its output may be written), one after them tells
-    each peer that the data has landed."""
-    t = SIMPLE_BLOCKS[n]
+    """The peers pull from the root: every peer tells the root that it is inside the call; the
+    root copies its input into its output slice by slice (block j slice j), waits for the peers
+    and tells each that its slice is there; each peer reads the root's slice into its own output
+    and tells the root that it has read it; the root leaves once every peer has read (its next
+    call writes its output again). The root's copy overlaps the peers' arrival and the peers
+    read in parallel. No rank writes another's memory but the signals, and a peer leaves only
+    after every rank has entered the call (the root waited for all before it told the peer):
+    a fast peer's next call cannot reach a slow rank still in the previous one. The peers read
+    the root's output, not its input: a peer places a rank's input by its own in-place mode,
+    which is not the root's."""
+    t = BCAST_SIMPLE_BLOCKS
     plan = Plan(broadcast_name(n, "simple"), "broadcast", "Simple", False, n, (1, 1, 0))
     for gpu in plan.gpus:
         r = gpu.rank
-        ps = peers(r, n) if r == BCAST_ROOT else [BCAST_ROOT]
+        ps = peers(r, n)
         for j in range(t):
             b = gpu.block()
-            b.round(ps, j)
-            b.nop()
             if r == BCAST_ROOT:
                 b.data("copy", [local("i", 0)], [local("o", 0)], tbg=(j, t))
-                b.data("put", [local("i", 0) for _ in ps], [b.remote("memory", p, "o", 0) for p in ps],
-                       "memory", ps, j, tbg=(j, t))
                 b.nop()
-            b.round(ps, j)
+                b.sync("wait", "memory", ps, j)
+                b.sync("signal", "memory", ps, j)
+                b.sync("wait", "memory", ps, j)
+            else:
+                b.sync("signal", "memory", [BCAST_ROOT], j)
+                b.sync("wait", "memory", [BCAST_ROOT], j)
+                b.nop()
+                b.data("get", [b.remote("memory", BCAST_ROOT, "o", 0)], [local("o", 0)],
+                       "memory", [BCAST_ROOT], j, tbg=(j, t))
+                b.nop()
+                b.sync("signal", "memory", [BCAST_ROOT], j)
     return plan
 
 
@@ -663,10 +692,11 @@ def broadcast_port(n):
 # ---------------------------------------------------------------------------------------
 
 def alltoall_ll(n, inplace):
-    """One packet hop, as MSCCL++'s packet alltoall: a group of blocks per peer p sends block p
-    of the input as packets to this rank's slot on p's scratch and unpacks p's packets into
-    block p of the output. No peer touches a rank's input or output: nothing is staged."""
-    g = LL_BLOCKS_PER_PEER[n]
+    """One packet hop, as MSCCL++'s packet alltoall: A2A_LL_BLOCKS_PER_PEER blocks per peer p
+    send block p of the input as packets to this rank's slot on p's scratch and unpack p's
+    packets into block p of the output. No peer touches a rank's input or output: nothing is
+    staged."""
+    g = A2A_LL_BLOCKS_PER_PEER
     total = g * (n - 1)
     x = user_buf(inplace)
     plan = Plan(name("alltoall", n, "ll", inplace), "alltoall", "LL", inplace, n, (n, n, n - 1))
@@ -687,15 +717,21 @@ def alltoall_ll(n, inplace):
     return plan
 
 
+def groups(ps, size=8):
+    """Peers cut into runs of at most `size`: an op lists at most 8 channels (MSCCL++'s limit)."""
+    return [ps[i:i + size] for i in range(0, len(ps), size)]
+
+
 def alltoall_port(n, inplace):
-    """Through the proxy, for ranks that share no memory, in PORT_ROUNDS rounds (block (p, k) =
-    index p*K + k is round k's part of block p). Per round, rank r put-with-signals part (p, k)
-    of its input into its slot on p's scratch, flushes (in place its output parts are the
+    """Through the proxy, for ranks that share no memory, in rounds (block (p, k) = index p*K + k
+    is round k's part of block p; K = A2A_PORT_ROUNDS). Per round, rank r put-with-signals part
+    (p, k) of its input into its slot on p's scratch, flushes (in place its output parts are the
     sources), waits for the peers' parts, copies them into its output and signals each peer
-    that its slot is free again; the next round, and at the end the call, first waits for the
+    that its slot is free; the next round, and at the end the call, first waits for the
     peers' notices, so no rank writes a slot its owner has not read. The own block is copied
-    into the output while the first round is in flight."""
-    t, k_rounds = PORT_BLOCKS, PORT_ROUNDS
+    into the output while the first round is in flight. Ops on more than 8 peers are cut in
+    runs of 8 (16 ranks: two nodes of 8, placed anywhere)."""
+    t, k_rounds = PORT_BLOCKS, A2A_PORT_ROUNDS[n]
     x = user_buf(inplace)
     nchunks = n * k_rounds
     plan = Plan(name("alltoall", n, "port", inplace), "alltoall", "Simple", inplace, n,
@@ -703,27 +739,76 @@ def alltoall_port(n, inplace):
     for gpu in plan.gpus:
         r = gpu.rank
         ps = peers(r, n)
+        gs = groups(ps)
+
+        def sync(b, op, j):
+            for g in gs:
+                b.sync(op, "port", g, j)
         for j in range(t):
             b = gpu.block()
             for k in range(k_rounds):
                 if k > 0:
-                    b.sync("wait", "port", ps, j)  # the peers have read round k-1's slots
+                    sync(b, "wait", j)  # the peers have read round k-1's slots
                     b.nop()
-                b.data("pws", [local(x, p * k_rounds + k) for p in ps],
-                       [b.remote("port", p, "s", slot(p, r, n)) for p in ps], "port", ps, j, tbg=(j, t))
+                for gi, g in enumerate(gs):
+                    if gi:
+                        b.nop()  # the race check takes a pws as publishing what the last one sent
+                    b.data("pws", [local(x, p * k_rounds + k) for p in g],
+                           [b.remote("port", p, "s", slot(p, r, n)) for p in g], "port", g, j, tbg=(j, t))
                 if not inplace and k == 0:
                     b.data("copy", [local("i", r * k_rounds, k_rounds)], [local("o", r * k_rounds, k_rounds)],
                            tbg=(j, t))
-                b.sync("flush", "port", ps, j)
-                b.sync("wait", "port", ps, j)
+                sync(b, "flush", j)
+                sync(b, "wait", j)
                 b.nop()
                 for q in ps:
                     b.data("copy", [local("s", slot(r, q, n))], [local("o", q * k_rounds + k)], tbg=(j, t))
                 b.nop()
-                b.sync("signal", "port", ps, j)
-            b.sync("wait", "port", ps, j)
-            b.sync("flush", "port", ps, j)
+                sync(b, "signal", j)
+            sync(b, "wait", j)
+            sync(b, "flush", j)
     return plan
+
+
+def alltoall_direct(n, inplace):
+    """Every rank puts block p of its input straight into block r of rank p's output, as the
+    allgather Simple plan does with its one slice: a signal/wait round with every peer (each is
+    inside the call: its output may be written), the puts, a second round (every peer's block
+    has landed here). Block j of every rank moves slice j of every block and talks to every peer
+    on its channel j. Out of place the own block is copied first (it needs no peer). In place a
+    peer's put would overwrite a block before this rank sent it, so block j first copies slice j
+    of every peer's block into scratch (the same slices the peers' puts write, so the round that
+    follows publishes them) and puts from there; only this rank touches its scratch, and a peer
+    leaves the call only after every block's puts (the second round), before any next call can
+    write the scratch. No peer touches a rank's input."""
+    t = A2A_DIRECT_BLOCKS
+    family = "direct" if inplace else "simple"
+    plan = Plan(name("alltoall", n, family, inplace), "alltoall", "Simple", inplace, n,
+                (n, n, n - 1 if inplace else 0))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        ps = peers(r, n)
+        for j in range(t):
+            b = gpu.block()
+            if inplace:
+                for p in ps:
+                    b.data("copy", [local("o", p)], [local("s", slot(r, p, n))], tbg=(j, t))
+                src = [local("s", slot(r, p, n)) for p in ps]
+            else:
+                # The own block first: it needs no peer.
+                b.data("copy", [local("i", r)], [local("o", r)], tbg=(j, t))
+                src = [local("i", p) for p in ps]
+            b.nop()
+            b.round(ps, j)
+            b.nop()
+            b.data("put", src, [b.remote("memory", p, "o", r) for p in ps], "memory", ps, j, tbg=(j, t))
+            b.nop()
+            b.round(ps, j)
+    return plan
+
+
+def alltoall_simple_or_direct(n, inplace):
+    return alltoall_simple(n, inplace) if inplace else alltoall_direct(n, False)
 
 
 def alltoall_simple(n, inplace):
@@ -1032,7 +1117,7 @@ def all_plans():
                 "allreduce": (allreduce_allpairs, allreduce_ll, allreduce_scratch, allreduce_simple,
                               allreduce_port),
                 "reducescatter": (None, reducescatter_ll, None, reducescatter_simple, reducescatter_port),
-                "alltoall": (None, alltoall_ll, None, alltoall_simple, alltoall_port)}
+                "alltoall": (None, alltoall_ll, None, alltoall_simple_or_direct, alltoall_port)}
     plans = []
     for collective in sorted(builders):
         allpairs, ll, scratch, simple, port = builders[collective]
@@ -1042,11 +1127,14 @@ def all_plans():
                 if allpairs:
                     plans.append(set_range(allpairs(n, inplace), 0, ALLPAIRS_MAX))
                     low = ALLPAIRS_MAX
-                plans.append(set_range(ll(n, inplace), low, LL_MAX))
-                top = LL_MAX
+                top = A2A_LL_MAX[inplace] if collective == "alltoall" else LL_MAX
+                plans.append(set_range(ll(n, inplace), low, top))
                 if scratch:
-                    plans.append(set_range(scratch(n, inplace), LL_MAX, SCRATCH_MAX))
+                    plans.append(set_range(scratch(n, inplace), top, SCRATCH_MAX))
                     top = SCRATCH_MAX
+                if collective == "alltoall" and inplace:
+                    plans.append(set_range(alltoall_direct(n, True), top, A2A_DIRECT_INPLACE_MAX))
+                    top = A2A_DIRECT_INPLACE_MAX
                 if port:
                     plans.append(set_range(simple(n, inplace), top, SIMPLE_MAX))
                     plans.append(set_range(port(n, inplace), 0, PORT_MAX))
@@ -1057,6 +1145,8 @@ def all_plans():
         plans.append(set_range(broadcast_ll(n), 0, BCAST_LL_MAX))
         plans.append(set_range(broadcast_simple(n), BCAST_LL_MAX, PORT_MAX))
         plans.append(set_range(broadcast_port(n), 0, PORT_MAX))
+    for inplace in (False, True):
+        plans.append(set_range(alltoall_port(A2A_PORT_MULTI, inplace), 0, PORT_MAX))
     hier = {"allgather": allgather_hier, "allreduce": allreduce_hier, "reducescatter": reducescatter_hier}
     for collective in sorted(hier):
         for nodes, m in MULTI:
@@ -1165,8 +1255,6 @@ def coverage(folder):
     shapes = [(n, n) for n in RANKS] + [(nodes * m, m) for nodes, m in MULTI]
     for coll in ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast"):
         for n, rpn in shapes:
-            if coll == "alltoall" and n > max(RANKS):
-                continue  # alltoall's port plans stop at 8 ranks: 2x8 goes to NCCL
             for inplace in (False, True):
                 # Broadcast plans serve both modes and are written out of place.
                 key = False if coll == "broadcast" else inplace

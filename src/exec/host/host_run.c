@@ -18,6 +18,8 @@
 #include "util/env.h"
 #include "util/log.h"
 
+#define FLAG_BASE 0x7fc00000ull
+
 struct block_job {
   struct shunt_xctx X;
   int rc;
@@ -290,9 +292,12 @@ int shunt_host_run_kept(struct shunt_world* w, const struct shunt_program* p, co
   sh->base[1] = out;
   sh->base[2] = w->peers[w->rank].scratch;
   sh->alias = st.alias;
-  /* The same flag and half as the GPU backend gives execution number epoch - 1 (packet.h): never
-   * 0 or 0xffffffff, and the half follows the flag's parity across the wrap too. */
-  sh->flag = shunt_pkt_flag_for_epoch(epoch - 1);
+  /* The flag and half of execution number epoch - 1 (packet.h): never 0 or 0xffffffff, and the
+   * half follows the flag's parity across the wrap too. Counted from FLAG_BASE, not 0: a scratch
+   * word a Simple plan left (user data) reads as a packet when its upper half equals the flag,
+   * and the first flags of a fresh world, 1, 2, 3, are common integers; the base's are quiet NaN
+   * patterns, 4M executions before they leave them. */
+  sh->flag = shunt_pkt_flag_for_epoch(FLAG_BASE + epoch - 1);
   sh->half = shunt_pkt_half(sh->flag, w->cfg.scratch_bytes, p->double_scratch);
   sh->deadline = shunt_now_ns() + timeout_ms(opts) * 1000000ull;
   sh->dt = (enum shunt_dtype)p->dtype;
