@@ -61,8 +61,10 @@ struct shunt_program* shunt_lower(const struct shunt_plan* plan, uint32_t rank,
                                   const struct shunt_call_shape* s, char* reason, size_t len);
 void shunt_program_free(struct shunt_program* p);
 
-/* Scratch bytes the plan needs per rank for a shape, both halves included: what the world's
- * scratch must hold (§4.3, sized from the message, never an allocation range). */
+/* Scratch bytes the world needs per rank for the plan at a shape: both halves of a double
+ * scratch, and as much again, since packet plans and the others use separate parts of it
+ * (exec/ops/packet.h: shunt_scratch_at; §4.3, sized from the message, never an allocation
+ * range). */
 uint64_t shunt_lower_scratch_need(const struct shunt_plan* plan, uint64_t in_bytes, uint64_t out_bytes);
 
 /* Bounded, thread-safe cache of programs. */

@@ -143,5 +143,6 @@ uint64_t shunt_lower_scratch_need(const struct shunt_plan* plan, uint64_t in_byt
         chunk * plan->gpus[r].scratch_chunks * (plan->ll ? 2 : 1) * (plan->use_double_scratch_buffer ? 2 : 1);
     if (n > need) need = n;
   }
-  return need;
+  /* Both parts of the world's scratch: packet plans' and the others' (packet.h). */
+  return 2 * need;
 }

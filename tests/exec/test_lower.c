@@ -234,7 +234,8 @@ int main(void) {
     CHECK_EQ_INT(r[ops[3].ref + 1].flags, 0);
     shunt_program_free(g);
   }
-  CHECK_EQ_INT(shunt_lower_scratch_need(p, 1024, 1024), 512 * 4 * 2 * 2);
+  /* chunks x packet doubling x double scratch, twice: the packet plans' part and the others'. */
+  CHECK_EQ_INT(shunt_lower_scratch_need(p, 1024, 1024), 512 * 4 * 2 * 2 * 2);
 
   /* Refusals, each with its reason. */
   CHECK(!shunt_lower_check(p, -1, 1000, 1000, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, why, sizeof(why)));

@@ -1,8 +1,10 @@
-/* A packet plan on a fresh world whose scratch holds what a Simple plan leaves there: user data,
- * small integers. Two threads build a world, fill their own scratch with the 32-bit value 1 (in
- * every word's flag half too), and run the seed plan (2-rank LL allgather); rank 1 starts late,
- * so rank 0 unpacks before rank 1's packets land. A stale word whose upper half equals the run's
- * flag would pass for a packet: every output byte is checked. */
+/* A packet plan on a fresh world whose scratch holds what other plans leave there. Two threads
+ * build a world and fill their own scratch: the part plans without packets use (exec/ops/packet.h:
+ * shunt_scratch_at) with the worst user data there is, words whose upper half is the very flag the
+ * next run stamps its packets with; the packet part with small integers (the 32-bit value 1),
+ * which a packet plan's own plain data could leave. Then they run the seed plan (2-rank LL
+ * allgather); rank 1 starts late, so rank 0 unpacks before rank 1's packets land. A stale word
+ * read as a packet would show in the output: every byte is checked. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,7 @@
 #include "common/check.h"
 #include "exec/host/host_run.h"
 #include "exec/lower.h"
+#include "exec/ops/packet.h"
 #include "plan/parse.h"
 
 #define NR 2
@@ -62,8 +65,10 @@ static void* rank_main(void* arg) {
     a->failures++;
     return NULL;
   }
+  uint32_t flag = shunt_pkt_flag_for_epoch(0); /* the world's first run */
+  uint64_t plain = shunt_scratch_at(flag, w->cfg.scratch_bytes, 0, 0);
   uint32_t* s = (uint32_t*)(void*)w->peers[w->rank].scratch;
-  for (uint64_t i = 0; i < w->cfg.scratch_bytes / 4; i++) s[i] = 1;
+  for (uint64_t i = 0; i < w->cfg.scratch_bytes / 4; i++) s[i] = i * 4 < plain ? 1 : (i % 2 ? flag : 7);
   barrier(a); /* both scratches filled before either rank sends */
   struct shunt_call_shape shape = {in_bytes,       out_bytes, SHUNT_DT_INT8, SHUNT_REDOP_SUM,
                                    SHUNT_PKT_LL16, 0,         false};

@@ -117,16 +117,21 @@ static void test_sizes_and_flags(void) {
   CHECK(shunt_pkt_range_ok(SHUNT_LL8_BYTES, 4, 12));
   CHECK(!shunt_pkt_range_ok(7, 0, 0));
 
-  CHECK_EQ_INT(shunt_pkt_flag_for_epoch(0), 1);
+  /* The first execution's flag is no small integer (a stale data word must not pass for it). */
+  CHECK_EQ_INT(shunt_pkt_flag_for_epoch(0), SHUNT_PKT_FLAG_START);
+  CHECK(shunt_pkt_flag_for_epoch(0) > 0xffffff);
   CHECK_EQ_INT(shunt_pkt_flag_next(0), 1);
   CHECK_EQ_INT(shunt_pkt_flag_next(1), 2);
-  CHECK_EQ_INT(shunt_pkt_flag_for_epoch(0xfffffffdull), 0xfffffffeu);
-  CHECK_EQ_INT(shunt_pkt_flag_for_epoch(0xfffffffeull), 1);
+  /* The last flag, then the wrap to the first value, one period after epoch 0 comes again. */
+  const uint64_t last = 0xfffffffeull - SHUNT_PKT_FLAG_START; /* the epoch of flag 0xfffffffe */
+  CHECK_EQ_INT(shunt_pkt_flag_for_epoch(last), 0xfffffffeu);
+  CHECK_EQ_INT(shunt_pkt_flag_for_epoch(last + 1), 1);
+  CHECK_EQ_INT(shunt_pkt_flag_for_epoch(0xfffffffeull), SHUNT_PKT_FLAG_START);
   CHECK_EQ_INT(shunt_pkt_flag_next(0xfffffffeu), 1);
   CHECK_EQ_INT(shunt_pkt_flag_next(0xffffffffu), 1);
   /* Around the start, the wrap and far beyond: never 0 or ~0, the stepping function agrees with
    * the epoch formula, and consecutive executions use different halves. */
-  const uint64_t starts[] = {0, 0xfffffff0ull, 2 * 0xfffffffeull - 8, 0x123456789abcull};
+  const uint64_t starts[] = {0, last - 16, 0xfffffffeull + last - 8, 0x123456789abcull};
   for (size_t s = 0; s < sizeof starts / sizeof starts[0]; s++) {
     uint32_t f = shunt_pkt_flag_for_epoch(starts[s]);
     for (uint64_t e = starts[s]; e < starts[s] + 32; e++) {

@@ -74,7 +74,7 @@ enum shunt_gpu_wait_kind {
 /* Byte offsets of the sections of a region (the same on every rank) and their sizes. */
 struct shunt_gpu_layout {
   uint64_t ctrl, inbound, expected, peers, scratch, input, output, total;
-  uint64_t scratch_bytes; /* both halves of a double scratch */
+  uint64_t scratch_bytes; /* both parts (exec/ops/packet.h: shunt_scratch_at), halves included */
   uint64_t input_bytes, output_bytes;
 };
 

@@ -99,7 +99,7 @@ SHUNT_GPU_ENTRY __launch_bounds__(SHUNT_GPU_MAX_THREADS, 1)
     return;
   }
   X.flag = shunt_pkt_flag_for_epoch(epoch);
-  X.half = shunt_pkt_half(X.flag, k.lay.scratch_bytes, P->double_scratch);
+  X.half = shunt_scratch_at(X.flag, k.lay.scratch_bytes, P->ll, P->double_scratch);
   X.scratch0 = k.region + k.lay.scratch;
   X.base[0] = k.in;
   X.base[1] = k.out;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "exec/gpu/gpu_abi.h"
+#include "exec/ops/packet.h"
 #include "exec/program.h"
 #include "exec/steps.h"
 #include "plan/plan.h"
@@ -26,7 +27,7 @@ static inline bool shunt_gpu_prog_fits(const struct shunt_program* p, uint32_t r
     shunt_setf(why, len, "program for rank %u of %u, world rank %u of %u", p->rank, p->nranks, rank, nranks);
     return false;
   }
-  uint64_t cap = p->double_scratch ? lay->scratch_bytes / 2 : lay->scratch_bytes;
+  uint64_t cap = shunt_scratch_cap(lay->scratch_bytes, p->double_scratch);
   if (p->scratch_bytes > cap) {
     shunt_setf(why, len, "plan needs %llu bytes of scratch per half, the world has %llu",
                (unsigned long long)p->scratch_bytes, (unsigned long long)cap);

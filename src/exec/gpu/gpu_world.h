@@ -42,7 +42,7 @@ extern "C" {
 #endif
 
 struct shunt_gpu_world_config {
-  uint64_t scratch_bytes; /* per rank, both halves of a double scratch included */
+  uint64_t scratch_bytes; /* per rank: both parts (packet plans', the others'), halves included */
   uint64_t input_bytes;   /* staging capacity for a rank's input */
   uint64_t output_bytes;  /* staging capacity for a rank's output */
   /* Bound of every wait in the kernel. 0: SHUNT_GPU_TIMEOUT (seconds) from the environment,

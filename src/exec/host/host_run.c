@@ -18,8 +18,6 @@
 #include "util/env.h"
 #include "util/log.h"
 
-#define FLAG_BASE 0x7fc00000ull
-
 struct block_job {
   struct shunt_xctx X;
   int rc;
@@ -246,7 +244,7 @@ int shunt_host_run_kept(struct shunt_world* w, const struct shunt_program* p, co
                w->nranks);
   if (atomic_load(&w->failed)) SHUNT_FAIL(SHUNT_E_TIMEOUT, "%s", w->fail_msg);
   if (atomic_load(&w->broken)) SHUNT_FAIL(SHUNT_E_INVALID, "an earlier run on this world timed out");
-  uint64_t scratch_cap = p->double_scratch ? w->cfg.scratch_bytes / 2 : w->cfg.scratch_bytes;
+  uint64_t scratch_cap = shunt_scratch_cap(w->cfg.scratch_bytes, p->double_scratch);
   if (p->scratch_bytes > scratch_cap)
     SHUNT_FAIL(SHUNT_E_INVALID, "plan needs %" PRIu64 " bytes of scratch per half, the world has %" PRIu64,
                p->scratch_bytes, scratch_cap);
@@ -293,12 +291,9 @@ int shunt_host_run_kept(struct shunt_world* w, const struct shunt_program* p, co
   sh->base[2] = w->peers[w->rank].scratch;
   sh->alias = st.alias;
   /* The flag and half of execution number epoch - 1 (packet.h): never 0 or 0xffffffff, and the
-   * half follows the flag's parity across the wrap too. Counted from FLAG_BASE, not 0: a scratch
-   * word a Simple plan left (user data) reads as a packet when its upper half equals the flag,
-   * and the first flags of a fresh world, 1, 2, 3, are common integers; the base's are quiet NaN
-   * patterns, 4M executions before they leave them. */
-  sh->flag = shunt_pkt_flag_for_epoch(FLAG_BASE + epoch - 1);
-  sh->half = shunt_pkt_half(sh->flag, w->cfg.scratch_bytes, p->double_scratch);
+   * half follows the flag's parity across the wrap too; the first is no common data word. */
+  sh->flag = shunt_pkt_flag_for_epoch(epoch - 1);
+  sh->half = shunt_scratch_at(sh->flag, w->cfg.scratch_bytes, p->ll, p->double_scratch);
   sh->deadline = shunt_now_ns() + timeout_ms(opts) * 1000000ull;
   sh->dt = (enum shunt_dtype)p->dtype;
   sh->step_op = shunt_elem_step_op((enum shunt_redop)p->redop);

@@ -22,7 +22,8 @@
  *
  * Flags: flag 0 and 0xffffffff are never used, so zero-filled (or 0xff-filled) packet memory never
  * holds a valid packet. Executions of a communicator number its epochs 0, 1, 2...; epoch e uses
- * flag 1 + e mod (2^32 - 2), the same on every rank that counts the same executions. The sequence
+ * flag 1 + (e + SHUNT_PKT_FLAG_START - 1) mod (2^32 - 2), the same on every rank that counts the
+ * same executions. The sequence
  * has even length, so flag parity alternates across the wrap as well, and with a double scratch
  * buffer consecutive executions always use different halves (§7.4: flag odd -> offset 0, flag
  * even -> the upper half). */
@@ -265,9 +266,18 @@ SHUNT_HD int shunt_pkt_read(int pkt_bytes, void* data, const void* pkts, uint64_
 #define SHUNT_PKT_FLAG_LAST 0xfffffffeu
 #define SHUNT_PKT_FLAG_PERIOD 0xfffffffeull /* distinct flags, an even number */
 
+/* The first execution's flag. Not 1: plans without packets write scratch of their own
+ * (shunt_scratch_at), but a packet plan may leave plain words in its part too, and a word whose
+ * upper half equals the flag reads as a packet. Small integers are common data; this pattern is
+ * rare (as float32 a NaN with a payload, which arithmetic never produces; as two 16-bit floats,
+ * one of them a NaN), and the flags of the next 4.7 million executions stay such patterns. Odd:
+ * the first execution uses the lower half. */
+#define SHUNT_PKT_FLAG_START 0x7fb7e1d3u
+
 /* The flag of a communicator's execution number `epoch` (0 for its first). */
 SHUNT_HD uint32_t shunt_pkt_flag_for_epoch(uint64_t epoch) {
-  return (uint32_t)(epoch % SHUNT_PKT_FLAG_PERIOD) + SHUNT_PKT_FLAG_FIRST;
+  return (uint32_t)((epoch + (SHUNT_PKT_FLAG_START - SHUNT_PKT_FLAG_FIRST)) % SHUNT_PKT_FLAG_PERIOD) +
+         SHUNT_PKT_FLAG_FIRST;
 }
 
 /* The flag after `flag`; 0 (no execution yet) is followed by the first flag. What a kernel does to
@@ -280,6 +290,22 @@ SHUNT_HD uint32_t shunt_pkt_flag_next(uint32_t flag) {
  * scratch_bytes in all, 0 for odd flags and scratch_bytes/2 for even ones; 0 without. */
 SHUNT_HD uint64_t shunt_pkt_half(uint32_t flag, uint64_t scratch_bytes, int double_scratch) {
   return (double_scratch && (flag & 1u) == 0) ? scratch_bytes / 2 : 0;
+}
+
+/* A world's scratch (world_bytes per rank, as shunt_lower_scratch_need sizes it) is two parts:
+ * packet plans run in the lower one, every other plan in the upper one. A word that a plan
+ * without packets leaves in scratch is user data, any bit pattern, and would read as a packet
+ * whenever its upper half equals a later execution's flag: the parts never share a byte, so no
+ * such word is ever polled. Within its part an execution uses the double-scratch half its flag
+ * selects (§7.4). The offset of the scratch an execution with `flag` uses: */
+SHUNT_HD uint64_t shunt_scratch_at(uint32_t flag, uint64_t world_bytes, int packets, int double_scratch) {
+  uint64_t part = world_bytes / 2;
+  return (packets ? 0 : part) + shunt_pkt_half(flag, part, double_scratch);
+}
+
+/* The scratch bytes one execution may use in a world scratch of world_bytes. */
+SHUNT_HD uint64_t shunt_scratch_cap(uint64_t world_bytes, int double_scratch) {
+  return double_scratch ? world_bytes / 4 : world_bytes / 2;
 }
 
 #endif
