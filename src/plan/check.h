@@ -30,8 +30,11 @@
  * of different ranks (a thread-block slice read across ranks before the signal of the peer
  * block that wrote it), and across calls back to back: a rank that can finish a call without
  * depending, directly or through others, on every other rank (so it could run calls ahead and
- * a later plan's packets land in a slower rank's live scratch half), or that writes a peer's
- * input or output before depending on that peer in the call.
+ * a later plan's packets land in a slower rank's live scratch half), that writes a peer's
+ * input or output before depending on that peer in the call, or that writes a peer's single
+ * scratch (no double scratch buffer) before depending on that peer while a read of those
+ * chunks there comes before no op of the writer in the call (the writer's next call could
+ * overwrite them mid-read).
  *
  * shunt_plan_block_syncs: hazards between the threads of one threadblock (plan-format.md
  * §5.5), decided per element and thread: an op that reads or overwrites bytes an earlier op

@@ -17,10 +17,16 @@
  * 2. Before the write: a rank's write into a peer's input or output buffer comes after some op
  *    of that peer in the same call. Rule 1 still lets a rank be one call ahead, and that
  *    call's buffers may be the memory the peer still reads or writes in the previous call.
- *    Packets in a double scratch buffer need only rule 1: consecutive calls use different
- *    halves. (Writes into a peer's single scratch buffer are not covered: such plans stay safe
- *    only when the peer's last use of its scratch comes before the writer's end of the call,
- *    or the writer waits first; neither is checked here.)
+ *    Writes into a double scratch buffer need only rule 1: consecutive calls use different
+ *    halves (shunt adds the half to every scratch access, packet or not).
+ * 3. Single scratch: without a double scratch buffer every call uses the same scratch, so a
+ *    rank W's write into rank R's scratch in call k+1 can land while R (or a rank reading R's
+ *    scratch remotely) still reads those chunks in call k. The write is safe when it comes
+ *    after some op of R in its call (R has left call k), or when every op that reads the
+ *    chunks it overlaps, in R's scratch, comes before some op of W in the same call (W cannot
+ *    leave call k, so cannot write in call k+1, before the read is done). Writes by R itself
+ *    are ordered by its kernels following each other. (A rank's own writes into its scratch,
+ *    overwritten by a peer's next call, are not covered.)
  *
  * A signal is matched to its wait one to one when each side's ops on the channel are in one
  * block and outside pipelines; otherwise a wait only counts as depending on the peer having
@@ -44,8 +50,9 @@ struct graph {
   uint32_t* rank_base; /* first op node of each rank, and nops at [ngpus] */
   uint32_t *ef, *et;   /* edges */
   size_t ne, cap;
-  uint32_t *off, *adj; /* CSR */
-  uint32_t nhubs;      /* barrier hubs, numbered after the entries */
+  uint32_t *off, *adj;   /* CSR */
+  uint32_t *roff, *radj; /* the same, edges reversed */
+  uint32_t nhubs;        /* barrier hubs, numbered after the entries */
   bool oom, undecided;
 };
 
@@ -410,6 +417,16 @@ static bool build(struct graph* g) {
   uint32_t* fill = calloc(total, sizeof(*fill));
   if (!fill) return false;
   for (size_t e = 0; e < g->ne; e++) g->adj[g->off[g->ef[e]] + fill[g->ef[e]]++] = g->et[e];
+  g->roff = calloc(total + 1, sizeof(*g->roff));
+  g->radj = malloc((g->ne ? g->ne : 1) * sizeof(*g->radj));
+  if (!g->roff || !g->radj) {
+    free(fill);
+    return false;
+  }
+  for (size_t e = 0; e < g->ne; e++) g->roff[g->et[e] + 1]++;
+  for (uint32_t v = 0; v < total; v++) g->roff[v + 1] += g->roff[v];
+  memset(fill, 0, total * sizeof(*fill));
+  for (size_t e = 0; e < g->ne; e++) g->radj[g->roff[g->et[e]] + fill[g->et[e]]++] = g->ef[e];
   free(fill);
   return true;
 }
@@ -427,6 +444,151 @@ static void reach(const struct graph* g, uint32_t q, unsigned char* seen, uint32
         seen[g->adj[e]] = 1;
         stack[top++] = g->adj[e];
       }
+  }
+}
+
+/* Marks in `seen` every node from which some op of rank w is reachable. */
+static void coreach(const struct graph* g, uint32_t w, unsigned char* seen, uint32_t* stack) {
+  uint32_t total = g->nops + g->p->ngpus + g->nhubs, top = 0;
+  memset(seen, 0, total);
+  for (uint32_t n = g->rank_base[w]; n < g->rank_base[w + 1]; n++) {
+    seen[n] = 1;
+    stack[top++] = n;
+  }
+  while (top) {
+    uint32_t v = stack[--top];
+    for (uint32_t e = g->roff[v]; e < g->roff[v + 1]; e++)
+      if (!seen[g->radj[e]]) {
+        seen[g->radj[e]] = 1;
+        stack[top++] = g->radj[e];
+      }
+  }
+}
+
+/* Rule 3. A write into a single scratch (w_node's dst_buff[d], into rank r's) with a read of
+ * the chunks it overlaps that comes before no op of the writer; it stays an error unless the
+ * write depends on rank r. */
+struct scratch_race {
+  uint32_t w_node, d, r, reader;
+};
+
+struct scratch_races {
+  struct scratch_race* v;
+  size_t n, cap;
+};
+
+/* Whether entry e of an op of rank a is in rank q's scratch. */
+static bool in_scratch_of(const struct shunt_plan* p, uint32_t a, const struct shunt_plan_ref* e,
+                          uint32_t q) {
+  if (e->type != SHUNT_BUF_SCRATCH) return false;
+  if (e->kind == SHUNT_REF_LOCAL) return a == q;
+  return e->global >= 0 && writes_into(p, a, e, q);
+}
+
+static bool is_data(const struct shunt_plan_op* o) {
+  return !shunt_op_is_sync(o->type) && o->type != SHUNT_OP_PIPELINE;
+}
+
+/* Finds the rule 3 candidates: reads of every rank's scratch, by any rank, grouped by owner;
+ * then per writer w, the nodes that come before some op of w, and its writes' unordered reads. */
+static bool scratch_candidates(const struct graph* g, unsigned char* seen, uint32_t* stack,
+                               struct scratch_races* out, bool* undecided) {
+  const struct shunt_plan* p = g->p;
+  bool ok = false;
+  uint32_t* first = calloc(p->ngpus + 1, sizeof(*first));
+  struct reader* rd = NULL;
+  if (!first) return false;
+  for (int pass = 0; pass < 2; pass++) {
+    size_t nr = 0;
+    for (uint32_t q = 0; q < p->ngpus; q++) {
+      first[q] = (uint32_t)nr;
+      for (uint32_t n = 0; n < g->nops; n++) {
+        const struct shunt_plan_op* o = g->nd[n].o;
+        if (!is_data(o)) continue;
+        for (uint32_t s = 0; s < o->nsrc; s++) {
+          if (!in_scratch_of(p, g->nd[n].r, &o->src[s], q)) continue;
+          if (pass == 1) {
+            rd[nr].node = n;
+            slice(o, &o->src[s], &rd[nr].lo, &rd[nr].hi);
+          }
+          nr++;
+        }
+      }
+    }
+    first[p->ngpus] = (uint32_t)nr;
+    if (pass == 0 && !(rd = malloc((nr ? nr : 1) * sizeof(*rd)))) goto out;
+  }
+  uint64_t pairs = 0;
+  for (uint32_t w = 0; w < p->ngpus; w++) {
+    bool marked = false;
+    for (uint32_t n = g->rank_base[w]; n < g->rank_base[w + 1]; n++) {
+      const struct shunt_plan_op* o = g->nd[n].o;
+      if (!is_data(o)) continue;
+      for (uint32_t d = 0; d < o->ndst; d++) {
+        const struct shunt_plan_ref* e = &o->dst[d];
+        if (e->kind == SHUNT_REF_LOCAL) continue;
+        double wlo, whi;
+        slice(o, e, &wlo, &whi);
+        for (uint32_t r = 0; r < p->ngpus; r++) {
+          if (r == w || !in_scratch_of(p, w, e, r)) continue;
+          if (!marked) {
+            coreach(g, w, seen, stack);
+            marked = true;
+          }
+          pairs += first[r + 1] - first[r];
+          if (pairs > PAIR_BUDGET) {
+            *undecided = true;
+            ok = true;
+            goto out;
+          }
+          for (uint32_t k = first[r]; k < first[r + 1]; k++) {
+            if (g->nd[rd[k].node].r == w || seen[rd[k].node]) continue;
+            if (!(rd[k].lo < whi - 1e-9 && wlo < rd[k].hi - 1e-9)) continue;
+            if (out->n == out->cap) {
+              size_t cap = out->cap ? out->cap * 2 : 16;
+              struct scratch_race* v = realloc(out->v, cap * sizeof(*v));
+              if (!v) goto out;
+              out->v = v;
+              out->cap = cap;
+            }
+            out->v[out->n++] = (struct scratch_race){n, d, r, rd[k].node};
+            break;
+          }
+        }
+      }
+    }
+  }
+  ok = true;
+out:
+  free(first);
+  free(rd);
+  return ok;
+}
+
+/* Rule 3's error for a candidate whose write does not depend on its rank r (`seen`: reachable
+ * from r's entry), once per writer and scratch owner. */
+static void check_scratch(struct cctx* c, const struct graph* g, const struct scratch_races* sr, uint32_t q,
+                          const unsigned char* seen) {
+  uint32_t done_w = UINT32_MAX;
+  for (size_t k = 0; k < sr->n; k++) {
+    const struct scratch_race* x = &sr->v[k];
+    const struct node* w = &g->nd[x->w_node];
+    const struct node* rd = &g->nd[x->reader];
+    if (x->r != q || seen[x->w_node] || w->r == done_w) continue;
+    done_w = w->r; /* candidates come grouped by writer */
+    struct oppos at = {rd->r, rd->b, rd->i, rd->j}, wat = {w->r, w->b, w->i, w->j};
+    char wpath[96];
+    char sfx[24];
+    snprintf(sfx, sizeof(sfx), ".dst_buff[%u]", x->d);
+    oppath(&wat, sfx, wpath, sizeof(wpath));
+    const struct shunt_plan_ref* e = &w->o->dst[x->d];
+    operr(
+        c, &at, "",
+        "unsafe across back-to-back calls: %s reads rank %u's single scratch, written by rank %u's %s (%s, "
+        "chunks [%u, %u)), and comes before no op of rank %u in the call: its next call can overwrite the "
+        "chunks while they are read; signal rank %u after the last read, or make the write wait for rank %u",
+        shunt_op_name(rd->o->type), q, w->r, shunt_op_name(w->o->type), wpath, e->index, e->index + e->size,
+        w->r, w->r, q);
   }
 }
 
@@ -460,6 +622,7 @@ void check_step(struct cctx* c) {
   struct graph g = {.p = p};
   unsigned char *seen = NULL, *deaf = NULL;
   uint32_t* stack = NULL;
+  struct scratch_races sr = {0};
   if (!build(&g)) goto oom;
   if (g.undecided) goto done;
   uint32_t total = g.nops + p->ngpus + g.nhubs;
@@ -468,6 +631,11 @@ void check_step(struct cctx* c) {
   if (!seen || !stack) goto oom;
   deaf = calloc((size_t)p->ngpus * p->ngpus, 1); /* [r * n + q]: nothing of q reaches r */
   if (!deaf) goto oom;
+  if (!p->use_double_scratch_buffer) {
+    bool undecided = false;
+    if (!scratch_candidates(&g, seen, stack, &sr, &undecided)) goto oom;
+    if (undecided) goto done;
+  }
   for (uint32_t q = 0; q < p->ngpus; q++) {
     reach(&g, q, seen, stack);
     for (uint32_t r = 0; r < p->ngpus; r++) {
@@ -477,6 +645,7 @@ void check_step(struct cctx* c) {
     }
     for (uint32_t n = 0; n < g.nops; n++)
       if (g.nd[n].r != q) check_writes(c, &g, n, q, seen);
+    check_scratch(c, &g, &sr, q, seen);
   }
   /* One error per rank that can run ahead, naming the ranks it does not wait for. Send/receive
    * plans (MSCCL++'s DSL writes rings of them: each rank hears from its neighbours only) and
@@ -520,4 +689,7 @@ done:
   free(g.et);
   free(g.off);
   free(g.adj);
+  free(g.roff);
+  free(g.radj);
+  free(sr.v);
 }

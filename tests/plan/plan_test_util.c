@@ -25,7 +25,11 @@ static const char* gpu_fmt =
     "\"size\": 1}], \"dst_buff\": [{\"type\": \"o\", \"index\": %d, \"size\": 1}]%s},"
     "    {\"name\": \"nop\"},"
     "    {\"name\": \"sem_release\", \"semaphore_ids\": [0]},"
-    "    {\"name\": \"barrier\", \"barrier_id\": 0, \"num_threadblocks\": 2}]},"
+    "    {\"name\": \"barrier\", \"barrier_id\": 0, \"num_threadblocks\": 2},"
+    /* The peer's read of its scratch comes before this rank's end of the call, so the next
+     * call's put cannot overwrite it mid-read (one scratch for every call). */
+    "    {\"name\": \"signal\", \"channel_type\": \"memory\", \"channel_ids\": [0]},"
+    "    {\"name\": \"wait\", \"channel_type\": \"memory\", \"channel_ids\": [0]}]},"
     "  {\"id\": 1, \"channels\": [], \"ops\": ["
     "    {\"name\": \"sem_acquire\", \"semaphore_ids\": [0]},"
     "    {\"name\": \"nop\"},"

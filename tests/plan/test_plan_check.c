@@ -218,7 +218,7 @@ static void test_balance(void) {
   /* Rank 1 no longer waits: rank 0's signal on pair #0 is unmatched. */
   EXPECT(edit(B(), "{\"name\": \"wait\", \"channel_ids\": [0], \"channel_type\": \"memory\"},", "", 2),
          "gpus[0].threadblocks[0].ops[2].channel_ids",
-         "memory channel pair #0 from rank 0 to rank 1: 1 signal(s) but 0 wait(s)");
+         "memory channel pair #0 from rank 0 to rank 1: 2 signal(s) but 1 wait(s)");
   /* Two channels from rank 0 to 1 but only one back: a wait on the second is never signalled. */
   EXPECT(edit(edit(edit(B(), "\"connected_to\": [1]", "\"connected_to\": [1, 1]", 1),
                    "\"channel_ids\": [0]}],", "\"channel_ids\": [0, 1]}],", 1),

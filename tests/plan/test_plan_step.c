@@ -1,6 +1,7 @@
 /* The check of calls back to back (plan/check.h, shunt_plan_check_races): a plan that lets a rank
- * finish a call without depending on another rank, or write into a peer's buffers before it
- * depends on that peer, is refused; the same plans with the dependence pass. */
+ * finish a call without depending on another rank, write into a peer's buffers before it
+ * depends on that peer, or write a peer's single scratch while the peer's reads of it are
+ * ordered before nothing of the writer, is refused; the same plans with the dependence pass. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,42 @@ static const char* wait_first = SIMPLE(SYNC("wait", "0") "," NOP "," PUT_OP "," 
 static const char* nvls_packets =
     HEAD("allgather", "LL", "true") NVLS_GPU(0, 0, 1) "," NVLS_GPU(1, 1, 0) "]}";
 
+/* Two ranks gather through a single scratch: each puts its input into the peer's scratch chunk 0,
+ * a signal round publishes it, each copies it out. With nothing after that copy, the peer can
+ * end its call and its next call's put overwrite the chunk while the copy still reads it. */
+#define SCR_OP(OP, SRC, DST) "{\"name\":\"" OP "\",\"src_buff\":[" SRC "],\"dst_buff\":[" DST "]}"
+#define SCR_L(T, I) "{\"type\":\"" T "\",\"index\":" #I ",\"size\":1}"
+#define ROUND SYNC("signal", "0") "," SYNC("wait", "0")
+#define SCR_PUT                                                                                           \
+  "{\"name\":\"put\",\"channel_type\":\"memory\",\"src_buff\":[" L("i") "],\"dst_buff\":[" R(0) "]}," NOP \
+                                                                                                "," ROUND \
+                                                                                                "," NOP
+#define SCR_GPU(ID, PEER, OPS)                                                           \
+  "{\"id\":" #ID                                                                         \
+  ",\"input_chunks\":1,\"output_chunks\":2,\"scratch_chunks\":2,"                        \
+  "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[" #PEER                  \
+  "]}],\"remote_buffers\":["                                                             \
+  "{\"rank\":" #PEER                                                                     \
+  ",\"type\":\"s\",\"access_channel_types\":[\"memory\"]}],\"threadblocks\":["           \
+  "{\"id\":0,\"channels\":[" MEM("0") "]," REFS("0") ",\"ops\":[" SCR_OP("copy", L("i"), \
+                                                                         SCR_L("o", ID)) "," OPS "]}]}"
+/* OPS(ME, PEER): the ops after each rank's copy of its own input. */
+#define SCR_PLAN(DOUBLE, OPS) \
+  HEAD("allgather", "Simple", DOUBLE) SCR_GPU(0, 1, OPS(0, 1)) "," SCR_GPU(1, 0, OPS(1, 0)) "]}"
+#define COPY_OUT(PEER) SCR_OP("copy", SCR_L("s", 0), SCR_L("o", PEER))
+#define OPEN_OPS(ME, PEER) SCR_PUT "," COPY_OUT(PEER)
+#define CLOSED_OPS(ME, PEER) SCR_PUT "," COPY_OUT(PEER) "," NOP "," ROUND
+#define OPENING_OPS(ME, PEER) ROUND "," NOP "," SCR_PUT "," COPY_OUT(PEER)
+/* The last read is of chunk 1, which only the rank itself writes: no peer's put can reach it. */
+#define OTHER_CHUNK_OPS(ME, PEER)       \
+  SCR_OP("copy", L("i"), SCR_L("s", 1)) \
+  "," SCR_PUT "," COPY_OUT(PEER) "," NOP "," ROUND "," NOP "," SCR_OP("copy", SCR_L("s", 1), SCR_L("o", ME))
+static const char* scratch_open = SCR_PLAN("false", OPEN_OPS);
+static const char* scratch_closed = SCR_PLAN("false", CLOSED_OPS);
+static const char* scratch_opening = SCR_PLAN("false", OPENING_OPS);
+static const char* scratch_double = SCR_PLAN("true", OPEN_OPS);
+static const char* scratch_other_chunk = SCR_PLAN("false", OTHER_CHUNK_OPS);
+
 /* Runs both checks; returns the error count and whether one has `path` and `reason`. */
 static unsigned run(const char* text, const char* path, const char* reason, bool* found, bool print) {
   struct shunt_plan_errors e = {0};
@@ -143,5 +180,14 @@ int main(void) {
              "put writes rank 1's output before anything in this call depends on rank 1", __LINE__);
   expect_ok(wait_first, __LINE__);
   expect_ok(nvls_packets, __LINE__);
+  expect_err(scratch_open, "gpus[0].threadblocks[0].ops[6]",
+             "copy reads rank 0's single scratch, written by rank 1's put "
+             "(gpus[1].threadblocks[0].ops[1].dst_buff[0], chunks [0, 1)), and comes before no op of rank 1",
+             __LINE__);
+  expect_err(scratch_open, "gpus[1].threadblocks[0].ops[6]", "copy reads rank 1's single scratch", __LINE__);
+  expect_ok(scratch_closed, __LINE__);
+  expect_ok(scratch_opening, __LINE__);
+  expect_ok(scratch_double, __LINE__);
+  expect_ok(scratch_other_chunk, __LINE__);
   CHECK_DONE();
 }
