@@ -33,7 +33,8 @@ static void sizes(const struct shunt_plan* p, const uint8_t* data, size_t size) 
                                  0,
                                  false};
     char why[256];
-    (void)shunt_split_check(p, &s, why, sizeof(why));
+    struct shunt_split sp;
+    (void)shunt_split_check(p, &s, &sp, why, sizeof(why));
     h = h * 6364136223846793005ull + 1442695040888963407ull;
   }
 }
