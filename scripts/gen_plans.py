@@ -588,9 +588,11 @@ def reducescatter_port(n, inplace):
 # ---------------------------------------------------------------------------------------
 
 BCAST_ROOT = 0
-# The packet plan serves broadcasts up to here, the Simple plan above (on the host backend the
-# Simple plan's puts win from about 16-32 KiB at 8 ranks: a packet doubles the bytes written).
-BCAST_LL_MAX = 16 << 10
+# The packet plan serves broadcasts up to here per rank count, the Simple plan above. Measured
+# on the host backend (shunt-perf, each plan over the other's range, two rounds): the Simple
+# plan, whose peers pull the root's output in one round, is faster from 8 KiB at 2 ranks and at
+# 8, and from 2 KiB at 4; a packet doubles the bytes written.
+BCAST_LL_MAX = {2: 4 << 10, 4: 1 << 10, 8: 4 << 10}
 # Threadblocks of the packet plan on every rank (each root block writes its slice to every
 # peer): on the host backend 1 to 4 blocks take half the time of 12 to 14 at these sizes.
 BCAST_LL_BLOCKS = 4
@@ -1142,8 +1144,8 @@ def all_plans():
                     # No port plan: the memory Simple plan serves every size above.
                     plans.append(set_range(simple(n, inplace), top, PORT_MAX))
     for n in RANKS:
-        plans.append(set_range(broadcast_ll(n), 0, BCAST_LL_MAX))
-        plans.append(set_range(broadcast_simple(n), BCAST_LL_MAX, PORT_MAX))
+        plans.append(set_range(broadcast_ll(n), 0, BCAST_LL_MAX[n]))
+        plans.append(set_range(broadcast_simple(n), BCAST_LL_MAX[n], PORT_MAX))
         plans.append(set_range(broadcast_port(n), 0, PORT_MAX))
     for inplace in (False, True):
         plans.append(set_range(alltoall_port(A2A_PORT_MULTI, inplace), 0, PORT_MAX))
