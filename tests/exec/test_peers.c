@@ -11,26 +11,9 @@
 #include "transport/peers.h"
 
 #define NR 4
-
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static unsigned arrived, generation;
-static char slots[NR][512];
-
-static int barrier(void* ctx) {
-  (void)ctx;
-  pthread_mutex_lock(&mu);
-  unsigned g = generation;
-  if (++arrived == NR) {
-    arrived = 0;
-    generation++;
-    pthread_cond_broadcast(&cv);
-  } else {
-    while (g == generation) pthread_cond_wait(&cv, &mu);
-  }
-  pthread_mutex_unlock(&mu);
-  return 0;
-}
+#define THREAD_EXCHANGE_RANKS NR
+#define THREAD_EXCHANGE_SLOT 512
+#include "common/thread_exchange.h"
 
 /* What a case asks of one rank, and what it saw. */
 struct rank {
@@ -45,12 +28,7 @@ struct rank {
 };
 
 static int allgather(void* ctx, void* buf, size_t bytes) {
-  struct rank* a = ctx;
-  if (bytes > sizeof(slots[0])) return -1;
-  memcpy(slots[a->rank], (char*)buf + a->rank * bytes, bytes);
-  barrier(ctx);
-  for (uint32_t r = 0; r < NR; r++) memcpy((char*)buf + r * bytes, slots[r], bytes);
-  return barrier(ctx);
+  return thread_exchange_allgather(((struct rank*)ctx)->rank, buf, bytes);
 }
 
 static int ready(void* ctx, const struct shunt_peers* p, char* err, size_t len) {
@@ -70,7 +48,7 @@ static void unready(void* ctx) {
 
 static void* rank_main(void* arg) {
   struct rank* a = arg;
-  struct shunt_world_exchange bs = {.ctx = a, .allgather = allgather, .barrier = barrier};
+  struct shunt_world_exchange bs = {.ctx = a, .allgather = allgather, .barrier = thread_exchange_barrier};
   struct shunt_peers_config c = {.rank = a->rank,
                                  .nranks = NR,
                                  .bs = &bs,

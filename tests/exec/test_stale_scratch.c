@@ -17,26 +17,9 @@
 #include "plan/parse.h"
 
 #define NR 2
-
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static unsigned arrived, generation;
-static char slots[NR][4096];
-
-static int barrier(void* ctx) {
-  (void)ctx;
-  pthread_mutex_lock(&mu);
-  unsigned g = generation;
-  if (++arrived == NR) {
-    arrived = 0;
-    generation++;
-    pthread_cond_broadcast(&cv);
-  } else {
-    while (g == generation) pthread_cond_wait(&cv, &mu);
-  }
-  pthread_mutex_unlock(&mu);
-  return 0;
-}
+#define THREAD_EXCHANGE_RANKS NR
+#define THREAD_EXCHANGE_SLOT 4096
+#include "common/thread_exchange.h"
 
 struct rank_arg {
   uint32_t rank;
@@ -45,17 +28,13 @@ struct rank_arg {
 };
 
 static int allgather(void* ctx, void* buf, size_t bytes) {
-  struct rank_arg* a = ctx;
-  memcpy(slots[a->rank], (char*)buf + a->rank * bytes, bytes);
-  barrier(ctx);
-  for (uint32_t r = 0; r < NR; r++) memcpy((char*)buf + r * bytes, slots[r], bytes);
-  return barrier(ctx);
+  return thread_exchange_allgather(((struct rank_arg*)ctx)->rank, buf, bytes);
 }
 
 static void* rank_main(void* arg) {
   struct rank_arg* a = arg;
   const uint64_t in_bytes = 4096, out_bytes = in_bytes * NR;
-  struct shunt_world_exchange bs = {.ctx = a, .allgather = allgather, .barrier = barrier};
+  struct shunt_world_exchange bs = {.ctx = a, .allgather = allgather, .barrier = thread_exchange_barrier};
   struct shunt_world_config cfg = {shunt_lower_scratch_need(a->plan, in_bytes, out_bytes), in_bytes,
                                    out_bytes};
   struct shunt_world* w = NULL;
@@ -69,7 +48,7 @@ static void* rank_main(void* arg) {
   uint64_t plain = shunt_scratch_at(flag, w->cfg.scratch_bytes, 0, 0);
   uint32_t* s = (uint32_t*)(void*)w->peers[w->rank].scratch;
   for (uint64_t i = 0; i < w->cfg.scratch_bytes / 4; i++) s[i] = i * 4 < plain ? 1 : (i % 2 ? flag : 7);
-  barrier(a); /* both scratches filled before either rank sends */
+  thread_exchange_barrier(NULL); /* both scratches filled before either rank sends */
   struct shunt_call_shape shape = {in_bytes,       out_bytes, SHUNT_DT_INT8, SHUNT_REDOP_SUM,
                                    SHUNT_PKT_LL16, 0,         false};
   struct shunt_program* p = shunt_lower(a->plan, a->rank, &shape, err, sizeof(err));

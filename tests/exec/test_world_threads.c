@@ -10,26 +10,9 @@
 #include "plan/parse.h"
 
 #define NR 2
-
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static unsigned arrived, generation;
-static char slots[NR][4096];
-
-static int barrier(void* ctx) {
-  (void)ctx;
-  pthread_mutex_lock(&mu);
-  unsigned g = generation;
-  if (++arrived == NR) {
-    arrived = 0;
-    generation++;
-    pthread_cond_broadcast(&cv);
-  } else {
-    while (g == generation) pthread_cond_wait(&cv, &mu);
-  }
-  pthread_mutex_unlock(&mu);
-  return 0;
-}
+#define THREAD_EXCHANGE_RANKS NR
+#define THREAD_EXCHANGE_SLOT 4096
+#include "common/thread_exchange.h"
 
 struct rank_arg {
   uint32_t rank;
@@ -38,17 +21,13 @@ struct rank_arg {
 };
 
 static int allgather(void* ctx, void* buf, size_t bytes) {
-  struct rank_arg* a = ctx;
-  memcpy(slots[a->rank], (char*)buf + a->rank * bytes, bytes);
-  barrier(ctx);
-  for (uint32_t r = 0; r < NR; r++) memcpy((char*)buf + r * bytes, slots[r], bytes);
-  return barrier(ctx);
+  return thread_exchange_allgather(((struct rank_arg*)ctx)->rank, buf, bytes);
 }
 
 static void* rank_main(void* arg) {
   struct rank_arg* a = arg;
   const uint64_t in_bytes = 4096, out_bytes = in_bytes * NR;
-  struct shunt_world_exchange bs = {.ctx = a, .allgather = allgather, .barrier = barrier};
+  struct shunt_world_exchange bs = {.ctx = a, .allgather = allgather, .barrier = thread_exchange_barrier};
   struct shunt_world_config cfg = {shunt_lower_scratch_need(a->plan, in_bytes, out_bytes), in_bytes,
                                    out_bytes};
   struct shunt_world* w = NULL;
