@@ -15,6 +15,8 @@ enum { MODE_AUTO = 0, MODE_ON, MODE_OFF };
 
 static pthread_once_t mode_once = PTHREAD_ONCE_INIT;
 static int mode;
+/* SHUNT_GPU_ACROSS_HOSTS: whether device calls of a world that spans hosts may run on plans. */
+static bool across_hosts;
 /* Bound of every wait of a self-check run. A healthy run takes microseconds on a GPU; the
  * bound is for a kernel that never completes. Seconds, from SHUNT_GPU_CHECK_TIMEOUT. */
 static int64_t check_timeout_ms;
@@ -23,6 +25,20 @@ static void read_mode(void) {
   static const char* const choices[] = {"auto", "on", "off"};
   mode = shunt_env_choice("SHUNT_GPU", NULL, choices, 3, MODE_AUTO);
   check_timeout_ms = shunt_env_int("SHUNT_GPU_CHECK_TIMEOUT", 2, 1, 3600) * 1000;
+  static const char* const onoff[] = {"off", "on"};
+  across_hosts = shunt_env_choice("SHUNT_GPU_ACROSS_HOSTS", NULL, onoff, 2, 0) == 1;
+}
+
+/* Why the device calls of c go to NCCL whatever the self-check says, or NULL. The GPU proxy
+ * still moves data to and from ranks of other hosts with stream copies that it synchronizes:
+ * on a hardware queue shared with the user's stream (CUDA_DEVICE_MAX_CONNECTIONS), where an
+ * event recorded after the running kernel holds the queue, those copies never start and the
+ * kernels wait for each other forever. Until the kernel stages what crosses hosts itself, a
+ * world that spans hosts keeps its device calls on NCCL. */
+static const char* spans_refusal(const struct shunt_comm* c) {
+  if (c->nnodes <= 1 || across_hosts) return NULL;
+  return "GPU buffers on ranks of several hosts (the GPU executor's transfers between hosts could wait "
+         "behind the user's stream on a shared hardware queue; SHUNT_GPU_ACROSS_HOSTS=on overrides)";
 }
 
 /* The collectives the GPU backend runs (the others' device calls go to NCCL). */
@@ -53,6 +69,14 @@ void shunt_gpu_gate_init(struct shunt_comm* c) {
   int m = gpu_mode();
   if (m == MODE_OFF) {
     atomic_store(&c->gpu_verdict, SHUNT_GPU_NCCL);
+    return;
+  }
+  if (spans_refusal(c)) {
+    /* The same on every rank (host identities are gathered at init): no check is run anywhere. */
+    atomic_store(&c->gpu_verdict, SHUNT_GPU_NCCL);
+    if (c->rank == 0 && c->gpu_everywhere)
+      SHUNT_INFO(SHUNT_INIT, "communicator of %d ranks on %d hosts: its device calls go to NCCL (%s)", c->nranks,
+                 c->nnodes, spans_refusal(c));
     return;
   }
   if (m == MODE_ON) {
@@ -151,6 +175,8 @@ const char* shunt_gpu_gate_call(struct shunt_comm* c, struct shunt_call* call, u
   if (!gpu_serves(call->coll))
     return "GPU buffers, and the GPU backend serves only allreduce, allgather, reducescatter, alltoall and "
            "broadcast";
+  const char* spans = gpu_mode() == MODE_OFF ? NULL : spans_refusal(c);
+  if (spans) return spans;
   switch (atomic_load(&c->gpu_verdict)) {
     case SHUNT_GPU_USE:
       break;

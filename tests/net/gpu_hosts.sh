@@ -6,6 +6,9 @@
 # the multi-node plans, exactly; a completion error in the middle of the calls (the self-check
 # skipped) fails the ranks, naming the peer and the status; the same plans over TCP
 # (SHUNT_NET=socket, and auto when no rank has an active verbs port, reducescatter too), exactly.
+# By default such a world's device calls go to NCCL (api/gpu_gate.c: the proxy's stream copies
+# could wait behind the user's stream); the runs above take SHUNT_GPU_ACROSS_HOSTS=on, and a
+# first run checks the refusal: every call goes to NCCL with the reason in the CALL log.
 # Usage: gpu_hosts.sh SHUNT_PERF FAKEIBV FAKECUDA_DIR (SHUNT_PLAN_DIR: the shipped plans)
 set -u
 perf=$1 iblib=$2 cudadir=$3
@@ -22,7 +25,7 @@ run() {
   local base=(LD_LIBRARY_PATH="$cudadir" FAKECUDA_DEVICES=1 SHUNT_GPU_CHECK_TIMEOUT=60 SHUNT_FALLBACK=0
               SHUNT_NCCL_LIB=/nonexistent/libnccl.so.2 SHUNT_IB_LIB="$iblib" FAKEIBV_ADDR=127.0.0.1
               SHUNT_BOOTSTRAP_TIMEOUT=60 SHUNT_SOCKET_IFNAME=lo SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,NET
-              "${extra[@]}")
+              SHUNT_GPU_ACROSS_HOSTS=on "${extra[@]}")
   exec {idfd}< <(env "${base[@]}" "$perf" --make-id 2>"$out/$name.id.log")
   idpid=$!
   read -r -t 30 id <&$idfd || { echo "$name: no id from shunt-perf --make-id"; cat "$out/$name.id.log"; return 1; }
@@ -39,6 +42,16 @@ run() {
 rows() { grep -cE '^ +[0-9]+ +[0-9]+ +(float|int8) ' "$1"; }
 served() { grep -cE "^ +[0-9]+ +[0-9]+ +(float|int8) .* $2" "$1"; }
 fail=0
+# The default: no plan serves device calls across hosts; without an NCCL each call fails, naming why.
+for gpu in auto on; do
+  if run refuse$gpu 2 1 SHUNT_GPU_ACROSS_HOSTS=off SHUNT_GPU=$gpu SHUNT_DEBUG_SUBSYS=INIT,CALL \
+    -- -b 4K -e 4K -n 1 -w 0 -d float -o sum --coll allreduce; then
+    echo "refuse$gpu: a device call across hosts succeeded with no NCCL to serve it"; fail=1
+  fi
+  grep -q " -> nccl (GPU buffers on ranks of several hosts" "$out/refuse$gpu.0.log" ||
+    { echo "refuse$gpu: no CALL line gives the refusal"; tail -n 20 "$out/refuse$gpu.0.log"; fail=1; }
+  grep -q "GPU self-check" "$out/refuse$gpu.0.log" && { echo "refuse$gpu: a self-check ran across hosts"; fail=1; }
+done
 args=(-b 1K -e 64K -f 8 -n 2 -w 1 -d float,int8 -o sum)
 for shape in "2 1 (allreduce|allgather)_2r_port_" "4 2 (allreduce|allgather)_2x2_hier_"; do
   read -r n per want <<<"$shape"
@@ -84,5 +97,5 @@ for shape in "socket 4 2 SHUNT_NET=socket (allreduce|allgather)_2x2_hier_ allred
     echo "$name: a rank failed"; tail -n 20 "$out/$name".*.log; fail=1
   fi
 done
-[ $fail = 0 ] && echo "device buffers on 2 hosts: port-only and multi-node plans over verbs and over TCP, exact; a completion error fails the ranks"
+[ $fail = 0 ] && echo "device buffers on 2 hosts: refused by default; with SHUNT_GPU_ACROSS_HOSTS=on, port-only and multi-node plans over verbs and over TCP, exact; a completion error fails the ranks"
 exit $fail
