@@ -14,6 +14,7 @@
 #include "api/export.h"
 #include "api/group.h"
 #include "api/handles.h"
+#include "api/tune.h"
 #include "api/plans.h"
 #include "api/unavailable.h"
 #include "comm/bootstrap.h"
@@ -69,8 +70,10 @@ static ncclResult_t finish(struct child_job* j, struct shunt_bootstrap* boot, nc
     c = shunt_comm_create(boot, real, p->cuda_dev, j->child_blocking, plans,
                           plans ? shunt_planset_hash(plans) : 0, plans ? shunt_planset_usable(plans) : 0);
     if (c) shunt_gpu_gate_init(c);
+    if (c) shunt_tune_init(c);
     if (c && shunt_handles_add(c->handle, c, real == NULL) != 0) {
       SHUNT_WARN("%s: out of memory recording the communicator", j->fn);
+      shunt_tune_fini(c, true);
       shunt_comm_free(c, 1);
       c = NULL;
     }

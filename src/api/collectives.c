@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api/coll_config.h"
 #include "api/export.h"
@@ -16,6 +17,7 @@
 #include "api/handles.h"
 #include "api/launch.h"
 #include "api/plans.h"
+#include "api/tune.h"
 #include "comm/redop.h"
 #include "api/unavailable.h"
 #include "comm/comm.h"
@@ -117,9 +119,10 @@ static ncclResult_t check_size(const char* fn, size_t count, ncclDataType_t dt, 
  * Nothing is lowered for the run here: that happens when the call runs. Sets sel->why_not when
  * not. */
 static bool both_parts_lower(struct shunt_selection* sel, const struct shunt_call* call,
-                             struct shunt_split* split) {
+                             struct shunt_split* split, bool any_size) {
   static _Thread_local char reason[256];
-  struct shunt_call_shape shape = {call->in_bytes, call->out_bytes, call->dtype, call->op, 0, 0, false};
+  struct shunt_call_shape shape = {call->in_bytes, call->out_bytes, call->dtype, call->op, 0, 0,
+                                   false,          any_size};
   if (shunt_split_check(sel->entry->plan, &shape, split, reason, sizeof(reason))) return true;
   sel->why_not = reason;
   sel->entry = NULL;
@@ -133,9 +136,30 @@ struct plan_job {
   ncclComm_t handle;
   uint64_t serial;
   struct shunt_call call;
-  struct shunt_split split; /* the call's shape, computed at selection */
-  void* completion_event;   /* ncclCollConfig_t.launchCompletionEvent, or NULL */
+  struct shunt_split split;      /* the call's shape, computed at selection */
+  void* completion_event;        /* ncclCollConfig_t.launchCompletionEvent, or NULL */
+  struct shunt_tune_ticket tune; /* in-job tuning: how the run takes part (api/tune.h) */
 };
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A call whose plan in-job tuning settles at the run (api/tune.h): the bucket's decision, with
+ * the call's shape on it, or the plan chosen at selection when the decision cannot take it. */
+static void resolve_tuned(struct shunt_comm* c, struct plan_job* j) {
+  const struct shunt_plan_entry* e = shunt_tune_resolve(c, &j->tune, j->call.entry);
+  if (e == j->call.entry) return;
+  struct shunt_selection sel = {.entry = e};
+  struct shunt_split split;
+  if (!both_parts_lower(&sel, &j->call, &split, true)) return;
+  split.inplace = j->split.inplace;
+  j->call.entry = e;
+  j->split = split;
+  atomic_store(&c->last_plan, e->plan->name);
+}
 
 static ncclResult_t run_plan_job(void* arg) {
   struct plan_job* j = arg;
@@ -144,7 +168,11 @@ static ncclResult_t run_plan_job(void* arg) {
     SHUNT_WARN("a queued collective's communicator was destroyed before the group ended");
     return ncclInvalidUsage;
   }
+  resolve_tuned(c, j);
+  double t0 = j->tune.sample ? now_seconds() : 0;
   ncclResult_t rc = shunt_launch(c, &j->call, &j->split);
+  if (j->tune.bucket)
+    shunt_tune_record(c->tune, &j->tune, j->tune.sample ? now_seconds() - t0 : 0, rc == ncclSuccess);
   /* The host backend has finished the work when shunt_launch returns, the GPU backend has
    * enqueued it: the event is recorded on the call's stream now, as NCCL records it once its
    * kernel is launched. */
@@ -163,7 +191,8 @@ static ncclResult_t run_plan_job(void* arg) {
 /* Queues `call` to run on its plan: in a group until the outermost ncclGroupEnd, outside one
  * at once (api/group.h). */
 static ncclResult_t queue_plan_call(struct shunt_comm* c, struct shunt_call* call,
-                                    const struct shunt_split* split, const struct shunt_coll_opts* opts) {
+                                    const struct shunt_split* split, const struct shunt_coll_opts* opts,
+                                    const struct shunt_tune_ticket* tune) {
   struct plan_job* j = malloc(sizeof(*j));
   if (!j) {
     SHUNT_WARN("out of memory queueing a collective");
@@ -174,6 +203,7 @@ static ncclResult_t queue_plan_call(struct shunt_comm* c, struct shunt_call* cal
   j->call = *call;
   j->split = *split;
   j->completion_event = opts->completion_event;
+  j->tune = *tune;
   atomic_store(&c->last_plan, call->entry->plan->name);
   return shunt_group_enqueue(c, run_plan_job, j, free);
 }
@@ -413,11 +443,29 @@ static ncclResult_t route(const struct coll_kind* k, const struct coll_args* a) 
     struct shunt_selection sel = shunt_planset_select(c->plans, &q);
     if (sel.entry && (sel.why_not = shunt_gpu_gate_plan(c, &call, sel.entry->plan)) != NULL) sel.entry = NULL;
     struct shunt_split split;
-    if (sel.entry && both_parts_lower(&sel, &call, &split)) {
+    struct shunt_tune_ticket tune = {0};
+    bool tuned = false;
+    if (sel.entry && c->tune && !call.on_gpu) {
+      /* In-job tuning may serve the call with another candidate; one whose shape does not
+       * lower for this exact size leaves it to the untuned plan (alike on every rank). */
+      const struct shunt_plan_entry* untuned = sel.entry;
+      sel.entry = shunt_tune_pick(c->tune, &q, untuned, shunt_group_depth() > 0, &tune);
+      const struct shunt_plan_entry* cand = sel.entry;
+      tuned = cand != untuned;
+      if (tuned && !both_parts_lower(&sel, &call, &split, true)) {
+        tuned = false;
+        SHUNT_TRACE(SHUNT_TUNE, "%s %" PRIu64 " bytes: candidate %s passed over: %s", fn, bytes,
+                    cand->plan->name, sel.why_not);
+        sel.entry = untuned;
+        sel.why_not = NULL;
+        shunt_tune_unfit(&tune);
+      }
+    }
+    if (sel.entry && (tuned || both_parts_lower(&sel, &call, &split, false))) {
       call.entry = sel.entry;
       split.inplace = inplace; /* the one rule, carried down: no layer below decides it again */
       SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s -> plan %s", fn, bytes, what, sel.entry->plan->name);
-      return queue_plan_call(c, &call, &split, &opts);
+      return queue_plan_call(c, &call, &split, &opts, &tune);
     }
     why = sel.why_not;
   }

@@ -12,6 +12,7 @@
 #include "api/export.h"
 #include "api/group.h"
 #include "api/handles.h"
+#include "api/tune.h"
 #include "api/plans.h"
 #include "api/unavailable.h"
 #include "comm/bootstrap.h"
@@ -125,6 +126,7 @@ static ncclResult_t join_rendezvous(struct init_job* j, struct shunt_comm* c) {
     SHUNT_INFO(SHUNT_INIT, "rank %d of %d: shunt's communicator stands alone (%s); calls no plan serves fail",
                c->rank, c->nranks, j->real_why);
   shunt_gpu_gate_init(c);
+  shunt_tune_init(c);
   return ncclSuccess;
 }
 
@@ -142,6 +144,7 @@ static ncclResult_t run_init(void* arg) {
   atomic_store(&c->state, SHUNT_COMM_READY);
   if (shunt_handles_add(c->handle, c, real == NULL) != 0) {
     SHUNT_WARN("CommInitRank: out of memory recording the communicator");
+    shunt_tune_fini(c, true);
     shunt_comm_free(c, 1);
     return real ? ncclSuccess : ncclSystemError;
   }

@@ -6,6 +6,7 @@
 #include "api/export.h"
 #include "api/group.h"
 #include "api/handles.h"
+#include "api/tune.h"
 #include "api/launch.h"
 #include "api/plans.h"
 #include "api/unavailable.h"
@@ -43,6 +44,7 @@ static ncclResult_t end_comm(const char* fn, ncclComm_t comm, int abort) {
     /* A call in another thread (a watchdog's query, a collective) finishes before the state goes. */
     shunt_handles_unused(c);
     shunt_launch_release(c);
+    shunt_tune_fini(c, abort);
     shunt_comm_free(c, abort);
   }
   if (c && !real_comm) return ncclSuccess;

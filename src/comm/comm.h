@@ -19,6 +19,7 @@
 struct shunt_bootstrap;
 struct shunt_redop_table;
 struct shunt_backend;
+struct shunt_tune;
 
 /* Whether a communicator's device calls run on shunt's GPU executor (api/gpu_gate.h). */
 enum shunt_gpu_verdict {
@@ -72,6 +73,7 @@ struct shunt_comm {
   atomic_int job_running;
   atomic_int cancelled;
   _Atomic(const char*) last_plan; /* name of the plan that served the last call, NULL: NCCL */
+  struct shunt_tune* tune;        /* in-job tuning (api/tune.h), NULL when off; set at creation */
 };
 
 /* What ncclCommGetAsyncError reports for shunt's half: ncclInProgress while a nonblocking

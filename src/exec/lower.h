@@ -42,6 +42,9 @@ struct shunt_call_shape {
   /* A part of a larger call (exec/split.h), whose own size the plan's range was checked
    * against: the range is not applied to this shape. */
   bool part;
+  /* A call that in-job tuning runs on the plan whatever its size range (api/tune.h): ranges
+   * choose among plans, they are not limits of what a plan computes. */
+  bool any_size;
 };
 
 /* Whether two shapes are the same call shape, field by field (pkt 0 and LL16 taken as one). */

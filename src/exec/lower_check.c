@@ -43,7 +43,7 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
     if (!oc || ic != oc * plan->ngpus)
       SHUNT_REFUSE("a strided input needs input_chunks = ranks x output_chunks (%u vs %u x %u)", ic,
                    plan->ngpus, oc);
-    if (!s->part && (in < plan->min_message_size || in > plan->max_message_size))
+    if (!s->part && !s->any_size && (in < plan->min_message_size || in > plan->max_message_size))
       SHUNT_REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", in,
                    plan->min_message_size, plan->max_message_size);
     struct shunt_call_shape flat = *s;
@@ -65,7 +65,7 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
       SHUNT_REFUSE(
           "a strided alltoall needs chunk counts that are nonzero multiples of the ranks (%u and %u for %u)",
           ic, oc, n);
-    if (!s->part && (in < plan->min_message_size || in > plan->max_message_size))
+    if (!s->part && !s->any_size && (in < plan->min_message_size || in > plan->max_message_size))
       SHUNT_REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", in,
                    plan->min_message_size, plan->max_message_size);
     struct shunt_call_shape flat = *s;
@@ -86,7 +86,7 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
       SHUNT_REFUSE("a strided output needs output_chunks = ranks x input_chunks (%u vs %u x %u)", oc,
                    plan->ngpus, ic);
     uint64_t sz = out; /* the call's real size is what the range holds */
-    if (!s->part && (sz < plan->min_message_size || sz > plan->max_message_size))
+    if (!s->part && !s->any_size && (sz < plan->min_message_size || sz > plan->max_message_size))
       SHUNT_REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", sz,
                    plan->min_message_size, plan->max_message_size);
     out = in * plan->ngpus;
@@ -108,7 +108,7 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
   if (ic && oc && in / ic != out / oc)
     SHUNT_REFUSE("chunk sizes differ: input %" PRIu64 "/%u, output %" PRIu64 "/%u", in, ic, out, oc);
   uint64_t sz = plan->coll == SHUNT_COLL_ALLGATHER ? out : in;
-  if (!s->part && (sz < plan->min_message_size || sz > plan->max_message_size))
+  if (!s->part && !s->any_size && (sz < plan->min_message_size || sz > plan->max_message_size))
     SHUNT_REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", sz,
                  plan->min_message_size, plan->max_message_size);
   if (sz == 0) SHUNT_REFUSE("empty message");

@@ -9,7 +9,7 @@
 
 bool shunt_lower_check(const struct shunt_plan* plan, int rank, uint64_t in_bytes, uint64_t out_bytes,
                        enum shunt_dtype dtype, enum shunt_redop op, char* reason, size_t len) {
-  struct shunt_call_shape s = {in_bytes, out_bytes, dtype, op, SHUNT_PKT_LL16, 0, false};
+  struct shunt_call_shape s = {in_bytes, out_bytes, dtype, op, SHUNT_PKT_LL16, 0, false, false};
   return shunt_lower_check_call(plan, rank, &s, reason, len);
 }
 
@@ -30,7 +30,8 @@ static uint64_t memo_clock;
 bool shunt_call_shape_same(const struct shunt_call_shape* a, const struct shunt_call_shape* b) {
   enum shunt_pkt_type pa = a->pkt ? a->pkt : SHUNT_PKT_LL16, pb = b->pkt ? b->pkt : SHUNT_PKT_LL16;
   return a->in_bytes == b->in_bytes && a->out_bytes == b->out_bytes && a->dtype == b->dtype &&
-         a->op == b->op && pa == pb && a->out_stride == b->out_stride && a->part == b->part;
+         a->op == b->op && pa == pb && a->out_stride == b->out_stride && a->part == b->part &&
+         a->any_size == b->any_size;
 }
 
 static bool memo_has(const struct shunt_plan* plan, const struct shunt_call_shape* s) {

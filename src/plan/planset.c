@@ -21,7 +21,15 @@ const char* shunt_plan_dir_from_env(void) {
   return shunt_env_str("SHUNT_PLAN_DIR", "MSCCLPP_EXECUTION_PLAN_DIR");
 }
 const char* shunt_tuning_path_from_env(void) {
-  return shunt_env_str("SHUNT_TUNING", NULL);
+  const char* v = shunt_env_str("SHUNT_TUNING", NULL);
+  /* The words name modes, not files (a file called so is given as ./auto). */
+  if (v && (!strcmp(v, "auto") || !strcmp(v, "none"))) return NULL;
+  return v;
+}
+
+bool shunt_tuning_auto_from_env(void) {
+  const char* v = shunt_env_str("SHUNT_TUNING", NULL);
+  return v && !strcmp(v, "auto");
 }
 
 static int cmp_name(const void* a, const void* b) {

@@ -81,8 +81,10 @@ int shunt_plan_dir_names(const char* dir, char*** names, uint32_t* n, struct shu
 
 /* The folder the library reads: SHUNT_PLAN_DIR, else MSCCLPP_EXECUTION_PLAN_DIR, else NULL. */
 const char* shunt_plan_dir_from_env(void);
-/* The tuning file: SHUNT_TUNING, else NULL. */
+/* The tuning file: SHUNT_TUNING, else NULL (also for the modes "auto" and "none"). */
 const char* shunt_tuning_path_from_env(void);
+/* Whether SHUNT_TUNING=auto: communicators tune plans on the job's own calls (api/tune.h). */
+bool shunt_tuning_auto_from_env(void);
 
 /* ---- selection ---- */
 
@@ -155,6 +157,12 @@ struct shunt_selection {
  * other names are passed over (one string comparison per candidate). */
 struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
                                             const struct shunt_select_query* q);
+
+/* Every plan that could serve q if its size range held q->bytes (in-job tuning's candidates):
+ * the same rules as shunt_planset_select but the range, in selection's priority order, the
+ * entry serving q's root for broadcast. Writes up to max entries; returns how many there are. */
+uint32_t shunt_planset_candidates(const struct shunt_planset* ps, const struct shunt_select_query* q,
+                                  const struct shunt_plan_entry** out, uint32_t max);
 
 /* NCCL's in-place rule (nccl-abi.md §10): allreduce send == recv; allgather
  * send == recv + rank * per-rank bytes; reducescatter recv == send + rank * per-rank bytes;

@@ -215,54 +215,99 @@ static const uint8_t redop_exact[SHUNT_REDOP_OTHER] = {
     [SHUNT_REDOP_AVG] = SHUNT_PLAN_REDOP_SUM, [SHUNT_REDOP_PREMULSUM] = SHUNT_PLAN_REDOP_SUM,
 };
 
-struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
-                                            const struct shunt_select_query* q) {
-  struct shunt_selection res = {NULL, false, NULL};
+/* The bucket of plans filed for q's collective, rank count and in-place mode, or NULL; sets
+ * *why when the query itself is not one plans serve (need: the plan reduce_op q needs). */
+static const struct bucket* find_bucket(const struct shunt_planset* ps, const struct shunt_select_query* q,
+                                        uint8_t* need, bool* scale, const char** why) {
+  *need = SHUNT_PLAN_REDOP_NONE;
+  *scale = false;
   if (q->coll != SHUNT_COLL_ALLREDUCE && q->coll != SHUNT_COLL_ALLGATHER &&
       q->coll != SHUNT_COLL_REDUCESCATTER && q->coll != SHUNT_COLL_ALLTOALL &&
       q->coll != SHUNT_COLL_BROADCAST) {
-    res.why_not = "collective not served by plans";
-    return res;
+    *why = "collective not served by plans";
+    return NULL;
   }
   if ((unsigned)q->dtype >= SHUNT_DT_COUNT) {
-    res.why_not = "unknown data type";
-    return res;
+    *why = "unknown data type";
+    return NULL;
   }
-  uint8_t need = SHUNT_PLAN_REDOP_NONE;
   if (shunt_coll_reduces(q->coll)) {
     if ((unsigned)q->op >= SHUNT_REDOP_OTHER) {
-      res.why_not = "reduction op not computed by plans";
-      return res;
+      *why = "reduction op not computed by plans";
+      return NULL;
     }
-    need = redop_exact[q->op];
+    *need = redop_exact[q->op];
     /* Floating avg and PreMulSum scale each contribution; integer avg divides the sum, as
      * NCCL does, which a sum plan serves too. */
-    res.scale = (q->op == SHUNT_REDOP_AVG && is_float(q->dtype)) || q->op == SHUNT_REDOP_PREMULSUM;
+    *scale = (q->op == SHUNT_REDOP_AVG && is_float(q->dtype)) || q->op == SHUNT_REDOP_PREMULSUM;
   }
   bool bcast = q->coll == SHUNT_COLL_BROADCAST;
   if ((q->coll == SHUNT_COLL_ALLGATHER || q->coll == SHUNT_COLL_REDUCESCATTER ||
        q->coll == SHUNT_COLL_ALLTOALL || bcast) &&
       q->nranks == 0) {
-    res.why_not = "no ranks";
-    return res;
+    *why = "no ranks";
+    return NULL;
   }
   if (bcast && q->root >= q->nranks) {
-    res.why_not = "root out of range";
-    return res;
+    *why = "root out of range";
+    return NULL;
   }
   /* Find the key (broadcast plans are filed out of place: they serve both modes). */
   uint64_t key = bucket_key((uint32_t)q->coll, q->nranks, q->inplace && !bcast);
-  const struct bucket* bk = NULL;
   if (ps && ps->slots) {
     uint32_t mask = (1u << ps->slot_bits) - 1;
     for (uint32_t h = slot_of(key, ps->slot_bits); ps->slots[h]; h = (h + 1) & mask)
-      if (ps->buckets[ps->slots[h] - 1].key == key) {
-        bk = &ps->buckets[ps->slots[h] - 1];
-        break;
-      }
+      if (ps->buckets[ps->slots[h] - 1].key == key) return &ps->buckets[ps->slots[h] - 1];
   }
+  *why = "no plan for this collective, rank count and in-place mode";
+  return NULL;
+}
+
+/* Whether the plan s may serve q, its size range consulted only when `ranged`; the entry that
+ * serves q (a broadcast root's own) in *out, or the reason in *why. */
+static bool accepts(const struct shunt_planset* ps, const struct sel_entry* s,
+                    const struct shunt_select_query* q, uint8_t need, bool ranged,
+                    const struct shunt_plan_entry** out, const char** why) {
+  if (ranged && (q->bytes < s->min || q->bytes > s->max)) return false;
+  if (!shunt_rpn_matches(s->rpn, q->nranks, q->ranks_per_node)) {
+    *why = "plans for this size need another number of ranks per node";
+    return false;
+  }
+  if (shunt_coll_reduces(q->coll) && s->redop > SHUNT_PLAN_REDOP_SUM && s->redop != need) {
+    *why = "plans for this size serve another reduction op";
+    return false;
+  }
+  /* Any size runs (exec/split.h): what the chunk rule does not take runs as a padded tail. */
+  if (!s->quantum) {
+    *why = "no size splits into the plan's chunk counts";
+    return false;
+  }
+  if (q->bytes > s->max_enc) {
+    *why = "size exceeds the executor's 32-bit offsets or 16-bit pipeline counters";
+    return false;
+  }
+  const struct shunt_plan_entry* e = &ps->entries[s->entry];
+  if (q->coll == SHUNT_COLL_BROADCAST) {
+    /* The entry that serves this root; none where renaming would break the placement. */
+    e = e->roots && q->root < e->plan->ngpus && e->roots[q->root].plan ? &e->roots[q->root] : NULL;
+    if (!e) {
+      static _Thread_local char rwhy[96];
+      snprintf(rwhy, sizeof(rwhy), "no broadcast plan for root %u on this placement", q->root);
+      *why = rwhy;
+      return false;
+    }
+  }
+  *out = e;
+  return true;
+}
+
+struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
+                                            const struct shunt_select_query* q) {
+  struct shunt_selection res = {NULL, false, NULL};
+  uint8_t need;
+  const struct bucket* bk = find_bucket(ps, q, &need, &res.scale, &res.why_not);
   if (!bk) {
-    res.why_not = "no plan for this collective, rank count and in-place mode";
+    res.scale = false;
     return res;
   }
   res.why_not = "no plan's size range holds this size";
@@ -271,41 +316,32 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
   for (uint32_t i = 0; i < bk->count; i++, s++) {
     if (q->only && strcmp(ps->entries[s->entry].plan->name, q->only) != 0) continue;
     named = true;
-    if (q->bytes < s->min || q->bytes > s->max) continue;
-    if (!shunt_rpn_matches(s->rpn, q->nranks, q->ranks_per_node)) {
-      res.why_not = "plans for this size need another number of ranks per node";
-      continue;
-    }
-    if (shunt_coll_reduces(q->coll) && s->redop > SHUNT_PLAN_REDOP_SUM && s->redop != need) {
-      res.why_not = "plans for this size serve another reduction op";
-      continue;
-    }
-    /* Any size runs (exec/split.h): what the chunk rule does not take runs as a padded tail. */
-    if (!s->quantum) {
-      res.why_not = "no size splits into the plan's chunk counts";
-      continue;
-    }
-    if (q->bytes > s->max_enc) {
-      res.why_not = "size exceeds the executor's 32-bit offsets or 16-bit pipeline counters";
-      continue;
-    }
-    res.entry = &ps->entries[s->entry];
-    if (bcast) {
-      /* The entry that serves this root; none where renaming would break the placement. */
-      const struct shunt_plan_entry* e = res.entry;
-      res.entry = e->roots && q->root < e->plan->ngpus && e->roots[q->root].plan ? &e->roots[q->root] : NULL;
-      if (!res.entry) {
-        static _Thread_local char why[96];
-        snprintf(why, sizeof(why), "no broadcast plan for root %u on this placement", q->root);
-        res.why_not = why;
-        continue;
-      }
-    }
+    if (!accepts(ps, s, q, need, true, &res.entry, &res.why_not)) continue;
     res.why_not = NULL;
     return res;
   }
   if (q->only && !named)
     res.why_not = "the plan the call names is not one for this collective, rank count and in-place mode";
   res.scale = false;
+  res.entry = NULL;
   return res;
+}
+
+uint32_t shunt_planset_candidates(const struct shunt_planset* ps, const struct shunt_select_query* q,
+                                  const struct shunt_plan_entry** out, uint32_t max) {
+  uint8_t need;
+  bool scale;
+  const char* why = NULL;
+  const struct bucket* bk = find_bucket(ps, q, &need, &scale, &why);
+  uint32_t n = 0;
+  if (!bk) return 0;
+  const struct sel_entry* s = &ps->sel[bk->start];
+  for (uint32_t i = 0; i < bk->count; i++, s++) {
+    const struct shunt_plan_entry* e = NULL;
+    if (accepts(ps, s, q, need, false, &e, &why)) {
+      if (n < max) out[n] = e;
+      n++;
+    }
+  }
+  return n;
 }

@@ -35,7 +35,8 @@ static const struct {
 } subsys_names[] = {
     {"INIT", SHUNT_INIT}, {"ENV", SHUNT_ENV},       {"PLAN", SHUNT_PLAN},   {"EXEC", SHUNT_EXEC},
     {"COMM", SHUNT_COMM}, {"BOOTSTRAP", SHUNT_BOOTSTRAP}, {"CALL", SHUNT_CALL}, {"PROXY", SHUNT_PROXY},
-    {"ALLOC", SHUNT_ALLOC}, {"FALLBACK", SHUNT_FALLBACK}, {"NET", SHUNT_NET}, {"ALL", SHUNT_ALL_SUBSYS},
+    {"ALLOC", SHUNT_ALLOC}, {"FALLBACK", SHUNT_FALLBACK}, {"NET", SHUNT_NET}, {"TUNE", SHUNT_TUNE},
+    {"ALL", SHUNT_ALL_SUBSYS},
 };
 
 /* Parses a comma list such as "INIT,CALL" or "^CALL"; returns 0 and sets *mask, or -1 on an unknown name. */
@@ -119,7 +120,7 @@ static void log_init(void) {
     else
       snprintf(pending[npending++], sizeof(pending[0]),
                "SHUNT_DEBUG_SUBSYS: unknown subsystem '%s' (accepted: INIT, ENV, PLAN, EXEC, COMM, "
-               "BOOTSTRAP, CALL, PROXY, ALLOC, FALLBACK, NET, ALL; ^ excludes); using the default",
+               "BOOTSTRAP, CALL, PROXY, ALLOC, FALLBACK, NET, TUNE, ALL; ^ excludes); using the default",
                bad);
   }
   const char* df = shunt_env_str("SHUNT_DEBUG_FILE", NULL);

@@ -24,7 +24,8 @@ enum shunt_subsys {
   SHUNT_ALLOC = 1u << 8,
   SHUNT_FALLBACK = 1u << 9,
   SHUNT_NET = 1u << 10,
-  SHUNT_ALL_SUBSYS = 0x7ffu,
+  SHUNT_TUNE = 1u << 11,
+  SHUNT_ALL_SUBSYS = 0xfffu,
 };
 
 #if defined(__GNUC__)

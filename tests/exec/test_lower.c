@@ -81,7 +81,7 @@ static struct shunt_program* lower_rs(const char* ops) {
   CHECK(p != NULL);
   if (!p) return NULL;
   char why[512];
-  struct shunt_call_shape s = {2048, 1024, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, SHUNT_PKT_LL16, 0, false};
+  struct shunt_call_shape s = {2048, 1024, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, SHUNT_PKT_LL16, 0, false, false};
   struct shunt_program* g = shunt_lower(p, 0, &s, why, sizeof(why));
   CHECK_MSG(g != NULL, "%s", why);
   shunt_plan_free(p);
@@ -144,7 +144,7 @@ static void test_alltoall(void) {
   CHECK(p != NULL);
   if (!p) return;
   char why[512];
-  struct shunt_call_shape call = {2000, 2000, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, SHUNT_PKT_LL16, 0, false};
+  struct shunt_call_shape call = {2000, 2000, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, SHUNT_PKT_LL16, 0, false, false};
   struct shunt_split sp;
   CHECK_MSG(shunt_split_call(p, &call, &sp, why, sizeof(why)), "%s", why);
   CHECK_EQ_INT(sp.quantum, 16);
@@ -168,7 +168,7 @@ static void test_alltoall(void) {
   CHECK_MSG(shunt_split_check(p, &call, &again, why, sizeof(why)), "%s", why);
   CHECK_EQ_INT(again.scratch, sp.scratch);
   /* A head of 512 bytes per 1024-byte block: chunk 512, chunk 1 (block 1) at 1024. */
-  struct shunt_call_shape h = {2048, 2048, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, SHUNT_PKT_LL16, 512, true};
+  struct shunt_call_shape h = {2048, 2048, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, SHUNT_PKT_LL16, 512, true, false};
   struct shunt_program* g = shunt_lower(p, 0, &h, why, sizeof(why));
   CHECK_MSG(g != NULL, "%s", why);
   if (g) {
@@ -196,7 +196,7 @@ int main(void) {
   CHECK(p != NULL);
   if (!p) CHECK_DONE();
   char why[512];
-  struct shunt_call_shape s = {1024, 1024, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, SHUNT_PKT_LL16, 0, false};
+  struct shunt_call_shape s = {1024, 1024, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, SHUNT_PKT_LL16, 0, false, false};
   struct shunt_program* g = shunt_lower(p, 0, &s, why, sizeof(why));
   CHECK_MSG(g != NULL, "%s", why);
   if (g) {

@@ -50,7 +50,7 @@ static void* rank_main(void* arg) {
   for (uint64_t i = 0; i < w->cfg.scratch_bytes / 4; i++) s[i] = i * 4 < plain ? 1 : (i % 2 ? flag : 7);
   thread_exchange_barrier(NULL); /* both scratches filled before either rank sends */
   struct shunt_call_shape shape = {in_bytes,       out_bytes, SHUNT_DT_INT8, SHUNT_REDOP_SUM,
-                                   SHUNT_PKT_LL16, 0,         false};
+                                   SHUNT_PKT_LL16, 0,         false, false};
   struct shunt_program* p = shunt_lower(a->plan, a->rank, &shape, err, sizeof(err));
   char* out = malloc(out_bytes);
   if (p) {

@@ -37,7 +37,7 @@ static void* rank_main(void* arg) {
     a->failures++;
     return NULL;
   }
-  struct shunt_call_shape s = {in_bytes, out_bytes, SHUNT_DT_INT8, SHUNT_REDOP_SUM, SHUNT_PKT_LL16, 0, false};
+  struct shunt_call_shape s = {in_bytes, out_bytes, SHUNT_DT_INT8, SHUNT_REDOP_SUM, SHUNT_PKT_LL16, 0, false, false};
   struct shunt_program* p = shunt_lower(a->plan, a->rank, &s, err, sizeof(err));
   char* out = malloc(out_bytes);
   for (int it = 0; p && it < 5; it++) {

@@ -307,7 +307,7 @@ static void* rank_main(void* arg) {
   for (unsigned k = 0; k < J->nshapes; k++) {
     const struct shape* s = &J->shapes[k];
     struct shunt_call_shape cs = {
-        s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op, SHUNT_PKT_LL16, 0, false};
+        s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op, SHUNT_PKT_LL16, 0, false, false};
     /* Every shape runs as the library runs a call (exec/split.h): a size the chunk rule takes
      * is one head run; another is a head on the user's buffers and a padded tail. */
     struct shunt_split sp;
@@ -510,7 +510,7 @@ static void add_shape(struct job* J, uint64_t total, int dt, int op, bool graph)
 }
 
 static void add_split_shape(struct job* J, uint64_t total, int dt, int op) {
-  struct shunt_call_shape cs = {0, 0, (enum shunt_dtype)dt, (enum shunt_redop)op, SHUNT_PKT_LL16, 0, false};
+  struct shunt_call_shape cs = {0, 0, (enum shunt_dtype)dt, (enum shunt_redop)op, SHUNT_PKT_LL16, 0, false, false};
   in_out_bytes(J->plan, total, &cs.in_bytes, &cs.out_bytes);
   struct shunt_split sp;
   char why[256];
@@ -593,7 +593,7 @@ static uint32_t size_job(struct job* J) {
     const struct shape* s = &J->shapes[k];
     /* The world holds both parts of every shape (exec/split.h); the user's buffers the shape. */
     struct shunt_call_shape cs = {
-        s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op, SHUNT_PKT_LL16, 0, false};
+        s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op, SHUNT_PKT_LL16, 0, false, false};
     struct shunt_split sp;
     char why[256];
     uint64_t need = shunt_lower_scratch_need(plan, s->in, s->out), in_need = s->in, out_need = s->out;

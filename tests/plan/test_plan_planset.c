@@ -252,7 +252,8 @@ static void test_selection(void) {
   /* Allgather: total output bytes, any dtype, op ignored. */
   CHECK_STR_CONTAINS(chosen(sel(ps, SHUNT_COLL_ALLGATHER, true, 64, SHUNT_DT_INT8, SHUNT_REDOP_OTHER)),
                      "ag_seed");
-  CHECK_STR_CONTAINS(chosen(sel(ps, SHUNT_COLL_ALLGATHER, true, 66, SHUNT_DT_INT8, SHUNT_REDOP_SUM)), "ag_seed");
+  CHECK_STR_CONTAINS(chosen(sel(ps, SHUNT_COLL_ALLGATHER, true, 66, SHUNT_DT_INT8, SHUNT_REDOP_SUM)),
+                     "ag_seed");
   CHECK(sel(ps, SHUNT_COLL_ALLGATHER, false, 64, SHUNT_DT_INT8, SHUNT_REDOP_SUM).entry == NULL);
   /* Wrong rank count, other collectives. */
   struct shunt_select_query q = {
@@ -261,6 +262,36 @@ static void test_selection(void) {
   q.coll = SHUNT_COLL_REDUCESCATTER;
   q.nranks = 2;
   CHECK(shunt_planset_select(ps, &q).entry == NULL);
+
+  /* In-job tuning's candidates: every plan selection would take but for its range, in
+   * selection's order, the untuned choice among them; op and dtype rules still apply. */
+  {
+    struct shunt_select_query cq = {.coll = SHUNT_COLL_ALLREDUCE,
+                                    .nranks = 2,
+                                    .dtype = SHUNT_DT_FLOAT32,
+                                    .op = SHUNT_REDOP_SUM,
+                                    .bytes = 4096};
+    const struct shunt_plan_entry* cand[8];
+    uint32_t nc = shunt_planset_candidates(ps, &cq, cand, 8);
+    CHECK_EQ_INT(nc, 4); /* small, twin, twin0 and wide; not the in-place plan, not the max-only one */
+    bool has_sel = false, has_max = false;
+    for (uint32_t i = 0; i < nc && i < 8; i++) {
+      has_sel |= cand[i] == shunt_planset_select(ps, &cq).entry;
+      has_max |= strstr(cand[i]->file, "ar_max") != NULL;
+      CHECK(cand[i]->plan->coll == SHUNT_COLL_ALLREDUCE && !cand[i]->plan->inplace);
+    }
+    CHECK(has_sel);
+    CHECK(!has_max);                                             /* a max-only plan is no candidate for sum */
+    CHECK_STR_CONTAINS(cand[nc - 1]->file, "ar_wide");           /* the widest range comes last */
+    CHECK_EQ_INT(shunt_planset_candidates(ps, &cq, cand, 2), 4); /* the count, whatever fits */
+    cq.op = SHUNT_REDOP_MAX;                                     /* the max-only plan joins */
+    CHECK_EQ_INT(shunt_planset_candidates(ps, &cq, cand, 8), 5);
+    cq.op = SHUNT_REDOP_OTHER;
+    CHECK_EQ_INT(shunt_planset_candidates(ps, &cq, cand, 8), 0);
+    cq.op = SHUNT_REDOP_SUM;
+    cq.bytes = 1ull << 34; /* beyond the device encoding: no plan, whatever the ranges */
+    CHECK_EQ_INT(shunt_planset_candidates(ps, &cq, cand, 8), 0);
+  }
 
   /* Hash: stable across loads; changes with a tuning override. */
   uint64_t h1 = shunt_planset_hash(ps);

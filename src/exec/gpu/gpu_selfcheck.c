@@ -73,7 +73,7 @@ static uint64_t total_of(const struct shunt_plan* plan, uint32_t nranks, uint64_
 
 /* Per-rank unit bytes of the three sizes for `plan` (0 where a size cannot be made). */
 static void sizes_for(const struct shunt_plan* plan, uint32_t nranks, uint64_t out[3]) {
-  struct shunt_call_shape one = {0, 0, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, 0, 0, false};
+  struct shunt_call_shape one = {0, 0, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, 0, 0, false, false};
   shape_of(plan, nranks, 4, &one.in_bytes, &one.out_bytes);
   struct shunt_split s;
   char why[128];
@@ -103,7 +103,7 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
     kind = SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_REDUCESCATTER, rank);
   if (plan->coll == SHUNT_COLL_BROADCAST) kind = SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_BROADCAST, plan->root);
   if (plan->coll == SHUNT_COLL_ALLTOALL) kind = SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_ALLTOALL, rank);
-  struct shunt_call_shape shape = {in_bytes, out_bytes, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, 0, 0, false};
+  struct shunt_call_shape shape = {in_bytes, out_bytes, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, 0, 0, false, false};
   struct shunt_split split;
   if (!shunt_split_call(plan, &shape, &split, what, wlen)) return FAILED;
   /* The plan's code at these sizes, whatever size range it is tuned to serve. */
