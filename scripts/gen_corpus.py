@@ -7,7 +7,8 @@ each with `shunt-plan verify` at several sizes, and the GPU check runs them on a
     python3 scripts/gen_corpus.py --list         print the plan names and what each exercises
 
 Classes (each at 2, 4 and 8 ranks, in place and out of place; the memory and NVLS allreduce and
-the memory allgather also at 16 and 32 ranks in place, every peer named in one op):
+the memory allgather also at 16 and 32 ranks in place, every peer named in one op; the NVLS
+allreduce through scratch at 2 and 4 ranks only):
   zc_mem_allreduce   zero-copy allreduce over memory channels naming the input buffer `i`:
                      rank r reads chunk r of every peer's input (rre), keeps the sum in its own
                      input, then writes it into every peer's input (put). In place, `i` is the
@@ -25,6 +26,15 @@ the memory allgather also at 16 and 32 ranks in place, every peer named in one o
                      chunk r (rre), and after the barrier sends another block's slice (put).
   sem_allreduce      semaphores order blocks of a rank: block 0 reduces chunk r and releases one
                      semaphore per other block, each of which acquires its own and sends a slice.
+  sem_nvls_allreduce MSCCL++'s NVLS allreduce through a single scratch, three blocks a rank in
+                     stages that semaphores order: block 0 copies the input into scratch and
+                     meets every peer; block 1 multicast-reduces chunk r of every member's
+                     scratch (glres over a switch channel bound to `s`) and signals; block 2
+                     waits for those signals and copies the scratch out. A peer's glres of the
+                     next call comes after its block 0 met this rank in that call: only the
+                     semaphore orders it after this rank's copy out.
+  pipe_nvls_allreduce  the same with every block's stages as a `pipeline` body, one window of
+                     every chunk per iteration, as MSCCL++'s DSL writes it.
   pipe_allreduce     a `pipeline` (iter_context) with reuse_resources: every window of every chunk
                      goes through peers' scratch only (put, re, put, copy), a signal round per
                      window, so scratch holds one window at a time.
@@ -314,6 +324,61 @@ def sem_allreduce(n, inplace):
     return plan
 
 
+def nvls_scratch_allreduce(n, inplace, pipe):
+    """MSCCL++'s NVLS allreduce through scratch, three blocks a rank in stages that semaphores
+    order: block 0 copies the input into scratch and meets every peer; block 1, after it,
+    multicast-reduces chunk r of every member's scratch (glres) and signals; block 2, after
+    that, waits for every peer's signal and copies the scratch out. `pipe`: the stages as the
+    body of a `pipeline` (one window of every chunk per iteration), as its DSL writes them."""
+    family = "pipe_nvls_allreduce" if pipe else "sem_nvls_allreduce"
+    plan = make_plan(family, "allreduce", inplace, n, (n, n, n))
+    x = gp.user_buf(inplace)
+    for g in plan.gpus:
+        r, ps = g.rank, gp.peers(g.rank, n)
+        g.semaphores = [{"init_value": 0}, {"init_value": 0}]
+        blocks = [g.block() for _ in range(3)]
+        bodies = blocks
+        if pipe:  # each body collects its ops with its block's tables
+            bodies = []
+            for b in blocks:
+                body = SwitchBlock(g, -1)
+                body.channels, body.rbufs = b.channels, b.rbufs
+                bodies.append(body)
+        b0, b1, b2 = bodies
+        for q in range(n):
+            b0.data("copy", [gp.local(x, q)], [gp.local("s", q)])
+        b0.nop()
+        rounds(b0, ps, 0)
+        b0.ops.append({"name": "sem_release", "semaphore_ids": [0]})
+        b1.ops.append({"name": "sem_acquire", "semaphore_ids": [0]})
+        b1.nop()
+        sw = b1.switch("s", 0, r)
+        b1.ops.append({"name": "glres", "src_buff": [sw], "dst_buff": [dict(sw)], "channel_type": "switch",
+                       "reduce_op": "sum"})
+        b1.nop()
+        b1.sync("signal", "memory", ps, 1)
+        b1.ops.append({"name": "sem_release", "semaphore_ids": [1]})
+        b2.ops.append({"name": "sem_acquire", "semaphore_ids": [1]})
+        b2.sync("wait", "memory", ps, 1)
+        b2.nop()
+        for q in range(n):
+            b2.data("copy", [gp.local("s", q)], [gp.local("o", q)])
+        b2.nop()
+        if pipe:
+            for b, body in zip(blocks, bodies):
+                b.ops.append({"name": "pipeline", "iter_context": {"unit_size": PIPE_UNIT, "num_chunks": 1},
+                              "ops": body.ops})
+    return plan
+
+
+def sem_nvls_allreduce(n, inplace):
+    return nvls_scratch_allreduce(n, inplace, False)
+
+
+def pipe_nvls_allreduce(n, inplace):
+    return nvls_scratch_allreduce(n, inplace, True)
+
+
 def pkt_port_allgather(n, inplace):
     mine = n - 1  # scratch slot of our own packets; slots 0..n-2 receive the peers'
     plan = make_plan("pkt_port_allgather", "allgather", inplace, n, (1, n, n))
@@ -558,6 +623,12 @@ LARGE_RANKS = (16, 32)
 LARGE_CLASSES = (zc_mem_allreduce, zc_nvls_allreduce, zc_mem_allgather)
 
 
+# MSCCL++'s NVLS allreduce through scratch, its stages ordered by semaphores: at 2 and 4 ranks
+# (more ranks add peers to the same ops).
+NVLS_SCRATCH_RANKS = (2, 4)
+NVLS_SCRATCH_CLASSES = (sem_nvls_allreduce, pipe_nvls_allreduce)
+
+
 # One broadcast plan serves both modes (verify runs it in place and out of place).
 BCAST_CLASSES = (zc_mem_broadcast, port_broadcast)
 
@@ -566,6 +637,10 @@ def all_plans():
     plans = []
     for cls in CLASSES:
         for n in RANKS:
+            for inplace in (True, False):
+                plans.append(cls(n, inplace))
+    for cls in NVLS_SCRATCH_CLASSES:
+        for n in NVLS_SCRATCH_RANKS:
             for inplace in (True, False):
                 plans.append(cls(n, inplace))
     for cls in BCAST_CLASSES:

@@ -1,7 +1,9 @@
 /* The check of calls back to back (plan/check.h, shunt_plan_check_races): a plan that lets a rank
  * finish a call without depending on another rank, write into a peer's buffers before it
  * depends on that peer, or write a peer's single scratch while the peer's reads of it are
- * ordered before nothing of the writer, is refused; the same plans with the dependence pass. */
+ * ordered before nothing of the writer, is refused; the same plans with the dependence pass,
+ * also where it runs through pipelines and semaphores between the blocks of a rank. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +138,78 @@ static const char* scratch_opening = SCR_PLAN("false", OPENING_OPS);
 static const char* scratch_double = SCR_PLAN("true", OPEN_OPS);
 static const char* scratch_other_chunk = SCR_PLAN("false", OTHER_CHUNK_OPS);
 
+/* The same round-trip with the put, the copy out and the closing round as the body of a pipeline:
+ * each side's uses of the channel pair up iteration by iteration, so the closing round still
+ * orders the copy before the peer's next put. */
+#define PIPE(...) \
+  "{\"name\":\"pipeline\",\"iter_context\":{\"unit_size\":4096,\"num_chunks\":1},\"ops\":[" __VA_ARGS__ "]}"
+#define PIPE_OPEN_OPS(ME, PEER) PIPE(OPEN_OPS(ME, PEER))
+#define PIPE_CLOSED_OPS(ME, PEER) PIPE(CLOSED_OPS(ME, PEER))
+static const char* scratch_open_pipe = SCR_PLAN("false", PIPE_OPEN_OPS);
+static const char* scratch_closed_pipe = SCR_PLAN("false", PIPE_CLOSED_OPS);
+
+/* MSCCL++'s NVLS allreduce through a single scratch, at 2 ranks, three blocks a rank: block 0
+ * copies the input into scratch, meets the peer (memory channel 0) and releases semaphore 0;
+ * block 1 acquires it, load-reduce-stores chunk `rank` of both ranks' scratch (glres on a switch
+ * channel), signals the peer on channel 1 and releases semaphore 1; block 2 acquires that, waits
+ * for the peer's signal and copies the scratch out. The peer's glres of the next call comes after
+ * its block 0's wait for this rank's next call: the semaphore carries that order. `pipe`: every
+ * block's ops as a pipeline body, `unit1` the unit of block 1's (the others' 4096); `sem0`:
+ * semaphore 0 used (without it the glres races with the copy out). */
+static char nvls_buf[8192];
+static size_t nvls_at;
+
+static void add(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(nvls_buf + nvls_at, sizeof(nvls_buf) - nvls_at, fmt, ap);
+  va_end(ap);
+  nvls_at += n > 0 ? (size_t)n : 0;
+  CHECK(nvls_at < sizeof(nvls_buf));
+  if (nvls_at >= sizeof(nvls_buf)) nvls_at = sizeof(nvls_buf) - 1;
+}
+
+#define NVLS_COPY(FROM, K, TO)                                            \
+  "{\"name\":\"copy\",\"src_buff\":[{\"type\":\"" FROM "\",\"index\":" #K \
+  ",\"size\":1}],"                                                        \
+  "\"dst_buff\":[{\"type\":\"" TO "\",\"index\":" #K ",\"size\":1}]}"
+#define SEM(OP, ID) "{\"name\":\"sem_" OP "\",\"semaphore_ids\":[" #ID "]}"
+
+static const char* nvls_scratch(bool pipe, unsigned unit1, bool sem0) {
+  nvls_at = 0;
+  add("%s", HEAD("allreduce", "Simple", "false"));
+  for (int r = 0; r < 2; r++) {
+    add("%s{\"id\":%d,\"input_chunks\":2,\"output_chunks\":2,\"scratch_chunks\":2,"
+        "\"semaphores\":[{\"init_value\":0},{\"init_value\":0}],\"remote_buffers\":[],"
+        "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[%d,%d]},{\"channel_type\":\"switch\","
+        "\"buffer_type\":\"s\",\"rank_groups\":[{\"size\":2,\"ranks\":[0,1]}]}],\"threadblocks\":[",
+        r ? "," : "", r, 1 - r, 1 - r);
+    for (int b = 0; b < 3; b++) {
+      add("%s{\"id\":%d,\"channels\":[" MEM("%d") "%s],\"ops\":[", b ? "," : "", b, b ? 1 : 0,
+          b == 1 ? ",{\"channel_type\":\"switch\",\"channel_ids\":[0]}" : "");
+      if (pipe)
+        add("{\"name\":\"pipeline\",\"iter_context\":{\"unit_size\":%u,\"num_chunks\":1},\"ops\":[",
+            b == 1 ? unit1 : 4096u);
+      if (b == 0)
+        add(NVLS_COPY("i", 0, "s") "," NVLS_COPY("i", 1, "s") "," NOP "," ROUND "%s",
+            sem0 ? "," NOP "," SEM("release", 0) : "");
+      if (b == 1)
+        add("%s{\"name\":\"glres\",\"channel_type\":\"switch\",\"src_buff\":[{\"switch_channel_id\":0,"
+            "\"index\":%d,"
+            "\"size\":1}],\"dst_buff\":[{\"switch_channel_id\":0,\"index\":%d,\"size\":1}]}," NOP
+            "," SYNC("signal", "0") "," SEM("release", 1),
+            sem0 ? SEM("acquire", 0) "," NOP "," : "", r, r);
+      if (b == 2)
+        add(SEM("acquire", 1) "," SYNC("wait", "0") "," NOP
+                                                    "," NVLS_COPY("s", 0, "o") "," NVLS_COPY("s", 1, "o"));
+      add("%s]}", pipe ? "]}" : "");
+    }
+    add("]}");
+  }
+  add("]}");
+  return nvls_buf;
+}
+
 /* Runs both checks; returns the error count and whether one has `path` and `reason`. */
 static unsigned run(const char* text, const char* path, const char* reason, bool* found, bool print) {
   struct shunt_plan_errors e = {0};
@@ -189,5 +263,22 @@ int main(void) {
   expect_ok(scratch_opening, __LINE__);
   expect_ok(scratch_double, __LINE__);
   expect_ok(scratch_other_chunk, __LINE__);
+  expect_err(scratch_open_pipe, "gpus[0].threadblocks[0].ops[1].ops[5]", "copy reads rank 0's single scratch",
+             __LINE__);
+  expect_ok(scratch_closed_pipe, __LINE__);
+  /* The NVLS plan, as its DSL writes it (in a pipeline) and with no pipeline. */
+  expect_ok(nvls_scratch(true, 4096, true), __LINE__);
+  expect_ok(nvls_scratch(false, 0, true), __LINE__);
+  /* Without semaphore 0 the peer's glres of the next call waits for nothing of this rank. */
+  expect_err(
+      nvls_scratch(true, 4096, false), "gpus[0].threadblocks[2].ops[0].ops[4]",
+      "copy reads rank 0's single scratch, written by rank 1's glres "
+      "(gpus[1].threadblocks[1].ops[0].ops[0].dst_buff[0], chunks [1, 2)), and comes before no op of rank 1",
+      __LINE__);
+  expect_err(nvls_scratch(false, 0, false), "gpus[1].threadblocks[2].ops[3]",
+             "copy reads rank 1's single scratch", __LINE__);
+  /* A release and an acquire in pipelines of different iteration counts do not pair as nodes. */
+  expect_err(nvls_scratch(true, 8192, true), "gpus[0].threadblocks[2].ops[0].ops[4]",
+             "copy reads rank 0's single scratch", __LINE__);
   CHECK_DONE();
 }
