@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "api/plans.h"
-#include "api/tune_cache.h"
+#include "plan/tune_cache.h"
 #include "comm/bootstrap.h"
 #include "fallback/real_nccl.h"
 #include "util/env.h"

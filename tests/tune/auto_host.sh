@@ -8,9 +8,9 @@
 # 3. A second run with the cache: the decisions are read, nothing is sampled again, and every
 #    call is served by the winner.
 # 4. Bad caches: a truncated file and an unwritable folder each give a WARN and the job runs.
-# Usage: auto_host.sh SHUNT_PERF PLAN_DIR
+# Usage: auto_host.sh SHUNT_PERF PLAN_DIR SHUNT_PLAN
 set -u
-perf=$1 plans=$2
+perf=$1 plans=$2 plantool=$3
 out=$(mktemp -d)
 busy=""
 trap '[ -n "$busy" ] && kill $busy 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$out"' EXIT
@@ -48,6 +48,12 @@ grep -q "CALL AllReduce 1048576 bytes float sum -> plan allreduce_4r_allpairs_ou
   { echo "first: untuned selection never picked the allpairs plan (the test's premise)"; fail=1; }
 same_tables "$out/first.log" first
 ls "$out"/cache/shunt-*.tuning >/dev/null 2>&1 || { echo "first: no cache file written"; fail=1; }
+# The cache file is a tuning file: shunt-plan lists its ranges and its decisions.
+first_winner=$(grep -oE "sizes 1048576-2097151 on 4 ranks: .* winner [a-z0-9_]+" "$out/first.log" | awk '{print $NF}')
+"$plantool" list --tuning "$(ls "$out"/cache/shunt-*.tuning | head -n 1)" "$dir" >"$out/list.log" 2>&1 ||
+  { echo "shunt-plan list --tuning CACHE failed"; cat "$out/list.log"; fail=1; }
+grep -qE "allreduce +out-of-place sum +1M\.\.2097151 +-> $first_winner" "$out/list.log" ||
+  { echo "shunt-plan list does not show the 1 MiB decision ($first_winner)"; cat "$out/list.log"; fail=1; }
 
 # 2. One rank slowed: ranks started one by one, rank 1 beside a busy loop on its core.
 cpu=$(($(nproc) - 1))

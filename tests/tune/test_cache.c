@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/tune_cache.h"
+#include "plan/tune_cache.h"
 #include "plan/tuning.h"
 
 static int failures;

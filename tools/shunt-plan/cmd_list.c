@@ -1,12 +1,14 @@
 /* shunt-plan list: the plan table of a folder, as the library would load it. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
 #include "fmt.h"
-#include "plan/tuning.h"
 #include "plan/planset.h"
+#include "plan/tune_cache.h"
+#include "plan/tuning.h"
 
 static void channel_types(const struct shunt_plan* p, char* buf) {
   bool used[SHUNT_CHAN_TYPES] = {false};
@@ -36,6 +38,34 @@ static void roots_note(const struct shunt_plan_entry* e, char* buf, size_t len) 
     if (e->roots[r].plan)
       at += (size_t)snprintf(buf + at, len - at, "%s%u", at && buf[at - 1] != ' ' ? "," : "", r);
   if (at < len) snprintf(buf + at, len - at, ")");
+}
+
+/* A tuning file written by in-job tuning (SHUNT_TUNING=auto): its decisions, bucket by bucket. */
+static void list_decisions(const char* path) {
+  struct shunt_tune_saved* d = NULL;
+  uint32_t n = 0;
+  FILE* f = fopen(path, "r");
+  char first[128] = "";
+  if (f) {
+    if (!fgets(first, sizeof(first), f)) first[0] = '\0';
+    fclose(f);
+  }
+  if (!strstr(first, "SHUNT_TUNING=auto")) return; /* a hand-written or shunt-tune file */
+  shunt_tune_cache_read(path, NULL, &d, &n);
+  static const char* const ops[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
+  printf("in-job decisions (%u):\n", n);
+  for (uint32_t i = 0; i < n; i++) {
+    const struct shunt_tune_key* k = &d[i].key;
+    char lo[32], hi[32], root[24] = "";
+    if (k->coll == SHUNT_COLL_BROADCAST) snprintf(root, sizeof(root), " root %u", k->root);
+    bool reduces = shunt_coll_reduces((enum shunt_coll)k->coll);
+    printf("  %-13s %-12s %-9s %15s..%-15s -> %s%s\n", shunt_coll_name((enum shunt_coll)k->coll),
+           k->inplace ? "in-place" : "out-of-place", reduces && k->need < 6 ? ops[k->need] : "-",
+           shunt_tuning_format_size(k->cls ? 1ull << k->cls : 0, lo, sizeof(lo)),
+           shunt_tuning_format_size(k->cls >= 63 ? UINT64_MAX : (2ull << k->cls) - 1, hi, sizeof(hi)),
+           d[i].winner, root);
+  }
+  free(d);
 }
 
 int cmd_list(int argc, char** argv) {
@@ -91,6 +121,7 @@ int cmd_list(int argc, char** argv) {
   }
   printf("%u plan file(s), %u usable, plan-set hash %016" PRIx64 "\n", shunt_planset_count(ps),
          shunt_planset_usable(ps), shunt_planset_hash(ps));
+  if (opts.tuning_path) list_decisions(opts.tuning_path);
   shunt_planset_free(ps);
   shunt_plan_errors_free(&errs);
   return 0;

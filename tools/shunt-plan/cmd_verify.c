@@ -147,7 +147,7 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
     const struct shape* s = &shapes[k];
     struct shunt_call_shape cs = {
         s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op, (enum shunt_pkt_type)o->pkt,
-        0,     false};
+        0,     false, false};
     struct shunt_split sp;
     if (!shunt_split_call(plan, &cs, &sp, msg, MSG_BYTES)) {
       status = 3;
@@ -245,7 +245,7 @@ static bool servable(const struct shunt_plan* p, uint64_t total, int dt, int op,
   uint64_t in, out;
   in_out_bytes(p, total, &in, &out);
   struct shunt_call_shape cs = {in, out,  (enum shunt_dtype)dt, (enum shunt_redop)op, SHUNT_PKT_LL16,
-                                0,  false};
+                                0,  false, false};
   struct shunt_split sp;
   return shunt_split_check(p, &cs, &sp, why, len);
 }

@@ -159,7 +159,7 @@ static void* rank_main(void* arg) {
     const struct shape* s = &J->shapes[k];
     struct shunt_call_shape cs = {
         s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op, (enum shunt_pkt_type)o->pkt,
-        0,     false};
+        0,     false, false};
     struct shunt_split sp;
     struct shunt_program *ph = NULL, *pt = NULL;
     struct shunt_kcpu_prog *kh = NULL, *kt = NULL;

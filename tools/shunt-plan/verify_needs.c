@@ -15,6 +15,7 @@ void verify_world_needs(const struct vopts* o, const struct shunt_plan* plan, co
                                   (enum shunt_redop)shapes[k].op,
                                   (enum shunt_pkt_type)o->pkt,
                                   0,
+                                  false,
                                   false};
     struct shunt_split sp;
     char why[256];

@@ -1,4 +1,4 @@
-#include "api/tune_cache.h"
+#include "plan/tune_cache.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -110,7 +110,7 @@ void shunt_tune_cache_read(const char* path, const char* fingerprint, struct shu
         bad = true;
         break;
       }
-      matched = strcmp(line + strlen(FINGERPRINT_TAG), fingerprint) == 0;
+      matched = !fingerprint || strcmp(line + strlen(FINGERPRINT_TAG), fingerprint) == 0;
       if (!matched) break;
       continue;
     }

@@ -1,5 +1,5 @@
-/* The in-job tuning cache (SHUNT_TUNING_CACHE; docs/tuning.md): one tuning file per fingerprint
- * of what makes decisions valid (shunt's version, the NCCL behind it, the device kind, ranks,
+/* The in-job tuning cache (SHUNT_TUNING_CACHE; docs/tuning.md; its engine is api/tune.h): one tuning file per
+ * fingerprint of what makes decisions valid (shunt's version, the NCCL behind it, the device kind, ranks,
  * ranks per node, the plan-set hash), holding each decided bucket and, as ordinary tuning rules,
  * the ranges the winners took.
  *
@@ -8,8 +8,8 @@
  * file whose fingerprint line differs from the one asked for (a hash collision, a stale file)
  * is not read. Every problem (a folder that cannot be made or read, a bad line, a short file)
  * gives one WARN and the untuned choices; nothing here aborts. */
-#ifndef SHUNT_API_TUNE_CACHE_H
-#define SHUNT_API_TUNE_CACHE_H
+#ifndef SHUNT_PLAN_TUNE_CACHE_H
+#define SHUNT_PLAN_TUNE_CACHE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -40,9 +40,9 @@ uint32_t shunt_tune_class(uint64_t bytes);
  * $HOME/.cache/shunt), the folder made if missing. False (with one WARN) when there is none. */
 bool shunt_tune_cache_path(const char* fingerprint, char* path, size_t len);
 
-/* Reads the decisions of `path` when its fingerprint line is `fingerprint`: *out (malloc'ed, the
- * caller frees) and *n. A missing file is no error (0 decisions); anything else wrong gives one
- * WARN and 0 decisions. */
+/* Reads the decisions of `path` when its fingerprint line is `fingerprint` (NULL: whatever it
+ * is): *out (malloc'ed, the caller frees) and *n. A missing file is no error (0 decisions); anything else
+ * wrong gives one WARN and 0 decisions. */
 void shunt_tune_cache_read(const char* path, const char* fingerprint, struct shunt_tune_saved** out,
                            uint32_t* n);
 
