@@ -2,7 +2,13 @@
 # The GPU tier end to end on a machine with a GPU, in stages, so that a few minutes of GPU time
 # go first to the library path as users meet it:
 #   stage 1 (at most SHUNT_GPU_CHECK_STAGE1 s, default 300): a Release build of what the stage
-#     runs, for this GPU's architecture only; shunt-perf on device buffers (2, 4 and 8 ranks as
+#     runs, for this GPU's architecture only; the driver probes (scripts/gpu_probes.c: a copy
+#     behind another stream's event at one hardware queue and at the default, pageable
+#     asynchronous copies, a copy during a global capture, VMM ids across a remap, descriptors
+#     passed by pidfd_getfd and SCM_RIGHTS, memory kept by an open descriptor); port plans (the
+#     GPU proxy) on GPU 0; two processes of different host identities over TCP at one hardware
+#     queue and at the default; PyTorch with SHUNT_ZERO_COPY=1 and tensor registration (default
+#     and expandable allocators); shunt-perf on device buffers (2, 4 and 8 ranks as
 #     threads on GPU 0, eager and with CUDA graphs, every call checked, the self-check's verdict);
 #     the speed ratios; PyTorch on the GPU executor (all_reduce, all_gather_into_tensor,
 #     reduce_scatter_tensor, broadcast from every root, all_to_all_single when alltoall plans
@@ -88,10 +94,85 @@ nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__
 perf=build-gpu/tools/shunt-perf/shunt-perf
 gpu_env=(SHUNT_PLAN_DIR=$PWD/plans SHUNT_FALLBACK=0 SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT)
 
+# A step's outcome from its exit status: 124 (timeout) is a hang, not a failure.
+outcome() { case $1 in 0) echo ok ;; 124) echo HUNG ;; *) echo "FAILED (exit $1)" ;; esac; }
+
+# The driver facts the executor relies on (scripts/gpu_probes.c), each under its own timeout.
+probes() {
+  local bin=build-gpu/gpu_probes p st log
+  if ! gcc -std=gnu11 -O1 -o "$bin" scripts/gpu_probes.c -I/usr/local/cuda/include \
+       -L/usr/local/cuda/lib64/stubs -lcuda -lpthread >"$logs/probes-build.log" 2>&1; then
+    note "driver probes: not built ($(tail -1 "$logs/probes-build.log"))"; rc=1; return
+  fi
+  for p in "queue CUDA_DEVICE_MAX_CONNECTIONS=1" "queue" pageable capture remap fdpass release; do
+    set -- $p
+    fits 15 "probe $*" || continue
+    log="$logs/probe-$1${2:+-1conn}.log"
+    env ${2:+"$2"} timeout "$(t 15)" "$bin" "$1" >"$log" 2>&1
+    st=$?
+    note "probe $1${2:+ ($2)}: $(outcome $st): $(grep -h '^PROBE' "$log" | head -1 | cut -d: -f2-)"
+  done
+}
+
+# The paths the CUDA stand-in cannot prove: port channels through the GPU proxy on one GPU, a
+# world spanning two host identities over TCP (the proxy's stream copies, at one hardware queue
+# and at the default), registered buffers reached in place by peers.
+risky_paths() {
+  local dir=build-gpu/port-plans log st id idpid conn pids r envx
+  if [ -x "$perf" ] && fits 30 "port plans on GPU 0"; then
+    mkdir -p "$dir" && cp plans/*_port_*.json "$dir"/
+    log="$logs/perf-gpu-port.log"
+    env "${gpu_env[@]}" SHUNT_PLAN_DIR=$PWD/$dir SHUNT_DEBUG_SUBSYS=INIT,CALL timeout "$(t 45)" \
+      "$perf" -t 4 -b 1K -e 16M -f 4 -n 5 -w 1 --coll allreduce,allgather,reducescatter >"$log" 2>&1
+    st=$?
+    if [ $st = 0 ] && grep -q "max #wrong over ranks: 0: OK" "$log" && ! grep -q "host backend" "$log"; then
+      note "port plans (the GPU proxy), 4 ranks on GPU 0: ok ($(grep -c ' -> plan .*_port_' "$log") calls on port plans)"
+    else
+      grep -E "WARN|wrong" "$log" | head -5; note "port plans, 4 ranks on GPU 0: $(outcome $st) ($log)"; rc=1
+    fi
+  fi
+  for conn in 1 default; do
+    [ -x "$perf" ] && fits 30 "two host identities over TCP, connections $conn" || continue
+    log="$logs/perf-gpu-hosts-$conn"
+    exec {idfd}< <("$perf" --make-id 2>/dev/null)
+    idpid=$!
+    read -r -t 20 id <&$idfd || { note "two host identities, connections $conn: no id"; continue; }
+    pids=() envx=()
+    [ "$conn" = 1 ] && envx=(CUDA_DEVICE_MAX_CONNECTIONS=1)
+    for r in 0 1; do
+      env "${gpu_env[@]}" "${envx[@]}" SHUNT_GPU_ACROSS_HOSTS=on SHUNT_NET=socket SHUNT_SOCKET_IFNAME=lo SHUNT_HOSTID=host$r SHUNT_PERF_NRANKS=2 \
+        SHUNT_PERF_RANK=$r SHUNT_PERF_ID="$id" SHUNT_GPU_CHECK_TIMEOUT=5 timeout "$(t 25)" \
+        "$perf" -b 1K -e 1M -f 16 -n 3 -w 1 --coll allreduce >"$log.$r.log" 2>&1 &
+      pids+=($!)
+    done
+    st=0
+    for r in "${pids[@]}"; do wait "$r" || st=$?; done
+    kill "$idpid" 2>/dev/null
+    exec {idfd}<&-
+    v=$(grep -ho "GPU self-check [a-z]*:.*" "$log.0.log" | head -1)
+    note "two host identities over TCP on GPU 0, CUDA_DEVICE_MAX_CONNECTIONS=$conn (SHUNT_GPU_ACROSS_HOSTS=on): $(outcome $st); ${v:-no self-check verdict}"
+  done
+  if python3 -c 'import torch' >/dev/null 2>&1; then
+    for alloc in default expandable; do
+      fits 60 "PyTorch, zero-copy, $alloc allocator" || continue
+      log="$logs/torch-gpu-zc-$alloc.log"
+      env PYTORCH_CUDA_ALLOC_CONF=$([ $alloc = expandable ] && echo expandable_segments:True) \
+        TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1 SHUNT_ZERO_COPY=1 LD_PRELOAD=$PWD/build-gpu/libshunt.so \
+        SHUNT_NCCL_LIB=$nccl_lib "${gpu_env[@]}" SHUNT_DEBUG_SUBSYS=INIT,ALLOC timeout "$(t 90)" \
+        python3 scripts/torch_gpu.py 2 >"$log" 2>&1
+      st=$?
+      note "PyTorch, 2 processes, SHUNT_ZERO_COPY=1 with tensor registration, $alloc allocator: $(outcome $st): $(tail -1 "$log")"
+      [ $st = 0 ] || { grep -E "WARN|Error|wrong" "$log" | head -5; rc=1; }
+    done
+  fi
+}
+
 stage1() {
   deadline=$((SECONDS + ${SHUNT_GPU_CHECK_STAGE1:-300}))
   [ $deadline -gt $total_deadline ] && deadline=$total_deadline
   build "stage 1" shunt shunt-perf gpu_ratios || { rc=1; return; }
+  probes
+  risky_paths
   # The library path: shunt-perf on device buffers, every call on shunt's GPU executor (no NCCL
   # behind it, so a call shunt cannot serve fails the run). The self-check's verdict and cost come
   # from its INFO lines.
