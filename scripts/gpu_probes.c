@@ -17,7 +17,9 @@
  *   gpu_probes release       device memory given back after a VMM release while an exported
  *                            descriptor of it is still open, and after it is closed
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <cuda.h>
 #include <errno.h>
 #include <pthread.h>
