@@ -133,13 +133,16 @@ struct shunt_gpu_prog {
   struct shunt_gpu_world* world;
   struct shunt_program* dev; /* device copy */
   long long* sems;           /* device: the program's semaphores */
+  char* pinned;              /* pinned host memory: the device copy's bytes, the upload's source */
+  uint64_t bytes;            /* of the device copy (and of pinned) */
   uint32_t threads;          /* threads per block of the launch */
   uint32_t smem;             /* dynamic shared memory: the program's copy (gpu_steps.h) */
   bool port_used;            /* the program pushes port triggers */
   bool uploaded;             /* dev holds the program (set by its first launch) */
 };
 
-/* Allocates p's device copy; the first launch copies p into it on the launch's own stream
+/* Allocates p's device copy and its image in pinned host memory (both freed with the world);
+ * the first launch copies the image into it on the launch's own stream
  * (shunt_gpu_prog_upload), so that no thread of a rank waits for a stream of its own (which may
  * share a hardware queue with a peer's kernel that waits for this rank) before it launches.
  * The block size is the plan's,
@@ -148,11 +151,12 @@ struct shunt_gpu_prog {
  * as one that does not fit the world. */
 int shunt_gpu_prog_create(struct shunt_gpu_world* w, const struct shunt_program* p, uint32_t max_threads,
                           struct shunt_gpu_prog** out, char* err, size_t len);
-/* The program's bytes and its semaphores' initial values into its device copy, once: queued on
+/* The program's bytes and its semaphores' initial values into its device copy, once, from
+ * pinned memory (so that the call never waits on the host for the stream's earlier work): queued on
  * `stream` ahead of the launch; into a stream being captured, a copy on the world's own stream
  * waited for instead (a captured copy would read the host program at every replay). In the
- * world's context; the world's launches are ordered, so no two threads upload one program.
- * 0 or a CUresult. */
+ * world's context and relaxed capture mode; the world's launches are ordered, so no two
+ * threads upload one program. 0 or a CUresult. */
 int shunt_gpu_prog_upload(struct shunt_gpu_prog* gp, struct CUstream_st* stream, bool capturing);
 /* Its device memory is freed with the world, not now: cuMemFree waits for the device, where a
  * peer's kernel may be waiting on this rank. */
