@@ -62,7 +62,10 @@ struct shunt_gpu_world {
     void* host;
   } * grave;
   size_t ngrave, grave_cap;
-  struct shunt_gpu_proxy* proxy; /* serves the kernel's port channels (transport/gpu_proxy.h) */
+  /* Serves the kernel's port triggers to ranks of other hosts (transport/gpu_proxy.h); NULL in
+   * a world on one host, whose kernels move every port channel's data themselves and so never
+   * push a trigger (gpu_xctx.cuh). */
+  struct shunt_gpu_proxy* proxy;
   /* Ranks of other hosts: reached only through the verbs endpoint. Their entries of the
    * kernel's peer table hold this rank's own region, so that nothing the kernel writes through
    * them (the abort words) leaves this rank; the proxy turns a trigger's address back into an
@@ -210,7 +213,8 @@ int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gp
   return SHUNT_OK;
 }
 
-/* This rank's own part: the device, its region and FIFO, the proxy; 0 or an error code. */
+/* This rank's own part: the device, its region and FIFO, the proxy where the world spans hosts;
+ * 0 or an error code. */
 static int local_part(struct shunt_gpu_world* w, const struct shunt_gpu_world_config* cfg, char* err,
                       size_t len) {
   const struct shunt_cu* cu = w->cu;
@@ -237,7 +241,7 @@ static int local_part(struct shunt_gpu_world* w, const struct shunt_gpu_world_co
     return SHUNT_E_CUDA;
   }
   int rc = local_setup(w, w->device, err, len);
-  if (rc != 0) return rc;
+  if (rc != 0 || w->bs.nnodes <= 1) return rc;
   struct shunt_gpu_proxy_config pc = {.cu = cu,
                                       .ctx = w->ctx,
                                       .rank = w->rank,
@@ -274,7 +278,7 @@ static int count_sharing(struct shunt_gpu_world* w, const struct shunt_peers* p,
 }
 
 /* Every peer reached: the kernel's peer table (a rank of another host's entry holds this
- * rank's own region: see `remote`), the proxy's endpoint, the proxy started. */
+ * rank's own region: see `remote`), the proxy's endpoint, the proxy started (across hosts). */
 static int gpu_ready(void* ctx, const struct shunt_peers* p, char* err, size_t len) {
   struct shunt_gpu_world* w = ctx;
   const struct shunt_cu* cu = w->cu;
@@ -299,6 +303,7 @@ static int gpu_ready(void* ctx, const struct shunt_peers* p, char* err, size_t l
     w->ready_rc = SHUNT_E_CUDA;
     return -1;
   }
+  if (!w->proxy) return 0;
   if (p->nets.ops) shunt_gpu_proxy_set_net(w->proxy, p->nets.ops, p->nets.chosen);
   return shunt_gpu_proxy_start(w->proxy, err, len);
 }
@@ -497,12 +502,12 @@ int shunt_gpu_world_order_end(struct shunt_gpu_world* w, CUstream stream, bool e
   return -1;
 }
 
-/* No CUDA call: the word lives in mapped host memory (gpu_proxy.h), so the abort lands whatever
+/* No CUDA call: the word lives in mapped host memory (gpu_fifo.h), so the abort lands whatever
  * another thread holds the context lock for and whatever shares a hardware queue. */
 int shunt_gpu_world_abort(struct shunt_gpu_world* w) {
-  if (!w) return SHUNT_E_INVALID;
-  if (!w->proxy) return SHUNT_E_INVALID;
-  return shunt_gpu_proxy_abort(w->proxy) == 0 ? SHUNT_OK : SHUNT_E_CUDA;
+  if (!w || !w->fifo) return SHUNT_E_INVALID;
+  __atomic_store_n(&w->fifo->abort, 1u, __ATOMIC_RELEASE);
+  return SHUNT_OK;
 }
 
 /* ---- Programs ------------------------------------------------------------------------------------ */

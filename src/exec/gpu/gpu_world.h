@@ -16,12 +16,13 @@
  *   network table's chosen row (transport/net.h: verbs on this rank's region, registered for
  *   their writes, or TCP through host memory); no memory channel may join them (checked per
  *   plan: shunt_gpu_world_fits). The set-up is the one every world uses (transport/peers.h).
- * - Each rank runs one proxy thread that serves the kernel's port-channel triggers in FIFO
- *   order on its own stream: data with cuMemcpyAsync, then the flag (the peer's counter is
- *   written with the next value by copies ordered after the data, never seen above it), and a SYNC trigger
- *   publishes completion once the stream has drained. A trigger to a rank of another host is
- *   RDMA writes of the data, then of the count, waited for before the next trigger. The proxy never blocks on
- * anything but its own stream, and is immune to other threads' stream capture.
+ * - Port channels to ranks of this host are the kernel's own copies and counter adds. Where the
+ *   world spans hosts, each rank runs one proxy thread that serves the kernel's triggers to
+ *   ranks of other hosts in FIFO order: RDMA writes of the data, then of the count, waited for
+ *   before the next trigger (or the same through TCP and host memory), and a SYNC trigger
+ *   publishes completion; every execution ends with its triggers complete. The proxy never
+ *   blocks on anything but its own streams and transport, and is immune to other threads'
+ *   stream capture. A world on one host has no proxy thread.
  * - Failures are reported through shunt_gpu_world_check, which reads the first failure the
  *   kernel recorded without any CUDA call; once a run failed the world is broken and every
  *   later launch is refused.
