@@ -460,11 +460,9 @@ int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program*
   return SHUNT_E_TIMEOUT;
 }
 
-bool shunt_gpu_world_started_late(struct shunt_gpu_world* w) {
-  struct shunt_gpu_error e;
-  if (!w || shunt_gpu_error_read(&w->fifo->error, &e) == 0) return false;
-  /* The kernel's entry records exactly this when the abort word is already up (gpu_kernel.cuh). */
-  return e.code == SHUNT_GPU_ERR_ABORTED && e.what == SHUNT_GPU_WAIT_NONE;
+uint32_t shunt_gpu_world_failure(const struct shunt_gpu_world* w, struct shunt_gpu_error* e) {
+  memset(e, 0, sizeof(*e));
+  return w ? shunt_gpu_error_read(&w->fifo->error, e) : 0;
 }
 
 static bool capturing(const struct shunt_cu* cu, CUstream stream) {

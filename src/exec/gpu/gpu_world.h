@@ -81,11 +81,12 @@ void shunt_gpu_world_release(struct shunt_gpu_world* w);
  * program that ran), what it waited on, the value awaited and the value seen. Reads host
  * memory only: safe while kernels run and inside stream capture. */
 int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program* p, char* err, size_t len);
-/* Whether this rank's failed run began only after the run had been given up: its kernel found
- * the abort word already raised when it started (another rank's wait ran out while this rank's
- * blocks were not yet resident, as when another application's kernels fill the device). Host
- * memory only, as shunt_gpu_world_check. */
-bool shunt_gpu_world_started_late(struct shunt_gpu_world* w);
+/* This rank's first kernel failure as its kernel recorded it (gpu_fifo.h): the code, 0 when none
+ * (then *e is zeroed). A kernel that found the abort word already raised when it started (another
+ * rank's wait ran out while this rank's blocks were not yet resident, as when another
+ * application's kernels fill the device) records SHUNT_GPU_ERR_ABORTED waiting on
+ * SHUNT_GPU_WAIT_NONE (gpu_kernel.cuh). Host memory only, as shunt_gpu_world_check. */
+uint32_t shunt_gpu_world_failure(const struct shunt_gpu_world* w, struct shunt_gpu_error* e);
 /* Aborts this rank from the host: a store into its FIFO's abort word (mapped host memory), no
  * CUDA call, so it lands whatever another thread holds the context lock for. Its running (or
  * next) kernel sees it within 256 polls of any wait and raises every rank's abort word: every
