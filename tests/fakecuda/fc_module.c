@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "exec/gpu/gpu_abi.h"
 #include "exec/kcpu/kcpu_kernel.h"
@@ -299,6 +300,10 @@ int fc_launch_run(void** runner, const struct fc_launch* l, char* err, size_t le
   long nth = __atomic_add_fetch(&exec_launches, 1, __ATOMIC_RELAXED);
   int fault = fc_fault_for(nth);
   if (fault == 's') return 0; /* the launch that never ran: its signals never come */
+  if (fault == 'l') {
+    /* Not resident until its peers have given up: 60 s at most, then it runs as it is. */
+    for (int ms = 0; ms < 60000 && !__atomic_load_n(k.abort, __ATOMIC_ACQUIRE); ms++) usleep(1000);
+  }
   unsigned t = l->threads < (unsigned)fc_run_threads() ? l->threads : (unsigned)fc_run_threads();
   struct shunt_kcpu_grid g = {l->blocks, t, 0, l->smem};
   int rc = shunt_kcpu_exec(d, &k, &g, err, len);

@@ -1,9 +1,9 @@
 /* The self-check's verdict when a fault and a busy device meet, over the CUDA driver stand-in: a
  * rank whose kernel starts only after its peers gave up (its device busy) explains the waits
- * that led to it, not a wrong result. Another application's kernel holds every block slot of
- * rank 0's GPU (fakecuda_occupy) past SHUNT_GPU_CHECK_TIMEOUT while rank 3's first check run
- * never executes (the stand-in's fault "skip:1": its result is wrong). The verdict must be
- * "failed", at once: not a busy device retried until the fault is gone and the plan trusted.
+ * that led to it, not a wrong result. Rank 0's first check run starts only once its peers have
+ * given up (the stand-in's fault "late:1", as when another application's kernels hold its GPU)
+ * while rank 3's never executes (fault "skip:1": its result is wrong). The verdict must be
+ * "failed", at once: not a busy device, retried until the fault is gone and the plan trusted.
  *
  * Four ranks as processes (each its own GPU); one plan (a folder with only
  * allreduce_4r_ll_outofplace, made from the shipped plans given as the argument). Every rank
@@ -23,23 +23,13 @@ int cuDevicePrimaryCtxRelease_v2(int dev);
 
 #define NRANKS 4
 #define PLAN "allreduce_4r_ll_outofplace.json"
-/* Longer than the check's bound (1 s, set by the test's environment), so that rank 0's kernel
- * starts after its peers gave up. */
-#define BUSY_MS 2500
-
-int fakecuda_occupy(int device, int slots, int ms);
-int cuDeviceGetAttribute(int* v, int attr, int dev);
 
 static int run_rank(int rank, const ncclUniqueId* ids) {
   fc_handle ctx = NULL;
   CHECK_EQ_INT(cuInit(0), 0);
   CHECK_EQ_INT(cuDevicePrimaryCtxRetain(&ctx, 0), 0);
   CHECK_EQ_INT(cuCtxSetCurrent(ctx), 0);
-  if (rank == 0) {
-    int sms = 0;
-    CHECK_EQ_INT(cuDeviceGetAttribute(&sms, 16 /* multiprocessor count */, 0), 0);
-    CHECK_EQ_INT(fakecuda_occupy(0, sms * 16, BUSY_MS), 0);
-  }
+  if (rank == 0) fakecuda_fault("late:1");
   if (rank == NRANKS - 1) fakecuda_fault("skip:1");
   ncclComm_t comm = NULL;
   CHECK_EQ_INT(ncclCommInitRank(&comm, NRANKS, ids[0], rank), ncclSuccess);
