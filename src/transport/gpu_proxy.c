@@ -354,11 +354,6 @@ int shunt_gpu_proxy_start(struct shunt_gpu_proxy* p, char* err, size_t len) {
   return 0;
 }
 
-int shunt_gpu_proxy_abort(struct shunt_gpu_proxy* p) {
-  raise_abort(p);
-  return 0;
-}
-
 bool shunt_gpu_proxy_failed(struct shunt_gpu_proxy* p) {
   return atomic_load(&p->failed) != 0;
 }

@@ -1,5 +1,6 @@
-/* The GPU backend's proxy: one thread per rank that serves its kernel's port-channel triggers
- * (transport/gpu_fifo.h), the way the host world's proxy serves its fibers' (proxy.h).
+/* The GPU backend's proxy: one thread per rank of a world that spans hosts, serving its kernel's
+ * port-channel triggers (transport/gpu_fifo.h), the way the host world's proxy serves its
+ * fibers' (proxy.h). A world on one host has none: its kernels push no trigger.
  *
  * Promises:
  * - Triggers are served strictly in FIFO order on the proxy's own stream: to a rank of this
@@ -66,9 +67,6 @@ int shunt_gpu_proxy_start(struct shunt_gpu_proxy* p, char* err, size_t len);
  * unexpect takes back a launch that failed. NULL is fine. */
 void shunt_gpu_proxy_expect(struct shunt_gpu_proxy* p, bool graph);
 void shunt_gpu_proxy_unexpect(struct shunt_gpu_proxy* p, bool graph);
-/* Aborts this rank: a store into the FIFO's abort word (mapped host memory), no CUDA call; the
- * kernel that sees it raises every rank's abort word. */
-int shunt_gpu_proxy_abort(struct shunt_gpu_proxy* p);
 /* Whether it failed; the message ("rank R proxy: ..."). */
 bool shunt_gpu_proxy_failed(struct shunt_gpu_proxy* p);
 const char* shunt_gpu_proxy_msg(const struct shunt_gpu_proxy* p);

@@ -28,7 +28,9 @@
  *   with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and invalidates that capture, in any mode.
  * - Faults (FAKECUDA_FAULT, or fakecuda_fault()): "corrupt:N" flips a byte of the output of the
  *   Nth executor launch of the process; "skip:N" does not run the Nth executor launch at all
- *   (its signals never come). */
+ *   (its signals never come); "late:N" starts the Nth executor launch only once its rank's
+ *   abort word is up (its peers gave up waiting for it, as for a kernel whose blocks a busy
+ *   device could not hold until then). */
 #ifndef FAKECUDA_FAKE_CUDA_H
 #define FAKECUDA_FAKE_CUDA_H
 

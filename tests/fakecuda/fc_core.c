@@ -32,6 +32,7 @@ static void parse_fault(const char* v) {
   if (!v || !*v) return;
   if (!strncmp(v, "corrupt:", 8)) fault_kind = 'c', fault_at = atol(v + 8);
   if (!strncmp(v, "skip:", 5)) fault_kind = 's', fault_at = atol(v + 5);
+  if (!strncmp(v, "late:", 5)) fault_kind = 'l', fault_at = atol(v + 5);
 }
 
 static void init(void) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "exec/gpu/gpu_abi.h"
 #include "exec/kcpu/kcpu_kernel.h"
@@ -240,6 +241,27 @@ int fc_launch_pack(void* f, unsigned blocks, unsigned threads, unsigned smem, vo
   return FC_SUCCESS;
 }
 
+/* An execution that ended well (no error recorded, no abort) has had every port trigger it
+ * pushed completed by the proxy: the stream's next operation (a copy-out, the next call's
+ * staging, the application's kernel) may overwrite a trigger's source, which a proxy still
+ * serving it would read. shunt's own invariant (gpu_kernel.cuh drains the FIFO at the end),
+ * checked where the stand-in sees the kernel end. */
+static void check_drained(const struct shunt_gpu_kargs* k) {
+  if (!k->port_used || !k->prog) return;
+  const struct shunt_gpu_ctrl* ctrl = (const struct shunt_gpu_ctrl*)(k->region + k->lay.ctrl);
+  if (__atomic_load_n(&ctrl->abort, __ATOMIC_ACQUIRE) || __atomic_load_n(&k->fifo->abort, __ATOMIC_ACQUIRE) ||
+      __atomic_load_n(&k->fifo->error.code, __ATOMIC_ACQUIRE))
+    return;
+  uint64_t pushed = __atomic_load_n(&ctrl->fifo_head, __ATOMIC_ACQUIRE);
+  uint64_t done = __atomic_load_n(&k->fifo->done, __ATOMIC_ACQUIRE);
+  if (done >= pushed) return;
+  fprintf(stderr,
+          "fakecuda: rank %u's executor kernel ended with port triggers its proxy has not completed (%llu "
+          "pushed, %llu complete): the stream moves on while the proxy may still read their sources\n",
+          k->rank, (unsigned long long)pushed, (unsigned long long)done);
+  abort();
+}
+
 int fc_launch_run(void** runner, const struct fc_launch* l, char* err, size_t len) {
   if (l->kind == FC_K_EMPTY) return 0;
   if (l->kind == FC_K_CHECK) {
@@ -278,9 +300,14 @@ int fc_launch_run(void** runner, const struct fc_launch* l, char* err, size_t le
   long nth = __atomic_add_fetch(&exec_launches, 1, __ATOMIC_RELAXED);
   int fault = fc_fault_for(nth);
   if (fault == 's') return 0; /* the launch that never ran: its signals never come */
+  if (fault == 'l') {
+    /* Not resident until its peers have given up: 60 s at most, then it runs as it is. */
+    for (int ms = 0; ms < 60000 && !__atomic_load_n(k.abort, __ATOMIC_ACQUIRE); ms++) usleep(1000);
+  }
   unsigned t = l->threads < (unsigned)fc_run_threads() ? l->threads : (unsigned)fc_run_threads();
   struct shunt_kcpu_grid g = {l->blocks, t, 0, l->smem};
   int rc = shunt_kcpu_exec(d, &k, &g, err, len);
+  if (rc == 0) check_drained(&k);
   if (rc == 0 && fault == 'c' && k.out && k.prog) {
     /* One byte of this rank's result, flipped once the kernel is done. */
     k.out[0] ^= 0x5a;

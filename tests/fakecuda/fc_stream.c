@@ -672,13 +672,34 @@ static int copy_async(void* dst, const void* src, size_t n, void* h, bool stage)
 FC_EXPORT int cuMemcpyAsync(unsigned long long dst, unsigned long long src, size_t n, void* h) {
   return copy_async((void*)(uintptr_t)dst, (const void*)(uintptr_t)src, n, h, false);
 }
-FC_EXPORT int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void* src, size_t n, void* h) {
+/* Whether the driver knows p (pinned or registered host memory, device memory). */
+static bool known_memory(const void* p) {
   extern int cuPointerGetAttribute(void*, int, unsigned long long);
   unsigned type = 0;
-  bool pinned = cuPointerGetAttribute(&type, 2, (uintptr_t)src) == FC_SUCCESS;
+  return cuPointerGetAttribute(&type, 2 /* memory type */, (uintptr_t)p) == FC_SUCCESS;
+}
+
+/* An asynchronous copy between device memory and pageable host memory goes through the driver's
+ * pinned staging: "the driver may synchronize with the stream" first (the documentation's API
+ * synchronization behavior). Here it always does, on the host, before the copy is queued: the
+ * stream's earlier work completes first (leniency "pageable"). Not while the stream captures. */
+static void pageable_wait(void* h) {
+  if (fc_lenient("pageable")) return;
+  struct fc_stream* s = resolve(h);
+  if (!s) return; /* copy_async answers for the handle */
+  pthread_mutex_lock(&s->mu);
+  bool capturing = s->capture != 0;
+  pthread_mutex_unlock(&s->mu);
+  if (!capturing) drain(s);
+}
+
+FC_EXPORT int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void* src, size_t n, void* h) {
+  bool pinned = known_memory(src);
+  if (!pinned && n) pageable_wait(h);
   return copy_async((void*)(uintptr_t)dst, src, n, h, !pinned);
 }
 FC_EXPORT int cuMemcpyDtoHAsync_v2(void* dst, unsigned long long src, size_t n, void* h) {
+  if (!known_memory(dst) && n) pageable_wait(h);
   return copy_async(dst, (const void*)(uintptr_t)src, n, h, false);
 }
 FC_EXPORT int cuMemcpyDtoDAsync_v2(unsigned long long dst, unsigned long long src, size_t n, void* h) {

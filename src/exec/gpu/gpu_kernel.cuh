@@ -38,13 +38,15 @@ static __device__ void shunt_gpu_finish(struct shunt_xctx* X, struct shunt_gpu_c
     /* Every trigger of this execution must be complete before the stream moves on (staging
      * copies, the next call reusing the source buffers): one SYNC trigger drains the FIFO,
      * unless nothing went to the proxy since its last completion this kernel saw (puts to
-     * peers this process maps are the block's own copies, done by now). */
+     * peers this process maps are the block's own copies, done by now). Pushed into the FIFO
+     * whatever its peer: as a trigger to this rank, xb_port would take it for one the block
+     * serves itself, and the kernel would end with the proxy still reading its sources. */
     struct shunt_trigger t;
     memset(&t, 0, sizeof(t));
     t.type = SHUNT_TRIG_SYNC;
     t.peer = (uint16_t)k->rank;
     X->op = shunt_prog_blocks(X->prog)[X->block].nops;
-    if (xb_port(X, 0, &t, true)) return;
+    if (xg_port_push(X, 0, &t, true)) return;
   }
   for (unsigned i = 0; i < SHUNT_GPU_BARRIERS; i++) ctrl->bars[i] = 0;
   /* Plans leave their semaphores as they found them (checked at load); restoring the initial

@@ -19,8 +19,9 @@
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
 #define LARGE_BYTES (1u << 20)
 
-/* What a rank says after a run. BUSY outranks FAILED: a rank whose kernel started only after its
- * peers had given up explains their timeouts (the device was busy), so the run proves nothing. */
+/* What a rank says after a run. A rank whose kernel started only after its peers had given up
+ * (BUSY: its device was busy) explains the waits that led to it, so a run whose every failure is
+ * such a wait proves nothing (agree() below). */
 enum { PASSED = 0, UNFIT = 1, FAILED = 2, BUSY = 3 };
 /* Tries of a run the device was too busy for, and the pause before the next: another
  * application's kernels end in their own time, and a check that waited for them forever would
@@ -29,6 +30,10 @@ enum { PASSED = 0, UNFIT = 1, FAILED = 2, BUSY = 3 };
 #define BUSY_PAUSE_MS 100
 struct vote {
   uint32_t state; /* PASSED, UNFIT (this GPU cannot run the plan at all), FAILED, BUSY */
+  /* A failure the kernel recorded as a wait (its own timeout, or given up once another rank's
+   * ran out): what it waited on, enum shunt_gpu_wait_kind + 1 (0: not a wait: a mismatch, a
+   * launch or setup error), and the rank it waited for where the record names one. */
+  uint32_t wait, peer;
   uint32_t pad_;
   char what[304];
 };
@@ -89,9 +94,10 @@ static void sizes_for(const struct shunt_plan* plan, uint32_t nranks, uint64_t o
   out[2] = large > q ? large / q * q : 0;
 }
 
-/* One run of `plan` with `per` bytes of the per-rank unit: PASSED, UNFIT or FAILED with `what`. */
+/* One run of `plan` with `per` bytes of the per-rank unit: PASSED, UNFIT, FAILED or BUSY, with
+ * `what` and, for a failed wait, v->wait and v->peer. */
 static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_plan* plan, uint64_t per,
-                   uint64_t timeout_ms, char* what, size_t wlen) {
+                   uint64_t timeout_ms, struct vote* v, char* what, size_t wlen) {
   const struct shunt_cu* cu = B->cu;
   uint32_t rank = b->rank, n = b->nranks;
   uint64_t in_bytes, out_bytes;
@@ -171,12 +177,18 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
   if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(B->stream);
   if (e == CUDA_SUCCESS) memcpy(&first, B->host, sizeof(first));
   if (shunt_backend_check(b, err, sizeof(err)) != SHUNT_OK) {
-    if (shunt_gpu_world_started_late(shunt_gpu_backend_world(b))) {
+    struct shunt_gpu_error rec;
+    if (shunt_gpu_world_failure(shunt_gpu_backend_world(b), &rec) == SHUNT_GPU_ERR_ABORTED &&
+        rec.what == SHUNT_GPU_WAIT_NONE) {
       snprintf(what, wlen,
                "the device was busy: rank %u's blocks could not all be resident until its peers had given up "
                "waiting (SHUNT_GPU_CHECK_TIMEOUT)",
                rank);
       return BUSY;
+    }
+    if (rec.code) {
+      v->wait = rec.what + 1;
+      v->peer = rec.peer;
     }
     say(what, wlen, "timeout: ", err);
     return FAILED;
@@ -229,12 +241,33 @@ static void free_bufs(struct bufs* B) {
   if (B->stream) cu->StreamDestroy(B->stream);
 }
 
+/* Whether the failed wait of v can be the doing of the late ranks (state BUSY in all, some rank
+ * being late): a wait on a channel's counter whose peer is late, a wait whose record names no
+ * rank (a packet, whose writer it does not say; its own blocks' barrier or semaphore, held by a
+ * block that may wait on a peer). Not a wait (a mismatch, a launch or setup error) or a wait on
+ * the proxy (FIFO room, completion: no peer's kernel in the way): never. */
+static bool traced(const struct vote* v, const struct vote* all, uint32_t nranks) {
+  if (v->state != FAILED || v->wait == 0) return false;
+  switch (v->wait - 1) {
+    case SHUNT_GPU_WAIT_SIGNAL:
+      return v->peer < nranks && all[v->peer].state == BUSY;
+    case SHUNT_GPU_WAIT_PACKET:
+    case SHUNT_GPU_WAIT_BARRIER:
+    case SHUNT_GPU_WAIT_SEMAPHORE:
+      return true;
+    default:
+      return false;
+  }
+}
+
 /* Every rank's vote: the worst state of any rank (FAILED over UNFIT over PASSED), and the first
- * rank in that state. */
-static int agree(struct shunt_backend* b, int state, const char* what, struct vote* all, uint32_t* bad) {
-  memset(&all[b->rank], 0, sizeof(all[0]));
+ * rank in that state. Ranks whose kernels started late (BUSY) make the run BUSY only when every
+ * failure leads to them: each failed rank waited on a late rank, or on a rank that itself waited
+ * on one (traced above); any other failure is the plan's or shunt's, and FAILED. */
+static int agree(struct shunt_backend* b, int state, const struct vote* mine, struct vote* all,
+                 uint32_t* bad) {
+  all[b->rank] = *mine;
   all[b->rank].state = (uint32_t)state;
-  snprintf(all[b->rank].what, sizeof(all[0].what), "%s", what);
   if (b->ex.allgather(b->ex.ctx, all, sizeof(all[0])) != 0) {
     *bad = b->rank;
     all[b->rank].state = FAILED;
@@ -245,6 +278,18 @@ static int agree(struct shunt_backend* b, int state, const char* what, struct vo
   for (uint32_t r = 0; r < b->nranks; r++)
     if ((int)all[r].state > worst) {
       worst = (int)all[r].state;
+      *bad = r;
+    }
+  if (worst != BUSY) return worst;
+  /* A failure traced to a late rank counts as late itself, until nothing more is traced. */
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (uint32_t r = 0; r < b->nranks; r++)
+      if (traced(&all[r], all, b->nranks)) all[r].state = BUSY, grew = true;
+  }
+  for (uint32_t r = 0; r < b->nranks && worst == BUSY; r++)
+    if (all[r].state == FAILED) {
+      worst = FAILED;
       *bad = r;
     }
   return worst;
@@ -288,7 +333,10 @@ int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const*
   }
   if (local == PASSED && alloc_bufs(&B, in_cap, out_cap, what, sizeof(what)) != 0) local = FAILED;
   uint32_t bad = 0;
-  int failed = agree(b, local, what, all, &bad) != PASSED;
+  struct vote mine;
+  memset(&mine, 0, sizeof(mine));
+  snprintf(mine.what, sizeof(mine.what), "%s", what);
+  int failed = agree(b, local, &mine, all, &bad) != PASSED;
   if (failed) {
     snprintf(out->plan, sizeof(out->plan), "(none)");
   }
@@ -299,10 +347,10 @@ int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const*
       if (!sz[k]) continue;
       int st = PASSED;
       for (uint32_t t = 1;; t++) {
-        what[0] = 0;
-        local = run_one(b, &B, plans[p], sz[k], timeout_ms, what, sizeof(what));
+        memset(&mine, 0, sizeof(mine));
+        local = run_one(b, &B, plans[p], sz[k], timeout_ms, &mine, mine.what, sizeof(mine.what));
         out->runs++;
-        st = agree(b, local, what, all, &bad);
+        st = agree(b, local, &mine, all, &bad);
         out->tries = t;
         if (st != BUSY || t >= BUSY_TRIES) break;
         /* Every rank saw the same vote, so every rank tries again, on a new world (the aborted

@@ -53,12 +53,19 @@ struct shunt_gpu_world {
    * communicator's work): each waits for the event the previous one recorded. */
   pthread_mutex_t launch_mu;
   CUevent last;
-  /* Device memory of destroyed programs: cuMemFree synchronizes the device, and a peer's kernel
-   * on the same GPU may be waiting; freed when the world goes (collective, every kernel done). */
+  /* Memory of destroyed programs, their device copies and pinned sources: cuMemFree and
+   * cuMemFreeHost synchronize the device, and a peer's kernel on the same GPU may be waiting;
+   * freed when the world goes (collective, every kernel done). */
   pthread_mutex_t grave_mu;
-  void** grave;
+  struct grave {
+    void* dev;
+    void* host;
+  } * grave;
   size_t ngrave, grave_cap;
-  struct shunt_gpu_proxy* proxy; /* serves the kernel's port channels (transport/gpu_proxy.h) */
+  /* Serves the kernel's port triggers to ranks of other hosts (transport/gpu_proxy.h); NULL in
+   * a world on one host, whose kernels move every port channel's data themselves and so never
+   * push a trigger (gpu_xctx.cuh). */
+  struct shunt_gpu_proxy* proxy;
   /* Ranks of other hosts: reached only through the verbs endpoint. Their entries of the
    * kernel's peer table hold this rank's own region, so that nothing the kernel writes through
    * them (the abort words) leaves this rank; the proxy turns a trigger's address back into an
@@ -111,7 +118,10 @@ static void release(struct shunt_gpu_world* w, bool keep_region) {
     if (w->pstream) cu->StreamSynchronize(w->pstream);
     unmap_peers(w);
     if (w->region && !keep_region) cu->MemFree(DP(w->region));
-    for (size_t i = 0; i < w->ngrave; i++) cu->MemFree(DP(w->grave[i]));
+    for (size_t i = 0; i < w->ngrave; i++) {
+      if (w->grave[i].dev) cu->MemFree(DP(w->grave[i].dev));
+      if (w->grave[i].host) cu->MemFreeHost(w->grave[i].host);
+    }
     if (w->last) cu->EventDestroy(w->last);
     if (w->fifo) cu->MemFreeHost(w->fifo);
     if (w->pstream) cu->StreamDestroy(w->pstream);
@@ -203,7 +213,8 @@ int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gp
   return SHUNT_OK;
 }
 
-/* This rank's own part: the device, its region and FIFO, the proxy; 0 or an error code. */
+/* This rank's own part: the device, its region and FIFO, the proxy where the world spans hosts;
+ * 0 or an error code. */
 static int local_part(struct shunt_gpu_world* w, const struct shunt_gpu_world_config* cfg, char* err,
                       size_t len) {
   const struct shunt_cu* cu = w->cu;
@@ -230,7 +241,7 @@ static int local_part(struct shunt_gpu_world* w, const struct shunt_gpu_world_co
     return SHUNT_E_CUDA;
   }
   int rc = local_setup(w, w->device, err, len);
-  if (rc != 0) return rc;
+  if (rc != 0 || w->bs.nnodes <= 1) return rc;
   struct shunt_gpu_proxy_config pc = {.cu = cu,
                                       .ctx = w->ctx,
                                       .rank = w->rank,
@@ -267,7 +278,7 @@ static int count_sharing(struct shunt_gpu_world* w, const struct shunt_peers* p,
 }
 
 /* Every peer reached: the kernel's peer table (a rank of another host's entry holds this
- * rank's own region: see `remote`), the proxy's endpoint, the proxy started. */
+ * rank's own region: see `remote`), the proxy's endpoint, the proxy started (across hosts). */
 static int gpu_ready(void* ctx, const struct shunt_peers* p, char* err, size_t len) {
   struct shunt_gpu_world* w = ctx;
   const struct shunt_cu* cu = w->cu;
@@ -292,6 +303,7 @@ static int gpu_ready(void* ctx, const struct shunt_peers* p, char* err, size_t l
     w->ready_rc = SHUNT_E_CUDA;
     return -1;
   }
+  if (!w->proxy) return 0;
   if (p->nets.ops) shunt_gpu_proxy_set_net(w->proxy, p->nets.ops, p->nets.chosen);
   return shunt_gpu_proxy_start(w->proxy, err, len);
 }
@@ -448,11 +460,9 @@ int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program*
   return SHUNT_E_TIMEOUT;
 }
 
-bool shunt_gpu_world_started_late(struct shunt_gpu_world* w) {
-  struct shunt_gpu_error e;
-  if (!w || shunt_gpu_error_read(&w->fifo->error, &e) == 0) return false;
-  /* The kernel's entry records exactly this when the abort word is already up (gpu_kernel.cuh). */
-  return e.code == SHUNT_GPU_ERR_ABORTED && e.what == SHUNT_GPU_WAIT_NONE;
+uint32_t shunt_gpu_world_failure(const struct shunt_gpu_world* w, struct shunt_gpu_error* e) {
+  memset(e, 0, sizeof(*e));
+  return w ? shunt_gpu_error_read(&w->fifo->error, e) : 0;
 }
 
 static bool capturing(const struct shunt_cu* cu, CUstream stream) {
@@ -490,12 +500,12 @@ int shunt_gpu_world_order_end(struct shunt_gpu_world* w, CUstream stream, bool e
   return -1;
 }
 
-/* No CUDA call: the word lives in mapped host memory (gpu_proxy.h), so the abort lands whatever
+/* No CUDA call: the word lives in mapped host memory (gpu_fifo.h), so the abort lands whatever
  * another thread holds the context lock for and whatever shares a hardware queue. */
 int shunt_gpu_world_abort(struct shunt_gpu_world* w) {
-  if (!w) return SHUNT_E_INVALID;
-  if (!w->proxy) return SHUNT_E_INVALID;
-  return shunt_gpu_proxy_abort(w->proxy) == 0 ? SHUNT_OK : SHUNT_E_CUDA;
+  if (!w || !w->fifo) return SHUNT_E_INVALID;
+  __atomic_store_n(&w->fifo->abort, 1u, __ATOMIC_RELEASE);
+  return SHUNT_OK;
 }
 
 /* ---- Programs ------------------------------------------------------------------------------------ */
@@ -549,14 +559,23 @@ static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p,
   uint64_t prog_bytes = (p->total_bytes + 15u) / 16u * 16u;
   uint64_t bytes = prog_bytes + (uint64_t)p->nsems * sizeof(long long);
   CUdeviceptr d = 0;
+  char* pinned = NULL;
   /* An allocation takes the context lock but waits for no kernel; the upload itself waits for
    * the first launch (shunt_gpu_prog_upload). */
   CUresult e = cu->MemAlloc(&d, bytes);
+  if (e == CUDA_SUCCESS) e = cu->MemHostAlloc((void**)&pinned, bytes, CU_MEMHOSTALLOC_PORTABLE);
   if (e != CUDA_SUCCESS) {
+    if (d) cu->MemFree(d);
     free(gp);
     shunt_setf(err, len, "program allocation: %s", shunt_cu_error(e));
     return e == CUDA_ERROR_OUT_OF_MEMORY ? SHUNT_E_NOMEM : SHUNT_E_CUDA;
   }
+  /* The device copy's image, in pinned memory: the upload is then a plain asynchronous copy. */
+  memcpy(pinned, p, p->total_bytes);
+  memset(pinned + p->total_bytes, 0, prog_bytes - p->total_bytes);
+  memcpy(pinned + prog_bytes, shunt_prog_sem_init(p), (size_t)p->nsems * sizeof(long long));
+  gp->pinned = pinned;
+  gp->bytes = bytes;
   gp->host = p;
   gp->world = w;
   gp->dev = (struct shunt_program*)(uintptr_t)d;
@@ -572,17 +591,15 @@ int shunt_gpu_prog_upload(struct shunt_gpu_prog* gp, CUstream stream, bool captu
   if (gp->uploaded) return CUDA_SUCCESS;
   struct shunt_gpu_world* w = gp->world;
   const struct shunt_cu* cu = w->cu;
-  const struct shunt_program* p = gp->host;
   CUstream s = capturing ? w->pstream : stream;
-  /* Pageable sources: the driver stages them before the call returns. */
-  CUresult e = cu->MemcpyHtoDAsync(DP(gp->dev), p, p->total_bytes, s);
-  if (e == CUDA_SUCCESS && p->nsems)
-    e = cu->MemcpyHtoDAsync(DP(gp->sems), shunt_prog_sem_init(p), (size_t)p->nsems * sizeof(long long), s);
-  if (e == CUDA_SUCCESS && capturing) {
-    struct shunt_cu_guard g = shunt_cu_enter(cu, w->ctx, 1);
-    e = cu->StreamSynchronize(s);
-    shunt_cu_leave(&g);
-  }
+  /* From pinned memory: for a pageable source the driver may wait on the host for the stream's
+   * earlier work before it stages the bytes, and that work (this world's previous kernel) may
+   * wait for peers whose threads wait for this one. Relaxed: during another thread's global
+   * capture neither the copy nor the synchronize of a capture's upload may fail or break it. */
+  struct shunt_cu_guard g = shunt_cu_enter(cu, w->ctx, 1);
+  CUresult e = cu->MemcpyHtoDAsync(DP(gp->dev), gp->pinned, gp->bytes, s);
+  if (e == CUDA_SUCCESS && capturing) e = cu->StreamSynchronize(s);
+  shunt_cu_leave(&g);
   if (e == CUDA_SUCCESS) gp->uploaded = true;
   return e;
 }
@@ -593,18 +610,20 @@ void shunt_gpu_prog_destroy(struct shunt_gpu_prog* gp) {
   pthread_mutex_lock(&w->grave_mu);
   if (w->ngrave == w->grave_cap) {
     size_t cap = w->grave_cap ? 2 * w->grave_cap : 16;
-    void** g = realloc(w->grave, cap * sizeof(*g));
+    struct grave* g = realloc(w->grave, cap * sizeof(*g));
     if (g) w->grave = g, w->grave_cap = cap;
   }
   if (w->ngrave < w->grave_cap) {
-    w->grave[w->ngrave++] = gp->dev;
+    w->grave[w->ngrave++] = (struct grave){gp->dev, gp->pinned};
     gp->dev = NULL;
+    gp->pinned = NULL;
   }
   pthread_mutex_unlock(&w->grave_mu);
   /* Out of memory for the list: freed now, as before (it may wait for running kernels). */
   if (gp->dev) {
     struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 1);
     w->cu->MemFree(DP(gp->dev));
+    w->cu->MemFreeHost(gp->pinned);
     shunt_cu_leave(&g);
   }
   free(gp);

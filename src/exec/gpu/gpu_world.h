@@ -16,12 +16,13 @@
  *   network table's chosen row (transport/net.h: verbs on this rank's region, registered for
  *   their writes, or TCP through host memory); no memory channel may join them (checked per
  *   plan: shunt_gpu_world_fits). The set-up is the one every world uses (transport/peers.h).
- * - Each rank runs one proxy thread that serves the kernel's port-channel triggers in FIFO
- *   order on its own stream: data with cuMemcpyAsync, then the flag (the peer's counter is
- *   written with the next value by copies ordered after the data, never seen above it), and a SYNC trigger
- *   publishes completion once the stream has drained. A trigger to a rank of another host is
- *   RDMA writes of the data, then of the count, waited for before the next trigger. The proxy never blocks on
- * anything but its own stream, and is immune to other threads' stream capture.
+ * - Port channels to ranks of this host are the kernel's own copies and counter adds. Where the
+ *   world spans hosts, each rank runs one proxy thread that serves the kernel's triggers to
+ *   ranks of other hosts in FIFO order: RDMA writes of the data, then of the count, waited for
+ *   before the next trigger (or the same through TCP and host memory), and a SYNC trigger
+ *   publishes completion; every execution ends with its triggers complete. The proxy never
+ *   blocks on anything but its own streams and transport, and is immune to other threads'
+ *   stream capture. A world on one host has no proxy thread.
  * - Failures are reported through shunt_gpu_world_check, which reads the first failure the
  *   kernel recorded without any CUDA call; once a run failed the world is broken and every
  *   later launch is refused.
@@ -80,11 +81,12 @@ void shunt_gpu_world_release(struct shunt_gpu_world* w);
  * program that ran), what it waited on, the value awaited and the value seen. Reads host
  * memory only: safe while kernels run and inside stream capture. */
 int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program* p, char* err, size_t len);
-/* Whether this rank's failed run began only after the run had been given up: its kernel found
- * the abort word already raised when it started (another rank's wait ran out while this rank's
- * blocks were not yet resident, as when another application's kernels fill the device). Host
- * memory only, as shunt_gpu_world_check. */
-bool shunt_gpu_world_started_late(struct shunt_gpu_world* w);
+/* This rank's first kernel failure as its kernel recorded it (gpu_fifo.h): the code, 0 when none
+ * (then *e is zeroed). A kernel that found the abort word already raised when it started (another
+ * rank's wait ran out while this rank's blocks were not yet resident, as when another
+ * application's kernels fill the device) records SHUNT_GPU_ERR_ABORTED waiting on
+ * SHUNT_GPU_WAIT_NONE (gpu_kernel.cuh). Host memory only, as shunt_gpu_world_check. */
+uint32_t shunt_gpu_world_failure(const struct shunt_gpu_world* w, struct shunt_gpu_error* e);
 /* Aborts this rank from the host: a store into its FIFO's abort word (mapped host memory), no
  * CUDA call, so it lands whatever another thread holds the context lock for. Its running (or
  * next) kernel sees it within 256 polls of any wait and raises every rank's abort word: every
@@ -133,13 +135,16 @@ struct shunt_gpu_prog {
   struct shunt_gpu_world* world;
   struct shunt_program* dev; /* device copy */
   long long* sems;           /* device: the program's semaphores */
+  char* pinned;              /* pinned host memory: the device copy's bytes, the upload's source */
+  uint64_t bytes;            /* of the device copy (and of pinned) */
   uint32_t threads;          /* threads per block of the launch */
   uint32_t smem;             /* dynamic shared memory: the program's copy (gpu_steps.h) */
   bool port_used;            /* the program pushes port triggers */
   bool uploaded;             /* dev holds the program (set by its first launch) */
 };
 
-/* Allocates p's device copy; the first launch copies p into it on the launch's own stream
+/* Allocates p's device copy and its image in pinned host memory (both freed with the world);
+ * the first launch copies the image into it on the launch's own stream
  * (shunt_gpu_prog_upload), so that no thread of a rank waits for a stream of its own (which may
  * share a hardware queue with a peer's kernel that waits for this rank) before it launches.
  * The block size is the plan's,
@@ -148,11 +153,12 @@ struct shunt_gpu_prog {
  * as one that does not fit the world. */
 int shunt_gpu_prog_create(struct shunt_gpu_world* w, const struct shunt_program* p, uint32_t max_threads,
                           struct shunt_gpu_prog** out, char* err, size_t len);
-/* The program's bytes and its semaphores' initial values into its device copy, once: queued on
+/* The program's bytes and its semaphores' initial values into its device copy, once, from
+ * pinned memory (so that the call never waits on the host for the stream's earlier work): queued on
  * `stream` ahead of the launch; into a stream being captured, a copy on the world's own stream
  * waited for instead (a captured copy would read the host program at every replay). In the
- * world's context; the world's launches are ordered, so no two threads upload one program.
- * 0 or a CUresult. */
+ * world's context and relaxed capture mode; the world's launches are ordered, so no two
+ * threads upload one program. 0 or a CUresult. */
 int shunt_gpu_prog_upload(struct shunt_gpu_prog* gp, struct CUstream_st* stream, bool capturing);
 /* Its device memory is freed with the world, not now: cuMemFree waits for the device, where a
  * peer's kernel may be waiting on this rank. */

@@ -416,12 +416,11 @@ XG_FN int xg_port_direct(struct shunt_xctx* X, const struct shunt_prog_chan* c,
   return 0;
 }
 
-/* Pushes a trigger; with wait_done, waits until the proxy has completed it (and everything
- * before it). To a peer this process maps, the data must already be there (xb_port_copy). */
-SHUNT_XFN int xb_port(struct shunt_xctx* X, const struct shunt_prog_chan* c, const struct shunt_trigger* t,
-                      bool wait_done) {
+/* Pushes a trigger into the FIFO, for the proxy; with wait_done, waits until the proxy has
+ * completed it (and everything before it). */
+XG_FN int xg_port_push(struct shunt_xctx* X, const struct shunt_prog_chan* c, const struct shunt_trigger* t,
+                       bool wait_done) {
   const struct shunt_gpu_kargs* k = X->k;
-  if (xb_port_direct(X, t->peer)) return xg_port_direct(X, c, t);
   struct shunt_gpu_fifo* f = k->fifo;
   struct shunt_gpu_ctrl* ctrl = xg_ctrl(X);
   uint32_t peer = c ? c->peer : t->peer, ord = c ? c->ordinal : t->ordinal;
@@ -468,6 +467,14 @@ SHUNT_XFN int xb_port(struct shunt_xctx* X, const struct shunt_prog_chan* c, con
       return xg_blocked(X, &s, SHUNT_GPU_WAIT_FLUSH, SHUNT_CHAN_PORT, peer, ord, pos + 1, d, pos);
   if (d > xg_ld_vol_u64(&ctrl->fifo_synced)) xg_st_vol_u64(&ctrl->fifo_synced, d);
   return 0;
+}
+
+/* Pushes a trigger; with wait_done, waits until it is complete (and everything before it). To a
+ * peer this process maps, the data must already be there (xb_port_copy). */
+SHUNT_XFN int xb_port(struct shunt_xctx* X, const struct shunt_prog_chan* c, const struct shunt_trigger* t,
+                      bool wait_done) {
+  if (xb_port_direct(X, t->peer)) return xg_port_direct(X, c, t);
+  return xg_port_push(X, c, t, wait_done);
 }
 
 /* ---- Blocks and semaphores ---------------------------------------------------------------------- */
