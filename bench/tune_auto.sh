@@ -19,7 +19,6 @@ tune=${SHUNT_TUNE:-build/tools/shunt-tune/shunt-tune}
 export SHUNT_PLAN_DIR=${SHUNT_PLAN_DIR:-$PWD/plans} SHUNT_FALLBACK=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-collist=$(echo "$colls" | tr ' ' ',')
 
 # One side's round: appends "COLL BYTES USEC PLAN" lines to $3.
 run_side() { # np tuning out
@@ -35,8 +34,12 @@ echo "# per size: median out-of-place time (us) over $rounds rounds of $iters ca
 printf '%-13s %5s %10s %10s %10s %10s %8s %8s  %s\n' coll ranks bytes untuned offline auto auto/off auto/unt auto_plan
 for np in $ranks; do
   echo "shunt-tune -np $np ..." >&2
-  "$tune" -np "$np" -b "$min" -e "$max" -n "$iters" --max-runs 3 --coll "$collist" -o "$tmp/off.$np.tuning" \
-    --plot "$tmp/off.$np.png" >"$tmp/tune.$np.log" 2>&1 || { tail -20 "$tmp/tune.$np.log" >&2; exit 1; }
+  : >"$tmp/off.$np.tuning"
+  for coll in $colls; do
+    "$tune" -np "$np" -b "$min" -e "$max" -n "$iters" --max-runs 3 --coll "$coll" -o "$tmp/off.$np.$coll.tuning" \
+      --plot "$tmp/off.$np.$coll.png" >"$tmp/tune.$np.log" 2>&1 || { tail -20 "$tmp/tune.$np.log" >&2; exit 1; }
+    cat "$tmp/off.$np.$coll.tuning" >>"$tmp/off.$np.tuning" # plans of one collective each: no rule collides
+  done
   echo "auto, tuning every size into a fresh cache ..." >&2
   export SHUNT_TUNING_CACHE=$tmp/cache.$np
   for coll in $colls; do
@@ -69,5 +72,11 @@ for key in sorted(a):
     worst_o, worst_u = max(worst_o, ma / mo), max(worst_u, ma / mu)
     print("%-13s %5s %10d %10.1f %10.1f %10.1f %8.2f %8.2f  %s" % (key[0], np, key[1], mu, mo, ma, ma / mo, ma / mu, ap[key]))
 print("# %s ranks: worst auto/offline %.2f, worst auto/untuned %.2f" % (np, worst_o, worst_u))
+# Noise: how far one side's figure for one size moves between rounds (max / min - 1), over every
+# size and side; what a margin must exceed for a decision not to follow noise.
+spread = sorted(max(v) / min(v) - 1 for x in (u, o, a) for v in x.values() if len(v) > 1 and min(v) > 0)
+if spread:
+    print("# %s ranks: round-to-round spread of one figure: median %.1f %%, 75th percentile %.1f %%"
+          % (np, 100 * spread[len(spread) // 2], 100 * spread[(3 * len(spread)) // 4]))
 EOF
 done
