@@ -67,10 +67,10 @@ if [ -x scripts/fuzz.sh ] && command -v clang >/dev/null; then
 fi
 
 step "the GPU kernel built for the CPU, and the verbs transport, under ThreadSanitizer in build-tsan/"
-# Only what the kernel-cpu and tsan tests run (shunt-plan, kcpu_wait, the verbs stand-in); the
-# other suites run under ASan above.
+# Only what the kernel-cpu and tsan tests run (shunt-plan, kcpu_wait, exec_host_abort, the verbs
+# stand-in); the other suites run under ASan above.
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHUNT_WERROR=ON -DSHUNT_TSAN=ON -DSHUNT_ENABLE_CUDA=OFF >/dev/null
-tsan_targets=(shunt-plan kcpu_wait)
+tsan_targets=(shunt-plan kcpu_wait exec_host_abort)
 grep -q "^SHUNT_IBVERBS_INCLUDE_DIR:PATH=/" build-tsan/CMakeCache.txt && tsan_targets+=(fakeibv)
 cmake --build build-tsan -j"$jobs" --target "${tsan_targets[@]}"
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j"$jobs" -L "kernel-cpu|tsan"

@@ -15,7 +15,8 @@
  * - check reports a failure that happened after run returned (a GPU kernel that gave up
  *   waiting): SHUNT_OK or SHUNT_E_TIMEOUT with a message. Safe at any time.
  * - abort makes every wait of this rank's runs give up; callable from any thread while a run
- *   is under way. release frees this rank's part without waiting on peers (teardown);
+ *   is under way (host: while prepare replaces the world too, and the world it makes then
+ *   starts aborted). release frees this rank's part without waiting on peers (teardown);
  *   destroy does it collectively. */
 #ifndef SHUNT_EXEC_BACKEND_H
 #define SHUNT_EXEC_BACKEND_H

@@ -1,5 +1,6 @@
 /* The host backend behind exec/backend.h: a world of shared host memory (transport/world.h)
  * made or grown when a call needs it, calls run in the calling thread (host_call.h). */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,15 +10,30 @@
 #include "exec/host/host_run.h"
 #include "util/status.h"
 
+/* prepare replaces the world on the calling thread while abort may come from any other (a
+ * watchdog's ncclCommAbort, with the call still inside): `mu` makes abort's use of a world end
+ * before prepare frees it, and `aborted` reaches a world made after the abort. */
 struct host_backend {
   struct shunt_backend base;
-  _Atomic(struct shunt_world*) world; /* read by abort from another thread */
+  pthread_mutex_t mu;
+  _Atomic(struct shunt_world*) world; /* changed under mu; read without it by this rank's calls */
+  bool aborted;                       /* under mu */
   struct shunt_host_tail tail;
 };
 
 struct shunt_backend* shunt_host_backend_alloc(void) {
   struct host_backend* h = calloc(1, sizeof(*h));
-  return h ? &h->base : NULL;
+  if (!h) return NULL;
+  pthread_mutex_init(&h->mu, NULL);
+  return &h->base;
+}
+
+/* Publishes w (or NULL) in place of the current world, which no abort uses once this returns. */
+static void publish(struct host_backend* h, struct shunt_world* w) {
+  pthread_mutex_lock(&h->mu);
+  if (w && h->aborted) atomic_store(&w->aborted, true);
+  atomic_store(&h->world, w);
+  pthread_mutex_unlock(&h->mu);
 }
 
 static int host_backend_prepare(struct shunt_backend* b, const struct shunt_plan* plan,
@@ -35,14 +51,14 @@ static int host_backend_prepare(struct shunt_backend* b, const struct shunt_plan
     if (w->cfg.scratch_bytes > cfg.scratch_bytes) cfg.scratch_bytes = w->cfg.scratch_bytes;
     if (w->cfg.input_bytes > cfg.input_bytes) cfg.input_bytes = w->cfg.input_bytes;
     if (w->cfg.output_bytes > cfg.output_bytes) cfg.output_bytes = w->cfg.output_bytes;
-    atomic_store(&h->world, NULL);
+    publish(h, NULL);
     shunt_world_destroy(w);
   }
   /* Published whole: an abort in another thread reads it to end waits on it. */
   struct shunt_world* made = NULL;
   char why[512];
   int failed = shunt_world_create(b->rank, b->nranks, &cfg, &b->ex, &made, why, sizeof(why));
-  atomic_store(&h->world, made);
+  publish(h, made);
   if (failed) SHUNT_FAIL(SHUNT_E_NOMEM, "the host backend could not map its shared memory: %s", why);
   return SHUNT_OK;
 }
@@ -64,16 +80,21 @@ static int host_backend_check(struct shunt_backend* b, char* err, size_t len) {
 }
 
 static void host_backend_abort(struct shunt_backend* b) {
-  struct shunt_world* w = atomic_load(&((struct host_backend*)b)->world);
+  struct host_backend* h = (struct host_backend*)b;
+  pthread_mutex_lock(&h->mu);
+  h->aborted = true;
+  struct shunt_world* w = atomic_load(&h->world);
   if (w) {
     atomic_store(&w->aborted, true);
     shunt_world_ring(w, w->rank);
   }
+  pthread_mutex_unlock(&h->mu);
 }
 
 static void host_backend_free_world(struct shunt_backend* b, bool collective) {
   struct host_backend* h = (struct host_backend*)b;
-  struct shunt_world* w = atomic_exchange(&h->world, NULL);
+  struct shunt_world* w = atomic_load(&h->world);
+  publish(h, NULL);
   if (w) {
     if (collective)
       shunt_world_destroy(w);
@@ -84,7 +105,7 @@ static void host_backend_free_world(struct shunt_backend* b, bool collective) {
 }
 
 static void host_backend_end(struct shunt_backend* b) {
-  (void)b;
+  pthread_mutex_destroy(&((struct host_backend*)b)->mu);
 }
 
 const struct shunt_backend_ops shunt_host_backend_ops = {"host",

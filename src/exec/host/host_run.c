@@ -199,7 +199,9 @@ static void report(const struct shunt_world* w, const struct shunt_program* p, c
   size_t at = 0;
   unsigned n = 0;
   for (uint32_t b = 0; b < p->nblocks; b++) n += jobs[b].rc != 0;
-  appendf(err, len, &at, "timeout: %u of %u threadblocks of rank %u blocked", n, p->nblocks, p->rank);
+  /* An abort ends waits as a timeout does; the words say which it was. */
+  appendf(err, len, &at, "%s: %u of %u threadblocks of rank %u blocked",
+          atomic_load(&w->aborted) ? "aborted" : "timeout", n, p->nblocks, p->rank);
   const struct shunt_prog_op* ops = shunt_prog_ops(p);
   for (uint32_t b = 0; b < p->nblocks; b++) {
     const struct block_job* j = &jobs[b];
