@@ -129,7 +129,7 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
     return 3;
   }
   struct shunt_lower_cache* cache = shunt_lower_cache_create(16);
-  struct shunt_host_tail tail = {0};
+  struct shunt_host_reuse reuse = {0};
   char* out = malloc(user_out_max ? user_out_max : 1);
   char* in = malloc(user_in_max ? user_in_max : 1);
   bool rs = plan->coll == SHUNT_COLL_REDUCESCATTER;
@@ -187,7 +187,7 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
         memcpy(exp + (uint64_t)rank * s->in, user_in, s->in);
       char err[MSG_BYTES];
       int rc =
-          shunt_host_run_call(w, cache, plan, rank, &sp, user_in, user_out, &ro, &tail, err, sizeof(err));
+          shunt_host_run_call(w, cache, plan, rank, &sp, user_in, user_out, &ro, &reuse, err, sizeof(err));
       sh->res[rank].runs++;
       if (rc) {
         status = rc == SHUNT_E_TIMEOUT ? 2 : 3;
@@ -213,7 +213,7 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
       if (bs_barrier(&bc)) break;
     }
   }
-  shunt_host_tail_free(&tail);
+  shunt_host_reuse_free(&reuse);
   free(out), free(in), free(tmp);
   shunt_lower_cache_destroy(cache);
   sh->res[rank].status = status;

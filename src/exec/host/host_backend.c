@@ -18,7 +18,7 @@ struct host_backend {
   pthread_mutex_t mu;
   _Atomic(struct shunt_world*) world; /* changed under mu; read without it by this rank's calls */
   bool aborted;                       /* under mu */
-  struct shunt_host_tail tail;
+  struct shunt_host_reuse reuse;
 };
 
 struct shunt_backend* shunt_host_backend_alloc(void) {
@@ -70,7 +70,7 @@ static int host_backend_run(struct shunt_backend* b, const struct shunt_backend_
   if (!w) SHUNT_FAIL(SHUNT_E_INVALID, "no world");
   struct shunt_host_run_opts opts = {call->timeout_ms, call->scalar};
   return shunt_host_run_call(w, b->programs, call->plan, b->rank, call->split, call->in, call->out, &opts,
-                             &h->tail, err, len);
+                             &h->reuse, err, len);
 }
 
 static int host_backend_check(struct shunt_backend* b, char* err, size_t len) {
@@ -101,7 +101,7 @@ static void host_backend_free_world(struct shunt_backend* b, bool collective) {
     else
       shunt_world_release(w);
   }
-  shunt_host_tail_free(&h->tail);
+  shunt_host_reuse_free(&h->reuse);
 }
 
 static void host_backend_end(struct shunt_backend* b) {

@@ -27,7 +27,7 @@ static int run_part(void* arg, const struct shunt_call_shape* shape, bool tail, 
 
 int shunt_host_run_call(struct shunt_world* w, struct shunt_lower_cache* cache, const struct shunt_plan* plan,
                         uint32_t rank, const struct shunt_split* s, const void* in, void* out,
-                        const struct shunt_host_run_opts* opts, struct shunt_host_tail* tail, char* err,
+                        const struct shunt_host_run_opts* opts, struct shunt_host_reuse* reuse, char* err,
                         size_t len) {
   uint32_t a = 0, b = 0;
   if (!shunt_world_fits(w, plan->ranks_per_node, &a, &b))
@@ -35,17 +35,17 @@ int shunt_host_run_call(struct shunt_world* w, struct shunt_lower_cache* cache, 
                "plan %s joins ranks %u and %u through memory, but they are on different hosts", plan->name, a,
                b);
   uint64_t need = s->tail_bytes;
-  if (tail->cap < need) {
-    char* b = realloc(tail->buf, need);
+  if (reuse->cap < need) {
+    char* b = realloc(reuse->buf, need);
     if (!b) SHUNT_FAIL(SHUNT_E_NOMEM, "out of memory for a %llu-byte tail buffer", (unsigned long long)need);
-    tail->buf = b;
-    tail->cap = need;
+    reuse->buf = b;
+    reuse->cap = need;
   }
-  struct part_ctx c = {w, cache, plan, rank, opts, &tail->keep, err, len};
-  return shunt_parts_run_host(plan, s, rank, in, out, tail->buf, run_part, &c);
+  struct part_ctx c = {w, cache, plan, rank, opts, &reuse->keep, err, len};
+  return shunt_parts_run_host(plan, s, rank, in, out, reuse->buf, run_part, &c);
 }
 
-void shunt_host_tail_free(struct shunt_host_tail* t) {
+void shunt_host_reuse_free(struct shunt_host_reuse* t) {
   free(t->buf);
   t->buf = NULL;
   t->cap = 0;

@@ -1,6 +1,6 @@
 /* The host backend: runs a Program on host memory over a world (transport/world.h), every plan
  * threadblock a fiber on the calling thread (transport/fiber.h); the stacks and per-run arrays
- * are kept by the world between runs.
+ * are kept by the caller between runs (struct shunt_host_keep).
  *
  * Promises:
  * - shunt_host_run returns when every threadblock has finished and every port-channel
@@ -25,7 +25,7 @@
 #include "transport/world.h"
 #include "util/status.h"
 
-/* What the host backend keeps between runs of one world (its fibers and per-run arrays): made
+/* What the caller keeps between runs (their fibers and per-run arrays), tied to no world: made
  * at the first run, grown as needed, freed by its owner. */
 struct shunt_host_keep;
 void shunt_host_keep_free(struct shunt_host_keep* k);
@@ -35,7 +35,7 @@ struct shunt_host_run_opts {
   const void* premul_scalar; /* PREMULSUM: one element of the program's dtype */
 };
 
-/* keep: the caller's (*keep NULL at first), kept between runs of one world. */
+/* keep: the caller's (*keep NULL at first), kept between runs. */
 int shunt_host_run_kept(struct shunt_world* w, const struct shunt_program* p, const void* user_in,
                         void* user_out, const struct shunt_host_run_opts* opts, struct shunt_host_keep** keep,
                         char* err, size_t len);
