@@ -30,14 +30,15 @@ struct shunt_call_shape {
   enum shunt_dtype dtype;
   enum shunt_redop op;     /* allgather: ignored */
   enum shunt_pkt_type pkt; /* 0 means LL16 */
-  /* The stride of the collective's rank-sliced buffer in a head run, 0 otherwise. Allgather:
-   * the rank slices of the output lie out_stride bytes apart (out_bytes = ranks x out_stride,
-   * out_stride > in_bytes); the plan runs on the first in_bytes of each slice. Reducescatter,
-   * the mirror: the input's slices lie out_stride apart (in_bytes = ranks x out_stride,
-   * out_stride > out_bytes); the plan runs on the first out_bytes of each. Alltoall: both
-   * buffers keep their real layout, one block per rank in_bytes / ranks apart, and this field
-   * holds the bytes of each block the plan runs on (< in_bytes / ranks). How a call of any
-   * size runs on a plan (exec/split.h). */
+  /* Set in a head run only (0 otherwise), and named for allgather; for the other collectives
+   * it is not the output's stride. Allgather: the rank slices of the output lie out_stride
+   * bytes apart (out_bytes = ranks x out_stride, out_stride > in_bytes); the plan runs on the
+   * first in_bytes of each slice. Reducescatter, the mirror: the stride of the input, whose
+   * slices lie out_stride apart (in_bytes = ranks x out_stride, out_stride > out_bytes); the
+   * plan runs on the first out_bytes of each. Alltoall: no stride at all: both buffers keep
+   * their real layout, one block per rank in_bytes / ranks apart, and this field holds the
+   * bytes of each block the plan runs on (< in_bytes / ranks). How a call of any size runs on
+   * a plan (exec/split.h). */
   uint64_t out_stride;
   /* A part of a larger call (exec/split.h), whose own size the plan's range was checked
    * against: the range is not applied to this shape. */

@@ -1,6 +1,7 @@
 /* The device primitives the executor kernel is written in, for nvcc: memory-model accesses,
  * atomics, fences, the clock and the spin pause. The CPU build of the same kernel
- * (exec/kcpu/kcpu_shim.h) provides every name here with the same meaning on host threads.
+ * (exec/kcpu/kcpu_shim.h) provides every name here with the same meaning for device threads
+ * that are fibers of host threads.
  *
  * Promises:
  * - *_sys accesses are system scope (peers in other processes, mapped host memory): acquire

@@ -1,6 +1,7 @@
 /* The executor kernel and the avg/PreMulSum scaling kernels, written once: gpu_kernel.cu
  * compiles them with nvcc, exec/kcpu/kcpu_kernel.cpp with a host C++ compiler (each device
- * thread a host thread), so the code that runs on the GPU is the code CI runs on the CPU.
+ * thread a fiber of a host thread), so the code that runs on the GPU is the code CI runs on the
+ * CPU.
  *
  * Promises:
  * - shunt_gpu_exec_kernel runs the program's blocks (one CUDA block per plan threadblock, any

@@ -8,8 +8,11 @@
  *   and no bootstrap traffic, so it may be captured into a CUDA graph; the graph may be
  *   replayed any number of times without the host, because the LL flag, the scratch half,
  *   channel counts, barriers and the trigger FIFO all live on the device and advance there.
- * - Host checks only (program matches the world, sizes fit, dtype/op computed, world not
- *   broken); a failure enqueues nothing and returns SHUNT_E_INVALID with a reason.
+ * - A failed host check (program matches the world, sizes fit, dtype/op computed, world not
+ *   broken) enqueues nothing and returns SHUNT_E_INVALID with a reason. A driver call that
+ *   fails (SHUNT_E_CUDA) can come after others were enqueued (the program's upload, the
+ *   staging copies and scaling before the kernel, the kernel before the copy out): the stream
+ *   then holds that much of the call, which the caller orders before its next launch.
  * - The run's own failures (a wait that timed out) are reported later by
  *   shunt_gpu_world_check; the kernel never hangs.
  * - User buffers are device memory of the world's device (or memory it can address). The

@@ -1,6 +1,6 @@
 /* The GPU backend's kernels compiled for the CPU (exec/gpu/gpu_kernel.cuh through
- * kcpu_shim.h): a launch of a grid runs every device thread as a host thread and returns once
- * all have returned. C interface.
+ * kcpu_shim.h): a launch of a grid runs every device thread as a fiber of the launching host
+ * thread and returns once all have returned. C interface.
  *
  * Promises:
  * - A device (shunt_kcpu_device) runs a launch of blocks x threads on the launching host thread,
