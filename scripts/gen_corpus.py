@@ -13,7 +13,7 @@ allreduce through scratch at 2 and 4 ranks only):
                      rank r reads chunk r of every peer's input (rre), keeps the sum in its own
                      input, then writes it into every peer's input (put). In place, `i` is the
                      user's output buffer on every rank: results written through `i` must land
-                     in the output, and peers' `i` must be their output (plan-format §4.2).
+                     in the output, and peers' `i` must be their output (docs/plan-format.md §4.4).
   zc_port_allreduce  as zc_mem_allreduce, but the sums go to the peers' inputs through port
                      channels (put-with-signal, then flush): the proxy must address a peer's
                      `i` the same way.
@@ -44,7 +44,7 @@ allreduce through scratch at 2 and 4 ranks only):
                      are the only sync, so the proxy (or the network) must land whole words.
   zc_mem_reducescatter  zero-copy reducescatter over memory channels: rank r sums chunk r+1 of
                      every rank's input (rre) and puts the sum straight into the output of its
-                     owner. In place a peer's output is its input's own chunk (plan-format §4.2).
+                     owner. In place a peer's output is its input's own chunk (docs/plan-format.md §4.4).
   port_reducescatter as zc_mem_reducescatter, the sum carried into the owner's output by the
                      proxy (put-with-signal, the owner waits on it, then flush).
   tbg_pkt_reducescatter  MSCCL++'s DSL shape (LL): every rank sends its peers' chunks as packets

@@ -7,7 +7,7 @@
     python3 scripts/gen_plans.py --summary    print each plan's size range, blocks and chunks
 
 Output is deterministic (fixed key order, indent 2, trailing newline), so CI regenerates the
-plans and compares. Op semantics are those of the plan format reference (plan-format.md);
+plans and compares. Op semantics are those of the plan format (docs/plan-format.md);
 the algorithms and size ranges are described in plans/README.md. Standard library only.
 """
 
@@ -1161,7 +1161,7 @@ def all_plans():
 
 
 def check_limits(plan):
-    """MSCCL++'s executor limits (plan-format §9), narrower than shunt's: the shipped plans
+    """MSCCL++'s executor limits (docs/plan-format.md §9), narrower than shunt's: the shipped plans
     keep to them so that they run on MSCCL++ too."""
     for gpu in plan.gpus:
         for b in gpu.blocks:

@@ -21,7 +21,7 @@
  *   fails ends tuning on the communicator: the untuned choices serve from then on.
  * - Calls on device memory, calls that name their plan, and calls of a communicator with a
  *   tuning file are not tuned.
- * - Decisions are kept in a cache file named by what makes them valid (api/tune_cache.h). */
+ * - Decisions are kept in a cache file named by what makes them valid (plan/tune_cache.h). */
 #ifndef SHUNT_API_TUNE_H
 #define SHUNT_API_TUNE_H
 

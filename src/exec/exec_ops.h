@@ -1,4 +1,4 @@
-/* The meaning of every op (plan-format.md §5.3-§5.4, §7), written once for both backends.
+/* The meaning of every op (docs/plan-format.md §5.3-§5.4, §7), written once for both backends.
  *
  * A backend includes this file after defining:
  *   SHUNT_XFN                 function qualifiers ("static inline", or with __device__)

@@ -2,7 +2,7 @@
  *
  * Promises:
  * - shunt_lower_check answers at selection time whether a plan can serve a call shape, with
- *   a reason when it cannot: alignment and chunk divisibility (plan-format.md §4.1), the
+ *   a reason when it cannot: alignment and chunk divisibility (docs/plan-format.md §4.1), the
  *   plan's size range (inclusive; allgather on output bytes), buffer sizes that fit the
  *   collective, dtype/op support (a plan naming a reduce_op other than sum serves only that
  *   op), the device encoding's ranges (offsets and sizes below 2^32, pipeline iterations

@@ -1,4 +1,5 @@
-/* Whether a plan serves a call shape (plan-format.md §4.1, §9, D12-D16), with the reason. */
+/* Whether a plan serves a call shape (docs/plan-format.md §4.1, §9; docs/decisions.md D12-D16), with
+ * the reason. */
 #include <inttypes.h>
 #include <stdio.h>
 

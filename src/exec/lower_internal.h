@@ -9,7 +9,7 @@
 #include "exec/lower.h"
 #include "util/status.h"
 
-/* split(X, k, g) of plan-format.md §4.2 in units of a. */
+/* split(X, k, g) of docs/plan-format.md §4.2 in units of a. */
 uint64_t shunt_lower_split(uint64_t x, uint64_t k, uint64_t g, uint64_t a);
 /* The chunk unit R/C (§4.2); 0 when both chunk counts are 0. Assumes the shape checks passed. */
 uint64_t shunt_lower_chunk_bytes(const struct shunt_plan* plan, uint64_t in_bytes, uint64_t out_bytes);

@@ -5,7 +5,7 @@
  * - Plain data in one contiguous allocation: a header followed by arrays addressed by byte
  *   offsets from the header. No pointers, so the GPU backend copies it to device memory as is
  *   and the host backend shares it between threads read-only.
- * - Offsets and sizes are bytes, resolved from chunks (plan-format.md §4.2), tbg slices and
+ * - Offsets and sizes are bytes, resolved from chunks (docs/plan-format.md §4.2), tbg slices and
  *   packet doubling (a packet-side reference holds 2 x its data offset). Not applied here, but
  *   by the executor at run time: the pipeline iteration offset (§5.4) and the double-scratch
  *   half, which is added to every scratch access, local, remote or multicast, packet or not.
@@ -23,7 +23,7 @@
 
 enum shunt_prog_ref_kind { SHUNT_PREF_LOCAL = 0, SHUNT_PREF_REMOTE = 1, SHUNT_PREF_SWITCH = 2 };
 
-/* Packet types (plan-format.md §7.1): the payload bytes per packet. */
+/* Packet types (docs/plan-format.md §7.1): the payload bytes per packet. */
 enum shunt_pkt_type { SHUNT_PKT_LL16 = 16, SHUNT_PKT_LL8 = 8 };
 
 /* Bits of shunt_program.remote_access: which of this rank's user buffers peers reach

@@ -128,7 +128,7 @@ bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_sha
 bool shunt_split_check(const struct shunt_plan* plan, const struct shunt_call_shape* call,
                        struct shunt_split* s, char* reason, size_t len) {
   if (!shunt_split_call(plan, call, s, reason, len)) return false;
-  uint64_t real = plan->coll == SHUNT_COLL_ALLGATHER ? call->out_bytes : call->in_bytes; /* §10 */
+  uint64_t real = plan->coll == SHUNT_COLL_ALLGATHER ? call->out_bytes : call->in_bytes; /* §4.1 */
   if (!call->any_size && (real < plan->min_message_size || real > plan->max_message_size))
     SHUNT_REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", real,
                  plan->min_message_size, plan->max_message_size);

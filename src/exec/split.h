@@ -1,6 +1,6 @@
 /* How a call of any size runs on a plan.
  *
- * A plan's chunk rule (plan-format.md §4.1-4.2) takes only sizes that split into its chunk
+ * A plan's chunk rule (docs/plan-format.md §4.1-4.2) takes only sizes that split into its chunk
  * counts in whole alignment units. A call of any other size runs in two parts, on every rank
  * alike (the split depends only on the plan and the call's size):
  * - the head: the largest part the rule takes (per rank for allgather and reducescatter),

@@ -11,11 +11,11 @@
  * - channels: peers in range and not the GPU itself, switch groups valid; threadblock channel
  *   and remote-buffer tables point at existing entries of the right access type; every
  *   remote buffer is reached through a channel of its access type to its rank;
- * - ops: operands of the kinds the op takes (plan-format.md §5.3), channel ids and remote
+ * - ops: operands of the kinds the op takes (docs/plan-format.md §5.3), channel ids and remote
  *   buffer ids within the threadblock's tables, chunk index + size within the buffer
  *   (input_chunks, output_chunks, scratch_chunks of the owning rank), packet ops only in LL
  *   plans and only on scratch packets, semaphore ids in range, one reduce_op per plan;
- * - encoding limits (shunt's, below; plan-format.md §9 lists MSCCL++'s narrower ones): 64
+ * - encoding limits (shunt's, below; docs/plan-format.md §9 lists MSCCL++'s narrower ones): 64
  *   channels and 64 remote buffers per type per block, 64 channel ids and 64 src/dst entries
  *   per op, 256 ops per block (pipeline bodies included), 16 barrier ids, 16 semaphore ids per
  *   op, 1..1024 threads per block, pipeline unit sizes below 2^32, buffer_alignment a positive
@@ -36,7 +36,7 @@
  * chunks there comes before no op of the writer in the call (the writer's next call could
  * overwrite them mid-read).
  *
- * shunt_plan_block_syncs: hazards between the threads of one threadblock (plan-format.md
+ * shunt_plan_block_syncs: hazards between the threads of one threadblock (docs/plan-format.md
  * §5.5), decided per element and thread: an op that reads or overwrites bytes an earlier op
  * wrote in another thread with no LL flag ordering them, a signal publishing other threads'
  * writes, a data op right after a wait, each with no nop or barrier in between. They are not
@@ -64,7 +64,7 @@ unsigned shunt_plan_block_syncs(const struct shunt_plan* p, uint32_t r, uint32_t
 /* The same for every block, each appended to notes with its JSON path; returns how many. */
 unsigned shunt_plan_missing_barriers(const struct shunt_plan* p, struct shunt_plan_errors* notes);
 
-/* Limits of shunt's executor (plan-format.md §9 lists MSCCL++'s). The Program's encoding
+/* Limits of shunt's executor (docs/plan-format.md §9 lists MSCCL++'s). The Program's encoding
  * holds up to 255 channels and entries per op and has no per-type table limit; these bounds
  * are set to take every plan MSCCL++'s DSL writes for up to 32 ranks (an op naming each of 31
  * peers, plus its local buffer) with room to spare, while keeping the checks linear in the

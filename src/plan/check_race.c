@@ -1,4 +1,4 @@
-/* Hazards between the threads of one threadblock (plan-format.md §5.5), decided per element
+/* Hazards between the threads of one threadblock (docs/plan-format.md §5.5), decided per element
  * and thread as the executors run a block: there is no implicit barrier between ops, and a
  * data op hands its bytes out in equal pieces, round robin, to the block's threads, starting
  * at each entry's own (tbg-sliced) start. So two ops reach a byte with the same thread exactly
@@ -66,7 +66,7 @@ static int space_of(const struct shunt_plan_ref* r) {
   return (int)r->type; /* a multicast store also writes the GPU's own bound buffer */
 }
 
-/* Whether entry i of an op (sources when src) is a packet region (plan-format.md §7.3). */
+/* Whether entry i of an op (sources when src) is a packet region (docs/plan-format.md §7.3). */
 static bool pkt_entry(const struct shunt_plan_op* o, bool src, uint32_t i) {
   switch (o->type) {
     case SHUNT_OP_CPKT:

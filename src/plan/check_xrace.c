@@ -3,7 +3,7 @@
  * A threadblock that reads a peer's buffer (a remote source: rre, rres, get, ...) relies on
  * the peer having published the bytes it reads: the peer block that wrote them signals after
  * the write, and this block waits on the channel paired with that signal before it reads.
- * Thread-block groups slice each op's bytes on their own (plan-format.md §4.2), so the peer
+ * Thread-block groups slice each op's bytes on their own (docs/plan-format.md §4.2), so the peer
  * block that wrote a slice need not be the one this block waited on: then the read races
  * with the write. Reported: a remote read overlapping bytes that a peer block writes (a local
  * destination of one of its ops) and then signals to this rank, when this block has not

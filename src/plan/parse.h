@@ -1,7 +1,7 @@
 /* JSON text -> Plan (plan/plan.h), with the cJSON library.
  *
  * Promises:
- * - The whole current format (plan-format.md §2-§5) is read into the Plan; a legacy plan
+ * - The whole current format (docs/plan-format.md §2-§5) is read into the Plan; a legacy plan
  *   (MSCCL++ <= v0.7, recognised by keys such as inputChunks, i_buff, connectedTo) is
  *   rejected naming that format.
  * - Rejected, with the first problem found as one error (file, JSON path, reason): invalid

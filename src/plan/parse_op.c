@@ -1,4 +1,4 @@
-/* Parsing one op (plan-format.md §5.2) and its buffer entries. */
+/* Parsing one op (docs/plan-format.md §5.2) and its buffer entries. */
 #include <string.h>
 
 #include "plan/parse_internal.h"

@@ -10,7 +10,7 @@
  *   never modified, so it may be shared read-only between threads.
  * - Nothing here depends on CUDA.
  *
- * Units: chunk indices and sizes are in chunks of the plan's chunk unit (plan-format.md §4.2);
+ * Units: chunk indices and sizes are in chunks of the plan's chunk unit (docs/plan-format.md §4.2);
  * message sizes and pipeline unit sizes are in bytes. */
 #ifndef SHUNT_PLAN_PLAN_H
 #define SHUNT_PLAN_PLAN_H
@@ -18,7 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Every op name of the current format (plan-format.md §5.3). `glre` is not here: it is a
+/* Every op name of the current format (docs/plan-format.md §5.3). `glre` is not here: it is a
  * DSL-internal op that no executor can run, and the parser rejects it by name. */
 enum shunt_op_type {
   SHUNT_OP_NOP = 0,     /* block barrier */
@@ -126,7 +126,7 @@ struct shunt_plan_op {
   struct shunt_plan_ref* src;
   struct shunt_plan_ref* dst;
   bool has_tbg;              /* tbg_info present */
-  uint32_t tbg_id, tbg_size; /* slice tbg_id of tbg_size (plan-format.md §4.2) */
+  uint32_t tbg_id, tbg_size; /* slice tbg_id of tbg_size (docs/plan-format.md §4.2) */
   bool has_barrier;          /* barrier_id / num_threadblocks present */
   uint32_t barrier_id;
   uint32_t num_threadblocks;

@@ -164,7 +164,7 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
 uint32_t shunt_planset_candidates(const struct shunt_planset* ps, const struct shunt_select_query* q,
                                   const struct shunt_plan_entry** out, uint32_t max);
 
-/* NCCL's in-place rule (nccl-abi.md §10): allreduce send == recv; allgather
+/* NCCL's in-place rule (docs/plan-format.md §4.4): allreduce send == recv; allgather
  * send == recv + rank * per-rank bytes; reducescatter recv == send + rank * per-rank bytes;
  * alltoall send == recv. */
 bool shunt_select_inplace(enum shunt_coll coll, const void* send, const void* recv, uint32_t rank,

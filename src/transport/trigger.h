@@ -1,4 +1,4 @@
-/* Port-channel triggers: what a threadblock asks its rank's proxy to do (plan-format.md §6.3).
+/* Port-channel triggers: what a threadblock asks its rank's proxy to do (docs/plan-format.md §6.3).
  *
  * Promises: one 32-byte plain struct with fixed-width fields, identical for C and CUDA C, so
  * a GPU kernel can push the same triggers into a FIFO in host-mapped memory. The proxy

@@ -9,13 +9,13 @@
  *   up. Ranks may be processes or threads of one process.
  * - Channel semaphores are 64-bit atomics in shared memory that persist for the world's
  *   life: my k-th channel of a type to peer P waits on my inbound counter (type, P, k),
- *   which P's k-th channel of that type back to me increments (plan-format.md §6.1-6.2).
+ *   which P's k-th channel of that type back to me increments (docs/plan-format.md §6.1-6.2).
  * - Every rank has a bell in its shared region (transport/host_bell.h), every host a count of
  *   its sleeping ranks (in its lowest rank's region): a rank whose blocks all wait sleeps on its
  *   bell; shunt_world_ring / shunt_world_ring_at wake the rank written to after a write it may
  *   wait for (signals, packets, a proxy's completion, a failure).
  * - The epoch advances once per execution on each rank; equal execution counts give equal
- *   epochs on every rank, independent of any other world in the process (D5).
+ *   epochs on every rank, independent of any other world in the process (docs/decisions.md D5).
  * - Nothing here prints to stdout; errors are values with a message. */
 #ifndef SHUNT_TRANSPORT_WORLD_H
 #define SHUNT_TRANSPORT_WORLD_H

@@ -380,7 +380,7 @@ static void* rank_main(void* arg) {
     if (s->graph && !sp.rest) { /* graph shapes are sizes the chunk rule takes: one head run */
       /* Two graphs, A and B, with different inputs (and so different expected outputs),
        * replayed alternately: a replay that read packets, counters or scratch of the replay
-       * before it (a flag or half baked into the graph, D5) produces the other graph's
+       * before it (a flag or half baked into the graph, docs/decisions.md D5) produces the other graph's
        * result, which identical inputs on every replay could not reveal. */
       cudaGraph_t graph[2] = {NULL, NULL};
       cudaGraphExec_t exec[2] = {NULL, NULL};

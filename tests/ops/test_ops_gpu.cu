@@ -356,7 +356,7 @@ __global__ void k_avg(Report* r) {
 }
 
 /* LL packets through the device's volatile vector accesses: every thread writes one LL16 and one
- * LL8 packet, then reads its neighbour's; the layout is the one of plan-format.md §7.1. */
+ * LL8 packet, then reads its neighbour's; the layout is the one of docs/plan-format.md §7.1. */
 __global__ void k_packets(Report* r, struct shunt_ll16* p16, struct shunt_ll8* p8, uint32_t flag) {
   uint32_t i = threadIdx.x, j = (i + 1) % blockDim.x;
   shunt_ll16_put(p16 + i, mix(i), flag);

@@ -12,7 +12,7 @@ _Static_assert(sizeof(struct shunt_ll16) == 16 && alignof(struct shunt_ll16) == 
                "LL16 is 16 bytes, 16-aligned");
 _Static_assert(sizeof(struct shunt_ll8) == 8 && alignof(struct shunt_ll8) == 8, "LL8 is 8 bytes, 8-aligned");
 
-/* The packet as plan-format.md §7.1 lays it out, read back as 32-bit words. */
+/* The packet as docs/plan-format.md §7.1 lays it out, read back as 32-bit words. */
 static void words_of(const void* p, uint32_t* w, int n) {
   memcpy(w, p, (size_t)n * 4);
 }

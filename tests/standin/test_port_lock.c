@@ -1,5 +1,5 @@
 /* Port plans and abort against the driver's context lock and shared hardware queues, over the
- * CUDA driver stand-in (tests/fakecuda, whose rules are CUDA's: README.md there).
+ * CUDA driver stand-in (tests/fakecuda, whose rules are CUDA's: tests/fakecuda/README.md).
  *
  * Usage: test_port_lock SCENARIO NRANKS   (ranks as threads of one process, rank r on device r;
  * run with CUDA_DEVICE_MAX_CONNECTIONS=1, so every stream of a device shares one queue)

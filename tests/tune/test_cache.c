@@ -1,4 +1,4 @@
-/* The in-job tuning cache (api/tune_cache.c): decisions written and read back; another
+/* The in-job tuning cache (plan/tune_cache.c): decisions written and read back; another
  * fingerprint, a truncated file, a bad line, a missing file and a folder that is a file each give
  * no decisions; the rules written load as an ordinary tuning file. */
 #include <stdio.h>

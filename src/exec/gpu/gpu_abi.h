@@ -24,7 +24,7 @@
 #include "transport/gpu_fifo.h"
 #include "transport/trigger.h"
 
-#define SHUNT_GPU_BARRIERS 16u /* barrier ids (plan-format.md §9) */
+#define SHUNT_GPU_BARRIERS 16u /* barrier ids (docs/plan-format.md §9) */
 #define SHUNT_GPU_ORDINALS SHUNT_PROG_MAX_ORDINAL
 #define SHUNT_GPU_ALIGN 256u        /* alignment of every section of a region */
 #define SHUNT_GPU_MAX_THREADS 1024u /* the kernel's launch bound */

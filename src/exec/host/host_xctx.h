@@ -4,7 +4,7 @@
  * run's scheduler with what it waits for, which the scheduler checks without switching.
  * Packets are stored as 8-byte words {4 data bytes, 4 flag bytes}, each written and read
  * with one atomic access; an LL16 packet is two such words (both flags must match), an LL8
- * packet one, which is exactly the layout of plan-format.md §7.1. */
+ * packet one, which is exactly the layout of docs/plan-format.md §7.1. */
 #ifndef SHUNT_EXEC_HOST_XCTX_H
 #define SHUNT_EXEC_HOST_XCTX_H
 

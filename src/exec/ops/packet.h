@@ -1,4 +1,4 @@
-/* LL packets (plan-format.md §7): layouts, packing, polling, sizes and flags.
+/* LL packets (docs/plan-format.md §7): layouts, packing, polling, sizes and flags.
  *
  * LL16 packet (16 bytes, 16-aligned): data1:u32, flag1:u32, data2:u32, flag2:u32. Packet i of a
  *   range carries data bytes [8i, 8i+8): data1 the first word, data2 the second. Valid when
