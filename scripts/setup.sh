@@ -31,6 +31,9 @@ say() { printf 'setup: %s\n' "$*"; }
 # ---- Debian packages ----
 pkgs=(cmake make gcc libcjson-dev libibverbs-dev python3 binutils)
 [ $tests = 1 ] && pkgs+=(clang libclang-rt-14-dev iproute2) # iproute2: the network-namespace hosts
+# The wheel's tests make virtual environments: Debian's python3 needs python3-venv for that (a
+# Python of another origin that has venv and ensurepip needs nothing).
+if [ $tests = 1 ] && ! python3 -c 'import ensurepip, venv' 2>/dev/null; then pkgs+=(python3-venv); fi
 [ $bench = 1 ] && pkgs+=(openmpi-bin libopenmpi-dev iperf3 iproute2) # bench/host_vs_mpi.sh, bench/net_vs_iperf3.sh
 missing=()
 for p in "${pkgs[@]}"; do

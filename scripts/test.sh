@@ -32,8 +32,9 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 
 # A Release build (-O3, where GCC finds more to warn about) of the library and the forwarding tests.
 step "Release build against NCCL 2.32.3's headers in build-nccl232/ (the forwarding tests)"
-cmake -S . -B build-nccl232 -DCMAKE_BUILD_TYPE=Release -DSHUNT_WERROR=ON -DSHUNT_ENABLE_CUDA=OFF \
-  -DNCCL_INCLUDE_DIR="$PWD/.deps/nccl-2.32.3/nvidia/nccl/include" -DSHUNT_REQUIRE_NCCL_NEWER=ON >/dev/null
+nccl232_opts=(SHUNT_WERROR=ON SHUNT_ENABLE_CUDA=OFF NCCL_INCLUDE_DIR="$PWD/.deps/nccl-2.32.3/nvidia/nccl/include"
+  SHUNT_REQUIRE_NCCL_NEWER=ON)
+cmake -S . -B build-nccl232 -DCMAKE_BUILD_TYPE=Release "${nccl232_opts[@]/#/-D}" >/dev/null
 cmake --build build-nccl232 -j"$jobs" --target shunt test_forward fakenccl fakenccl_partial notnccl \
   test_newer_real test_preload_real api_config_read import_client_good import_client_bad >/dev/null
 ctest --test-dir build-nccl232 --output-on-failure -j"$jobs" -R "^(fallback_|api_config_read)"
@@ -44,6 +45,28 @@ summary() {
   printf '%s\n' "${stages[@]}"
 }
 if [ "${SHUNT_TEST_QUICK:-0}" = 1 ]; then summary; exit 0; fi
+
+# Stages that run beside others, each in a process group of its own (setsid), ended whole if a
+# stage fails and ends the script.
+bg_pids=()
+trap 'for p in "${bg_pids[@]}"; do kill -- "-$p" 2>/dev/null || true; done' EXIT
+
+# The wheel (pyproject.toml, scripts/wheel.sh): built in build-nccl232/ with that build's options
+# (so only the tools and the libnccl.so.2 stub are left to compile), repaired by auditwheel,
+# installed into a fresh virtual environment and checked there (tests/wheel/check_wheel.sh). It
+# runs beside the sanitizer stages at a lower priority, in the time their tests leave a core idle;
+# its result is collected at the end.
+wheel_log=$(mktemp)
+wheel_t0=$SECONDS
+setsid -w nice -n 10 bash -c '
+  set -e
+  CMAKE_GENERATOR="Unix Makefiles" CMAKE_BUILD_PARALLEL_LEVEL=$1 scripts/wheel.sh -C build-dir=build-nccl232 \
+    "${@:3}"
+  tests/wheel/check_wheel.sh .whl/shunt-*.whl "$2"
+' wheel "$jobs" "$PWD/.deps/nccl-2.32.3/nvidia/nccl/lib/libnccl.so.2" "${nccl232_opts[@]/#/-Ccmake.define.}" \
+  >"$wheel_log" 2>&1 &
+wheel_pid=$!
+bg_pids+=("$wheel_pid")
 
 step "build with AddressSanitizer + UBSan in build-asan/"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSHUNT_WERROR=ON -DSHUNT_SANITIZE=ON -DSHUNT_ENABLE_CUDA=OFF >/dev/null
@@ -60,10 +83,9 @@ fuzz_pid="" fuzz_log="" fuzz_t0=0
 if [ -x scripts/fuzz.sh ] && command -v clang >/dev/null; then
   fuzz_log=$(mktemp)
   fuzz_t0=$SECONDS
-  scripts/fuzz.sh "${SHUNT_FUZZ_SECONDS:-60}" >"$fuzz_log" 2>&1 &
+  setsid -w scripts/fuzz.sh "${SHUNT_FUZZ_SECONDS:-60}" >"$fuzz_log" 2>&1 &
   fuzz_pid=$!
-  # A stage that fails ends the script: the fuzzer does not outlive it.
-  trap 'kill "$fuzz_pid" 2>/dev/null || true' EXIT
+  bg_pids+=("$fuzz_pid") # a stage that fails ends the script: the fuzzer does not outlive it
 fi
 
 step "the GPU kernel built for the CPU, and the verbs transport, under ThreadSanitizer in build-tsan/"
@@ -86,5 +108,16 @@ if [ -n "$fuzz_pid" ]; then
   echo "fuzzing took $((SECONDS - fuzz_t0)) s from its start"
   rm -f "$fuzz_log"
 fi
+step "the wheel: built, repaired, installed in a fresh virtual environment and run (started after the Release build)"
+if ! wait "$wheel_pid"; then
+  tail -80 "$wheel_log"
+  echo "the wheel stage failed"
+  exit 1
+fi
+grep -E "^(wheel:|ldd:|shunt run|verdict|wheel checks)" "$wheel_log" || true
+grep -E "^(Ran|OK)" "$wheel_log" | tr '\n' ' '
+echo
+echo "the wheel stage took $((SECONDS - wheel_t0)) s from its start"
+rm -f "$wheel_log"
 summary
 printf '\n== all tests passed (%d s)\n' "$SECONDS"

@@ -1,11 +1,12 @@
-/* shunt-info: what this build of shunt sees: its version, the real NCCL it forwards to,
- * the GPUs and the plan folder. */
+/* shunt-info: what this build of shunt sees: its version, the real NCCL it forwards to, the plan
+ * folder, and the GPUs (the CUDA driver, each device, peer access, MPS). */
 #include <dirent.h>
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpus.h"
 #include "shunt/shunt.h"
 
 static void report_plans(void) {
@@ -39,5 +40,7 @@ int main(void) {
   else
     printf("real NCCL:   none: %s\n", path);
   report_plans();
+  fflush(stdout);
+  shunt_info_gpus();
   return 0;
 }

@@ -74,13 +74,24 @@ int cmd_list(int argc, char** argv) {
     fprintf(stderr, "shunt-plan list: --max-threadblocks needs a number\n");
     return 2;
   }
-  if (argc >= 2 && strcmp(argv[0], "--tuning") == 0) {
-    opts.tuning_path = argv[1];
-    argc -= 2;
-    argv += 2;
+  /* --tsv: one tab-separated row per plan file and no summary, for programs (python -m shunt
+   * doctor) that must not depend on the table's column widths. */
+  bool tsv = false;
+  for (;;) {
+    if (argc >= 2 && strcmp(argv[0], "--tuning") == 0) {
+      opts.tuning_path = argv[1];
+      argc -= 2;
+      argv += 2;
+    } else if (argc >= 1 && strcmp(argv[0], "--tsv") == 0) {
+      tsv = true;
+      argc--;
+      argv++;
+    } else {
+      break;
+    }
   }
   if (argc != 1) {
-    fprintf(stderr, "usage: shunt-plan list [--tuning FILE] [--max-threadblocks N] DIR\n");
+    fprintf(stderr, "usage: shunt-plan list [--tuning FILE] [--max-threadblocks N] [--tsv] DIR\n");
     return 2;
   }
   struct shunt_plan_errors errs = {0};
@@ -94,8 +105,13 @@ int cmd_list(int argc, char** argv) {
     shunt_plan_errors_free(&errs);
     return 2;
   }
-  printf("%-36s %-30s %-10s %5s %-6s %-7s %-15s %-20s %4s %-19s %s\n", "FILE", "NAME", "COLL", "RANKS",
-         "PROTO", "INPLACE", "RANGE", "RANGE-FROM", "TBS", "CHANNELS", "STATUS");
+  if (tsv)
+    printf(
+        "file\tname\tcoll\tranks\tproto\tinplace\tmin_bytes\tmax_bytes\t"
+        "range_from\ttbs\tchannels\tstatus\treason\n");
+  else
+    printf("%-36s %-30s %-10s %5s %-6s %-7s %-15s %-20s %4s %-19s %s\n", "FILE", "NAME", "COLL", "RANKS",
+           "PROTO", "INPLACE", "RANGE", "RANGE-FROM", "TBS", "CHANNELS", "STATUS");
   for (uint32_t i = 0; i < shunt_planset_count(ps); i++) {
     const struct shunt_plan_entry* e = shunt_planset_entry(ps, i);
     const struct shunt_plan* p = e->plan;
@@ -115,13 +131,21 @@ int cmd_list(int argc, char** argv) {
                                                             : "rejected";
     /* A broadcast plan serves both modes (plan/planset.h). */
     const char* inplace = !p ? "-" : p->coll == SHUNT_COLL_BROADCAST ? "both" : p->inplace ? "yes" : "no";
+    if (tsv) {
+      printf("%s\t%s\t%s\t%u\t%s\t%s\t%" PRIu64 "\t%" PRIu64 "\t%s\t%u\t%s\t%s\t%s\n", e->file,
+             p ? p->name : "-", p ? p->collective : "-", p ? p->ngpus : 0, p ? p->protocol : "-", inplace,
+             (uint64_t)e->min_bytes, (uint64_t)e->max_bytes, p ? e->range_source : "-", tbs, chans, status,
+             e->reason);
+      continue;
+    }
     printf("%-36s %-30s %-10s %5u %-6s %-7s %-15s %-20s %4u %-19s %s%s%s%s\n", e->file, p ? p->name : "-",
            p ? p->collective : "-", p ? p->ngpus : 0, p ? p->protocol : "-", inplace, p ? range : "-",
            p ? e->range_source : "-", tbs, chans, status, roots, e->reason[0] ? ": " : "", e->reason);
   }
-  printf("%u plan file(s), %u usable, plan-set hash %016" PRIx64 "\n", shunt_planset_count(ps),
-         shunt_planset_usable(ps), shunt_planset_hash(ps));
-  if (opts.tuning_path) list_decisions(opts.tuning_path);
+  if (!tsv)
+    printf("%u plan file(s), %u usable, plan-set hash %016" PRIx64 "\n", shunt_planset_count(ps),
+           shunt_planset_usable(ps), shunt_planset_hash(ps));
+  if (opts.tuning_path && !tsv) list_decisions(opts.tuning_path);
   shunt_planset_free(ps);
   shunt_plan_errors_free(&errs);
   return 0;

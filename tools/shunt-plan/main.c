@@ -18,8 +18,9 @@ struct command {
 };
 
 static const struct command commands[] = {
-    {"list", "[--tuning FILE] [--max-threadblocks N] DIR",
-     "list the plans of a folder: ranges, status or rejection reason", cmd_list},
+    {"list", "[--tuning FILE] [--max-threadblocks N] [--tsv] DIR",
+     "list the plans of a folder: ranges, status or rejection reason (--tsv: tab-separated, for programs)",
+     cmd_list},
     {"show", "FILE", "print one plan per rank: buffers, channels, threadblocks and ops", cmd_show},
     {"check", "[--max-threadblocks N] FILE...", "run the static and race checks; exit 1 when any plan fails",
      cmd_check},
