@@ -514,15 +514,18 @@ struct ipc_handle {
 };
 _Static_assert(sizeof(struct ipc_handle) == 64, "CUipcMemHandle is 64 bytes");
 
-FC_EXPORT int cuIpcGetMemHandle(struct ipc_handle* h, unsigned long long dptr) {
+/* CUipcMemHandle is 64 chars: the caller's handle may lie at any address. */
+FC_EXPORT int cuIpcGetMemHandle(void* out, unsigned long long dptr) {
   struct alloc a;
   if (!find((uintptr_t)dptr, &a) || a.kind != KIND_DEVICE || a.lo != dptr) return FC_ERROR_INVALID_VALUE;
-  memset(h, 0, sizeof(*h));
-  h->magic = IPC_MAGIC;
-  h->pid = getpid();
-  h->fd = a.fd;
-  h->bytes = a.hi - a.lo;
-  h->id = a.id;
+  struct ipc_handle h;
+  memset(&h, 0, sizeof(h));
+  h.magic = IPC_MAGIC;
+  h.pid = getpid();
+  h.fd = a.fd;
+  h.bytes = a.hi - a.lo;
+  h.id = a.id;
+  memcpy(out, &h, sizeof(h));
   return FC_SUCCESS;
 }
 
