@@ -53,6 +53,7 @@ static const struct {
     S(EventDestroy, "cuEventDestroy_v2"),
     S(EventRecord, "cuEventRecord"),
     S(EventSynchronize, "cuEventSynchronize"),
+    S(EventQuery, "cuEventQuery"),
     S(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"),
     S(ModuleLoadData, "cuModuleLoadData"),
     S(ModuleGetFunction, "cuModuleGetFunction"),

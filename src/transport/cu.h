@@ -89,6 +89,7 @@ struct shunt_cu {
   CUresult (*EventDestroy)(CUevent);
   CUresult (*EventRecord)(CUevent, CUstream);
   CUresult (*EventSynchronize)(CUevent);
+  CUresult (*EventQuery)(CUevent);
   CUresult (*MemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
   CUresult (*ModuleLoadData)(CUmodule*, const void*);
   CUresult (*ModuleGetFunction)(CUfunction*, CUmodule, const char*);

@@ -138,7 +138,7 @@ enum {
   FC_AT_NONE,
   FC_AT_DATA,  /* an allocation's pages */
   FC_AT_GUARD, /* a guard page around one */
-  FC_AT_CLOSED /* VMM pages mapped without cuMemSetAccess */
+  FC_AT_CLOSED /* VMM pages mapped without cuMemSetAccess for the device reaching them */
 };
 /* The kinds of memory in fc_mem.c's table. */
 enum {
@@ -150,13 +150,15 @@ enum {
   FC_KIND_POOL,       /* cuMemAllocAsync */
   FC_KIND_MANAGED     /* cuMemAllocManaged */
 };
-/* For fc_vmm.c: records a mapping of `handle` at lo (closed to the device until granted);
+/* For fc_vmm.c: records a mapping of `handle` at lo (closed to every device until granted);
  * removes the mappings inside [lo, hi), leaving holes of the reservation, and gives their
- * handles (at most max); grants access to those overlapping [lo, hi) (how many); the handle
- * mapped at p, or NULL; the protection of closed device pages. */
+ * handles (at most max); sets device's access (flags) to those overlapping [lo, hi) (how many);
+ * device's access to the mapping holding p (-1: no mapping there); the handle mapped at p, or
+ * NULL; the protection of closed device pages. */
 int fc_mem_track(uintptr_t lo, size_t bytes, int kind, int device, void* handle, unsigned types);
 int fc_mem_untrack(uintptr_t lo, uintptr_t hi, void** handles, int max);
-int fc_mem_grant(uintptr_t lo, uintptr_t hi);
+int fc_mem_grant(uintptr_t lo, uintptr_t hi, int device, int flags);
+int fc_mem_access(uintptr_t p, int device, int* flags);
 void* fc_mem_vmm_handle(uintptr_t p);
 int fc_mem_closed_prot(void);
 /* The mapping at lo gets another handle and a new buffer id; the old handle is returned. Its
@@ -174,9 +176,9 @@ struct fc_window {
   uintptr_t base, bytes; /* the allocation, for messages */
   int device;
 };
-/* Where a lies; for FC_AT_DATA with open, a window of the allocation around a is made
- * accessible and described in *w. */
-int fc_mem_fault_open(uintptr_t a, bool open, struct fc_window* w);
+/* Where a lies for `device` (-1: any device); for FC_AT_DATA with open, a window of the
+ * allocation around a is made accessible and described in *w. */
+int fc_mem_fault_open(uintptr_t a, int device, bool open, struct fc_window* w);
 /* Makes the windows inaccessible again (those whose allocation still lives). */
 void fc_mem_close(const struct fc_window* w, int n);
 
@@ -185,10 +187,22 @@ void fc_copy(void* dst, const void* src, size_t n);
 
 /* fc_guard.c: device memory's access rules. */
 void fc_guard_install(void);
-/* The calling host thread acts for the device (a copy, a kernel) until the matching leave,
- * which closes what it opened. */
-void fc_device_enter(void);
+/* The calling host thread acts for `device` (a copy, a kernel; -1: whichever device owns what
+ * it touches) until the matching leave, which closes what it opened. */
+void fc_device_enter(int device);
 void fc_device_leave(void);
+
+/* fc_kept.c: memory its owner freed while others hold it. Every memfd of device memory is
+ * sized by fc_kept_size (its `bytes`, then a trailer page counting importers). An importer's
+ * mapping or handle counts itself with fc_kept_import (a token for fc_kept_unimport, or NULL).
+ * fc_kept_on_release, at the owner's free or last release: true when importers (or, with
+ * descriptors, other descriptors of the file in this process) still hold it: the pages are kept
+ * and counted (fakecuda_pinned_bytes), or FAKECUDA_STRICT_IPC aborts, saying `what`. */
+int fc_kept_size(int fd, size_t bytes);
+size_t fc_kept_trailer_at(size_t bytes);
+void* fc_kept_import(int fd, size_t bytes);
+void fc_kept_unimport(void* token);
+bool fc_kept_on_release(int fd, size_t bytes, bool descriptors, const char* what);
 
 /* fc_stream.c: whether a synchronizing call may proceed now (see capture above); invalidates
  * the global capture when not. */

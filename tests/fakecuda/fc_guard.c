@@ -23,8 +23,10 @@
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct sigaction old_segv, old_bus;
 
-/* Per host thread: how deep inside device work it is, and the windows it opened. */
+/* Per host thread: how deep inside device work it is, the device it acts for (-1: any, as the
+ * NCCL double's), and the windows it opened. */
 static __thread int depth;
+static __thread int acting = -1;
 static __thread struct fc_window opened[MAX_OPEN];
 static __thread int nopened;
 
@@ -50,7 +52,7 @@ static void die(const char* msg) {
 static void fault(int sig, siginfo_t* si, void* uc) {
   uintptr_t a = (uintptr_t)si->si_addr;
   struct fc_window w;
-  int at = fc_mem_fault_open(a, depth > 0 && sig == SIGSEGV, &w);
+  int at = fc_mem_fault_open(a, acting, depth > 0 && sig == SIGSEGV, &w);
   char msg[512];
   if (depth > 0) {
     if (at == FC_AT_DATA && sig == SIGSEGV) {
@@ -64,13 +66,13 @@ static void fault(int sig, siginfo_t* si, void* uc) {
     }
     const char* why = at == FC_AT_GUARD ? "a guard page next to a device allocation"
                       : at == FC_AT_CLOSED
-                          ? "memory mapped (cuMemMap) without access granted (cuMemSetAccess)"
+                          ? "memory mapped (cuMemMap) without access granted to this device (cuMemSetAccess)"
                       : at == FC_AT_DATA ? "memory of a device allocation that its exporter freed"
                                          : "an address outside every device allocation";
     snprintf(msg, sizeof(msg),
-             "fakecuda: device fault: a kernel or copy accessed 0x%llx, %s (CUDA_ERROR_ILLEGAL_ADDRESS: on a "
-             "GPU the context is lost for good); aborting\n",
-             (unsigned long long)a, why);
+             "fakecuda: device fault: a kernel or copy of device %d accessed 0x%llx, %s "
+             "(CUDA_ERROR_ILLEGAL_ADDRESS: on a GPU the context is lost for good); aborting\n",
+             acting, (unsigned long long)a, why);
     die(msg);
   }
   if (at != FC_AT_NONE) {
@@ -100,14 +102,15 @@ void fc_guard_install(void) {
   pthread_once(&once, install);
 }
 
-void fc_device_enter(void) {
-  depth++;
+void fc_device_enter(int device) {
+  if (depth++ == 0) acting = device;
 }
 
 void fc_device_leave(void) {
   if (--depth > 0) return;
   fc_mem_close(opened, nopened);
   nopened = 0;
+  acting = -1;
 }
 
 /* For test doubles that act for the device on a host thread (the NCCL double computes its
@@ -115,7 +118,7 @@ void fc_device_leave(void) {
 FC_EXPORT void fakecuda_device_begin(void);
 FC_EXPORT void fakecuda_device_end(void);
 void fakecuda_device_begin(void) {
-  fc_device_enter();
+  fc_device_enter(-1); /* the double reaches every rank's memory, whatever its device */
 }
 void fakecuda_device_end(void) {
   fc_device_leave();

@@ -30,15 +30,17 @@ struct alloc {
   int kind, device, fd;     /* fd: for pinned host memory, its CU_MEMHOSTALLOC flags */
   unsigned long long id;    /* unique per allocation, as the driver's buffer id */
   uintptr_t map_lo, map_hi; /* the mapping with its guard pages (device memory), else 0 */
-  /* KIND_IPC: the exporter and its allocation's id, and the opens of that mapping. */
+  /* KIND_IPC: the exporter and its allocation's id, the opens of that mapping, and its count
+   * among the allocation's importers (fc_kept.c). */
   long long peer_pid;
   unsigned long long peer_id;
   int refs;
-  /* KIND_VMM: the allocation handle mapped here, its shareable handle types, and whether
-   * cuMemSetAccess granted the device access yet. */
+  void* trailer;
+  /* KIND_VMM: the allocation handle mapped here, its shareable handle types, and the access
+   * cuMemSetAccess granted each device (CU_MEM_ACCESS_FLAGS_PROT_*; 0 until granted). */
   void* handle;
   unsigned handle_types;
-  bool closed;
+  unsigned char access[FC_MAX_DEVICES];
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -100,7 +102,7 @@ static int add_rec(struct alloc a, unsigned long long* id) {
 }
 
 static int add(uintptr_t lo, size_t bytes, int kind, int device, int fd) {
-  struct alloc a = {lo, lo + bytes, kind, device, fd, 0, 0, 0, 0, 0, 1, NULL, 0, false};
+  struct alloc a = {.lo = lo, .hi = lo + bytes, .kind = kind, .device = device, .fd = fd, .refs = 1};
   return add_rec(a, NULL);
 }
 
@@ -116,7 +118,7 @@ static void unmap_locked(const struct alloc* a) {
 /* Removes the allocation starting at p of one of the kinds; its record, or kind 0. With unmap,
  * its mapping goes too, under the same lock. */
 static struct alloc take(uintptr_t p, int kind, bool unmap) {
-  struct alloc a = {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, NULL, 0, false};
+  struct alloc a = {.fd = -1};
   pthread_mutex_lock(&mu);
   for (int i = 0; i < nallocs; i++)
     if (allocs[i].lo == p && allocs[i].kind == kind) {
@@ -129,14 +131,23 @@ static struct alloc take(uintptr_t p, int kind, bool unmap) {
   return a;
 }
 
-int fc_mem_fault_open(uintptr_t a, bool open, struct fc_window* w) {
+/* Whether device (-1: any) may reach VMM mapping r. */
+static bool granted(const struct alloc* r, int device) {
+  if (device >= 0 && device < FC_MAX_DEVICES) return r->access[device] != 0;
+  for (int d = 0; d < FC_MAX_DEVICES; d++)
+    if (r->access[d]) return true;
+  return false;
+}
+
+int fc_mem_fault_open(uintptr_t a, int device, bool open, struct fc_window* w) {
   int at = FC_AT_NONE;
   pthread_mutex_lock(&mu);
   for (int i = 0; i < nallocs && at == FC_AT_NONE; i++) {
     const struct alloc* r = &allocs[i];
     if (!r->map_lo || a < r->map_lo || a >= r->map_hi) continue;
     uintptr_t data_hi = r->lo + up(r->hi - r->lo, page());
-    at = a >= r->lo && a < data_hi ? (r->closed ? FC_AT_CLOSED : FC_AT_DATA) : FC_AT_GUARD;
+    bool closed = r->kind == KIND_VMM && !granted(r, device);
+    at = a >= r->lo && a < data_hi ? (closed ? FC_AT_CLOSED : FC_AT_DATA) : FC_AT_GUARD;
     w->base = r->lo;
     w->bytes = r->hi - r->lo;
     w->device = r->device;
@@ -168,7 +179,16 @@ void fc_mem_close(const struct fc_window* w, int n) {
 int fc_mem_track(uintptr_t lo, size_t bytes, int kind, int device, void* handle, unsigned types) {
   fc_guard_install();
   /* A VMM mapping has no guard pages of its own: the reservation around it is inaccessible. */
-  struct alloc a = {lo, lo + bytes, kind, device, -1, 0, lo, lo + bytes, 0, 0, 1, handle, types, true};
+  struct alloc a = {.lo = lo,
+                    .hi = lo + bytes,
+                    .kind = kind,
+                    .device = device,
+                    .fd = -1,
+                    .map_lo = lo,
+                    .map_hi = lo + bytes,
+                    .refs = 1,
+                    .handle = handle,
+                    .handle_types = types};
   return add_rec(a, NULL);
 }
 
@@ -189,13 +209,26 @@ int fc_mem_untrack(uintptr_t lo, uintptr_t hi, void** handles, int max) {
   return n;
 }
 
-int fc_mem_grant(uintptr_t lo, uintptr_t hi) {
+int fc_mem_grant(uintptr_t lo, uintptr_t hi, int device, int flags) {
   int n = 0;
   pthread_mutex_lock(&mu);
   for (int i = 0; i < nallocs; i++)
-    if (allocs[i].kind == KIND_VMM && allocs[i].lo < hi && allocs[i].hi > lo) allocs[i].closed = false, n++;
+    if (allocs[i].kind == KIND_VMM && allocs[i].lo < hi && allocs[i].hi > lo)
+      allocs[i].access[device] = (unsigned char)flags, n++;
   pthread_mutex_unlock(&mu);
   return n;
+}
+
+int fc_mem_access(uintptr_t p, int device, int* flags) {
+  int rc = -1;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nallocs && rc; i++)
+    if (allocs[i].kind == KIND_VMM && p >= allocs[i].lo && p < allocs[i].hi) {
+      *flags = allocs[i].access[device];
+      rc = 0;
+    }
+  pthread_mutex_unlock(&mu);
+  return rc;
 }
 
 void* fc_mem_vmm_handle(uintptr_t p) {
@@ -258,7 +291,7 @@ static int device_alloc(size_t bytes, int device, int kind, unsigned long long* 
   int fd = memfd_create("fakecuda", MFD_CLOEXEC);
   if (fd < 0) return FC_ERROR_OUT_OF_MEMORY;
   uintptr_t mlo = 0, mhi = 0;
-  void* p = ftruncate(fd, (off_t)bytes) == 0 ? map_guarded(fd, bytes, &mlo, &mhi) : NULL;
+  void* p = fc_kept_size(fd, bytes) == 0 ? map_guarded(fd, bytes, &mlo, &mhi) : NULL;
   if (!p) {
     close(fd);
     return FC_ERROR_OUT_OF_MEMORY;
@@ -271,8 +304,14 @@ static int device_alloc(size_t bytes, int device, int kind, unsigned long long* 
     memset(v, 0xa5, head);
     munmap(v, head);
   }
-  struct alloc a = {(uintptr_t)p, (uintptr_t)p + bytes, kind, device, fd, 0, mlo, mhi, 0, 0, 1, NULL, 0,
-                    false};
+  struct alloc a = {.lo = (uintptr_t)p,
+                    .hi = (uintptr_t)p + bytes,
+                    .kind = kind,
+                    .device = device,
+                    .fd = fd,
+                    .map_lo = mlo,
+                    .map_hi = mhi,
+                    .refs = 1};
   if (add_rec(a, NULL) != 0) {
     munmap((void*)mlo, mhi - mlo);
     close(fd);
@@ -313,7 +352,8 @@ FC_EXPORT int cuMemGetHandleForAddressRange(void* handle, unsigned long long dpt
 }
 
 /* As if the device allocation at p were freed and another allocated at the same address: new
- * memory (zeroed), a new buffer id; mappings other processes hold still show the old memory. */
+ * memory (zeroed), a new buffer id; mappings other processes hold still show the old memory
+ * (kept and counted, as any free while imported: fc_kept.c). */
 FC_EXPORT int fakecuda_replace(void* p) {
   if (fc_mem_vmm_handle((uintptr_t)p)) return fc_vmm_replace((uintptr_t)p);
   pthread_mutex_lock(&mu);
@@ -322,8 +362,9 @@ FC_EXPORT int fakecuda_replace(void* p) {
     if (allocs[i].lo == (uintptr_t)p && allocs[i].kind == KIND_DEVICE) {
       size_t bytes = allocs[i].hi - allocs[i].lo;
       int fd = memfd_create("fakecuda", MFD_CLOEXEC);
-      if (fd >= 0 && ftruncate(fd, (off_t)bytes) == 0 &&
+      if (fd >= 0 && fc_kept_size(fd, bytes) == 0 &&
           mmap(p, bytes, closed_prot(), MAP_SHARED | MAP_FIXED, fd, 0) == p) {
+        fc_kept_on_release(allocs[i].fd, bytes, false, "cuMemFree (fakecuda_replace)");
         close(allocs[i].fd);
         allocs[i].fd = fd;
         allocs[i].id = next_id++;
@@ -337,16 +378,21 @@ FC_EXPORT int fakecuda_replace(void* p) {
   return rc;
 }
 
-/* Freed memory is gone for peers too: the memfd shrinks to nothing, so a peer process's
- * mapping of it faults (SIGBUS) at its next access, as a GPU faults on an IPC mapping whose
- * exporter freed it (a dma-buf a NIC holds sees the same). */
+/* Freed memory: while CUDA IPC importers map it the driver keeps its pages (counted, or the
+ * strict mode's abort: fc_kept.c); otherwise it is gone for every holder: the memfd shrinks to
+ * nothing, so a mapping left elsewhere (a dma-buf a NIC holds) faults at its next access. */
+static void release_fd(const struct alloc* a) {
+  if (!fc_kept_on_release(a->fd, a->hi - a->lo, false, "cuMemFree of memory exported through CUDA IPC") &&
+      ftruncate(a->fd, 0) != 0) { /* nothing to do: the holders keep the pages */
+  }
+  close(a->fd);
+}
+
 int fc_mem_free_kind(unsigned long long dptr, int kind) {
   struct alloc a = take((uintptr_t)dptr, kind, true);
   if (!a.kind) return FC_ERROR_INVALID_VALUE;
   if (kind == KIND_MANAGED) return FC_SUCCESS;
-  if (ftruncate(a.fd, 0) != 0) { /* nothing to do: the peers keep the pages */
-  }
-  close(a.fd);
+  release_fd(&a);
   return FC_SUCCESS;
 }
 
@@ -360,9 +406,7 @@ FC_EXPORT int cuMemFree_v2(unsigned long long dptr) {
   if (fc_mem_free_kind(dptr, KIND_POOL) != FC_SUCCESS && fc_mem_free_kind(dptr, KIND_MANAGED) != FC_SUCCESS) {
     struct alloc a = take((uintptr_t)dptr, KIND_DEVICE, true);
     if (a.kind) {
-      if (ftruncate(a.fd, 0) != 0) { /* nothing to do: the peers keep the pages */
-      }
-      close(a.fd);
+      release_fd(&a);
     } else {
       rc = FC_ERROR_INVALID_VALUE;
     }
@@ -470,15 +514,18 @@ struct ipc_handle {
 };
 _Static_assert(sizeof(struct ipc_handle) == 64, "CUipcMemHandle is 64 bytes");
 
-FC_EXPORT int cuIpcGetMemHandle(struct ipc_handle* h, unsigned long long dptr) {
+/* CUipcMemHandle is 64 chars: the caller's handle may lie at any address. */
+FC_EXPORT int cuIpcGetMemHandle(void* out, unsigned long long dptr) {
   struct alloc a;
   if (!find((uintptr_t)dptr, &a) || a.kind != KIND_DEVICE || a.lo != dptr) return FC_ERROR_INVALID_VALUE;
-  memset(h, 0, sizeof(*h));
-  h->magic = IPC_MAGIC;
-  h->pid = getpid();
-  h->fd = a.fd;
-  h->bytes = a.hi - a.lo;
-  h->id = a.id;
+  struct ipc_handle h;
+  memset(&h, 0, sizeof(h));
+  h.magic = IPC_MAGIC;
+  h.pid = getpid();
+  h.fd = a.fd;
+  h.bytes = a.hi - a.lo;
+  h.id = a.id;
+  memcpy(out, &h, sizeof(h));
   return FC_SUCCESS;
 }
 
@@ -516,10 +563,19 @@ FC_EXPORT int cuIpcOpenMemHandle_v2(unsigned long long* dptr, struct ipc_handle 
     close(fd);
     return FC_ERROR_OUT_OF_MEMORY;
   }
-  struct alloc a = {
-      (uintptr_t)p, (uintptr_t)p + h.bytes, KIND_IPC, c->device, fd, 0, mlo, mhi, h.pid, h.id, 1, NULL, 0,
-      false};
+  struct alloc a = {.lo = (uintptr_t)p,
+                    .hi = (uintptr_t)p + h.bytes,
+                    .kind = KIND_IPC,
+                    .device = c->device,
+                    .fd = fd,
+                    .map_lo = mlo,
+                    .map_hi = mhi,
+                    .peer_pid = h.pid,
+                    .peer_id = h.id,
+                    .refs = 1,
+                    .trailer = fc_kept_import(fd, h.bytes)};
   if (add_rec(a, NULL) != 0) {
+    fc_kept_unimport(a.trailer);
     munmap((void*)mlo, mhi - mlo);
     close(fd);
     return FC_ERROR_OUT_OF_MEMORY;
@@ -538,6 +594,7 @@ FC_EXPORT int cuIpcCloseMemHandle(unsigned long long dptr) {
       struct alloc a = allocs[i];
       allocs[i] = allocs[--nallocs];
       unmap_locked(&a);
+      fc_kept_unimport(a.trailer);
       close(a.fd);
       break;
     }

@@ -330,7 +330,7 @@ static void* worker(void* arg) {
       pthread_cond_broadcast(&q->cv);
     }
     pthread_mutex_unlock(&q->mu);
-    fc_device_enter(); /* device memory is open to this operation (fc_guard.c) */
+    fc_device_enter(s->device); /* device memory is open to this operation (fc_guard.c) */
     run_op(s, o);
     fc_device_leave();
     if (o->kind == OP_WAIT) {
@@ -729,7 +729,7 @@ FC_EXPORT int cuMemcpy(unsigned long long dst, unsigned long long src, size_t n)
   if (e != FC_SUCCESS) return e;
   int dev = sync_device();
   fc_ctx_enter(dev, true);
-  fc_device_enter();
+  fc_device_enter(dev);
   memmove((void*)(uintptr_t)dst, (const void*)(uintptr_t)src, n);
   fc_device_leave();
   fc_ctx_leave(dev);
@@ -746,7 +746,7 @@ FC_EXPORT int cuMemsetD8_v2(unsigned long long dst, unsigned char v, size_t n) {
   if (e != FC_SUCCESS) return e;
   int dev = sync_device();
   fc_ctx_enter(dev, true);
-  fc_device_enter();
+  fc_device_enter(dev);
   memset((void*)(uintptr_t)dst, v, n);
   fc_device_leave();
   fc_ctx_leave(dev);

@@ -1,10 +1,12 @@
 /* The stand-in's virtual memory management and stream-ordered allocations (fake_cuda.h):
  * cuMemCreate makes a physical allocation (a memfd) that cuMemMap maps into a range
- * cuMemAddressReserve reserved; the device reaches it once cuMemSetAccess grants it (until
- * then an access is a device fault, as on a GPU); a handle made with the POSIX file-descriptor
- * type exports as a file descriptor that another process imports (cuMemImportFromShareableHandle),
- * the memory living while any handle or mapping holds it. cuMemAllocAsync / cuMemFreeAsync
- * allocate from the device's default pool: memory no legacy IPC handle exports. */
+ * cuMemAddressReserve reserved; a device reaches a mapping once cuMemSetAccess granted that
+ * device (until then its access is a device fault, as on a GPU: other devices of the process
+ * included); a handle made with the POSIX file-descriptor type exports as a file descriptor
+ * that another process imports (cuMemImportFromShareableHandle), the memory living while any
+ * handle, mapping or exported descriptor holds it (an owner's last release while others hold
+ * it is counted: fc_kept.c). cuMemAllocAsync / cuMemFreeAsync allocate from the device's
+ * default pool: memory no legacy IPC handle exports. */
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -23,9 +25,12 @@ struct prop { /* CUmemAllocationProp */
   void* win32;
   unsigned char flags[8];
 };
+struct location { /* CUmemLocation */
+  int type, id;
+};
 struct access_desc { /* CUmemAccessDesc */
   int loc_type, loc_id;
-  int flags; /* CU_MEM_ACCESS_FLAGS_PROT_READ 1, READWRITE 3 */
+  int flags; /* CU_MEM_ACCESS_FLAGS_PROT_NONE 0, READ 1, READWRITE 3 */
 };
 
 /* A physical allocation: alive while its handle or a mapping holds it. */
@@ -34,7 +39,9 @@ struct vmm {
   size_t size;
   int device;
   unsigned types;
-  int refs; /* handles (create, import, retain) and mappings */
+  int refs;      /* handles (create, import, retain) and mappings */
+  void* trailer; /* imported: its count among the allocation's importers (fc_kept.c) */
+  bool imported;
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -44,6 +51,10 @@ static void unref(struct vmm* v) {
   int left = --v->refs;
   pthread_mutex_unlock(&mu);
   if (left) return;
+  if (v->imported)
+    fc_kept_unimport(v->trailer);
+  else
+    fc_kept_on_release(v->fd, v->size, true, "the last release of VMM memory (cuMemRelease, cuMemUnmap)");
   close(v->fd);
   free(v);
 }
@@ -64,7 +75,7 @@ FC_EXPORT int cuMemCreate(struct vmm** h, size_t size, const struct prop* p, uns
   struct vmm* v = calloc(1, sizeof(*v));
   if (!v) return FC_ERROR_OUT_OF_MEMORY;
   v->fd = memfd_create("fakecuda-vmm", MFD_CLOEXEC);
-  if (v->fd < 0 || ftruncate(v->fd, (off_t)size) != 0) {
+  if (v->fd < 0 || fc_kept_size(v->fd, size) != 0) {
     if (v->fd >= 0) close(v->fd);
     free(v);
     return FC_ERROR_OUT_OF_MEMORY;
@@ -133,12 +144,33 @@ FC_EXPORT int cuMemUnmap(unsigned long long ptr, size_t size) {
   return FC_SUCCESS;
 }
 
+extern int cuDeviceCanAccessPeer(int* v, int a, int b);
+
+/* Each device named gets the access asked for; a device that cannot reach the memory's device
+ * as a peer is refused, as the driver refuses it. */
 FC_EXPORT int cuMemSetAccess(unsigned long long ptr, size_t size, const struct access_desc* d, size_t count) {
   if (!d || count == 0) return FC_ERROR_INVALID_VALUE;
-  for (size_t i = 0; i < count; i++)
-    if (d[i].loc_type != 1 || !fc_ctx_of(d[i].loc_id) || (d[i].flags != 1 && d[i].flags != 3))
+  int owner = fc_mem_device((const void*)(uintptr_t)ptr);
+  if (owner < 0 || !fc_mem_vmm_handle(ptr)) return FC_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < count; i++) {
+    int can = 0;
+    if (d[i].loc_type != 1 || !fc_ctx_of(d[i].loc_id) ||
+        (d[i].flags != 0 && d[i].flags != 1 && d[i].flags != 3))
       return FC_ERROR_INVALID_VALUE;
-  return fc_mem_grant(ptr, ptr + size) ? FC_SUCCESS : FC_ERROR_INVALID_VALUE;
+    if (d[i].loc_id != owner && (cuDeviceCanAccessPeer(&can, d[i].loc_id, owner) != FC_SUCCESS || !can))
+      return FC_ERROR_INVALID_DEVICE;
+  }
+  for (size_t i = 0; i < count; i++)
+    if (!fc_mem_grant(ptr, ptr + size, d[i].loc_id, d[i].flags)) return FC_ERROR_INVALID_VALUE;
+  return FC_SUCCESS;
+}
+
+FC_EXPORT int cuMemGetAccess(unsigned long long* flags, const struct location* loc, unsigned long long ptr) {
+  int f = 0;
+  if (!flags || !loc || loc->type != 1 || !fc_ctx_of(loc->id)) return FC_ERROR_INVALID_VALUE;
+  if (fc_mem_access(ptr, loc->id, &f) != 0) return FC_ERROR_INVALID_VALUE; /* not a VMM mapping */
+  *flags = (unsigned long long)f;
+  return FC_SUCCESS;
 }
 
 /* A new physical allocation under the mapping at p (fakecuda_replace): importers of the old
@@ -150,7 +182,7 @@ int fc_vmm_replace(uintptr_t p) {
   struct vmm* v = calloc(1, sizeof(*v));
   if (!v) return -1;
   v->fd = memfd_create("fakecuda-vmm", MFD_CLOEXEC);
-  if (v->fd < 0 || ftruncate(v->fd, (off_t)n) != 0 ||
+  if (v->fd < 0 || fc_kept_size(v->fd, n) != 0 ||
       mmap((void*)p, n, fc_mem_closed_prot(), MAP_SHARED | MAP_FIXED, v->fd, 0) != (void*)p) {
     if (v->fd >= 0) close(v->fd);
     free(v);
@@ -191,7 +223,8 @@ FC_EXPORT int cuMemImportFromShareableHandle(struct vmm** h, void* os_handle, in
   if (!h || (unsigned)type != HANDLE_FD) return FC_ERROR_INVALID_VALUE;
   struct stat st;
   int fd = (int)(intptr_t)os_handle;
-  if (fstat(fd, &st) != 0 || st.st_size <= 0) return FC_ERROR_INVALID_VALUE;
+  size_t trailer = (size_t)sysconf(_SC_PAGESIZE);
+  if (fstat(fd, &st) != 0 || (size_t)st.st_size <= trailer) return FC_ERROR_INVALID_VALUE;
   struct vmm* v = calloc(1, sizeof(*v));
   if (!v) return FC_ERROR_OUT_OF_MEMORY;
   v->fd = dup(fd);
@@ -199,10 +232,12 @@ FC_EXPORT int cuMemImportFromShareableHandle(struct vmm** h, void* os_handle, in
     free(v);
     return FC_ERROR_OUT_OF_MEMORY;
   }
-  v->size = (size_t)st.st_size;
+  v->size = (size_t)st.st_size - trailer;
   v->device = c->device;
   v->types = HANDLE_FD;
   v->refs = 1;
+  v->imported = true;
+  v->trailer = fc_kept_import(v->fd, v->size);
   *h = v;
   return FC_SUCCESS;
 }

@@ -5,10 +5,15 @@
  *   guard       a copy reaches the guard page after an allocation: a device fault
  *   freed       a copy reads freed memory: a device fault
  *   ipc         a handle opened twice in one context is one mapping, counted; its own process
- *               cannot open it; once the exporter frees, the peer's access is a device fault
+ *               cannot open it; the exporter's free while the peer maps it keeps the pages
+ *               (the peer still reads them) and counts them until the peer closes; under
+ *               FAKECUDA_STRICT_IPC that free aborts, saying so
  *   pinned      pinned host memory is host memory of the allocating context's device
- *   vmm         VMM memory is reached once cuMemSetAccess granted it (before: a device fault);
- *               cuIpcGetMemHandle refuses it and pool memory; its file descriptor exports
+ *   vmm         VMM memory is reached by a device once cuMemSetAccess granted that device
+ *               (before: a device fault, another device of the process included), which only
+ *               a device that can reach the owner as a peer gets; cuMemGetAccess tells;
+ *               cuIpcGetMemHandle refuses it and pool memory; its file descriptor exports; a
+ *               release while an exported descriptor is open keeps and counts it
  *   managed     managed memory is reachable from the host
  *   dmabuf      cuMemGetHandleForAddressRange only where the device reports dma-buf support
  *   copy        a copy's bytes land in no order, not as whole words (a watcher sees it torn)
@@ -40,6 +45,10 @@ int cuMemAllocManaged(unsigned long long* dptr, size_t bytes, unsigned flags);
 int cuMemGetHandleForAddressRange(void* handle, unsigned long long dptr, size_t size, int type,
                                   unsigned long long flags);
 int cuDeviceGetAttribute(int* v, int attr, int dev);
+struct location {
+  int type, id;
+};
+int cuMemGetAccess(unsigned long long* flags, const struct location* loc, unsigned long long ptr);
 
 static int failures;
 #define EXPECT(cond, ...)                                        \
@@ -142,7 +151,7 @@ static void freed(void) {
 
 /* ---- ipc ---- */
 static ipc_handle handle;
-static int go[2], done[2];
+static int go[2], done[2], closed[2];
 static void ipc_peer(void) {
   setup();
   unsigned long long a = 0, b = 0;
@@ -157,7 +166,11 @@ static void ipc_peer(void) {
   if (failures) _exit(1);
   char c = 1;
   if (write(go[1], &c, 1) != 1 || read(done[0], &c, 1) != 1) _exit(3);
-  cuMemcpyDtoH_v2(&v, a, sizeof(v)); /* the exporter freed it */
+  v = 0;
+  EXPECT(cuMemcpyDtoH_v2(&v, a, sizeof(v)) == 0 && v == 77, "the pages kept after the exporter's free: %d",
+         v);
+  EXPECT(cuIpcCloseMemHandle(a) == 0, "close after the exporter's free");
+  if (write(closed[1], &c, 1) != 1) _exit(3);
 }
 static void ipc_case(void) {
   setup();
@@ -166,24 +179,57 @@ static void ipc_case(void) {
   cuMemcpyHtoD_v2(d, &v, sizeof(v));
   EXPECT(cuIpcGetMemHandle(&handle, d) == 0, "handle");
   EXPECT(cuIpcOpenMemHandle_v2(&x, handle, 1) == 201, "its own process's handle: CUDA_ERROR_INVALID_CONTEXT");
-  if (pipe(go) != 0 || pipe(done) != 0) _exit(3);
+  if (pipe(go) != 0 || pipe(done) != 0 || pipe(closed) != 0) _exit(3);
   char out[4096];
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
+    close(done[1]); /* an exporter that dies early ends the peer's wait */
     int st = in_child(ipc_peer, out, sizeof(out));
-    if (!(aborted(st) && strstr(out, "exporter freed"))) fprintf(stderr, "the peer's end:\n%s\n", out);
-    _exit(aborted(st) && strstr(out, "exporter freed") ? 0 : 1);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) fprintf(stderr, "the peer's end:\n%s\n", out);
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
   }
-  close(go[1]); /* a peer that dies early ends the read */
+  close(go[1]); /* a peer that dies early ends the reads */
+  close(closed[1]);
   char c;
   if (read(go[0], &c, 1) == 1) {
-    cuMemFree_v2(d);
+    EXPECT(fakecuda_pinned_bytes() == 0, "nothing kept before the free");
+    cuMemFree_v2(d); /* undefined on a GPU while the peer maps it; counted here */
+    EXPECT(fakecuda_pinned_bytes() >= 4096, "the free while imported is not counted: %lld",
+           fakecuda_pinned_bytes());
     if (write(done[1], &c, 1) != 1) _exit(3);
+    EXPECT(read(closed[0], &c, 1) == 1, "the peer closed");
+    EXPECT(fakecuda_pinned_bytes() == 0, "still counted once the peer closed: %lld", fakecuda_pinned_bytes());
   }
   int st = 0;
   waitpid(pid, &st, 0);
-  EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the peer did not die of the exporter's free");
+  EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the peer failed");
+}
+/* Under FAKECUDA_STRICT_IPC the exporter's free while a peer maps the memory aborts. */
+static void ipc_strict_peer(void) {
+  setup();
+  unsigned long long a = 0;
+  char c = 1;
+  if (cuIpcOpenMemHandle_v2(&a, handle, 1) != 0 || write(go[1], &c, 1) != 1 || read(done[0], &c, 1) != 1)
+    _exit(3);
+}
+static void ipc_strict(void) {
+  setenv("FAKECUDA_STRICT_IPC", "1", 1);
+  setup();
+  unsigned long long d = dalloc(4096);
+  EXPECT(cuIpcGetMemHandle(&handle, d) == 0, "handle");
+  if (pipe(go) != 0 || pipe(done) != 0) _exit(3);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(done[1]); /* the exporter's abort ends the peer's wait */
+    ipc_strict_peer();
+    _exit(0);
+  }
+  close(go[1]);
+  char c;
+  if (read(go[0], &c, 1) == 1) cuMemFree_v2(d); /* aborts */
+  _exit(3);
 }
 
 /* ---- pinned ---- */
@@ -236,6 +282,63 @@ static void vmm_ungranted(void) {
   unsigned long long v = vmm_map(0, 0);
   int x = 5;
   cuMemcpyHtoD_v2(v, &x, sizeof(x)); /* mapped, never granted: a device fault */
+}
+/* Two devices: memory of device 0 granted to device 0 only. */
+static unsigned long long on_two_devices(fc_handle* st1) {
+  setenv("FAKECUDA_DEVICES", "2", 1);
+  setup();
+  unsigned long long v = vmm_map(1, 1);
+  fc_handle c1 = NULL;
+  if (cuDevicePrimaryCtxRetain(&c1, 1) || cuCtxSetCurrent(c1) || cuStreamCreate(st1, 1)) _exit(3);
+  return v;
+}
+static void vmm_devices(void) {
+  fc_handle st1 = NULL;
+  unsigned long long v = on_two_devices(&st1), f0 = 9, f1 = 9, d1 = dalloc(4096);
+  struct location l0 = {1, 0}, l1 = {1, 1};
+  EXPECT(cuMemGetAccess(&f0, &l0, v) == 0 && f0 == 3 && cuMemGetAccess(&f1, &l1, v + 64) == 0 && f1 == 0,
+         "cuMemGetAccess: device 0 %llu, device 1 %llu", f0, f1);
+  EXPECT(cuMemGetAccess(&f1, &l1, d1) != 0, "cuMemGetAccess of cuMemAlloc memory");
+  struct access_desc both[2] = {{1, 0, 3}, {1, 1, 3}};
+  EXPECT(cuMemSetAccess(v, GRAN, both, 2) == 0 && cuMemGetAccess(&f1, &l1, v) == 0 && f1 == 3,
+         "device 1 granted: %llu", f1);
+  EXPECT(cuMemcpyDtoDAsync_v2(d1, v, 16, st1) == 0 && cuStreamSynchronize(st1) == 0,
+         "device 1's copy of memory granted to it");
+}
+static void vmm_other_device(void) {
+  fc_handle st1 = NULL;
+  unsigned long long v = on_two_devices(&st1), d1 = dalloc(4096);
+  cuMemcpyDtoDAsync_v2(d1, v, 16, st1); /* device 1 was never granted: a device fault */
+  cuStreamSynchronize(st1);
+}
+static void vmm_no_peer(void) {
+  setenv("FAKECUDA_PEER_ACCESS", "0-1:0", 1);
+  fc_handle st1 = NULL;
+  unsigned long long v = on_two_devices(&st1);
+  struct access_desc d = {1, 1, 3};
+  EXPECT(cuMemSetAccess(v, GRAN, &d, 1) == 101, "access for a device that is no peer of the owner");
+}
+/* A release while an exported descriptor is open keeps the memory, counted until it closes. */
+static void vmm_kept(void) {
+  setup();
+  struct prop p = {1, 1, 1, 0, NULL, {0}};
+  unsigned long long h = 0;
+  int fd = -1;
+  EXPECT(cuMemCreate(&h, GRAN, &p, 0) == 0 && cuMemExportToShareableHandle(&fd, h, 1, 0) == 0, "export");
+  EXPECT(cuMemRelease(h) == 0, "release");
+  EXPECT(fakecuda_pinned_bytes() == (long long)GRAN, "kept by the open descriptor: %lld",
+         fakecuda_pinned_bytes());
+  close(fd);
+  EXPECT(fakecuda_pinned_bytes() == 0, "the descriptor closed: %lld", fakecuda_pinned_bytes());
+}
+static void vmm_kept_strict(void) {
+  setenv("FAKECUDA_STRICT_IPC", "1", 1);
+  setup();
+  struct prop p = {1, 1, 1, 0, NULL, {0}};
+  unsigned long long h = 0;
+  int fd = -1;
+  EXPECT(cuMemCreate(&h, GRAN, &p, 0) == 0 && cuMemExportToShareableHandle(&fd, h, 1, 0) == 0, "export");
+  cuMemRelease(h); /* aborts */
 }
 static void managed(void) {
   setup();
@@ -298,9 +401,15 @@ static const struct expect_crash cases[] = {
     {"guard", guard_before, "device fault"},
     {"freed", freed, "device fault"},
     {"ipc", ipc_case, NULL},
+    {"ipc", ipc_strict, "UB: freed while imported"},
     {"pinned", pinned, NULL},
     {"vmm", vmm_rules, NULL},
     {"vmm", vmm_ungranted, "device fault"},
+    {"vmm", vmm_devices, NULL},
+    {"vmm", vmm_other_device, "device fault: a kernel or copy of device 1"},
+    {"vmm", vmm_no_peer, NULL},
+    {"vmm", vmm_kept, NULL},
+    {"vmm", vmm_kept_strict, "UB: freed while imported"},
     {"managed", managed, NULL},
     {"dmabuf", dmabuf, NULL},
     {"dmabuf", dmabuf_off, NULL},

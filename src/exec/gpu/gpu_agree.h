@@ -23,7 +23,7 @@
 
 #include "transport/world.h"
 
-#define SHUNT_GPU_AGREE_RECORD 256 /* bytes of one rank's record */
+#define SHUNT_GPU_AGREE_RECORD 512 /* bytes of one rank's record */
 
 struct shunt_gpu_agree;
 

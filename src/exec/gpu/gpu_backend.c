@@ -472,6 +472,16 @@ static bool give_up(void* p) {
   return atomic_load(&g->aborted) || (w && shunt_gpu_world_broken(w));
 }
 
+/* Whether every kernel this rank launched so far is done: peers' mappings that no verdict
+ * needs any more close then (gpu_reg.h). An outgrown world's last kernels may still run and
+ * read them. */
+static bool drained(void* p) {
+  struct gpu_backend* g = p;
+  for (struct retired* r = g->retired; r; r = r->next)
+    if (!shunt_gpu_world_drained(r->world)) return false;
+  return shunt_gpu_world_drained(atomic_load(&g->world));
+}
+
 /* Which of the call head's buffers peers reach in place (gpu_reg.h: agreed with every rank at
  * this call): both when the call is not in place; in place only the buffer that holds the
  * other (the output, or reducescatter's input). */
@@ -498,20 +508,22 @@ static int zero_copy(struct gpu_backend* g, const struct shunt_backend_call* c, 
   bool inplace = call_inplace(c);
   struct shunt_gpu_world* w = atomic_load(&g->world);
   CUstream ws = w ? shunt_gpu_world_stream(w) : NULL;
+  bool captured = shunt_gpu_stream_capturing(c->stream);
+  const struct shunt_gpu_reg_waits waits = {give_up, drained, g};
   if (inplace && c->plan->coll == SHUNT_COLL_REDUCESCATTER) {
     /* The mirror: the input holds the output, so the input is the buffer peers reach; bound
      * as the holder, its table is the input's. */
     struct shunt_gpu_zc h = {NULL, NULL};
     int rc = shunt_gpu_reg_bind(g->regs, g->cu, g->ctx, ws, g->board, g->base.rank, g->base.nranks, c->out,
-                                c->split->call.out_bytes, c->in, c->split->call.in_bytes, true, give_up, g,
-                                &h, err, len);
+                                c->split->call.out_bytes, c->in, c->split->call.in_bytes, true, captured,
+                                &waits, &h, err, len);
     z->in = h.out;
     z->out = NULL;
     return rc;
   }
   return shunt_gpu_reg_bind(g->regs, g->cu, g->ctx, ws, g->board, g->base.rank, g->base.nranks, c->in,
-                            c->split->call.in_bytes, c->out, c->split->call.out_bytes, inplace, give_up, g, z,
-                            err, len);
+                            c->split->call.in_bytes, c->out, c->split->call.out_bytes, inplace, captured,
+                            &waits, z, err, len);
 }
 
 static void tie_to_graph(struct gpu_backend* g, CUstream st);
@@ -649,7 +661,7 @@ void* shunt_backend_register(struct shunt_backend* b, void* buf, size_t bytes, c
 
 void shunt_backend_deregister(struct shunt_backend* b, void* handle) {
   if (!b || b->kind != SHUNT_BACKEND_GPU || !handle) return;
-  /* Nothing to wait for: the peer mappings made through it stay until the backend ends. */
+  /* Nothing to wait for: peers close their mappings of it at the next round (gpu_reg.h). */
   shunt_gpu_reg_remove(((struct gpu_backend*)b)->regs, handle);
 }
 

@@ -16,11 +16,22 @@
  * - A buffer a peer reaches in place is reached only inside the one allocation that holds the
  *   call's range on its owner, through a mapping of that whole allocation: no address the
  *   kernel forms from a table lies outside a mapped allocation (the plan's references stay
- *   within the call's buffer sizes: src/plan/check*.c, exec/lower_check.c).
+ *   within the call's buffer sizes: src/plan/check*.c, exec/lower_check.c). A rank of the
+ *   owner's process reaches it through the owner's pointer only when its device may touch that
+ *   memory (gpu_vmm.h: shunt_gpu_mem_reachable); otherwise every rank stages.
+ * - Lifetime: a peer's allocation stays mapped while its owner registers it. When the owner
+ *   deregisters it (its last registration of that allocation on this communicator), or finds
+ *   it freed and allocated again, the allocation's id goes on the owner's next card and every
+ *   rank closes its mapping there (once this rank's kernels launched before are done: waits's
+ *   drained), and the owner withdraws the descriptor it offered (VMM memory). At most
+ *   PEER_ALLOCS (32) allocations of each rank stay judged and mapped: the least recently used
+ *   go first, alike on every rank, but never one a captured call used (a graph may replay it
+ *   until the communicator ends) nor one the current call uses. Device tables are kept by
+ *   content until shunt_gpu_regs_free (freeing one would wait for the device, and a peer's
+ *   kernel may be waiting for this rank).
  * - Cost: one round on the board per call bound (the caller binds only calls whose program
  *   reaches peers' user buffers: large ones); no allocation and no bootstrap message once the
- *   buffers' allocations are mapped. Peer mappings and tables (kept by content) stay until
- *   shunt_gpu_regs_free, so graphs captured with them stay valid.
+ *   buffers' allocations are mapped; two more rounds at the first call on a new allocation.
  * - Everything is freed by shunt_gpu_regs_free (after this rank's kernels are done).
  * Private to src/exec/gpu. */
 #ifndef SHUNT_EXEC_GPU_REG_H
@@ -43,6 +54,8 @@ struct shunt_gpu_reg {
   uint64_t alloc_start, alloc_size; /* alloc_size 0: not asked yet, or unknown */
   bool has_handle;
   CUipcMemHandle handle;
+  bool exportable; /* VMM memory whose descriptor may be offered to peers (when one needs it) */
+  bool exported;   /* handle is such an offer, withdrawn with the registration */
   struct shunt_gpu_reg* next;
 };
 
@@ -53,8 +66,8 @@ void shunt_gpu_regs_free(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, C
 
 struct shunt_gpu_reg* shunt_gpu_reg_add(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, void* base,
                                         size_t size);
-/* Removes the record; mappings peers' buffers made through it stay until regs_free (a graph may
- * still use them). */
+/* Removes the record: its descriptor offered to peers is withdrawn, and peers close their
+ * mappings of its allocation at the next round (unless another registration holds it). */
 void shunt_gpu_reg_remove(struct shunt_gpu_regs* rs, struct shunt_gpu_reg* r);
 /* Whether the memory at r's base is still the allocation registered (a buffer freed and
  * allocated again at the same address is not: its peers' mappings are stale). */
@@ -67,13 +80,24 @@ struct shunt_gpu_zc {
   const uint64_t* out;
 };
 
+/* What the binding asks its caller, without waiting: stop, whether to give up waiting for a
+ * rank (a broken world: a peer may never come); drained, whether every kernel this rank
+ * launched so far is done (NULL: always). Both take arg. */
+struct shunt_gpu_reg_waits {
+  bool (*stop)(void*);
+  bool (*drained)(void*);
+  void* arg;
+};
+
 /* Collective (see above): every rank calls it at the same calls with the same board; a new
- * table is uploaded on `stream` (a non-blocking stream of ctx, synchronized). 0 and
- * *z filled (possibly staged); -1 with a message when the round itself failed (a rank did not
- * arrive, or stop(arg) said to give up waiting: the world broke): the call must fail. */
+ * table is uploaded on `stream` (a non-blocking stream of ctx, synchronized). captured: the
+ * call is being captured into a graph. 0 and *z filled (possibly staged); -1 with a message
+ * when the round itself failed (a rank did not arrive, or stop said to give up waiting: the
+ * world broke): the call must fail. */
 int shunt_gpu_reg_bind(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, CUcontext ctx, CUstream stream,
                        struct shunt_gpu_agree* board, uint32_t rank, uint32_t nranks, const void* in,
-                       uint64_t in_bytes, const void* out, uint64_t out_bytes, bool inplace,
-                       bool (*stop)(void*), void* arg, struct shunt_gpu_zc* z, char* err, size_t len);
+                       uint64_t in_bytes, const void* out, uint64_t out_bytes, bool inplace, bool captured,
+                       const struct shunt_gpu_reg_waits* waits, struct shunt_gpu_zc* z, char* err,
+                       size_t len);
 
 #endif

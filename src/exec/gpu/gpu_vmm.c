@@ -1,24 +1,17 @@
 /* VMM memory and peer descriptions of device allocations (gpu_vmm.h). */
 #include "exec/gpu/gpu_vmm.h"
 
-#include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "exec/gpu/gpu_fdpass.h"
 #include "transport/cuda_driver.h"
 #include "util/log.h"
-
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
 
 /* From the CUDA driver API (cuda.h). */
 typedef unsigned long long CUmemGenericAllocationHandle;
@@ -30,6 +23,9 @@ typedef struct {
   unsigned char alloc_flags[8];
 } CUmemAllocationProp;
 typedef struct {
+  int type, id; /* CU_MEM_LOCATION_TYPE_DEVICE, ordinal */
+} CUmemLocation;
+typedef struct {
   int loc_type, loc_id;
   int flags;
 } CUmemAccessDesc;
@@ -38,6 +34,8 @@ typedef struct {
 #define CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR 1
 #define CU_MEM_ACCESS_FLAGS_PROT_READWRITE 3
 #define CU_MEM_ALLOC_GRANULARITY_RECOMMENDED 1
+#define CU_POINTER_ATTRIBUTE_IS_MANAGED 8
+#define CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE 10
 #define CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES 14
 
 static struct {
@@ -49,18 +47,22 @@ static struct {
   CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
   CUresult (*unmap)(CUdeviceptr, size_t);
   CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t);
+  CUresult (*get_access)(unsigned long long*, const CUmemLocation*, CUdeviceptr);
   CUresult (*retain)(CUmemGenericAllocationHandle*, void*);
   CUresult (*export_)(void*, CUmemGenericAllocationHandle, int, unsigned long long);
   CUresult (*import)(CUmemGenericAllocationHandle*, void*, int);
+  CUresult (*device_count)(int*);
+  CUresult (*can_access_peer)(int*, CUdevice, CUdevice);
   bool all;
 } vmm;
 static pthread_once_t vmm_once = PTHREAD_ONCE_INIT;
 
 static void vmm_find(void) {
-  void** f[] = {(void**)&vmm.granularity, (void**)&vmm.create,       (void**)&vmm.release,
-                (void**)&vmm.reserve,     (void**)&vmm.address_free, (void**)&vmm.map,
-                (void**)&vmm.unmap,       (void**)&vmm.set_access,   (void**)&vmm.retain,
-                (void**)&vmm.export_,     (void**)&vmm.import};
+  void** f[] = {(void**)&vmm.granularity,  (void**)&vmm.create,         (void**)&vmm.release,
+                (void**)&vmm.reserve,      (void**)&vmm.address_free,   (void**)&vmm.map,
+                (void**)&vmm.unmap,        (void**)&vmm.set_access,     (void**)&vmm.get_access,
+                (void**)&vmm.retain,       (void**)&vmm.export_,        (void**)&vmm.import,
+                (void**)&vmm.device_count, (void**)&vmm.can_access_peer};
   const char* names[] = {"cuMemGetAllocationGranularity",
                          "cuMemCreate",
                          "cuMemRelease",
@@ -69,9 +71,12 @@ static void vmm_find(void) {
                          "cuMemMap",
                          "cuMemUnmap",
                          "cuMemSetAccess",
+                         "cuMemGetAccess",
                          "cuMemRetainAllocationHandle",
                          "cuMemExportToShareableHandle",
-                         "cuMemImportFromShareableHandle"};
+                         "cuMemImportFromShareableHandle",
+                         "cuDeviceGetCount",
+                         "cuDeviceCanAccessPeer"};
   vmm.all = true;
   for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
     *f[i] = shunt_driver_sym(names[i]);
@@ -83,16 +88,36 @@ static bool have_vmm(void) {
   return vmm.all;
 }
 
-/* Reserves, maps h there and grants `device` access; the mapping holds h from then on. */
-static CUresult map_handle(CUmemGenericAllocationHandle h, size_t bytes, size_t align, int device,
+/* Grants `device` access to [p, p + bytes), and with peers every other device that can access
+ * `device`'s memory as a peer, as NCCL's ncclMemAlloc does: ranks that are threads of one
+ * process on other devices reach the memory in place only once granted (a device touching VMM
+ * memory it was not granted faults, and the fault is sticky). A peer the driver refuses is left
+ * out: its rank then stages (gpu_reg.c asks cuMemGetAccess). */
+static CUresult grant(CUdeviceptr p, size_t bytes, int device, bool peers) {
+  CUmemAccessDesc d = {CU_MEM_LOCATION_TYPE_DEVICE, device, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  CUresult e = vmm.set_access(p, bytes, &d, 1);
+  int n = 0;
+  if (e != CUDA_SUCCESS || !peers || vmm.device_count(&n) != CUDA_SUCCESS) return e;
+  for (int o = 0; o < n; o++) {
+    int can = 0;
+    if (o == device || vmm.can_access_peer(&can, o, device) != CUDA_SUCCESS || !can) continue;
+    d.loc_id = o;
+    if (vmm.set_access(p, bytes, &d, 1) != CUDA_SUCCESS)
+      SHUNT_INFO(SHUNT_ALLOC, "device %d may not reach VMM memory of device %d: its ranks stage it", o,
+                 device);
+  }
+  return CUDA_SUCCESS;
+}
+
+/* Reserves, maps h there and grants access (grant); the mapping holds h from then on. */
+static CUresult map_handle(CUmemGenericAllocationHandle h, size_t bytes, size_t align, int device, bool peers,
                            CUdeviceptr* out) {
   CUdeviceptr p = 0;
   CUresult e = vmm.reserve(&p, bytes, align, 0, 0);
   if (e != CUDA_SUCCESS) return e;
   e = vmm.map(p, bytes, 0, h, 0);
   if (e == CUDA_SUCCESS) {
-    CUmemAccessDesc d = {CU_MEM_LOCATION_TYPE_DEVICE, device, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    e = vmm.set_access(p, bytes, &d, 1);
+    e = grant(p, bytes, device, peers);
     if (e != CUDA_SUCCESS) vmm.unmap(p, bytes);
   }
   if (e != CUDA_SUCCESS) {
@@ -129,7 +154,7 @@ int shunt_gpu_vmm_alloc(size_t bytes, int device, void** out, size_t* mapped, ch
     return -1;
   }
   CUdeviceptr p = 0;
-  e = map_handle(h, n, g, device, &p);
+  e = map_handle(h, n, g, device, true, &p);
   vmm.release(h); /* the mapping keeps the memory */
   if (e != CUDA_SUCCESS) {
     snprintf(err, len, "mapping %zu bytes of VMM memory: %s", n, shunt_cu_error(e));
@@ -140,34 +165,39 @@ int shunt_gpu_vmm_alloc(size_t bytes, int device, void** out, size_t* mapped, ch
   return 0;
 }
 
-/* ---- Descriptors kept open for peers ------------------------------------------------------- */
+/* ---- Descriptors offered to peers ----------------------------------------------------------- */
 
-/* One per exported allocation of this process: peers take a copy of it (pidfd_getfd) while
- * the registration exchange runs, so it stays open as long as the allocation may be asked for. */
+/* One per VMM allocation of this process that a registration exported: its descriptor, offered
+ * to peer processes (gpu_fdpass.h) while a registration holds it. A descriptor keeps the
+ * allocation's memory alive even once its owner unmapped and released it, so it is closed with
+ * the last registration that holds it (or the allocation's ncclMemFree). */
 struct exported {
   CUdeviceptr start;
   uint64_t buffer_id;
   int fd;
+  int refs; /* registrations holding it */
+  struct shunt_fdpass_ticket ticket;
   struct exported* next;
 };
 static pthread_mutex_t exp_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct exported* exports;
 
-static void forget_locked(CUdeviceptr start) {
-  for (struct exported** pp = &exports; *pp; pp = &(*pp)->next)
-    if ((*pp)->start == start) {
-      struct exported* x = *pp;
-      *pp = x->next;
-      close(x->fd);
-      free(x);
-      return;
-    }
+static void drop_locked(struct exported** pp) {
+  struct exported* x = *pp;
+  *pp = x->next;
+  shunt_fdpass_withdraw(&x->ticket);
+  close(x->fd);
+  free(x);
 }
 
 void shunt_gpu_vmm_free(void* p, size_t mapped) {
   if (!p || !have_vmm()) return;
   pthread_mutex_lock(&exp_mu);
-  forget_locked((CUdeviceptr)(uintptr_t)p);
+  for (struct exported** pp = &exports; *pp;)
+    if ((*pp)->start == (CUdeviceptr)(uintptr_t)p)
+      drop_locked(pp);
+    else
+      pp = &(*pp)->next;
   pthread_mutex_unlock(&exp_mu);
   vmm.unmap((CUdeviceptr)(uintptr_t)p, mapped);
   vmm.address_free((CUdeviceptr)(uintptr_t)p, mapped);
@@ -175,65 +205,120 @@ void shunt_gpu_vmm_free(void* p, size_t mapped) {
 
 /* ---- Peer descriptions -------------------------------------------------------------------- */
 
-#define VMM_MAGIC 0x316d6d76746e6873ull /* "shntvmm1" */
+#define VMM_MAGIC 0x326d6d76746e6873ull /* "shntvmm2" */
 struct vmm_desc {
   uint64_t magic;
-  int64_t pid;
-  int32_t fd;
-  int32_t pad;
   uint64_t size;
-  char rest[32];
+  struct shunt_fdpass_ticket ticket; /* where the owner offers its descriptor */
 };
 _Static_assert(sizeof(struct vmm_desc) == sizeof(CUipcMemHandle), "a VMM description fits an IPC handle");
 
-/* The exported descriptor of the VMM allocation at start (one per allocation), or -1. */
-static int exported_fd(const struct shunt_cu* cu, CUdeviceptr start) {
-  unsigned long long id = 0;
-  if (cu->PointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, start) != CUDA_SUCCESS) return -1;
-  int fd = -1;
-  pthread_mutex_lock(&exp_mu);
-  for (struct exported* x = exports; x && fd < 0; x = x->next)
-    if (x->start == start && x->buffer_id == id) fd = x->fd;
-  if (fd < 0) {
-    forget_locked(start); /* an allocation that was freed: another now starts there */
-    CUmemGenericAllocationHandle h = 0;
-    struct exported* x = malloc(sizeof(*x));
-    if (x && vmm.retain(&h, (void*)(uintptr_t)start) == CUDA_SUCCESS) {
-      if (vmm.export_(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS) fd = -1;
-      vmm.release(h);
-    }
-    if (fd >= 0) {
-      *x = (struct exported){start, id, fd, exports};
-      exports = x;
-    } else {
-      free(x);
-    }
-  }
-  pthread_mutex_unlock(&exp_mu);
-  return fd;
+bool shunt_gpu_peer_mem_describe(const struct shunt_cu* cu, CUdeviceptr start, CUipcMemHandle* h) {
+  return cu->IpcGetMemHandle(h, start) == CUDA_SUCCESS;
 }
 
-bool shunt_gpu_peer_mem_describe(const struct shunt_cu* cu, CUdeviceptr start, CUipcMemHandle* h) {
-  if (cu->IpcGetMemHandle(h, start) == CUDA_SUCCESS) return true;
-  /* Not cuMemAlloc memory: VMM memory whose handle exports as a file descriptor? */
+bool shunt_gpu_vmm_exportable(const struct shunt_cu* cu, CUdeviceptr start) {
   unsigned long long types = 0;
   size_t size = 0;
-  if (!have_vmm() ||
-      cu->PointerGetAttribute(&types, CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, start) != CUDA_SUCCESS ||
-      !(types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
-      cu->PointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, start) != CUDA_SUCCESS || size == 0)
+  return have_vmm() &&
+         cu->PointerGetAttribute(&types, CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, start) == CUDA_SUCCESS &&
+         (types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) &&
+         cu->PointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, start) == CUDA_SUCCESS && size > 0;
+}
+
+/* Its descriptor offered to peers (one per allocation, counted), or -1. */
+static struct exported* export_locked(const struct shunt_cu* cu, CUdeviceptr start, char* err, size_t len) {
+  unsigned long long id = 0;
+  if (cu->PointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, start) != CUDA_SUCCESS) {
+    snprintf(err, len, "no buffer id");
+    return NULL;
+  }
+  for (struct exported* x = exports; x; x = x->next)
+    if (x->start == start && x->buffer_id == id) return x;
+  struct exported* x = calloc(1, sizeof(*x));
+  CUmemGenericAllocationHandle h = 0;
+  int fd = -1;
+  CUresult e = x ? vmm.retain(&h, (void*)(uintptr_t)start) : CUDA_ERROR_OUT_OF_MEMORY;
+  if (e == CUDA_SUCCESS) {
+    e = vmm.export_(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    vmm.release(h);
+  }
+  if (e != CUDA_SUCCESS) {
+    snprintf(err, len, "exporting its descriptor: %s", shunt_cu_error(e));
+    free(x);
+    return NULL;
+  }
+  if (shunt_fdpass_offer(fd, &x->ticket, err, len) != 0) {
+    close(fd);
+    free(x);
+    return NULL;
+  }
+  x->start = start;
+  x->buffer_id = id;
+  x->fd = fd;
+  x->next = exports;
+  exports = x;
+  return x;
+}
+
+bool shunt_gpu_vmm_export(const struct shunt_cu* cu, CUdeviceptr start, CUipcMemHandle* h) {
+  size_t size = 0;
+  char why[256] = "";
+  if (!have_vmm() || cu->PointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, start) != CUDA_SUCCESS)
     return false;
-  int fd = exported_fd(cu, start);
-  if (fd < 0) return false;
+  pthread_mutex_lock(&exp_mu);
+  struct exported* x = export_locked(cu, start, why, sizeof(why));
   struct vmm_desc d;
   memset(&d, 0, sizeof(d));
-  d.magic = VMM_MAGIC;
-  d.pid = getpid();
-  d.fd = fd;
-  d.size = size;
+  if (x) {
+    x->refs++;
+    d.magic = VMM_MAGIC;
+    d.size = size;
+    d.ticket = x->ticket;
+  }
+  pthread_mutex_unlock(&exp_mu);
+  if (!x)
+    SHUNT_INFO(SHUNT_ALLOC, "VMM memory at %#llx is not offered to peers: %s", (unsigned long long)start,
+               why);
   memcpy(h, &d, sizeof(d));
-  return true;
+  return x != NULL;
 }
+
+void shunt_gpu_vmm_unexport(const CUipcMemHandle* h) {
+  struct vmm_desc d;
+  memcpy(&d, h, sizeof(d));
+  if (d.magic != VMM_MAGIC) return;
+  pthread_mutex_lock(&exp_mu);
+  for (struct exported** pp = &exports; *pp; pp = &(*pp)->next)
+    if ((*pp)->ticket.key == d.ticket.key) {
+      if (--(*pp)->refs == 0) drop_locked(pp);
+      break;
+    }
+  pthread_mutex_unlock(&exp_mu);
+}
+
+bool shunt_gpu_mem_reachable(const struct shunt_cu* cu, CUdeviceptr p, uint64_t bytes, CUdevice device) {
+  int owner = -1, legacy = 0, managed = 0;
+  if (cu->PointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) != CUDA_SUCCESS) return false;
+  if (owner == device) return true;
+  /* cuMemAlloc memory: the world enabled peer access between the ranks' devices. Managed
+   * memory: every device reaches it. */
+  if (cu->PointerGetAttribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, p) == CUDA_SUCCESS &&
+      legacy)
+    return true;
+  if (cu->PointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p) == CUDA_SUCCESS && managed)
+    return true;
+  /* VMM memory: only what cuMemSetAccess granted this device, at both ends of the range (access
+   * is set per mapped range). Anything else (a stream-ordered pool's, whose access its pool
+   * sets) is not known to be reachable. */
+  CUmemLocation at = {CU_MEM_LOCATION_TYPE_DEVICE, device};
+  unsigned long long lo = 0, hi = 0;
+  return have_vmm() && vmm.get_access(&lo, &at, p) == CUDA_SUCCESS &&
+         vmm.get_access(&hi, &at, p + (bytes ? bytes - 1 : 0)) == CUDA_SUCCESS &&
+         lo == CU_MEM_ACCESS_FLAGS_PROT_READWRITE && hi == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+}
+
+/* ---- Peers' allocations mapped here ------------------------------------------------------- */
 
 /* Peers' VMM allocations mapped here, to unmap by base. */
 struct opened {
@@ -243,6 +328,7 @@ struct opened {
 };
 static pthread_mutex_t open_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct opened* opens;
+static atomic_flag warned = ATOMIC_FLAG_INIT;
 
 CUresult shunt_gpu_peer_mem_open(const struct shunt_cu* cu, const CUipcMemHandle* h, CUdeviceptr* base) {
   struct vmm_desc d;
@@ -254,15 +340,17 @@ CUresult shunt_gpu_peer_mem_open(const struct shunt_cu* cu, const CUipcMemHandle
     free(o);
     return CUDA_ERROR_INVALID_VALUE;
   }
-  /* The owner's descriptor, copied into this process (needs the right to trace it: same user,
-   * and a ptrace scope that allows it). */
-  int pfd = (int)syscall(SYS_pidfd_open, (pid_t)d.pid, 0);
-  int fd = pfd >= 0 ? (int)syscall(SYS_pidfd_getfd, pfd, d.fd, 0) : -1;
-  int why = errno;
-  if (pfd >= 0) close(pfd);
+  char why[256] = "";
+  int fd = shunt_fdpass_take(&d.ticket, why, sizeof(why));
   if (fd < 0) {
-    SHUNT_INFO(SHUNT_INIT, "no copy of process %lld's VMM memory descriptor: %s", (long long)d.pid,
-               strerror(why));
+    /* One WARN a process: every later registration would say the same. */
+    if (!atomic_flag_test_and_set(&warned))
+      SHUNT_WARN(
+          "a peer process's VMM memory descriptor cannot pass to this process (%s): registered VMM buffers "
+          "(ncclMemAlloc, expandable segments) of other processes are staged",
+          why);
+    else
+      SHUNT_INFO(SHUNT_INIT, "no copy of a peer's VMM memory descriptor: %s", why);
     free(o);
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -270,7 +358,8 @@ CUresult shunt_gpu_peer_mem_open(const struct shunt_cu* cu, const CUipcMemHandle
   CUresult e = vmm.import(&mh, (void*)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
   close(fd);
   if (e == CUDA_SUCCESS) {
-    e = map_handle(mh, d.size, 0, dev, base);
+    /* Only this rank's kernels use this mapping (every rank maps its peers itself). */
+    e = map_handle(mh, d.size, 0, dev, false, base);
     vmm.release(mh);
   }
   if (e != CUDA_SUCCESS) {

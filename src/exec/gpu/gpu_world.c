@@ -394,6 +394,15 @@ int shunt_gpu_world_quiesce(struct shunt_gpu_world* w) {
   return SHUNT_E_CUDA;
 }
 
+bool shunt_gpu_world_drained(struct shunt_gpu_world* w) {
+  if (!w || !w->cu || !w->last) return true;
+  /* Relaxed: a query in the thread's global mode would invalidate another thread's capture. */
+  struct shunt_cu_guard g = shunt_cu_enter(w->cu, w->ctx, 1);
+  CUresult e = w->cu->EventQuery(w->last);
+  shunt_cu_leave(&g);
+  return e == CUDA_SUCCESS;
+}
+
 void shunt_gpu_world_release(struct shunt_gpu_world* w) {
   if (!w) return;
   /* This rank's last launch has completed before its memory goes: every wait of it is

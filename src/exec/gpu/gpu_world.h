@@ -72,6 +72,9 @@ void shunt_gpu_world_destroy(struct shunt_gpu_world* w);
  * a graph): SHUNT_OK, or SHUNT_E_CUDA (one WARN) when the wait failed, after which the
  * world's device memory is never freed, since its kernels may still use it. */
 int shunt_gpu_world_quiesce(struct shunt_gpu_world* w);
+/* Whether this rank's last eager launch has completed, asked without waiting (a world with
+ * nothing launched yet: true). */
+bool shunt_gpu_world_drained(struct shunt_gpu_world* w);
 /* Not collective (teardown, where one thread may end the ranks one after another): waits for
  * this rank's last launch to complete, then frees its part. */
 void shunt_gpu_world_release(struct shunt_gpu_world* w);
