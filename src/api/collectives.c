@@ -90,7 +90,7 @@ static const char* op_name(ncclRedOp_t op) {
 /* NCCL's argument checks for the parts shunt sees before choosing a path. */
 static ncclResult_t check_args(const char* fn, const void* send, const void* recv, size_t count,
                                ncclDataType_t dt) {
-  if ((int)dt < 0 || (int)dt >= ncclNumTypes) {
+  if (!shunt_dtype_valid(shunt_dtype_from_nccl(dt))) {
     SHUNT_WARN("%s: invalid type %d", fn, (int)dt);
     return ncclInvalidArgument;
   }

@@ -90,7 +90,7 @@ SHUNT_EXPORT ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scala
       return rc;
     }
   } else if (c) {
-    if ((int)datatype < 0 || (int)datatype >= ncclNumTypes) {
+    if (!shunt_dtype_valid(shunt_dtype_from_nccl(datatype))) {
       SHUNT_WARN("RedOpCreatePreMulSum: invalid type %d", (int)datatype);
       return ncclInvalidArgument;
     }
