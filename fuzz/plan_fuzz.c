@@ -16,7 +16,7 @@ static void sizes(const struct shunt_plan* p, const uint8_t* data, size_t size) 
   uint64_t h = 1469598103934665603ull;
   for (size_t i = 0; i < size; i++) h = (h ^ data[i]) * 1099511628211ull;
   for (int k = 0; k < 6; k++) {
-    enum shunt_dtype dt = (enum shunt_dtype)((h >> 8) % SHUNT_DT_COUNT);
+    enum shunt_dtype dt = shunt_dtype_from_code((uint32_t)((h >> 8) % SHUNT_DT_COUNT));
     uint64_t es = shunt_dtype_size(dt);
     uint64_t count = k == 0   ? 1
                      : k == 1 ? UINT64_MAX / es / (p->ngpus ? p->ngpus : 1)
@@ -28,7 +28,7 @@ static void sizes(const struct shunt_plan* p, const uint8_t* data, size_t size) 
     struct shunt_call_shape s = {p->coll == SHUNT_COLL_REDUCESCATTER ? part * n : part,
                                  p->coll == SHUNT_COLL_ALLGATHER ? part * n : part,
                                  dt,
-                                 (enum shunt_redop)(h % SHUNT_REDOP_OTHER),
+                                 shunt_redop_from_code((uint32_t)(h % 6)), /* a call's ops, SUM..PREMULSUM */
                                  SHUNT_PKT_LL16,
                                  0,
                                  false};

@@ -16,6 +16,7 @@
 #include "api/group.h"
 #include "api/handles.h"
 #include "api/launch.h"
+#include "api/nccl_vocab.h"
 #include "api/plans.h"
 #include "api/tune.h"
 #include "comm/redop.h"
@@ -89,7 +90,7 @@ static const char* op_name(ncclRedOp_t op) {
 /* NCCL's argument checks for the parts shunt sees before choosing a path. */
 static ncclResult_t check_args(const char* fn, const void* send, const void* recv, size_t count,
                                ncclDataType_t dt) {
-  if ((int)dt < 0 || (int)dt >= ncclNumTypes) {
+  if (!shunt_dtype_valid(shunt_dtype_from_nccl(dt))) {
     SHUNT_WARN("%s: invalid type %d", fn, (int)dt);
     return ncclInvalidArgument;
   }
@@ -103,7 +104,7 @@ static ncclResult_t check_args(const char* fn, const void* send, const void* rec
 /* count elements of dt, times `times` (allgather's ranks), must fit in 64 bits of bytes: a
  * larger call cannot be a real buffer, and its byte size would wrap. */
 static ncclResult_t check_size(const char* fn, size_t count, ncclDataType_t dt, uint64_t times) {
-  uint64_t es = shunt_dtype_size((enum shunt_dtype)dt);
+  uint64_t es = shunt_dtype_size(shunt_dtype_from_nccl(dt));
   if (times == 0) times = 1;
   if (es && (uint64_t)count > UINT64_MAX / es / times) {
     SHUNT_WARN("%s: count %zu of %s elements%s is more bytes than any buffer holds", fn, count,
@@ -211,10 +212,8 @@ static ncclResult_t queue_plan_call(struct shunt_comm* c, struct shunt_call* cal
 /* Resolves the reduction op: builtin, or a PreMulSum this communicator knows. */
 static ncclResult_t resolve_op(const char* fn, struct shunt_comm* c, ncclRedOp_t op, ncclDataType_t dt,
                                struct shunt_call* call) {
-  if (op >= 0 && op < ncclNumOps) {
-    call->op = (enum shunt_redop)op;
-    return ncclSuccess;
-  }
+  call->op = shunt_redop_from_nccl(op);
+  if (call->op != SHUNT_REDOP_OTHER) return ncclSuccess;
   struct shunt_redop_info info;
   if (!c->redops || shunt_redop_find(c->redops, op, &info) != 0) {
     if (!c->real) {
@@ -395,7 +394,7 @@ static ncclResult_t route(const struct coll_kind* k, const struct coll_args* a) 
   struct shunt_call call = {.coll = k->coll,
                             .send = send_used,
                             .recv = a->recv,
-                            .dtype = (enum shunt_dtype)a->dtype,
+                            .dtype = shunt_dtype_from_nccl(a->dtype),
                             .op = SHUNT_REDOP_SUM,
                             .stream = a->stream,
                             .root = bcast ? (uint32_t)a->root : 0};

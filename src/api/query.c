@@ -7,6 +7,7 @@
 #include "api/group.h"
 #include "api/handles.h"
 #include "api/launch.h"
+#include "api/nccl_vocab.h"
 #include "comm/redop.h"
 #include "api/unavailable.h"
 #include "comm/comm.h"
@@ -89,7 +90,7 @@ SHUNT_EXPORT ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scala
       return rc;
     }
   } else if (c) {
-    if ((int)datatype < 0 || (int)datatype >= ncclNumTypes) {
+    if (!shunt_dtype_valid(shunt_dtype_from_nccl(datatype))) {
       SHUNT_WARN("RedOpCreatePreMulSum: invalid type %d", (int)datatype);
       return ncclInvalidArgument;
     }
@@ -98,7 +99,7 @@ SHUNT_EXPORT ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scala
     SHUNT_FORWARD(ncclRedOpCreatePreMulSum, (op, scalar, datatype, residence, comm));
   }
   struct shunt_redop_info info = {.dtype = datatype, .residence = residence};
-  size_t sz = shunt_dtype_size((enum shunt_dtype)datatype);
+  size_t sz = shunt_dtype_size(shunt_dtype_from_nccl(datatype));
   if (residence == ncclScalarHostImmediate && sz <= sizeof(info.scalar)) memcpy(info.scalar, scalar, sz);
   else info.scalar_ptr = scalar;
   /* Without a record the op still works: calls using it go to NCCL. */

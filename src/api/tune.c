@@ -62,14 +62,15 @@ static bool key_eq(const struct shunt_tune_key* a, const struct shunt_tune_key* 
 }
 
 static void describe(const struct shunt_tune_key* k, char* buf, size_t len) {
-  static const char* const ops[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
-  const char* op = k->need < sizeof(ops) / sizeof(ops[0]) ? ops[k->need] : "op";
-  bool reduces = shunt_coll_reduces((enum shunt_coll)k->coll);
+  enum shunt_redop need = shunt_redop_from_code(k->need);
+  const char* op = shunt_redop_computed(need) ? shunt_redop_name(need) : "op";
+  enum shunt_coll coll = shunt_coll_from_code(k->coll);
+  bool reduces = shunt_coll_reduces(coll);
   uint64_t lo = k->cls ? 1ull << k->cls : 0;
-  snprintf(buf, len, "%s %s%s%s sizes %llu-%llu", shunt_coll_name((enum shunt_coll)k->coll),
+  snprintf(buf, len, "%s %s%s%s sizes %llu-%llu", shunt_coll_name(coll),
            k->inplace ? "in-place" : "out-of-place", reduces ? " " : "", reduces ? op : "",
            (unsigned long long)lo, (unsigned long long)((k->cls >= 63 ? ~0ull : (2ull << k->cls) - 1)));
-  if (k->coll == SHUNT_COLL_BROADCAST) {
+  if (coll == SHUNT_COLL_BROADCAST) {
     size_t l = strlen(buf);
     snprintf(buf + l, len - l, " root %u", k->root);
   }
@@ -243,9 +244,9 @@ const struct shunt_plan_entry* shunt_tune_pick(struct shunt_tune* t, const struc
   memset(tk, 0, sizeof(*tk));
   if (!t || q->only) return untuned;
   bool reduces = shunt_coll_reduces(q->coll);
-  struct shunt_tune_key key = {(uint32_t)q->coll,
+  struct shunt_tune_key key = {shunt_coll_code(q->coll),
                                q->coll != SHUNT_COLL_BROADCAST && q->inplace,
-                               reduces ? (uint32_t)q->op : 0,
+                               reduces ? shunt_redop_code(q->op) : 0,
                                0,
                                q->coll == SHUNT_COLL_BROADCAST ? q->root : 0,
                                shunt_tune_class(q->bytes)};

@@ -1,4 +1,4 @@
-/* Element math the executor needs, over contiguous arrays of one NCCL dtype: combine two
+/* Element math the executor needs, over contiguous arrays of one dtype: combine two
  * arrays with a reduction op, scale contributions (avg on floating types, PreMulSum), divide
  * (avg on integer types). The element-level definitions are those of the ops module
  * (exec/ops/); this is the executor's narrow view of it. */
@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "plan/planset.h"
+#include "util/vocab.h"
 
 /* Whether the executor computes (dtype, op) exactly. */
 bool shunt_elem_supported(enum shunt_dtype dt, enum shunt_redop op);

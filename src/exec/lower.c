@@ -9,10 +9,6 @@
 #include "exec/lower_internal.h"
 #include "plan/check.h"
 
-_Static_assert(SHUNT_COLL_ALLGATHER == 2, "SHUNT_PROG_IN_VIEW (exec/program.h) names allgather by value");
-_Static_assert(SHUNT_COLL_REDUCESCATTER == 3,
-               "SHUNT_PROG_OUT_VIEW (exec/program.h) names reducescatter by value");
-
 #define ENC_LIMIT (UINT64_C(1) << 32)
 
 struct vec {
@@ -439,12 +435,12 @@ static struct shunt_program* pack(struct builder* b, const struct shunt_call_sha
   p->nswitch = b->sw.n;
   p->nswitch_ranks = b->swr.n;
   p->nsems = g->nsemaphores;
-  p->dtype = (uint8_t)s->dtype;
-  p->redop = (uint8_t)s->op;
+  p->dtype = shunt_dtype_code(s->dtype);
+  p->redop = shunt_redop_code(s->op);
   p->pkt = (uint8_t)(s->pkt ? s->pkt : SHUNT_PKT_LL16);
   p->ll = b->plan->ll;
   p->double_scratch = b->plan->use_double_scratch_buffer;
-  p->coll = (uint8_t)b->plan->coll;
+  p->coll = shunt_coll_code(b->plan->coll);
   p->remote_access = remote_access_of(b->plan, b->rank);
   p->in_bytes = s->in_bytes;
   p->out_bytes = s->out_bytes;

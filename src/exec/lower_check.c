@@ -14,13 +14,11 @@ uint64_t shunt_lower_chunk_bytes(const struct shunt_plan* plan, uint64_t in_byte
 }
 
 static bool op_supported(const struct shunt_plan* plan, enum shunt_redop op, char* reason, size_t len) {
-  if (op > SHUNT_REDOP_PREMULSUM) SHUNT_REFUSE("reduction op %d is not computed by the executor", (int)op);
+  if (!shunt_redop_computed(op))
+    SHUNT_REFUSE("reduction op %u is not computed by the executor", (unsigned)shunt_redop_code(op));
   enum shunt_plan_redop named = plan->reduce_op;
   if (named == SHUNT_PLAN_REDOP_NONE || named == SHUNT_PLAN_REDOP_SUM) return true;
-  static const enum shunt_redop map[] = {[SHUNT_PLAN_REDOP_PROD] = SHUNT_REDOP_PROD,
-                                         [SHUNT_PLAN_REDOP_MIN] = SHUNT_REDOP_MIN,
-                                         [SHUNT_PLAN_REDOP_MAX] = SHUNT_REDOP_MAX};
-  if (map[named] != op)
+  if (shunt_plan_redop_for(op) != named)
     SHUNT_REFUSE("the plan's reduce ops are '%s': it serves only that reduction",
                  shunt_plan_redop_name(named));
   return true;
@@ -127,7 +125,7 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
                  out);
   if (s->pkt != 0 && s->pkt != SHUNT_PKT_LL16 && s->pkt != SHUNT_PKT_LL8)
     SHUNT_REFUSE("unknown packet type %d", s->pkt);
-  if ((unsigned)s->dtype >= SHUNT_DT_COUNT) SHUNT_REFUSE("unknown data type %d", (int)s->dtype);
+  if (!shunt_dtype_valid(s->dtype)) SHUNT_REFUSE("unknown data type %u", (unsigned)shunt_dtype_code(s->dtype));
   uint32_t es = shunt_dtype_size(s->dtype);
   if (!es || shunt_lower_chunk_bytes(plan, in, out) % es)
     SHUNT_REFUSE("chunks are not whole %s elements", es ? "dtype" : "known");

@@ -13,11 +13,15 @@
  *   offset) relative to the buffer's base; a multicast one (switch table index, offset).
  * - Fits the device encoding: every offset + size below 2^32 and pipeline iterations below
  *   2^16 (lowering refuses anything else, with a reason).
+ * - The header's dtype, redop and coll are util/vocab.h's codes (shunt_*_code), the only
+ *   encoding of these in a program: every executor reads them back through shunt_*_from_code.
  * - Compiles as C11 and as CUDA C. */
 #ifndef SHUNT_EXEC_PROGRAM_H
 #define SHUNT_EXEC_PROGRAM_H
 
 #include <stdint.h>
+
+#include "util/vocab.h"
 
 #define SHUNT_PROG_MAGIC 0x73687072u /* "shpr" */
 
@@ -35,13 +39,13 @@ enum shunt_pkt_type { SHUNT_PKT_LL16 = 16, SHUNT_PKT_LL8 = 8 };
  * allreduce the same buffer, allgather the rank's slice); usable in host and device code.
  * Every rank of an in-place call binds its input there, so a rank also places its peers'. */
 #define SHUNT_PROG_IN_VIEW(p, r) \
-  ((p)->coll == 2u /* SHUNT_COLL_ALLGATHER */ ? (uint64_t)(r) * (p)->out_stride : 0u)
+  ((p)->coll == shunt_coll_code(SHUNT_COLL_ALLGATHER) ? (uint64_t)(r) * (p)->out_stride : 0u)
 
 /* Reducescatter is the mirror: in place, rank r's output lies inside its input (NCCL's rule:
  * recvbuff == sendbuff + rank x recvcount), at SHUNT_PROG_OUT_VIEW; every rank binds its
  * output there, so a rank also places its peers'. The input's rank slices lie out_stride
  * apart (the field is the stride of the collective's rank-sliced buffer). */
-#define SHUNT_PROG_OUT_IN_INPUT(p) ((p)->coll == 3u /* SHUNT_COLL_REDUCESCATTER */)
+#define SHUNT_PROG_OUT_IN_INPUT(p) ((p)->coll == shunt_coll_code(SHUNT_COLL_REDUCESCATTER))
 #define SHUNT_PROG_OUT_VIEW(p, r) (SHUNT_PROG_OUT_IN_INPUT(p) ? (uint64_t)(r) * (p)->out_stride : 0u)
 
 /* Channel ordinals per (type, peer) that the transport provides counters for. */
@@ -104,12 +108,12 @@ struct shunt_program {
   uint32_t rank, nranks;
   uint32_t nblocks, nthreads; /* threads per block the plan asks for */
   uint32_t nops, nrefs, nchans, nu32, nswitch, nswitch_ranks, nsems;
-  uint8_t dtype; /* enum shunt_dtype (plan/planset.h) */
-  uint8_t redop; /* enum shunt_redop applied at reduce steps: SUM for avg/premulsum (scaled) */
+  uint8_t dtype; /* shunt_dtype_code: the element type */
+  uint8_t redop; /* shunt_redop_code: the call's op (avg and PreMulSum sum at reduce steps) */
   uint8_t pkt;   /* enum shunt_pkt_type */
   uint8_t ll;    /* packet plan */
   uint8_t double_scratch;
-  uint8_t coll;          /* enum shunt_coll */
+  uint8_t coll;          /* shunt_coll_code: the plan's collective */
   uint8_t remote_access; /* SHUNT_PROG_REMOTE_* */
   uint8_t pad_;
   uint64_t in_bytes, out_bytes;

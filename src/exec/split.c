@@ -72,7 +72,7 @@ bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_sha
   s->out_slices = plan->coll == SHUNT_COLL_ALLGATHER || is_a2a(plan) ? n : 1;
   s->in_slices = is_rs(plan) || is_a2a(plan) ? n : 1;
   uint32_t es = shunt_dtype_size(call->dtype);
-  if (!es) SHUNT_REFUSE("unknown data type %d", (int)call->dtype);
+  if (!es) SHUNT_REFUSE("unknown data type %u", (unsigned)shunt_dtype_code(call->dtype));
   if (in == 0) SHUNT_REFUSE("empty message");
   if (in % es) SHUNT_REFUSE("%" PRIu64 " bytes are not whole %u-byte elements", in, es);
   if (is_a2a(plan)  ? call->in_bytes != in * n || call->out_bytes != in * n

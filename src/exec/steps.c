@@ -15,14 +15,15 @@ const char* shunt_steps_plan(const struct shunt_program* p, uint32_t nranks, con
   bool zc_in = b->zc_in, zc_out = b->zc_out;
   /* Scale before (floating avg, PreMulSum) or divide after (integer avg). */
   enum shunt_elem_scaling scaling = SHUNT_SCALE_NONE;
-  if (shunt_coll_reduces((enum shunt_coll)p->coll)) {
-    if (!shunt_elem_supported((enum shunt_dtype)p->dtype, (enum shunt_redop)p->redop))
-      return "the dtype and op are not computed by the executor";
-    scaling = shunt_elem_scaling((enum shunt_dtype)p->dtype, (enum shunt_redop)p->redop);
-    if (p->redop == SHUNT_REDOP_PREMULSUM && !b->premul_scalar) return "PreMulSum without a scalar";
+  enum shunt_dtype dt = shunt_dtype_from_code(p->dtype);
+  enum shunt_redop op = shunt_redop_from_code(p->redop);
+  if (shunt_coll_reduces(shunt_coll_from_code(p->coll))) {
+    if (!shunt_elem_supported(dt, op)) return "the dtype and op are not computed by the executor";
+    scaling = shunt_elem_scaling(dt, op);
+    if (op == SHUNT_REDOP_PREMULSUM && !b->premul_scalar) return "PreMulSum without a scalar";
   }
   bool pre = scaling == SHUNT_SCALE_PRE;
-  uint64_t es = shunt_ty_size(p->dtype);
+  uint64_t es = shunt_dtype_size(dt);
   if (es == 0) es = 1;
   if (pre) zc_in = zc_out = false; /* peers must see the scaled contribution: staged */
   struct shunt_bind bd;
@@ -34,12 +35,11 @@ const char* shunt_steps_plan(const struct shunt_program* p, uint32_t nranks, con
   bool out_in_in = bd.alias && SHUNT_PROG_OUT_IN_INPUT(p);
   s->zc_out = zc_out && !bd.stage_out && !out_in_in;
   s->zc_in = zc_in && !bd.stage_in && (!bd.alias || out_in_in);
-  struct shunt_red red = {p->dtype, SHUNT_RED_PREMULSUM, 0};
-  if (pre && p->redop == SHUNT_REDOP_PREMULSUM && b->scalar_on_device)
+  struct shunt_red red = {dt, SHUNT_REDOP_PREMULSUM, 0};
+  if (pre && op == SHUNT_REDOP_PREMULSUM && b->scalar_on_device)
     s->pre_scalar = b->premul_scalar;
   else if (pre)
-    red.arg = p->redop == SHUNT_REDOP_PREMULSUM ? shunt_ty_load(b->premul_scalar, p->dtype)
-                                                : shunt_avg_scalar(p->dtype, (int)nranks);
+    red.arg = op == SHUNT_REDOP_PREMULSUM ? shunt_dtype_load(b->premul_scalar, dt) : shunt_avg_scalar(dt, (int)nranks);
   s->pre_red = red;
   char* out;
   char* in;
@@ -93,7 +93,7 @@ const char* shunt_steps_plan(const struct shunt_program* p, uint32_t nranks, con
   s->alias = bd.alias;
   if (scaling == SHUNT_SCALE_POSTDIV) {
     s->post_n = p->out_bytes / es;
-    s->post_red = (struct shunt_red){p->dtype, SHUNT_RED_SUMPOSTDIV, nranks};
+    s->post_red = (struct shunt_red){dt, SHUNT_REDOP_SUMPOSTDIV, nranks};
   }
   if (out != user_out) {
     s->back_dst = user_out;

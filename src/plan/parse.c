@@ -345,12 +345,6 @@ static bool parse_gpu(struct jctx* c, const cJSON* gj, struct shunt_plan_gpu* g)
   return !c->failed;
 }
 
-static enum shunt_coll coll_of(const char* s) {
-  for (int k = SHUNT_COLL_ALLREDUCE; k < SHUNT_COLL_COUNT; k++)
-    if (strcmp(s, shunt_coll_name((enum shunt_coll)k)) == 0) return (enum shunt_coll)k;
-  return SHUNT_COLL_OTHER;
-}
-
 static bool parse_top(struct jctx* c, const cJSON* root, struct shunt_plan* p) {
   static const char* const known[] = {"name",
                                       "collective",
@@ -399,7 +393,7 @@ static bool parse_top(struct jctx* c, const cJSON* root, struct shunt_plan* p) {
       !jkey_u64(c, root, "max_message_size", false, UINT64_MAX, &p->max_message_size) ||
       !jkey_u32(c, root, "root", false, 0, &p->root))
     return false;
-  p->coll = coll_of(p->collective);
+  p->coll = shunt_coll_of_name(p->collective);
   p->ll = strcmp(p->protocol, "LL") == 0;
   const cJSON* gpus = jget(c, root, "gpus", cJSON_Array, true);
   if (!gpus) return false;

@@ -75,9 +75,9 @@ static bool parse_redop(struct jctx* c, const cJSON* op, enum shunt_plan_redop* 
   const cJSON* v = jget(c, op, "reduce_op", cJSON_String, false);
   *out = SHUNT_PLAN_REDOP_NONE;
   if (!v) return !c->failed;
-  for (int r = SHUNT_PLAN_REDOP_SUM; r <= SHUNT_PLAN_REDOP_MAX; r++)
-    if (strcmp(v->valuestring, shunt_plan_redop_name((enum shunt_plan_redop)r)) == 0) {
-      *out = (enum shunt_plan_redop)r;
+  for (enum shunt_plan_redop r = SHUNT_PLAN_REDOP_SUM; r <= SHUNT_PLAN_REDOP_MAX; r++)
+    if (strcmp(v->valuestring, shunt_plan_redop_name(r)) == 0) {
+      *out = r;
       return true;
     }
   jfail(c, "reduce_op", "unknown reduce_op '%.64s' (expected sum, prod, min or max)", v->valuestring);

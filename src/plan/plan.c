@@ -2,6 +2,7 @@
 #include "plan/plan.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "plan/arena.h"
 
@@ -72,6 +73,29 @@ const char* shunt_coll_name(enum shunt_coll c) {
   static const char* const names[SHUNT_COLL_COUNT] = {"other",    "allreduce", "allgather", "reducescatter",
                                                       "alltoall", "broadcast", "sendrecv"};
   return (unsigned)c < SHUNT_COLL_COUNT ? names[c] : "?";
+}
+
+enum shunt_coll shunt_coll_of_name(const char* s) {
+  for (enum shunt_coll k = SHUNT_COLL_ALLREDUCE; k < SHUNT_COLL_COUNT; k++)
+    if (strcmp(s, shunt_coll_name(k)) == 0) return k;
+  return SHUNT_COLL_OTHER;
+}
+
+enum shunt_plan_redop shunt_plan_redop_for(enum shunt_redop op) {
+  switch (op) {
+    case SHUNT_REDOP_SUM:
+    case SHUNT_REDOP_AVG:
+    case SHUNT_REDOP_PREMULSUM:
+      return SHUNT_PLAN_REDOP_SUM;
+    case SHUNT_REDOP_PROD:
+      return SHUNT_PLAN_REDOP_PROD;
+    case SHUNT_REDOP_MIN:
+      return SHUNT_PLAN_REDOP_MIN;
+    case SHUNT_REDOP_MAX:
+      return SHUNT_PLAN_REDOP_MAX;
+    default:
+      return SHUNT_PLAN_REDOP_NONE;
+  }
 }
 
 const char* shunt_plan_redop_name(enum shunt_plan_redop r) {

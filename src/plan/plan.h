@@ -18,6 +18,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "util/vocab.h"
+
 /* Every op name of the current format (docs/plan-format.md §5.3). `glre` is not here: it is a
  * DSL-internal op that no executor can run, and the parser rejects it by name. */
 enum shunt_op_type {
@@ -68,25 +70,16 @@ enum shunt_chan_type {
 enum shunt_buf_type { SHUNT_BUF_INPUT = 0, SHUNT_BUF_OUTPUT = 1, SHUNT_BUF_SCRATCH = 2 };
 #define SHUNT_BUF_TYPES 3
 
-/* The `reduce_op` an op names; NONE when absent. The reference ignores it; shunt honours it. */
+/* The `reduce_op` an op names; NONE when absent. The reference ignores it; shunt honours it.
+ * Not a reduction op of a call (enum shunt_redop): it says what a plan's reductions compute,
+ * where NONE and SUM both mean a plan that combines each contribution once and so serves every
+ * call op (shunt_plan_redop_for). */
 enum shunt_plan_redop {
   SHUNT_PLAN_REDOP_NONE = 0,
   SHUNT_PLAN_REDOP_SUM,
   SHUNT_PLAN_REDOP_PROD,
   SHUNT_PLAN_REDOP_MIN,
   SHUNT_PLAN_REDOP_MAX
-};
-
-/* Collectives the format names (the `collective` string, compared literally). */
-enum shunt_coll {
-  SHUNT_COLL_OTHER = 0, /* anything else: loaded and listed, never selected */
-  SHUNT_COLL_ALLREDUCE,
-  SHUNT_COLL_ALLGATHER,
-  SHUNT_COLL_REDUCESCATTER,
-  SHUNT_COLL_ALLTOALL,
-  SHUNT_COLL_BROADCAST,
-  SHUNT_COLL_SENDRECV,
-  SHUNT_COLL_COUNT
 };
 
 /* How a buffer entry names its memory. */
@@ -226,6 +219,13 @@ const char* shunt_chan_type_name(enum shunt_chan_type t);
 const char* shunt_buf_type_name(enum shunt_buf_type t); /* "i", "o", "s" */
 const char* shunt_coll_name(enum shunt_coll c);
 const char* shunt_plan_redop_name(enum shunt_plan_redop r);
+/* The collective a plan's `collective` string names (compared literally; SHUNT_COLL_OTHER for
+ * any other string). */
+enum shunt_coll shunt_coll_of_name(const char* s);
+/* The reduce_op a plan must name (or leave at sum) to serve a call's op: PROD, MIN or MAX for
+ * those ops; SUM for sum, avg and PreMulSum, which sum each contribution once after scaling it;
+ * NONE for an op no plan computes (SUMPOSTDIV, OTHER). */
+enum shunt_plan_redop shunt_plan_redop_for(enum shunt_redop op);
 
 /* Op classes used by checks and executors. */
 bool shunt_op_is_packet(enum shunt_op_type t);    /* reads or writes LL packets */

@@ -88,34 +88,6 @@ bool shunt_tuning_auto_from_env(void);
 
 /* ---- selection ---- */
 
-/* Data types, with ncclDataType_t's values. */
-enum shunt_dtype {
-  SHUNT_DT_INT8 = 0,
-  SHUNT_DT_UINT8,
-  SHUNT_DT_INT32,
-  SHUNT_DT_UINT32,
-  SHUNT_DT_INT64,
-  SHUNT_DT_UINT64,
-  SHUNT_DT_FLOAT16,
-  SHUNT_DT_FLOAT32,
-  SHUNT_DT_FLOAT64,
-  SHUNT_DT_BFLOAT16,
-  SHUNT_DT_FP8E4M3,
-  SHUNT_DT_FP8E5M2,
-  SHUNT_DT_COUNT
-};
-/* Reduction ops: the first five with ncclRedOp_t's values; PREMULSUM stands for a user op
- * the caller knows to be a PreMulSum; OTHER for anything else (never selected). */
-enum shunt_redop {
-  SHUNT_REDOP_SUM = 0,
-  SHUNT_REDOP_PROD,
-  SHUNT_REDOP_MAX,
-  SHUNT_REDOP_MIN,
-  SHUNT_REDOP_AVG,
-  SHUNT_REDOP_PREMULSUM,
-  SHUNT_REDOP_OTHER
-};
-
 #define SHUNT_RPN_IRREGULAR UINT32_MAX
 
 /* Whether a plan needing plan_rpn ranks per node (0: any placement) may serve a query of
@@ -169,11 +141,5 @@ uint32_t shunt_planset_candidates(const struct shunt_planset* ps, const struct s
  * alltoall send == recv. */
 bool shunt_select_inplace(enum shunt_coll coll, const void* send, const void* recv, uint32_t rank,
                           uint64_t per_rank_bytes);
-/* Whether the collective takes a reduction op (allreduce, reducescatter). */
-static inline bool shunt_coll_reduces(enum shunt_coll c) {
-  return c == SHUNT_COLL_ALLREDUCE || c == SHUNT_COLL_REDUCESCATTER;
-}
-/* Bytes of one element, 0 for an unknown type. */
-uint32_t shunt_dtype_size(enum shunt_dtype t);
 
 #endif

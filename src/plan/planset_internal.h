@@ -17,13 +17,14 @@ struct sel_entry {
   uint64_t max_enc;
   uint32_t rpn;   /* 0: any */
   uint32_t entry; /* index into entries */
-  uint8_t redop;  /* enum shunt_plan_redop */
+  enum shunt_plan_redop redop;
 };
 
 /* Plans of one (collective, rank count, in-place) key, in priority order. */
 struct bucket {
   uint64_t key; /* bucket_key(coll, nranks, inplace) */
-  uint32_t coll, nranks, inplace;
+  enum shunt_coll coll;
+  uint32_t nranks, inplace;
   uint32_t start, count; /* range of sel */
 };
 
@@ -31,8 +32,8 @@ static inline uint32_t slot_of(uint64_t key, uint32_t bits) {
   return (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> (64 - bits));
 }
 
-static inline uint64_t bucket_key(uint32_t coll, uint32_t nranks, bool inplace) {
-  return ((uint64_t)coll << 40) | ((uint64_t)nranks << 1) | (inplace ? 1u : 0u);
+static inline uint64_t bucket_key(enum shunt_coll coll, uint32_t nranks, bool inplace) {
+  return ((uint64_t)shunt_coll_code(coll) << 40) | ((uint64_t)nranks << 1) | (inplace ? 1u : 0u);
 }
 
 /* A file left unread because its plan is for another rank count (shunt_planset_opts.nranks). */

@@ -8,29 +8,6 @@
 #include "plan/planset_internal.h"
 #include "util/log.h"
 
-uint32_t shunt_dtype_size(enum shunt_dtype t) {
-  switch (t) {
-    case SHUNT_DT_INT8:
-    case SHUNT_DT_UINT8:
-    case SHUNT_DT_FP8E4M3:
-    case SHUNT_DT_FP8E5M2:
-      return 1;
-    case SHUNT_DT_FLOAT16:
-    case SHUNT_DT_BFLOAT16:
-      return 2;
-    case SHUNT_DT_INT32:
-    case SHUNT_DT_UINT32:
-    case SHUNT_DT_FLOAT32:
-      return 4;
-    case SHUNT_DT_INT64:
-    case SHUNT_DT_UINT64:
-    case SHUNT_DT_FLOAT64:
-      return 8;
-    default:
-      return 0;
-  }
-}
-
 bool shunt_select_inplace(enum shunt_coll coll, const void* send, const void* recv, uint32_t rank,
                           uint64_t per_rank_bytes) {
   if (coll == SHUNT_COLL_ALLGATHER)
@@ -65,7 +42,7 @@ static void fill_sel(const struct shunt_plan_entry* e, uint32_t idx, struct sel_
   s->min = e->min_bytes;
   s->max = e->max_bytes;
   s->entry = idx;
-  s->redop = (uint8_t)p->reduce_op;
+  s->redop = p->reduce_op;
   s->rpn = p->ranks_per_node;
   uint64_t in = p->gpus[0].input_chunks, out = p->gpus[0].output_chunks, a = p->buffer_alignment;
   /* Total bytes -> send bytes: allgather sends bytes / nranks; others send all of it. */
@@ -133,7 +110,7 @@ static void sort_sel(struct shunt_planset* ps, uint32_t n) {
   }
 }
 
-static bool redops_overlap(uint8_t a, uint8_t b) {
+static bool redops_overlap(enum shunt_plan_redop a, enum shunt_plan_redop b) {
   bool sa = a <= SHUNT_PLAN_REDOP_SUM, sb = b <= SHUNT_PLAN_REDOP_SUM;
   return (sa && sb) || a == b;
 }
@@ -153,7 +130,7 @@ static void warn_overlaps(const struct shunt_planset* ps, const struct bucket* b
       const struct sel_entry *a = &ps->sel[bk->start + i], *b = &ps->sel[bk->start + j];
       if (a->max < b->min || b->max < a->min) continue;
       if (a->rpn != b->rpn) continue; /* other placements, or the placement's own plan wins */
-      if (shunt_coll_reduces((enum shunt_coll)bk->coll) && !redops_overlap(a->redop, b->redop)) continue;
+      if (shunt_coll_reduces(bk->coll) && !redops_overlap(a->redop, b->redop)) continue;
       if (!roots_overlap(&ps->entries[a->entry], &ps->entries[b->entry])) continue;
       uint64_t lo = a->min > b->min ? a->min : b->min, hi = a->max < b->max ? a->max : b->max;
       /* Where each range came from (the plan file, or FILE:LINE of a tuning rule), so that a
@@ -162,7 +139,7 @@ static void warn_overlaps(const struct shunt_planset* ps, const struct bucket* b
       SHUNT_WARN(
           "plans %s (range from %s) and %s (range from %s) overlap for %s on %u ranks (%s) at sizes "
           "%llu..%llu; %s wins there (made for a placement, then narrowest range, then file name)",
-          ea->file, ea->range_source, eb->file, eb->range_source, shunt_coll_name((enum shunt_coll)bk->coll),
+          ea->file, ea->range_source, eb->file, eb->range_source, shunt_coll_name(bk->coll),
           bk->nranks, bk->inplace ? "in-place" : "out-of-place", (unsigned long long)lo,
           (unsigned long long)hi, ea->file);
     }
@@ -180,10 +157,9 @@ bool planset_index(struct shunt_planset* ps) {
     const struct shunt_plan* p = ps->entries[ps->sel[i].entry].plan;
     struct bucket* last = ps->nbuckets ? &ps->buckets[ps->nbuckets - 1] : NULL;
     bool ip = key_inplace(p);
-    if (!last || last->coll != (uint32_t)p->coll || last->nranks != p->ngpus || last->inplace != ip) {
+    if (!last || last->coll != p->coll || last->nranks != p->ngpus || last->inplace != ip) {
       last = &ps->buckets[ps->nbuckets++];
-      *last =
-          (struct bucket){bucket_key((uint32_t)p->coll, p->ngpus, ip), (uint32_t)p->coll, p->ngpus, ip, i, 0};
+      *last = (struct bucket){bucket_key(p->coll, p->ngpus, ip), p->coll, p->ngpus, ip, i, 0};
     }
     last->count++;
   }
@@ -201,24 +177,10 @@ bool planset_index(struct shunt_planset* ps) {
   return true;
 }
 
-static bool is_float(enum shunt_dtype t) {
-  return t == SHUNT_DT_FLOAT16 || t == SHUNT_DT_FLOAT32 || t == SHUNT_DT_FLOAT64 || t == SHUNT_DT_BFLOAT16 ||
-         t == SHUNT_DT_FP8E4M3 || t == SHUNT_DT_FP8E5M2;
-}
-
-/* A plan whose ops name no reduce_op other than sum combines each contribution once and so
- * serves sum, prod, min and max alike (and avg/PreMulSum by scaling); a plan naming another
- * reduce_op serves exactly that op. This maps a call's op to the plan reduce_op it needs. */
-static const uint8_t redop_exact[SHUNT_REDOP_OTHER] = {
-    [SHUNT_REDOP_SUM] = SHUNT_PLAN_REDOP_SUM, [SHUNT_REDOP_PROD] = SHUNT_PLAN_REDOP_PROD,
-    [SHUNT_REDOP_MAX] = SHUNT_PLAN_REDOP_MAX, [SHUNT_REDOP_MIN] = SHUNT_PLAN_REDOP_MIN,
-    [SHUNT_REDOP_AVG] = SHUNT_PLAN_REDOP_SUM, [SHUNT_REDOP_PREMULSUM] = SHUNT_PLAN_REDOP_SUM,
-};
-
 /* The bucket of plans filed for q's collective, rank count and in-place mode, or NULL; sets
  * *why when the query itself is not one plans serve (need: the plan reduce_op q needs). */
 static const struct bucket* find_bucket(const struct shunt_planset* ps, const struct shunt_select_query* q,
-                                        uint8_t* need, bool* scale, const char** why) {
+                                        enum shunt_plan_redop* need, bool* scale, const char** why) {
   *need = SHUNT_PLAN_REDOP_NONE;
   *scale = false;
   if (q->coll != SHUNT_COLL_ALLREDUCE && q->coll != SHUNT_COLL_ALLGATHER &&
@@ -227,19 +189,22 @@ static const struct bucket* find_bucket(const struct shunt_planset* ps, const st
     *why = "collective not served by plans";
     return NULL;
   }
-  if ((unsigned)q->dtype >= SHUNT_DT_COUNT) {
+  if (!shunt_dtype_valid(q->dtype)) {
     *why = "unknown data type";
     return NULL;
   }
   if (shunt_coll_reduces(q->coll)) {
-    if ((unsigned)q->op >= SHUNT_REDOP_OTHER) {
+    if (!shunt_redop_computed(q->op)) {
       *why = "reduction op not computed by plans";
       return NULL;
     }
-    *need = redop_exact[q->op];
+    /* A plan whose ops name no reduce_op other than sum combines each contribution once and
+     * so serves sum, prod, min and max alike (and avg/PreMulSum by scaling); a plan naming
+     * another reduce_op serves exactly that op. */
+    *need = shunt_plan_redop_for(q->op);
     /* Floating avg and PreMulSum scale each contribution; integer avg divides the sum, as
      * NCCL does, which a sum plan serves too. */
-    *scale = (q->op == SHUNT_REDOP_AVG && is_float(q->dtype)) || q->op == SHUNT_REDOP_PREMULSUM;
+    *scale = (q->op == SHUNT_REDOP_AVG && shunt_dtype_is_float(q->dtype)) || q->op == SHUNT_REDOP_PREMULSUM;
   }
   bool bcast = q->coll == SHUNT_COLL_BROADCAST;
   if ((q->coll == SHUNT_COLL_ALLGATHER || q->coll == SHUNT_COLL_REDUCESCATTER ||
@@ -253,7 +218,7 @@ static const struct bucket* find_bucket(const struct shunt_planset* ps, const st
     return NULL;
   }
   /* Find the key (broadcast plans are filed out of place: they serve both modes). */
-  uint64_t key = bucket_key((uint32_t)q->coll, q->nranks, q->inplace && !bcast);
+  uint64_t key = bucket_key(q->coll, q->nranks, q->inplace && !bcast);
   if (ps && ps->slots) {
     uint32_t mask = (1u << ps->slot_bits) - 1;
     for (uint32_t h = slot_of(key, ps->slot_bits); ps->slots[h]; h = (h + 1) & mask)
@@ -266,7 +231,7 @@ static const struct bucket* find_bucket(const struct shunt_planset* ps, const st
 /* Whether the plan s may serve q, its size range consulted only when `ranged`; the entry that
  * serves q (a broadcast root's own) in *out, or the reason in *why. */
 static bool accepts(const struct shunt_planset* ps, const struct sel_entry* s,
-                    const struct shunt_select_query* q, uint8_t need, bool ranged,
+                    const struct shunt_select_query* q, enum shunt_plan_redop need, bool ranged,
                     const struct shunt_plan_entry** out, const char** why) {
   if (ranged && (q->bytes < s->min || q->bytes > s->max)) return false;
   if (!shunt_rpn_matches(s->rpn, q->nranks, q->ranks_per_node)) {
@@ -304,7 +269,7 @@ static bool accepts(const struct shunt_planset* ps, const struct sel_entry* s,
 struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
                                             const struct shunt_select_query* q) {
   struct shunt_selection res = {NULL, false, NULL};
-  uint8_t need;
+  enum shunt_plan_redop need;
   const struct bucket* bk = find_bucket(ps, q, &need, &res.scale, &res.why_not);
   if (!bk) {
     res.scale = false;
@@ -329,7 +294,7 @@ struct shunt_selection shunt_planset_select(const struct shunt_planset* ps,
 
 uint32_t shunt_planset_candidates(const struct shunt_planset* ps, const struct shunt_select_query* q,
                                   const struct shunt_plan_entry** out, uint32_t max) {
-  uint8_t need;
+  enum shunt_plan_redop need;
   bool scale;
   const char* why = NULL;
   const struct bucket* bk = find_bucket(ps, q, &need, &scale, &why);

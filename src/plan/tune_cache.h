@@ -19,9 +19,9 @@
 
 /* A bucket (api/tune.h), as the cache names it. */
 struct shunt_tune_key {
-  uint32_t coll;    /* enum shunt_coll */
+  uint32_t coll;    /* shunt_coll_code (util/vocab.h), as the file holds it */
   uint32_t inplace; /* 0 or 1 */
-  uint32_t need;    /* the plan reduce_op the call needs (enum shunt_plan_redop) */
+  uint32_t need;    /* the call's reduction op, shunt_redop_code; 0 for collectives without one */
   uint32_t scale;   /* 0 or 1: the call scales its input (float avg, PreMulSum) */
   uint32_t root;    /* broadcast: the root; else 0 */
   uint32_t cls;     /* size class: bytes in [2^cls, 2^(cls+1)), class 0 also holds 0 */

@@ -45,37 +45,37 @@ static void fill(unsigned char* b, size_t es, size_t n) {
 
 int main(void) {
   static unsigned char a[N * 8], b[N * 8], want[N * 8];
-  static const int kinds[] = {SHUNT_RED_SUM, SHUNT_RED_PROD, SHUNT_RED_MAX, SHUNT_RED_MIN};
+  static const enum shunt_redop kinds[] = {SHUNT_REDOP_SUM, SHUNT_REDOP_PROD, SHUNT_REDOP_MAX, SHUNT_REDOP_MIN};
   unsigned cases = 0;
-  for (int ty = 0; ty < SHUNT_TY_COUNT; ty++) {
-    size_t es = shunt_ty_size(ty);
+  for (enum shunt_dtype ty = SHUNT_DT_INT8; ty < SHUNT_DT_COUNT; ty++) {
+    size_t es = shunt_dtype_size(ty);
     for (unsigned k = 0; k < 4; k++) {
       for (size_t n = N; n >= N - 2; n--) {
         fill(a, es, n);
         fill(b, es, n);
         struct shunt_red r = {ty, kinds[k], 0};
         CHECK_EQ_INT(shunt_reduce_buf(want, a, b, n * es, &r), 0);
-        shunt_elem_reduce((enum shunt_dtype)ty, (enum shunt_redop)kinds[k], a, b, n);
+        shunt_elem_reduce(ty, kinds[k], a, b, n);
         size_t bad = 0, first = 0;
         for (size_t i = 0; i < n * es; i += es)
           if (memcmp(a + i, want + i, es)) first = bad++ ? first : i / es;
-        CHECK_MSG(bad == 0, "type %d op %d, %zu elements: %zu differ, first at %zu", ty, kinds[k], n, bad,
-                  first);
+        CHECK_MSG(bad == 0, "type %s op %s, %zu elements: %zu differ, first at %zu", shunt_dtype_name(ty),
+                  shunt_redop_name(kinds[k]), n, bad, first);
         cases++;
       }
     }
   }
   /* The one step-kind mapping: avg, PreMulSum and SUMPOSTDIV reduce as sums; the others are
    * themselves, on the host (shunt_elem_step_op) and in the kernel (shunt_red_step_kind). */
-  for (int op = SHUNT_RED_SUM; op <= SHUNT_RED_SUMPOSTDIV; op++) {
-    int want_kind = op <= SHUNT_RED_MIN ? op : SHUNT_RED_SUM;
-    CHECK_EQ_INT(shunt_red_step_kind(op), want_kind);
-    if (op <= SHUNT_RED_PREMULSUM) CHECK_EQ_INT((int)shunt_elem_step_op((enum shunt_redop)op), want_kind);
+  for (enum shunt_redop op = SHUNT_REDOP_SUM; op <= SHUNT_REDOP_SUMPOSTDIV; op++) {
+    enum shunt_redop want_kind = op <= SHUNT_REDOP_MIN ? op : SHUNT_REDOP_SUM;
+    CHECK(shunt_red_step_kind(op) == want_kind);
+    if (op != SHUNT_REDOP_SUMPOSTDIV) CHECK(shunt_elem_step_op(op) == want_kind);
   }
   /* An avg step on the host is the sum (its scaling is a step of its own). */
   fill(a, 4, 64);
   fill(b, 4, 64);
-  struct shunt_red sum = {SHUNT_TY_INT32, SHUNT_RED_SUM, 0};
+  struct shunt_red sum = {SHUNT_DT_INT32, SHUNT_REDOP_SUM, 0};
   CHECK_EQ_INT(shunt_reduce_buf(want, a, b, 64 * 4, &sum), 0);
   shunt_elem_reduce(SHUNT_DT_INT32, SHUNT_REDOP_AVG, a, b, 64);
   CHECK(memcmp(a, want, 64 * 4) == 0);

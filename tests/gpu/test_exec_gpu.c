@@ -105,7 +105,8 @@ static bool team_agree(bool ok) {
 
 struct shape {
   uint64_t total, in, out;
-  int dt, op;
+  enum shunt_dtype dt;
+  enum shunt_redop op;
   bool graph;
 };
 
@@ -171,7 +172,7 @@ static void fail(struct job* J, const char* fmt, ...) {
 static const char* expected_slice(struct job* J, const struct shape* s, uint32_t rank, unsigned seed,
                                   const char* my_in, char* tmp, char* mine) {
   enum shunt_coll coll = J->plan->coll;
-  enum shunt_dtype dt = (enum shunt_dtype)s->dt;
+  enum shunt_dtype dt = s->dt;
   if (coll == SHUNT_COLL_ALLREDUCE) {
     uint32_t es = shunt_dtype_size(dt);
     uint64_t nel = s->out / es, lo = nel * rank / J->nranks * es, hi = nel * (rank + 1) / J->nranks * es;
@@ -307,7 +308,7 @@ static void* rank_main(void* arg) {
   for (unsigned k = 0; k < J->nshapes; k++) {
     const struct shape* s = &J->shapes[k];
     struct shunt_call_shape cs = {
-        s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op, SHUNT_PKT_LL16, 0, false, false};
+        s->in, s->out, s->dt, s->op, SHUNT_PKT_LL16, 0, false, false};
     /* Every shape runs as the library runs a call (exec/split.h): a size the chunk rule takes
      * is one head run; another is a head on the user's buffers and a padded tail. */
     struct shunt_split sp;
@@ -329,7 +330,7 @@ static void* rank_main(void* arg) {
     run = team_agree(run && ok);
     const struct shunt_program* prog = ph ? ph : pt; /* names ops in failure reports */
     char scalar[8];
-    verify_premul_scalar((enum shunt_dtype)s->dt, scalar);
+    verify_premul_scalar(s->dt, scalar);
     /* In place, NCCL's rule: the input inside the output (allgather: at the rank's slice), or
      * reducescatter's output inside its input (at the rank's slice). */
     char* user_in = rs           ? d_in
@@ -343,7 +344,7 @@ static void* rank_main(void* arg) {
     for (unsigned it = 0; it < EAGER_ITERS; it++) {
       unsigned seed = k * 131 + it;
       if (run) {
-        verify_fill_input(h_in, 0, s->in, rank, J->nranks, seed, (enum shunt_dtype)s->dt, s->op, reduce);
+        verify_fill_input(h_in, 0, s->in, rank, J->nranks, seed, s->dt, s->op, reduce);
         CK(cudaMemsetAsync(user_out, 0xa5, s->out, st));
         CK(cudaMemcpyAsync(user_in, h_in, s->in, cudaMemcpyHostToDevice, st));
         if (launch_split(w, &sp, s, plan, rank, J->inplace, gh, gt, user_in, user_out, d_tail, scalar, st,
@@ -388,7 +389,7 @@ static void* rank_main(void* arg) {
       for (unsigned v = 0; v < 2; v++) {
         unsigned seed = 7777 + 2 * k + v;
         if (run) {
-          verify_fill_input(h_in, 0, s->in, rank, J->nranks, seed, (enum shunt_dtype)s->dt, s->op, reduce);
+          verify_fill_input(h_in, 0, s->in, rank, J->nranks, seed, s->dt, s->op, reduce);
           /* On the rank's stream, then synchronized: nothing below races with these copies. */
           CK(cudaMemcpyAsync(d_pristine + v * in_cap, h_in, s->in, cudaMemcpyHostToDevice, st));
           CK(cudaStreamSynchronize(st));
@@ -479,11 +480,11 @@ static void in_out_bytes(const struct shunt_plan* p, uint64_t total, uint64_t* i
   }
 }
 
-static bool servable(const struct shunt_plan* p, uint64_t total, int dt, int op) {
+static bool servable(const struct shunt_plan* p, uint64_t total, enum shunt_dtype dt, enum shunt_redop op) {
   uint64_t in, out;
   char why[256];
   in_out_bytes(p, total, &in, &out);
-  return shunt_lower_check(p, -1, in, out, (enum shunt_dtype)dt, (enum shunt_redop)op, why, sizeof(why));
+  return shunt_lower_check(p, -1, in, out, dt, op, why, sizeof(why));
 }
 
 /* The step between servable sizes (as shunt-plan verify computes it): reducescatter and
@@ -499,7 +500,7 @@ static uint64_t granule(const struct shunt_plan* p) {
   return g;
 }
 
-static void add_shape(struct job* J, uint64_t total, int dt, int op, bool graph) {
+static void add_shape(struct job* J, uint64_t total, enum shunt_dtype dt, enum shunt_redop op, bool graph) {
   if (J->nshapes >= MAX_SHAPES) return;
   struct shape* s = &J->shapes[J->nshapes++];
   s->total = total;
@@ -509,8 +510,8 @@ static void add_shape(struct job* J, uint64_t total, int dt, int op, bool graph)
   s->graph = graph;
 }
 
-static void add_split_shape(struct job* J, uint64_t total, int dt, int op) {
-  struct shunt_call_shape cs = {0, 0, (enum shunt_dtype)dt, (enum shunt_redop)op, SHUNT_PKT_LL16, 0, false, false};
+static void add_split_shape(struct job* J, uint64_t total, enum shunt_dtype dt, enum shunt_redop op) {
+  struct shunt_call_shape cs = {0, 0, dt, op, SHUNT_PKT_LL16, 0, false, false};
   in_out_bytes(J->plan, total, &cs.in_bytes, &cs.out_bytes);
   struct shunt_split sp;
   char why[256];
@@ -521,14 +522,14 @@ static void add_split_shape(struct job* J, uint64_t total, int dt, int op) {
 static void make_shapes(struct job* J, struct shunt_plan* plan) {
   bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE || plan->coll == SHUNT_COLL_REDUCESCATTER;
   bool bcast = plan->coll == SHUNT_COLL_BROADCAST;
-  int base_dt = reduce ? SHUNT_DT_FLOAT32 : SHUNT_DT_INT8;
+  enum shunt_dtype base_dt = reduce ? SHUNT_DT_FLOAT32 : SHUNT_DT_INT8;
   uint64_t orig_min = plan->min_message_size, orig_max = plan->max_message_size;
   /* The matrix at one small size, whatever the plan's range (this process's copy is opened). */
   plan->min_message_size = 0;
   plan->max_message_size = UINT64_MAX;
-  for (int dt = 0; dt < SHUNT_DT_COUNT; dt++)
-    for (int op = 0; op < (reduce ? 6 : 1); op++) {
-      if (reduce && !shunt_elem_supported((enum shunt_dtype)dt, (enum shunt_redop)op)) continue;
+  for (enum shunt_dtype dt = SHUNT_DT_INT8; dt < SHUNT_DT_COUNT; dt++)
+    for (enum shunt_redop op = SHUNT_REDOP_SUM; op <= (reduce ? SHUNT_REDOP_PREMULSUM : SHUNT_REDOP_SUM); op++) {
+      if (reduce && !shunt_elem_supported(dt, op)) continue;
       if ((quick || bcast) && !(dt == base_dt && op == SHUNT_REDOP_SUM) &&
           !(reduce && ((dt == SHUNT_DT_INT8 && op == SHUNT_REDOP_AVG) ||
                        (dt == SHUNT_DT_FLOAT16 && op == SHUNT_REDOP_PREMULSUM))))
@@ -558,7 +559,7 @@ static void make_shapes(struct job* J, struct shunt_plan* plan) {
    * collectives, the odd size with int8 avg (the division runs in each part). */
   bool sliced = plan->coll == SHUNT_COLL_ALLGATHER || plan->coll == SHUNT_COLL_REDUCESCATTER ||
                 plan->coll == SHUNT_COLL_ALLTOALL;
-  uint64_t es = shunt_dtype_size((enum shunt_dtype)base_dt), per = sliced ? plan->ngpus : 1;
+  uint64_t es = shunt_dtype_size(base_dt), per = sliced ? plan->ngpus : 1;
   add_split_shape(J, lo + es * per, base_dt, SHUNT_REDOP_SUM);
   add_split_shape(J, es * per, base_dt, SHUNT_REDOP_SUM);
   if (reduce) add_split_shape(J, lo + per, SHUNT_DT_INT8, SHUNT_REDOP_AVG);
@@ -593,7 +594,7 @@ static uint32_t size_job(struct job* J) {
     const struct shape* s = &J->shapes[k];
     /* The world holds both parts of every shape (exec/split.h); the user's buffers the shape. */
     struct shunt_call_shape cs = {
-        s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op, SHUNT_PKT_LL16, 0, false, false};
+        s->in, s->out, s->dt, s->op, SHUNT_PKT_LL16, 0, false, false};
     struct shunt_split sp;
     char why[256];
     uint64_t need = shunt_lower_scratch_need(plan, s->in, s->out), in_need = s->in, out_need = s->out;

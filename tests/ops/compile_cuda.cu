@@ -7,12 +7,12 @@
 __global__ void shunt_ops_compile_kernel(const struct shunt_red* r, const unsigned char* a,
                                          const unsigned char* b, unsigned char* out, struct shunt_ll16* p16,
                                          struct shunt_ll8* p8, uint32_t flag, size_t nbytes) {
-  size_t sz = shunt_ty_size(r->ty);
+  size_t sz = shunt_dtype_size(r->ty);
   size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * sz;
   if (sz == 0 || i + sz > nbytes) return;
-  uint64_t x = shunt_pre_elem(r, shunt_ty_load(a + i, r->ty));
-  uint64_t y = shunt_ty_load(b + i, r->ty);
-  shunt_ty_store(out + i, r->ty, shunt_post_elem(r, shunt_reduce_elem(r, x, y)));
+  uint64_t x = shunt_pre_elem(r, shunt_dtype_load(a + i, r->ty));
+  uint64_t y = shunt_dtype_load(b + i, r->ty);
+  shunt_dtype_store(out + i, r->ty, shunt_post_elem(r, shunt_reduce_elem(r, x, y)));
   if (threadIdx.x == 0) {
     shunt_reduce_buf(out, a, b, sz, r);
     shunt_reduce_pre_buf(out, out, a, sz, r);
@@ -27,7 +27,7 @@ __global__ void shunt_ops_compile_kernel(const struct shunt_red* r, const unsign
          shunt_f16_to_fp8((uint16_t)w, 0);
     w += shunt_add_f16_sw((uint16_t)w, 1) + shunt_mul_bf16_sw((uint16_t)w, 2) + shunt_f32_to_e4m3_sw(f);
     struct shunt_red q;
-    shunt_red_init(&q, SHUNT_RED_AVG, r->ty, (int)(w & 7) + 1);
+    shunt_red_init(&q, SHUNT_REDOP_AVG, r->ty, (int)(w & 7) + 1);
     w += q.arg + (uint64_t)shunt_red_init_premulsum(&q, r->ty, a);
     shunt_ll16_put(p16, w, flag);
     shunt_ll8_put(p8, (uint32_t)w, flag);

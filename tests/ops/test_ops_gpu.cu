@@ -182,20 +182,20 @@ __global__ void k_pairs16(Report* r) {
 /* fp8 as NCCL's sm_90 kernels compute it: through half. Every pair, and every (element, scalar)
  * for the PreMulSum pre step. */
 template <typename T>
-__device__ void fp8_pair(Report* r, int ty, uint8_t a, uint8_t b) {
-  __nv_fp8_interpretation_t fm = ty == SHUNT_TY_FP8E5M2 ? __NV_E5M2 : __NV_E4M3;
+__device__ void fp8_pair(Report* r, enum shunt_dtype ty, uint8_t a, uint8_t b) {
+  __nv_fp8_interpretation_t fm = ty == SHUNT_DT_FP8E5M2 ? __NV_E5M2 : __NV_E4M3;
   T x, y;
   x.__x = a;
   y.__x = b;
   struct shunt_red red;
   uint64_t tag = (uint64_t)ty << 16;
-  shunt_red_init(&red, SHUNT_RED_SUM, ty, 1);
+  shunt_red_init(&red, SHUNT_REDOP_SUM, ty, 1);
   note(r, K_FP8_SUM, tag | a, b, shunt_reduce_elem(&red, a, b), T(__hadd(__half(x), __half(y))).__x);
-  shunt_red_init(&red, SHUNT_RED_PROD, ty, 1);
+  shunt_red_init(&red, SHUNT_REDOP_PROD, ty, 1);
   note(r, K_FP8_PROD, tag | a, b, shunt_reduce_elem(&red, a, b), T(__hmul(__half(x), __half(y))).__x);
-  shunt_red_init(&red, SHUNT_RED_MIN, ty, 1);
+  shunt_red_init(&red, SHUNT_REDOP_MIN, ty, 1);
   note(r, K_FP8_MIN, tag | a, b, shunt_reduce_elem(&red, a, b), T(__hmin(__half(x), __half(y))).__x);
-  shunt_red_init(&red, SHUNT_RED_MAX, ty, 1);
+  shunt_red_init(&red, SHUNT_REDOP_MAX, ty, 1);
   note(r, K_FP8_MAX, tag | a, b, shunt_reduce_elem(&red, a, b), T(__hmax(__half(x), __half(y))).__x);
   /* b as the PreMulSum scalar */
   shunt_red_init_premulsum(&red, ty, &b);
@@ -206,8 +206,8 @@ __device__ void fp8_pair(Report* r, int ty, uint8_t a, uint8_t b) {
 __global__ void k_fp8(Report* r) {
   uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= 0x10000) return;
-  fp8_pair<__nv_fp8_e4m3>(r, SHUNT_TY_FP8E4M3, (uint8_t)(i >> 8), (uint8_t)i);
-  fp8_pair<__nv_fp8_e5m2>(r, SHUNT_TY_FP8E5M2, (uint8_t)(i >> 8), (uint8_t)i);
+  fp8_pair<__nv_fp8_e4m3>(r, SHUNT_DT_FP8E4M3, (uint8_t)(i >> 8), (uint8_t)i);
+  fp8_pair<__nv_fp8_e5m2>(r, SHUNT_DT_FP8E5M2, (uint8_t)(i >> 8), (uint8_t)i);
 }
 
 /* A wide-type operand: raw bits, a special value, or a value near the other operand. */
@@ -343,16 +343,16 @@ __global__ void k_avg(Report* r) {
   if (n > 65536) return;
   float f = float(1.0 / n);
   struct shunt_red red;
-  shunt_red_init(&red, SHUNT_RED_AVG, SHUNT_TY_FLOAT16, n);
-  note(r, K_AVG_SCALAR, n, SHUNT_TY_FLOAT16, red.arg, hb(__float2half(f)));
-  shunt_red_init(&red, SHUNT_RED_AVG, SHUNT_TY_BFLOAT16, n);
-  note(r, K_AVG_SCALAR, n, SHUNT_TY_BFLOAT16, red.arg, bb(__float2bfloat16(f)));
-  shunt_red_init(&red, SHUNT_RED_AVG, SHUNT_TY_FP8E4M3, n);
-  note(r, K_AVG_SCALAR, n, SHUNT_TY_FP8E4M3, red.arg, __nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3));
-  shunt_red_init(&red, SHUNT_RED_AVG, SHUNT_TY_FP8E5M2, n);
-  note(r, K_AVG_SCALAR, n, SHUNT_TY_FP8E5M2, red.arg, __nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E5M2));
-  shunt_red_init(&red, SHUNT_RED_AVG, SHUNT_TY_FLOAT32, n);
-  note(r, K_AVG_SCALAR, n, SHUNT_TY_FLOAT32, red.arg, __float_as_uint(f));
+  shunt_red_init(&red, SHUNT_REDOP_AVG, SHUNT_DT_FLOAT16, n);
+  note(r, K_AVG_SCALAR, n, SHUNT_DT_FLOAT16, red.arg, hb(__float2half(f)));
+  shunt_red_init(&red, SHUNT_REDOP_AVG, SHUNT_DT_BFLOAT16, n);
+  note(r, K_AVG_SCALAR, n, SHUNT_DT_BFLOAT16, red.arg, bb(__float2bfloat16(f)));
+  shunt_red_init(&red, SHUNT_REDOP_AVG, SHUNT_DT_FP8E4M3, n);
+  note(r, K_AVG_SCALAR, n, SHUNT_DT_FP8E4M3, red.arg, __nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3));
+  shunt_red_init(&red, SHUNT_REDOP_AVG, SHUNT_DT_FP8E5M2, n);
+  note(r, K_AVG_SCALAR, n, SHUNT_DT_FP8E5M2, red.arg, __nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E5M2));
+  shunt_red_init(&red, SHUNT_REDOP_AVG, SHUNT_DT_FLOAT32, n);
+  note(r, K_AVG_SCALAR, n, SHUNT_DT_FLOAT32, red.arg, __float_as_uint(f));
 }
 
 /* LL packets through the device's volatile vector accesses: every thread writes one LL16 and one
@@ -490,12 +490,13 @@ int main() {
   const uint64_t n = 1 << 22;
   std::vector<Case> cs(n);
   for (uint64_t i = 0; i < n; i++) {
-    int ty = (int)(i % SHUNT_TY_COUNT), op = (int)((i / SHUNT_TY_COUNT) % 6);
-    uint64_t m = shunt_ty_size(ty) == 8 ? ~0ull : ((1ull << (8 * shunt_ty_size(ty))) - 1);
+    enum shunt_dtype ty = shunt_dtype_from_code((uint32_t)(i % SHUNT_DT_COUNT));
+    enum shunt_redop op = shunt_redop_from_code((uint32_t)((i / SHUNT_DT_COUNT) % 6));
+    uint64_t m = shunt_dtype_size(ty) == 8 ? ~0ull : ((1ull << (8 * shunt_dtype_size(ty))) - 1);
     Case& c = cs[i];
     c.a = hrand() & m;
     c.b = (hrand() & 1) ? (c.a ^ (hrand() & 0xff)) & m : hrand() & m;
-    if (op < 5) {
+    if (op != SHUNT_REDOP_PREMULSUM) {
       shunt_red_init(&c.red, op, ty, (int)(hrand() % 64) + 1);
     } else {
       uint64_t s = hrand() & m;
@@ -517,8 +518,8 @@ int main() {
     eval_case(cs[i], h);
     for (int j = 0; j < NOUT; j++)
       if (h[j] != out[NOUT * i + j] && mism++ < 8)
-        printf("     host/device: %s kind %d arg %llx a=%llx b=%llx part %d: host %llx device %llx\n",
-               shunt_ty_name(cs[i].red.ty), cs[i].red.kind, (unsigned long long)cs[i].red.arg,
+        printf("     host/device: %s kind %s arg %llx a=%llx b=%llx part %d: host %llx device %llx\n",
+               shunt_dtype_name(cs[i].red.ty), shunt_redop_name(cs[i].red.kind), (unsigned long long)cs[i].red.arg,
                (unsigned long long)cs[i].a, (unsigned long long)cs[i].b, j, (unsigned long long)h[j],
                (unsigned long long)out[NOUT * i + j]);
   }

@@ -235,7 +235,7 @@ static void test_selection(void) {
   s = sel(ps, SHUNT_COLL_ALLREDUCE, false, 1024, SHUNT_DT_INT64, SHUNT_REDOP_PREMULSUM);
   CHECK(s.entry != NULL && s.scale);
   CHECK(sel(ps, SHUNT_COLL_ALLREDUCE, false, 1024, SHUNT_DT_FLOAT32, SHUNT_REDOP_OTHER).entry == NULL);
-  CHECK(sel(ps, SHUNT_COLL_ALLREDUCE, false, 1024, (enum shunt_dtype)12, SHUNT_REDOP_SUM).entry == NULL);
+  CHECK(sel(ps, SHUNT_COLL_ALLREDUCE, false, 1024, SHUNT_DT_COUNT, SHUNT_REDOP_SUM).entry == NULL);
   /* A plan naming reduce_op max serves max only, even where it is the narrowest. */
   CHECK_STR_CONTAINS(chosen(sel(ps, SHUNT_COLL_ALLREDUCE, false, 4096, SHUNT_DT_FLOAT32, SHUNT_REDOP_MAX)),
                      "ar_max");

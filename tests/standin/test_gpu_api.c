@@ -263,12 +263,12 @@ static void every_case(ncclComm_t comm, int rank, fc_handle st, int want_plan) {
   for (int dt = 0; dt < SHUNT_DT_COUNT; dt++)
     for (int k = 0; k < 2; k++) {
       for (int op = 0; op < VERIFY_NOPS; op++) {
-        allreduce_case(comm, rank, st, counts[k], (enum shunt_dtype)dt, op, (op + k) % 2, want_plan);
-        reducescatter_case(comm, rank, st, counts[k] / 4 + k, (enum shunt_dtype)dt, op, (op + k + 1) % 2,
+        allreduce_case(comm, rank, st, counts[k], shunt_dtype_from_code((uint32_t)dt), op, (op + k) % 2, want_plan);
+        reducescatter_case(comm, rank, st, counts[k] / 4 + k, shunt_dtype_from_code((uint32_t)dt), op, (op + k + 1) % 2,
                            want_plan);
       }
-      allgather_case(comm, rank, st, counts[k] / 4 + k, (enum shunt_dtype)dt, k, want_plan);
-      allgather_case(comm, rank, st, counts[k] / 4 + k, (enum shunt_dtype)dt, !k, want_plan);
+      allgather_case(comm, rank, st, counts[k] / 4 + k, shunt_dtype_from_code((uint32_t)dt), k, want_plan);
+      allgather_case(comm, rank, st, counts[k] / 4 + k, shunt_dtype_from_code((uint32_t)dt), !k, want_plan);
     }
   /* Reducescatter on the Simple plans (above 1 MiB in all), whose ranks reach each other's
    * staged input: in place and out of place, a remainder among them, sum, avg and PreMulSum. */
@@ -283,15 +283,15 @@ static void every_case(ncclComm_t comm, int rank, fc_handle st, int want_plan) {
    * plans, remainders among them (both sides' blocks cut into head and padded tail). */
   static const size_t acounts[] = {1000 + 3, ((size_t)1 << 20) / 2 + 9};
   for (int dt = 0; dt < SHUNT_DT_COUNT; dt++)
-    alltoall_case(comm, rank, st, acounts[dt % 2] / shunt_dtype_size((enum shunt_dtype)dt),
-                  (enum shunt_dtype)dt, (dt / 2) % 2);
+    alltoall_case(comm, rank, st, acounts[dt % 2] / shunt_dtype_size(shunt_dtype_from_code((uint32_t)dt)),
+                  shunt_dtype_from_code((uint32_t)dt), (dt / 2) % 2);
   /* Broadcast from every root, each root in place, out of place and with partly overlapping
    * buffers, every dtype in turn; sizes on the LL and the Simple plans, remainders among them. */
   static const size_t bcounts[] = {1000 + 3, ((size_t)1 << 20) + 5};
   for (int root = 0; root < nranks; root++)
     for (int k = 0; k < 2; k++)
       for (int mode = 0; mode < 3; mode++) {
-        enum shunt_dtype dt = (enum shunt_dtype)((root * 6 + k * 3 + mode) % SHUNT_DT_COUNT);
+        enum shunt_dtype dt = shunt_dtype_from_code((uint32_t)((root * 6 + k * 3 + mode) % SHUNT_DT_COUNT));
         uint64_t es = shunt_dtype_size(dt);
         broadcast_case(comm, rank, st, bcounts[k] / es, dt, root, mode == 0, mode == 2);
       }

@@ -52,15 +52,16 @@ static void list_decisions(const char* path) {
   }
   if (!strstr(first, "SHUNT_TUNING=auto")) return; /* a hand-written or shunt-tune file */
   shunt_tune_cache_read(path, NULL, &d, &n);
-  static const char* const ops[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
   printf("in-job decisions (%u):\n", n);
   for (uint32_t i = 0; i < n; i++) {
     const struct shunt_tune_key* k = &d[i].key;
     char lo[32], hi[32], root[24] = "";
-    if (k->coll == SHUNT_COLL_BROADCAST) snprintf(root, sizeof(root), " root %u", k->root);
-    bool reduces = shunt_coll_reduces((enum shunt_coll)k->coll);
-    printf("  %-13s %-12s %-9s %15s..%-15s -> %s%s\n", shunt_coll_name((enum shunt_coll)k->coll),
-           k->inplace ? "in-place" : "out-of-place", reduces && k->need < 6 ? ops[k->need] : "-",
+    enum shunt_coll coll = shunt_coll_from_code(k->coll);
+    enum shunt_redop need = shunt_redop_from_code(k->need);
+    if (coll == SHUNT_COLL_BROADCAST) snprintf(root, sizeof(root), " root %u", k->root);
+    bool reduces = shunt_coll_reduces(coll);
+    printf("  %-13s %-12s %-9s %15s..%-15s -> %s%s\n", shunt_coll_name(coll),
+           k->inplace ? "in-place" : "out-of-place", reduces && shunt_redop_computed(need) ? shunt_redop_name(need) : "-",
            shunt_tuning_format_size(k->cls ? 1ull << k->cls : 0, lo, sizeof(lo)),
            shunt_tuning_format_size(k->cls >= 63 ? UINT64_MAX : (2ull << k->cls) - 1, hi, sizeof(hi)),
            d[i].winner, root);

@@ -146,7 +146,7 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
   for (unsigned k = 0; k < nshapes && status < 2; k++) {
     const struct shape* s = &shapes[k];
     struct shunt_call_shape cs = {
-        s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op, (enum shunt_pkt_type)o->pkt,
+        s->in, s->out, s->dt, s->op, (enum shunt_pkt_type)o->pkt,
         0,     false, false};
     struct shunt_split sp;
     if (!shunt_split_call(plan, &cs, &sp, msg, MSG_BYTES)) {
@@ -155,9 +155,9 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
     }
     sp.inplace = inplace; /* the buffers below: NCCL's rule in this mode */
     char scalar[8];
-    verify_premul_scalar((enum shunt_dtype)s->dt, scalar);
+    verify_premul_scalar(s->dt, scalar);
     struct shunt_host_run_opts ro = {o->timeout_ms, scalar};
-    uint32_t es = shunt_dtype_size((enum shunt_dtype)s->dt);
+    uint32_t es = shunt_dtype_size(s->dt);
     /* This rank's slice of the reference output, in whole elements. */
     uint64_t nel = s->out / es, lo = nel * rank / o->nranks * es, hi = nel * (rank + 1) / o->nranks * es;
     /* Reducescatter: this rank's output is the reduction of the ranks' slice `rank`; the
@@ -173,15 +173,15 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
       char* user_in = rs ? in : inplace ? (reduce || a2a || bcast ? out : out + (uint64_t)rank * s->in) : in;
       char* user_out = rs && inplace ? in + (uint64_t)rank * s->out : out;
       memset(user_out, 0xa5, s->out);
-      verify_fill_input(user_in, 0, s->in, rank, o->nranks, seed, (enum shunt_dtype)s->dt, s->op, reduce);
+      verify_fill_input(user_in, 0, s->in, rank, o->nranks, seed, s->dt, s->op, reduce);
       if (bcast) /* the root's input, which every rank computes for itself */
-        verify_fill_input(tmp, 0, s->in, plan->root, o->nranks, seed, (enum shunt_dtype)s->dt, s->op, false);
+        verify_fill_input(tmp, 0, s->in, plan->root, o->nranks, seed, s->dt, s->op, false);
       else if (a2a)
         for (uint32_t j = 0; j < o->nranks; j++)
           verify_fill_input(tmp + (uint64_t)j * blk, (uint64_t)rank * blk, blk, j, o->nranks, seed,
-                            (enum shunt_dtype)s->dt, s->op, false);
+                            s->dt, s->op, false);
       else if (reduce)
-        verify_expected_allreduce(exp + lo, tmp, lo, hi - lo, o->nranks, seed, (enum shunt_dtype)s->dt,
+        verify_expected_allreduce(exp + lo, tmp, lo, hi - lo, o->nranks, seed, s->dt,
                                   s->op);
       else
         memcpy(exp + (uint64_t)rank * s->in, user_in, s->in);
@@ -241,11 +241,11 @@ static uint64_t granule(const struct shunt_plan* p) {
   return g;
 }
 
-static bool servable(const struct shunt_plan* p, uint64_t total, int dt, int op, char* why, size_t len) {
+static bool servable(const struct shunt_plan* p, uint64_t total, enum shunt_dtype dt, enum shunt_redop op, char* why,
+                     size_t len) {
   uint64_t in, out;
   in_out_bytes(p, total, &in, &out);
-  struct shunt_call_shape cs = {in, out,  (enum shunt_dtype)dt, (enum shunt_redop)op, SHUNT_PKT_LL16,
-                                0,  false, false};
+  struct shunt_call_shape cs = {in, out, dt, op, SHUNT_PKT_LL16, 0, false, false};
   struct shunt_split sp;
   return shunt_split_check(p, &cs, &sp, why, len);
 }
@@ -254,7 +254,8 @@ static unsigned default_sizes(const struct shunt_plan* p, const struct vopts* o,
   uint64_t g = granule(p);
   uint64_t lo = p->min_message_size < g ? g : (p->min_message_size + g - 1) / g * g;
   char why[256];
-  int dt = o->dtypes[0], op = o->ops[0];
+  enum shunt_dtype dt = o->dtypes[0];
+  enum shunt_redop op = o->ops[0];
   for (unsigned t = 0; t < 64 && !servable(p, lo, dt, op, why, sizeof(why)); t++) lo += g;
   uint64_t hi = p->max_message_size / g * g;
   uint64_t cap = o->max_bytes;
@@ -268,7 +269,7 @@ static unsigned default_sizes(const struct shunt_plan* p, const struct vopts* o,
   }
   /* Sizes the chunk rule does not take (a head and a padded tail, exec/split.h): one element
    * above the first size, and one element of the dtype per rank, when the range holds them. */
-  uint64_t es = shunt_dtype_size((enum shunt_dtype)dt), per = p->coll == SHUNT_COLL_ALLGATHER ||
+  uint64_t es = shunt_dtype_size(dt), per = p->coll == SHUNT_COLL_ALLGATHER ||
                                                                       p->coll == SHUNT_COLL_REDUCESCATTER ||
                                                                       p->coll == SHUNT_COLL_ALLTOALL
                                                                   ? p->ngpus
@@ -673,12 +674,16 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
     fprintf(stderr, "%s: the plan is %s\n", o.file, plan->inplace ? "in-place" : "out-of-place");
     goto out;
   }
-  if (parse_list(dts ? dts : (reduce ? "float32" : "int8"), verify_dt_names, SHUNT_DT_COUNT, o.dtypes,
+  /* The name lists are in code order (util/vocab.h): a name's index is its code. */
+  int dt_codes[SHUNT_DT_COUNT], op_codes[VERIFY_NOPS];
+  if (parse_list(dts ? dts : (reduce ? "float32" : "int8"), verify_dt_names, SHUNT_DT_COUNT, dt_codes,
                  &o.ndtypes) ||
-      parse_list(reduce ? ops : "sum", verify_op_names, VERIFY_NOPS, o.ops, &o.nops)) {
+      parse_list(reduce ? ops : "sum", verify_op_names, VERIFY_NOPS, op_codes, &o.nops)) {
     rc = usage();
     goto out;
   }
+  for (unsigned d = 0; d < o.ndtypes; d++) o.dtypes[d] = shunt_dtype_from_code((uint32_t)dt_codes[d]);
+  for (unsigned q = 0; q < o.nops; q++) o.ops[q] = shunt_redop_from_code((uint32_t)op_codes[q]);
   if (sizes) {
     char buf[512];
     snprintf(buf, sizeof(buf), "%s", sizes);
@@ -698,7 +703,7 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
   unsigned nshapes = 0, skipped = 0;
   for (unsigned d = 0; d < o.ndtypes; d++)
     for (unsigned q = 0; q < o.nops; q++) {
-      if (reduce && !shunt_elem_supported((enum shunt_dtype)o.dtypes[d], (enum shunt_redop)o.ops[q])) {
+      if (reduce && !shunt_elem_supported(o.dtypes[d], o.ops[q])) {
         skipped++;
         continue;
       }

@@ -19,9 +19,9 @@ struct vopts {
   uint32_t nranks;
   uint64_t sizes[MAX_SIZES];
   unsigned nsizes;
-  int dtypes[SHUNT_DT_COUNT];
+  enum shunt_dtype dtypes[SHUNT_DT_COUNT];
   unsigned ndtypes;
-  int ops[VERIFY_NOPS];
+  enum shunt_redop ops[VERIFY_NOPS];
   unsigned nops;
   unsigned iters;
   int inplace; /* -1: as the plan says */
@@ -44,7 +44,8 @@ struct vopts {
 /* One call: total bytes (allreduce buffer, allgather output), per-rank input and output. */
 struct shape {
   uint64_t total, in, out;
-  int dt, op;
+  enum shunt_dtype dt;
+  enum shunt_redop op;
 };
 
 /* What a world must hold to run every shape (both parts of each, exec/split.h), the largest

@@ -158,7 +158,7 @@ static void* rank_main(void* arg) {
   for (unsigned k = 0; k < J->nshapes; k++) {
     const struct shape* s = &J->shapes[k];
     struct shunt_call_shape cs = {
-        s->in, s->out, (enum shunt_dtype)s->dt, (enum shunt_redop)s->op, (enum shunt_pkt_type)o->pkt,
+        s->in, s->out, s->dt, s->op, (enum shunt_pkt_type)o->pkt,
         0,     false, false};
     struct shunt_split sp;
     struct shunt_program *ph = NULL, *pt = NULL;
@@ -173,7 +173,7 @@ static void* rank_main(void* arg) {
       record(J, VERIFY_ERROR, "rank %u: %" PRIu64 " bytes: %s", rank, s->total, err);
     ok = team_agree(c, ok);
     char scalar[8];
-    verify_premul_scalar((enum shunt_dtype)s->dt, scalar);
+    verify_premul_scalar(s->dt, scalar);
     /* The executions run back to back, as on a stream: nothing waits for the peers between
      * them, so flags, scratch halves and the epoch must keep them apart. */
     for (unsigned it = 0; ok && it < o->iters; it++) {
@@ -183,7 +183,7 @@ static void* rank_main(void* arg) {
       char* user_in = rs ? in : inplace ? (reduce || bcast || a2a ? out : out + (uint64_t)rank * s->in) : in;
       char* user_out = rs && inplace ? in + (uint64_t)rank * s->out : out;
       memset(user_out, 0xa5, s->out);
-      verify_fill_input(user_in, 0, s->in, rank, nranks, seed, (enum shunt_dtype)s->dt, s->op, reduce);
+      verify_fill_input(user_in, 0, s->in, rank, nranks, seed, s->dt, s->op, reduce);
       /* Only rank 0 runs skewed: its peers, unhindered, consume whatever it publishes early. */
       unsigned skew = rank == 0 ? o->skew_us : 0;
       struct part_ctx pc = {w, kh, kt, scalar, skew, err, sizeof(err)};
@@ -200,7 +200,7 @@ static void* rank_main(void* arg) {
     }
     /* This rank's slice of every execution's reference. */
     if (ok) {
-      uint32_t es = shunt_dtype_size((enum shunt_dtype)s->dt);
+      uint32_t es = shunt_dtype_size(s->dt);
       uint64_t nel = s->out / es, lo = nel * rank / nranks * es, hi = nel * (rank + 1) / nranks * es;
       /* Reducescatter: the rank's output is the sum of the ranks' slice `rank`, kept at that
        * slice of the reference (as long as the input), each rank computing its own. */
@@ -208,13 +208,13 @@ static void* rank_main(void* arg) {
       for (unsigned it = 0; it < o->iters; it++) {
         unsigned seed = k * 131 + it;
         if (reduce) {
-          verify_expected_allreduce(J->exp[it] + lo, tmp, lo, hi - lo, nranks, seed, (enum shunt_dtype)s->dt,
+          verify_expected_allreduce(J->exp[it] + lo, tmp, lo, hi - lo, nranks, seed, s->dt,
                                     s->op);
         } else if (bcast) { /* the root's input */
-          verify_fill_input(J->exp[it] + lo, lo, hi - lo, plan->root, nranks, seed, (enum shunt_dtype)s->dt,
+          verify_fill_input(J->exp[it] + lo, lo, hi - lo, plan->root, nranks, seed, s->dt,
                             s->op, false);
         } else if (!a2a) { /* allgather (alltoall's reference is each rank's own, below) */
-          verify_fill_input(tmp, 0, s->in, rank, nranks, seed, (enum shunt_dtype)s->dt, s->op, false);
+          verify_fill_input(tmp, 0, s->in, rank, nranks, seed, s->dt, s->op, false);
           memcpy(J->exp[it] + (uint64_t)rank * s->in, tmp, s->in);
         }
       }
@@ -228,7 +228,7 @@ static void* rank_main(void* arg) {
         uint64_t blk = s->in / nranks;
         for (uint32_t j = 0; j < nranks; j++)
           verify_fill_input(tmp + (uint64_t)j * blk, (uint64_t)rank * blk, blk, j, nranks, k * 131 + it,
-                            (enum shunt_dtype)s->dt, s->op, false);
+                            s->dt, s->op, false);
         want = tmp;
       }
       if (memcmp(outs[it], want, s->out) == 0) continue;

@@ -11,8 +11,8 @@ void verify_world_needs(const struct vopts* o, const struct shunt_plan* plan, co
   for (unsigned k = 0; k < nshapes; k++) {
     struct shunt_call_shape cs = {shapes[k].in,
                                   shapes[k].out,
-                                  (enum shunt_dtype)shapes[k].dt,
-                                  (enum shunt_redop)shapes[k].op,
+                                  shapes[k].dt,
+                                  shapes[k].op,
                                   (enum shunt_pkt_type)o->pkt,
                                   0,
                                   false,

@@ -13,7 +13,7 @@ const char* const verify_op_names[VERIFY_NOPS] = {"sum", "prod", "max", "min", "
 /* Every input value lies in [-VALUE_LIMIT, VALUE_LIMIT]. */
 #define VALUE_LIMIT 8
 
-static int64_t small_value(uint32_t rank, uint32_t nranks, uint64_t i, unsigned seed, int op,
+static int64_t small_value(uint32_t rank, uint32_t nranks, uint64_t i, unsigned seed, enum shunt_redop op,
                            bool is_unsigned) {
   uint64_t h = (i * 2654435761u) ^ ((uint64_t)rank * 40503u) ^ ((uint64_t)seed * 977u);
   h ^= h >> 13;
@@ -84,7 +84,7 @@ static void put_value(enum shunt_dtype dt, void* at, int64_t v) {
 
 /* bytes of rank's input from byte `at` on (allreduce: at is a multiple of the element size). */
 void verify_fill_input(char* buf, uint64_t at, uint64_t bytes, uint32_t rank, uint32_t nranks, unsigned seed,
-                       enum shunt_dtype dt, int op, bool reduce) {
+                       enum shunt_dtype dt, enum shunt_redop op, bool reduce) {
   if (!reduce) {
     for (uint64_t k = 0, i = at; k < bytes; k++, i++)
       buf[k] = (char)((i * 131 + rank * 29 + seed * 7 + (i >> 8)) & 0xff);
@@ -128,9 +128,9 @@ void verify_premul_scalar(enum shunt_dtype dt, void* out) {
  * in rank order; integer avg divides the sum. Inputs are small integers, so the order of a
  * plan's own reduction does not change any result. */
 void verify_expected_allreduce(char* exp, char* tmp, uint64_t at, uint64_t bytes, uint32_t nranks,
-                               unsigned seed, enum shunt_dtype dt, int op) {
+                               unsigned seed, enum shunt_dtype dt, enum shunt_redop op) {
   uint32_t es = shunt_dtype_size(dt);
-  enum shunt_elem_scaling sc = shunt_elem_scaling(dt, (enum shunt_redop)op);
+  enum shunt_elem_scaling sc = shunt_elem_scaling(dt, op);
   char scalar[8];
   verify_premul_scalar(dt, scalar);
   for (uint32_t r = 0; r < nranks; r++) {
@@ -138,7 +138,7 @@ void verify_expected_allreduce(char* exp, char* tmp, uint64_t at, uint64_t bytes
     verify_fill_input(into, at, bytes, r, nranks, seed, dt, op, true);
     if (sc == SHUNT_SCALE_PRE)
       shunt_elem_premul(dt, into, into, bytes / es, op == SHUNT_REDOP_PREMULSUM ? scalar : NULL, nranks);
-    if (r) shunt_elem_reduce(dt, shunt_elem_step_op((enum shunt_redop)op), exp, tmp, bytes / es);
+    if (r) shunt_elem_reduce(dt, shunt_elem_step_op(op), exp, tmp, bytes / es);
   }
   if (sc == SHUNT_SCALE_POSTDIV) shunt_elem_postdiv(dt, exp, bytes / es, nranks);
 }

@@ -21,11 +21,11 @@ extern const char* const verify_op_names[VERIFY_NOPS];
 
 /* `bytes` of rank's input from byte `at` on (allreduce: at is a multiple of the element size). */
 void verify_fill_input(char* buf, uint64_t at, uint64_t bytes, uint32_t rank, uint32_t nranks, unsigned seed,
-                       enum shunt_dtype dt, int op, bool reduce);
+                       enum shunt_dtype dt, enum shunt_redop op, bool reduce);
 /* PreMulSum's scalar: one element of dt. */
 void verify_premul_scalar(enum shunt_dtype dt, void* out);
 /* Bytes [at, at + bytes) of the reference allreduce output; tmp holds `bytes`. */
 void verify_expected_allreduce(char* exp, char* tmp, uint64_t at, uint64_t bytes, uint32_t nranks,
-                               unsigned seed, enum shunt_dtype dt, int op);
+                               unsigned seed, enum shunt_dtype dt, enum shunt_redop op);
 
 #endif

@@ -61,6 +61,13 @@ static __device__ void shunt_gpu_finish(struct shunt_xctx* X, struct shunt_gpu_c
   shunt_gpu_count_ended(ctrl, k);
 }
 
+/* The reduction a program's reduce steps apply, read from its header's codes (util/vocab.h): the
+ * kernel's one reading of them, which tests/ops/test_vocab.c compares with the host's. */
+SHUNT_HD struct shunt_red shunt_gpu_prog_red(const struct shunt_program* P) {
+  struct shunt_red r = {shunt_dtype_from_code(P->dtype), shunt_red_step_kind(shunt_redop_from_code(P->redop)), 0};
+  return r;
+}
+
 SHUNT_GPU_ENTRY __launch_bounds__(SHUNT_GPU_MAX_THREADS, 1)
     shunt_gpu_exec_kernel(const __grid_constant__ struct shunt_gpu_kargs k) {
   const struct shunt_program* P = k.prog;
@@ -108,9 +115,7 @@ SHUNT_GPU_ENTRY __launch_bounds__(SHUNT_GPU_MAX_THREADS, 1)
   X.base[1] = k.out;
   X.base[2] = X.scratch0 + X.half;
   X.ll8 = P->pkt == SHUNT_PKT_LL8;
-  X.red.ty = P->dtype;
-  X.red.kind = shunt_red_step_kind((int)P->redop);
-  X.red.arg = 0;
+  X.red = shunt_gpu_prog_red(P);
 
   /* A thread that gave up has recorded why and raised the abort word; it leaves (an exited
    * thread no longer holds up its block's barriers). The thread that gave up need not be
@@ -133,11 +138,11 @@ SHUNT_GPU_ENTRY __launch_bounds__(SHUNT_GPU_MAX_THREADS, 1)
 SHUNT_GPU_ENTRY shunt_gpu_pre_kernel(char* dst, const char* src, uint64_t n, struct shunt_red red,
                                      const void* scalar) {
   /* A device-resident PreMulSum scalar is read now, in stream order, as NCCL reads it. */
-  if (scalar) red.arg = shunt_ty_load(scalar, red.ty);
-  uint64_t es = shunt_ty_size(red.ty);
+  if (scalar) red.arg = shunt_dtype_load(scalar, red.ty);
+  uint64_t es = shunt_dtype_size(red.ty);
   for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (uint64_t)gridDim.x * blockDim.x)
-    shunt_ty_store(dst + i * es, red.ty, shunt_pre_elem(&red, shunt_ty_load(src + i * es, red.ty)));
+    shunt_dtype_store(dst + i * es, red.ty, shunt_pre_elem(&red, shunt_dtype_load(src + i * es, red.ty)));
 }
 
 /* The self-check's comparison on the device: *first becomes the smallest index i < n where out
@@ -153,10 +158,10 @@ SHUNT_GPU_ENTRY shunt_gpu_check_kernel(const float* out, uint64_t n, uint64_t pe
 
 /* buf[i] = post(buf[i]): integer avg's division. */
 SHUNT_GPU_ENTRY shunt_gpu_post_kernel(char* buf, uint64_t n, struct shunt_red red) {
-  uint64_t es = shunt_ty_size(red.ty);
+  uint64_t es = shunt_dtype_size(red.ty);
   for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (uint64_t)gridDim.x * blockDim.x)
-    shunt_ty_store(buf + i * es, red.ty, shunt_post_elem(&red, shunt_ty_load(buf + i * es, red.ty)));
+    shunt_dtype_store(buf + i * es, red.ty, shunt_post_elem(&red, shunt_dtype_load(buf + i * es, red.ty)));
 }
 
 #endif

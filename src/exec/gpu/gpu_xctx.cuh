@@ -180,7 +180,7 @@ SHUNT_XFN void xb_copy(struct shunt_xctx* X, char* dst, const char* src, uint64_
 /* dst = dst (+) src element by element; n is a whole number of elements. The one typed loop of
  * every executor (exec/ops/reduce_loop.h: the same functions, so the same bits as the host
  * backend). Not inlined: one copy of the 48 loops serves every reducing op. */
-XG_NOINLINE void xg_reduce(int ty, int kind, char* dst, const char* src, uint64_t n) {
+XG_NOINLINE void xg_reduce(enum shunt_dtype ty, enum shunt_redop kind, char* dst, const char* src, uint64_t n) {
   shunt_reduce_typed(ty, kind, dst, src, n);
 }
 

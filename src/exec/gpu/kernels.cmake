@@ -18,7 +18,7 @@ if(SHUNT_HAVE_CUDA)
   list(APPEND _gencode -gencode=arch=compute_${_last},code=compute_${_last})
   file(GLOB _kernel_deps ${CMAKE_SOURCE_DIR}/src/exec/*.h ${CMAKE_SOURCE_DIR}/src/exec/gpu/*.h
        ${CMAKE_SOURCE_DIR}/src/exec/gpu/*.cuh ${CMAKE_SOURCE_DIR}/src/exec/ops/*.h
-       ${CMAKE_SOURCE_DIR}/src/transport/*.h ${CMAKE_SOURCE_DIR}/src/plan/*.h)
+       ${CMAKE_SOURCE_DIR}/src/transport/*.h ${CMAKE_SOURCE_DIR}/src/plan/*.h ${CMAKE_SOURCE_DIR}/src/util/vocab.h)
   add_custom_command(
     OUTPUT ${_fatbin}
     COMMAND ${CMAKE_CUDA_COMPILER} --fatbin -std=c++17 -O3 ${_gencode} ${SHUNT_NVCC_WARN_FLAGS}

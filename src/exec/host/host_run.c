@@ -266,7 +266,7 @@ int shunt_host_run_kept(struct shunt_world* w, const struct shunt_program* p, co
     SHUNT_FAIL(SHUNT_E_INVALID,
                "%s (buffers of %" PRIu64 "/%" PRIu64 " bytes, staging %" PRIu64 "/%" PRIu64 ")", why,
                p->in_bytes, p->out_bytes, w->cfg.input_bytes, w->cfg.output_bytes);
-  uint32_t es = shunt_dtype_size((enum shunt_dtype)p->dtype);
+  uint32_t es = shunt_dtype_size(shunt_dtype_from_code(p->dtype));
 
   struct shunt_host_keep* keep = keep_get(kept, p->nblocks ? p->nblocks : 1, p->nsems ? p->nsems : 1);
   if (!keep) SHUNT_FAIL(SHUNT_E_NOMEM, "out of memory");
@@ -297,8 +297,8 @@ int shunt_host_run_kept(struct shunt_world* w, const struct shunt_program* p, co
   sh->flag = shunt_pkt_flag_for_epoch(epoch - 1);
   sh->half = shunt_scratch_at(sh->flag, w->cfg.scratch_bytes, p->ll, p->double_scratch);
   sh->deadline = shunt_now_ns() + timeout_ms(opts) * 1000000ull;
-  sh->dt = (enum shunt_dtype)p->dtype;
-  sh->step_op = shunt_elem_step_op((enum shunt_redop)p->redop);
+  sh->dt = shunt_dtype_from_code(p->dtype);
+  sh->step_op = shunt_elem_step_op(shunt_redop_from_code(p->redop));
   sh->esize = es ? es : 1;
   sh->sems = sems;
   for (uint32_t i = 0; i < p->nsems; i++) atomic_init(&sems[i], shunt_prog_sem_init(p)[i]);

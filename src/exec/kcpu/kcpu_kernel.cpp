@@ -371,6 +371,10 @@ extern "C" int shunt_kcpu_pre(struct shunt_kcpu_device* d, char* dst, const char
   return run_grid(d, &L, g, err, len);
 }
 
+extern "C" struct shunt_red shunt_kcpu_prog_red(const struct shunt_program* p) {
+  return shunt_gpu_prog_red(p);
+}
+
 extern "C" int shunt_kcpu_post(struct shunt_kcpu_device* d, char* buf, uint64_t n, struct shunt_red red,
                                const struct shunt_kcpu_grid* g, char* err, size_t len) {
   launch L{};

@@ -45,6 +45,9 @@ int shunt_kcpu_exec(struct shunt_kcpu_device* d, const struct shunt_gpu_kargs* k
  * for red's scalar when the kernel runs. */
 int shunt_kcpu_pre(struct shunt_kcpu_device* d, char* dst, const char* src, uint64_t n, struct shunt_red red,
                    const void* scalar, const struct shunt_kcpu_grid* g, char* err, size_t len);
+/* The reduction the executor kernel applies for a program with this header (its dtype and
+ * redop codes), as the kernel's code reads it. */
+struct shunt_red shunt_kcpu_prog_red(const struct shunt_program* p);
 /* buf[i] = post(buf[i]) for n elements (integer avg). */
 int shunt_kcpu_post(struct shunt_kcpu_device* d, char* buf, uint64_t n, struct shunt_red red,
                     const struct shunt_kcpu_grid* g, char* err, size_t len);

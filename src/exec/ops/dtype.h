@@ -1,8 +1,8 @@
 /* Element types, conversions and reduction operators with the numerics of NCCL's kernels.
  *
  * Promises:
- * - SHUNT_TY_* equal ncclDataType_t (and enum shunt_dtype), SHUNT_RED_SUM..SHUNT_RED_AVG equal
- *   ncclRedOp_t's built-in values (and enum shunt_redop), so values convert by a cast.
+ * - Types and ops are util/vocab.h's enum shunt_dtype and enum shunt_redop, the ones every layer
+ *   below the API uses; nothing here has an encoding of its own.
  * - Narrowing conversions round to nearest, ties to even, and treat NaN, infinities, overflow and
  *   subnormals as the CUDA device conversions do: __float2half_rn (cvt.rn.f16.f32),
  *   __float2bfloat16_rn (cvt.rn.bf16.f32) and __nv_cvt_float_to_fp8(x, __NV_SATFINITE, ...)
@@ -26,6 +26,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "util/vocab.h"
+
 #if defined(__CUDACC__)
 #define SHUNT_HD __host__ __device__ inline
 #else
@@ -46,89 +48,6 @@
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "exec/ops assumes little-endian memory (packet words and packed elements)"
 #endif
-
-/* ---- Element types ---------------------------------------------------------------------------- */
-
-enum {
-  SHUNT_TY_INT8 = 0,
-  SHUNT_TY_UINT8 = 1,
-  SHUNT_TY_INT32 = 2,
-  SHUNT_TY_UINT32 = 3,
-  SHUNT_TY_INT64 = 4,
-  SHUNT_TY_UINT64 = 5,
-  SHUNT_TY_FLOAT16 = 6,
-  SHUNT_TY_FLOAT32 = 7,
-  SHUNT_TY_FLOAT64 = 8,
-  SHUNT_TY_BFLOAT16 = 9,
-  SHUNT_TY_FP8E4M3 = 10,
-  SHUNT_TY_FP8E5M2 = 11,
-  SHUNT_TY_COUNT = 12
-};
-
-/* Bytes per element; 0 for a value that is no type. */
-SHUNT_HD size_t shunt_ty_size(int ty) {
-  switch (ty) {
-    case SHUNT_TY_INT8:
-    case SHUNT_TY_UINT8:
-    case SHUNT_TY_FP8E4M3:
-    case SHUNT_TY_FP8E5M2:
-      return 1;
-    case SHUNT_TY_FLOAT16:
-    case SHUNT_TY_BFLOAT16:
-      return 2;
-    case SHUNT_TY_INT32:
-    case SHUNT_TY_UINT32:
-    case SHUNT_TY_FLOAT32:
-      return 4;
-    case SHUNT_TY_INT64:
-    case SHUNT_TY_UINT64:
-    case SHUNT_TY_FLOAT64:
-      return 8;
-    default:
-      return 0;
-  }
-}
-
-SHUNT_HD int shunt_ty_valid(int ty) {
-  return ty >= 0 && ty < SHUNT_TY_COUNT;
-}
-SHUNT_HD int shunt_ty_is_float(int ty) {
-  return ty >= SHUNT_TY_FLOAT16 && ty < SHUNT_TY_COUNT;
-}
-SHUNT_HD int shunt_ty_is_signed_int(int ty) {
-  return ty == SHUNT_TY_INT8 || ty == SHUNT_TY_INT32 || ty == SHUNT_TY_INT64;
-}
-
-SHUNT_HD const char* shunt_ty_name(int ty) {
-  switch (ty) {
-    case SHUNT_TY_INT8:
-      return "int8";
-    case SHUNT_TY_UINT8:
-      return "uint8";
-    case SHUNT_TY_INT32:
-      return "int32";
-    case SHUNT_TY_UINT32:
-      return "uint32";
-    case SHUNT_TY_INT64:
-      return "int64";
-    case SHUNT_TY_UINT64:
-      return "uint64";
-    case SHUNT_TY_FLOAT16:
-      return "float16";
-    case SHUNT_TY_FLOAT32:
-      return "float32";
-    case SHUNT_TY_FLOAT64:
-      return "float64";
-    case SHUNT_TY_BFLOAT16:
-      return "bfloat16";
-    case SHUNT_TY_FP8E4M3:
-      return "fp8e4m3";
-    case SHUNT_TY_FP8E5M2:
-      return "fp8e5m2";
-    default:
-      return "?";
-  }
-}
 
 /* ---- Bit patterns ------------------------------------------------------------------------------ */
 
@@ -337,7 +256,7 @@ SHUNT_HD uint16_t shunt_f32_to_bf16(float x) {
 }
 
 /* fp8 format selector for the generic forms below. */
-#define SHUNT_FP8_IS_E5M2(ty) ((ty) == SHUNT_TY_FP8E5M2)
+#define SHUNT_FP8_IS_E5M2(ty) ((ty) == SHUNT_DT_FP8E5M2)
 
 SHUNT_HD uint16_t shunt_fp8_to_f16(uint8_t x, int e5m2) {
 #if SHUNT_OPS_DEV && __CUDA_ARCH__ >= 890
@@ -389,27 +308,16 @@ SHUNT_HD uint8_t shunt_f16_to_fp8(uint16_t h, int e5m2) {
 
 /* ---- Reduction operators ----------------------------------------------------------------------- */
 
-/* kind values: the first five are ncclRedOp_t's built-ins and are what shunt_red_init takes;
- * AVG never appears in an initialised shunt_red (it becomes PREMULSUM or SUMPOSTDIV). */
-enum {
-  SHUNT_RED_SUM = 0,
-  SHUNT_RED_PROD = 1,
-  SHUNT_RED_MAX = 2,
-  SHUNT_RED_MIN = 3,
-  SHUNT_RED_AVG = 4,
-  SHUNT_RED_PREMULSUM = 5, /* pre: x * scalar in the element type; reduce: sum */
-  SHUNT_RED_SUMPOSTDIV = 6 /* reduce: sum; post: divide by arg (integer types only) */
-};
-
+/* kind is never AVG (it becomes PREMULSUM or SUMPOSTDIV) nor OTHER. */
 struct shunt_red {
-  int ty;       /* SHUNT_TY_* */
-  int kind;     /* SHUNT_RED_*, never AVG */
+  enum shunt_dtype ty;
+  enum shunt_redop kind;
   uint64_t arg; /* PREMULSUM: the scalar's bit pattern in ty (zero-extended); SUMPOSTDIV: the divisor */
 };
 
 /* Reads one element of ty from memory as its zero-extended bit pattern. */
-SHUNT_HD uint64_t shunt_ty_load(const void* p, int ty) {
-  switch (shunt_ty_size(ty)) {
+SHUNT_HD uint64_t shunt_dtype_load(const void* p, enum shunt_dtype ty) {
+  switch (shunt_dtype_size(ty)) {
     case 1: {
       uint8_t v;
       memcpy(&v, p, 1);
@@ -435,8 +343,8 @@ SHUNT_HD uint64_t shunt_ty_load(const void* p, int ty) {
   }
 }
 
-SHUNT_HD void shunt_ty_store(void* p, int ty, uint64_t bits) {
-  switch (shunt_ty_size(ty)) {
+SHUNT_HD void shunt_dtype_store(void* p, enum shunt_dtype ty, uint64_t bits) {
+  switch (shunt_dtype_size(ty)) {
     case 1: {
       uint8_t v = (uint8_t)bits;
       memcpy(p, &v, 1);
@@ -462,49 +370,49 @@ SHUNT_HD void shunt_ty_store(void* p, int ty, uint64_t bits) {
 
 /* avg's scalar as NCCL computes it on the host: 1/nranks in double, rounded to float, then to the
  * type (double keeps the double quotient; half, bfloat16 and fp8 round twice, as NCCL does). */
-SHUNT_HD uint64_t shunt_avg_scalar(int ty, int nranks) {
+SHUNT_HD uint64_t shunt_avg_scalar(enum shunt_dtype ty, int nranks) {
   double inv = 1.0 / (double)nranks;
   float finv = (float)inv;
   switch (ty) {
-    case SHUNT_TY_FLOAT64:
+    case SHUNT_DT_FLOAT64:
       return shunt_f64_bits(inv);
-    case SHUNT_TY_FLOAT32:
+    case SHUNT_DT_FLOAT32:
       return shunt_f32_bits(finv);
-    case SHUNT_TY_FLOAT16:
+    case SHUNT_DT_FLOAT16:
       return shunt_f32_to_f16(finv);
-    case SHUNT_TY_BFLOAT16:
+    case SHUNT_DT_BFLOAT16:
       return shunt_f32_to_bf16(finv);
-    case SHUNT_TY_FP8E4M3:
+    case SHUNT_DT_FP8E4M3:
       return shunt_f32_to_fp8(finv, 0);
-    case SHUNT_TY_FP8E5M2:
+    case SHUNT_DT_FP8E5M2:
       return shunt_f32_to_fp8(finv, 1);
     default:
       return 0;
   }
 }
 
-/* Builds the reduction for a built-in NCCL op (SHUNT_RED_SUM..SHUNT_RED_AVG) on ty in a
- * communicator of nranks ranks. Returns 0, or -1 (op left zeroed) for an unknown type or op, or
+/* Builds the reduction for a call's op SUM, PROD, MAX, MIN or AVG on ty in a communicator of
+ * nranks ranks (a PreMulSum takes shunt_red_init_premulsum). Returns 0, or -1 (op left zeroed) for an unknown type or op, or
  * avg with nranks < 1. */
-SHUNT_HD int shunt_red_init(struct shunt_red* r, int nccl_op, int ty, int nranks) {
+SHUNT_HD int shunt_red_init(struct shunt_red* r, enum shunt_redop op, enum shunt_dtype ty, int nranks) {
   r->ty = ty;
-  r->kind = SHUNT_RED_SUM;
+  r->kind = SHUNT_REDOP_SUM;
   r->arg = 0;
-  if (!shunt_ty_valid(ty)) return -1;
-  switch (nccl_op) {
-    case SHUNT_RED_SUM:
-    case SHUNT_RED_PROD:
-    case SHUNT_RED_MAX:
-    case SHUNT_RED_MIN:
-      r->kind = nccl_op;
+  if (!shunt_dtype_valid(ty)) return -1;
+  switch (op) {
+    case SHUNT_REDOP_SUM:
+    case SHUNT_REDOP_PROD:
+    case SHUNT_REDOP_MAX:
+    case SHUNT_REDOP_MIN:
+      r->kind = op;
       return 0;
-    case SHUNT_RED_AVG:
+    case SHUNT_REDOP_AVG:
       if (nranks < 1) return -1;
-      if (shunt_ty_is_float(ty)) {
-        r->kind = SHUNT_RED_PREMULSUM;
+      if (shunt_dtype_is_float(ty)) {
+        r->kind = SHUNT_REDOP_PREMULSUM;
         r->arg = shunt_avg_scalar(ty, nranks);
       } else {
-        r->kind = SHUNT_RED_SUMPOSTDIV;
+        r->kind = SHUNT_REDOP_SUMPOSTDIV;
         r->arg = (uint64_t)nranks;
       }
       return 0;
@@ -516,39 +424,39 @@ SHUNT_HD int shunt_red_init(struct shunt_red* r, int nccl_op, int ty, int nranks
 /* PreMulSum (ncclRedOpCreatePreMulSum): scalar points at one element of ty, as the caller gave it
  * (the value behind a device-resident scalar must be fetched first). Returns 0, or -1 for an
  * unknown type. */
-SHUNT_HD int shunt_red_init_premulsum(struct shunt_red* r, int ty, const void* scalar) {
+SHUNT_HD int shunt_red_init_premulsum(struct shunt_red* r, enum shunt_dtype ty, const void* scalar) {
   r->ty = ty;
-  r->kind = SHUNT_RED_SUM;
+  r->kind = SHUNT_REDOP_SUM;
   r->arg = 0;
-  if (!shunt_ty_valid(ty) || !scalar) return -1;
-  r->kind = SHUNT_RED_PREMULSUM;
+  if (!shunt_dtype_valid(ty) || !scalar) return -1;
+  r->kind = SHUNT_REDOP_PREMULSUM;
   /* Byte by byte (little-endian): the scalar may be an object of exactly the type's size. */
-  for (size_t i = shunt_ty_size(ty); i-- > 0;) r->arg = r->arg << 8 | ((const unsigned char*)scalar)[i];
+  for (size_t i = shunt_dtype_size(ty); i-- > 0;) r->arg = r->arg << 8 | ((const unsigned char*)scalar)[i];
   return 0;
 }
 
 /* Whether r is a reduction the functions of reduce.h compute. */
 SHUNT_HD int shunt_red_valid(const struct shunt_red* r) {
-  if (!shunt_ty_valid(r->ty)) return 0;
+  if (!shunt_dtype_valid(r->ty)) return 0;
   switch (r->kind) {
-    case SHUNT_RED_SUM:
-    case SHUNT_RED_PROD:
-    case SHUNT_RED_MAX:
-    case SHUNT_RED_MIN:
-    case SHUNT_RED_PREMULSUM:
+    case SHUNT_REDOP_SUM:
+    case SHUNT_REDOP_PROD:
+    case SHUNT_REDOP_MAX:
+    case SHUNT_REDOP_MIN:
+    case SHUNT_REDOP_PREMULSUM:
       return 1;
-    case SHUNT_RED_SUMPOSTDIV:
-      return !shunt_ty_is_float(r->ty) && r->arg >= 1 && r->arg <= 0x7fffffffu;
+    case SHUNT_REDOP_SUMPOSTDIV:
+      return !shunt_dtype_is_float(r->ty) && r->arg >= 1 && r->arg <= 0x7fffffffu;
     default:
       return 0;
   }
 }
 
 SHUNT_HD int shunt_red_has_pre(const struct shunt_red* r) {
-  return r->kind == SHUNT_RED_PREMULSUM;
+  return r->kind == SHUNT_REDOP_PREMULSUM;
 }
 SHUNT_HD int shunt_red_has_post(const struct shunt_red* r) {
-  return r->kind == SHUNT_RED_SUMPOSTDIV;
+  return r->kind == SHUNT_REDOP_SUMPOSTDIV;
 }
 
 #endif

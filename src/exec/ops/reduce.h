@@ -326,14 +326,14 @@ SHUNT_HD uint64_t shunt_int_mask(int width) {
 
 /* Integer reduce on `width`-bit patterns. min/max compare a ^ m with b ^ m as unsigned, with m
  * flipping the sign bit for signed types and every bit for max, as NCCL's FuncMinMax does. */
-SHUNT_HD uint64_t shunt_int_reduce(int kind, uint64_t a, uint64_t b, int width, int is_signed) {
+SHUNT_HD uint64_t shunt_int_reduce(enum shunt_redop kind, uint64_t a, uint64_t b, int width, int is_signed) {
   uint64_t all = shunt_int_mask(width);
   switch (kind) {
-    case SHUNT_RED_PROD:
+    case SHUNT_REDOP_PROD:
       return (a * b) & all;
-    case SHUNT_RED_MAX:
-    case SHUNT_RED_MIN: {
-      uint64_t m = (is_signed ? (1ull << (width - 1)) : 0) ^ (kind == SHUNT_RED_MAX ? all : 0);
+    case SHUNT_REDOP_MAX:
+    case SHUNT_REDOP_MIN: {
+      uint64_t m = (is_signed ? (1ull << (width - 1)) : 0) ^ (kind == SHUNT_REDOP_MAX ? all : 0);
       return ((a ^ m) & all) < ((b ^ m) & all) ? a : b;
     }
     default:
@@ -353,41 +353,41 @@ SHUNT_HD uint64_t shunt_int_postdiv(uint64_t x, uint64_t d, int width, int is_si
 
 /* op(a, b) at a reduce step. r must be valid (shunt_red_valid). */
 SHUNT_HD uint64_t shunt_reduce_elem(const struct shunt_red* r, uint64_t a, uint64_t b) {
-  int k = r->kind;
-  int is_max = k == SHUNT_RED_MAX, is_minmax = k == SHUNT_RED_MIN || k == SHUNT_RED_MAX;
+  enum shunt_redop k = r->kind;
+  int is_max = k == SHUNT_REDOP_MAX, is_minmax = k == SHUNT_REDOP_MIN || k == SHUNT_REDOP_MAX;
   switch (r->ty) {
-    case SHUNT_TY_INT8:
+    case SHUNT_DT_INT8:
       return shunt_int_reduce(k, a, b, 8, 1);
-    case SHUNT_TY_UINT8:
+    case SHUNT_DT_UINT8:
       return shunt_int_reduce(k, a, b, 8, 0);
-    case SHUNT_TY_INT32:
+    case SHUNT_DT_INT32:
       return shunt_int_reduce(k, a, b, 32, 1);
-    case SHUNT_TY_UINT32:
+    case SHUNT_DT_UINT32:
       return shunt_int_reduce(k, a, b, 32, 0);
-    case SHUNT_TY_INT64:
+    case SHUNT_DT_INT64:
       return shunt_int_reduce(k, a, b, 64, 1);
-    case SHUNT_TY_UINT64:
+    case SHUNT_DT_UINT64:
       return shunt_int_reduce(k, a, b, 64, 0);
-    case SHUNT_TY_FLOAT16:
+    case SHUNT_DT_FLOAT16:
       if (is_minmax) return shunt_minmax_f16((uint16_t)a, (uint16_t)b, is_max);
-      return k == SHUNT_RED_PROD ? shunt_mul_f16((uint16_t)a, (uint16_t)b)
+      return k == SHUNT_REDOP_PROD ? shunt_mul_f16((uint16_t)a, (uint16_t)b)
                                  : shunt_add_f16((uint16_t)a, (uint16_t)b);
-    case SHUNT_TY_BFLOAT16:
+    case SHUNT_DT_BFLOAT16:
       if (is_minmax) return shunt_minmax_bf16((uint16_t)a, (uint16_t)b, is_max);
-      return k == SHUNT_RED_PROD ? shunt_mul_bf16((uint16_t)a, (uint16_t)b)
+      return k == SHUNT_REDOP_PROD ? shunt_mul_bf16((uint16_t)a, (uint16_t)b)
                                  : shunt_add_bf16((uint16_t)a, (uint16_t)b);
-    case SHUNT_TY_FLOAT32:
+    case SHUNT_DT_FLOAT32:
       if (is_minmax) return shunt_minmax_f32((uint32_t)a, (uint32_t)b, is_max);
-      return k == SHUNT_RED_PROD ? shunt_mul_f32((uint32_t)a, (uint32_t)b)
+      return k == SHUNT_REDOP_PROD ? shunt_mul_f32((uint32_t)a, (uint32_t)b)
                                  : shunt_add_f32((uint32_t)a, (uint32_t)b);
-    case SHUNT_TY_FLOAT64:
+    case SHUNT_DT_FLOAT64:
       if (is_minmax) return shunt_minmax_f64(a, b, is_max);
-      return k == SHUNT_RED_PROD ? shunt_mul_f64(a, b) : shunt_add_f64(a, b);
-    case SHUNT_TY_FP8E4M3:
-    case SHUNT_TY_FP8E5M2: {
+      return k == SHUNT_REDOP_PROD ? shunt_mul_f64(a, b) : shunt_add_f64(a, b);
+    case SHUNT_DT_FP8E4M3:
+    case SHUNT_DT_FP8E5M2: {
       int e5m2 = SHUNT_FP8_IS_E5M2(r->ty);
       if (is_minmax) return shunt_minmax_fp8((uint8_t)a, (uint8_t)b, e5m2, is_max);
-      return k == SHUNT_RED_PROD ? shunt_mul_fp8((uint8_t)a, (uint8_t)b, e5m2)
+      return k == SHUNT_REDOP_PROD ? shunt_mul_fp8((uint8_t)a, (uint8_t)b, e5m2)
                                  : shunt_add_fp8((uint8_t)a, (uint8_t)b, e5m2);
     }
     default:
@@ -398,29 +398,29 @@ SHUNT_HD uint64_t shunt_reduce_elem(const struct shunt_red* r, uint64_t a, uint6
 /* The pre step of one input element: x * scalar for PREMULSUM (in the type; fp8 through half),
  * x itself for every other kind. */
 SHUNT_HD uint64_t shunt_pre_elem(const struct shunt_red* r, uint64_t x) {
-  if (r->kind != SHUNT_RED_PREMULSUM) return x;
+  if (r->kind != SHUNT_REDOP_PREMULSUM) return x;
   uint64_t s = r->arg;
   switch (r->ty) {
-    case SHUNT_TY_INT8:
-    case SHUNT_TY_UINT8:
+    case SHUNT_DT_INT8:
+    case SHUNT_DT_UINT8:
       return (x * s) & 0xffu;
-    case SHUNT_TY_INT32:
-    case SHUNT_TY_UINT32:
+    case SHUNT_DT_INT32:
+    case SHUNT_DT_UINT32:
       return (x * s) & 0xffffffffu;
-    case SHUNT_TY_INT64:
-    case SHUNT_TY_UINT64:
+    case SHUNT_DT_INT64:
+    case SHUNT_DT_UINT64:
       return x * s;
-    case SHUNT_TY_FLOAT16:
+    case SHUNT_DT_FLOAT16:
       return shunt_mul_f16((uint16_t)x, (uint16_t)s);
-    case SHUNT_TY_BFLOAT16:
+    case SHUNT_DT_BFLOAT16:
       return shunt_mul_bf16((uint16_t)x, (uint16_t)s);
-    case SHUNT_TY_FLOAT32:
+    case SHUNT_DT_FLOAT32:
       return shunt_mul_f32((uint32_t)x, (uint32_t)s);
-    case SHUNT_TY_FLOAT64:
+    case SHUNT_DT_FLOAT64:
       return shunt_mul_f64(x, s);
-    case SHUNT_TY_FP8E4M3:
+    case SHUNT_DT_FP8E4M3:
       return shunt_mul_fp8((uint8_t)x, (uint8_t)s, 0);
-    case SHUNT_TY_FP8E5M2:
+    case SHUNT_DT_FP8E5M2:
       return shunt_mul_fp8((uint8_t)x, (uint8_t)s, 1);
     default:
       return 0;
@@ -431,16 +431,16 @@ SHUNT_HD uint64_t shunt_pre_elem(const struct shunt_red* r, uint64_t x) {
  * one rounding (fma(x, scalar, acc)) for PREMULSUM on half, bfloat16, float and double; for every
  * other case exactly reduce(acc, pre(x)). */
 SHUNT_HD uint64_t shunt_reduce_pre_elem(const struct shunt_red* r, uint64_t acc, uint64_t x) {
-  if (r->kind == SHUNT_RED_PREMULSUM) {
+  if (r->kind == SHUNT_REDOP_PREMULSUM) {
     uint64_t s = r->arg;
     switch (r->ty) {
-      case SHUNT_TY_FLOAT16:
+      case SHUNT_DT_FLOAT16:
         return shunt_fma_f16((uint16_t)x, (uint16_t)s, (uint16_t)acc);
-      case SHUNT_TY_BFLOAT16:
+      case SHUNT_DT_BFLOAT16:
         return shunt_fma_bf16((uint16_t)x, (uint16_t)s, (uint16_t)acc);
-      case SHUNT_TY_FLOAT32:
+      case SHUNT_DT_FLOAT32:
         return shunt_fma_f32((uint32_t)x, (uint32_t)s, (uint32_t)acc);
-      case SHUNT_TY_FLOAT64:
+      case SHUNT_DT_FLOAT64:
         return shunt_fma_f64(s, x, acc);
       default:
         break;
@@ -451,10 +451,10 @@ SHUNT_HD uint64_t shunt_reduce_pre_elem(const struct shunt_red* r, uint64_t acc,
 
 /* The post step of one fully-reduced element: the division of SUMPOSTDIV, x itself otherwise. */
 SHUNT_HD uint64_t shunt_post_elem(const struct shunt_red* r, uint64_t x) {
-  if (r->kind != SHUNT_RED_SUMPOSTDIV) return x;
-  int width = (int)shunt_ty_size(r->ty) * 8;
-  if (width == 0 || shunt_ty_is_float(r->ty) || r->arg == 0) return x;
-  return shunt_int_postdiv(x, r->arg, width, shunt_ty_is_signed_int(r->ty));
+  if (r->kind != SHUNT_REDOP_SUMPOSTDIV) return x;
+  int width = (int)shunt_dtype_size(r->ty) * 8;
+  if (width == 0 || shunt_dtype_is_float(r->ty) || r->arg == 0) return x;
+  return shunt_int_postdiv(x, r->arg, width, shunt_dtype_is_signed_int(r->ty));
 }
 
 /* ---- Buffers ------------------------------------------------------------------------------------
@@ -465,7 +465,7 @@ SHUNT_HD uint64_t shunt_post_elem(const struct shunt_red* r, uint64_t x) {
  * calls the element (or packed-word) functions, which are the same code. */
 
 SHUNT_HD int shunt_red_buf_ok(const struct shunt_red* r, size_t nbytes) {
-  size_t sz = shunt_ty_size(r->ty);
+  size_t sz = shunt_dtype_size(r->ty);
   return shunt_red_valid(r) && sz && nbytes % sz == 0;
 }
 
@@ -473,10 +473,10 @@ SHUNT_HD int shunt_red_buf_ok(const struct shunt_red* r, size_t nbytes) {
 SHUNT_HD int shunt_reduce_buf(void* dst, const void* a, const void* b, size_t nbytes,
                               const struct shunt_red* r) {
   if (!shunt_red_buf_ok(r, nbytes)) return -1;
-  size_t sz = shunt_ty_size(r->ty);
+  size_t sz = shunt_dtype_size(r->ty);
   for (size_t i = 0; i < nbytes; i += sz) {
-    uint64_t x = shunt_ty_load((const char*)a + i, r->ty), y = shunt_ty_load((const char*)b + i, r->ty);
-    shunt_ty_store((char*)dst + i, r->ty, shunt_reduce_elem(r, x, y));
+    uint64_t x = shunt_dtype_load((const char*)a + i, r->ty), y = shunt_dtype_load((const char*)b + i, r->ty);
+    shunt_dtype_store((char*)dst + i, r->ty, shunt_reduce_elem(r, x, y));
   }
   return 0;
 }
@@ -484,18 +484,18 @@ SHUNT_HD int shunt_reduce_buf(void* dst, const void* a, const void* b, size_t nb
 /* dst[i] = pre(src[i]): a plain copy when the op has no pre step. */
 SHUNT_HD int shunt_pre_buf(void* dst, const void* src, size_t nbytes, const struct shunt_red* r) {
   if (!shunt_red_buf_ok(r, nbytes)) return -1;
-  size_t sz = shunt_ty_size(r->ty);
+  size_t sz = shunt_dtype_size(r->ty);
   for (size_t i = 0; i < nbytes; i += sz)
-    shunt_ty_store((char*)dst + i, r->ty, shunt_pre_elem(r, shunt_ty_load((const char*)src + i, r->ty)));
+    shunt_dtype_store((char*)dst + i, r->ty, shunt_pre_elem(r, shunt_dtype_load((const char*)src + i, r->ty)));
   return 0;
 }
 
 /* dst[i] = post(src[i]): a plain copy when the op has no post step. */
 SHUNT_HD int shunt_post_buf(void* dst, const void* src, size_t nbytes, const struct shunt_red* r) {
   if (!shunt_red_buf_ok(r, nbytes)) return -1;
-  size_t sz = shunt_ty_size(r->ty);
+  size_t sz = shunt_dtype_size(r->ty);
   for (size_t i = 0; i < nbytes; i += sz)
-    shunt_ty_store((char*)dst + i, r->ty, shunt_post_elem(r, shunt_ty_load((const char*)src + i, r->ty)));
+    shunt_dtype_store((char*)dst + i, r->ty, shunt_post_elem(r, shunt_dtype_load((const char*)src + i, r->ty)));
   return 0;
 }
 
@@ -504,10 +504,10 @@ SHUNT_HD int shunt_post_buf(void* dst, const void* src, size_t nbytes, const str
 SHUNT_HD int shunt_reduce_pre_buf(void* dst, const void* acc, const void* x, size_t nbytes,
                                   const struct shunt_red* r) {
   if (!shunt_red_buf_ok(r, nbytes)) return -1;
-  size_t sz = shunt_ty_size(r->ty);
+  size_t sz = shunt_dtype_size(r->ty);
   for (size_t i = 0; i < nbytes; i += sz) {
-    uint64_t u = shunt_ty_load((const char*)acc + i, r->ty), v = shunt_ty_load((const char*)x + i, r->ty);
-    shunt_ty_store((char*)dst + i, r->ty, shunt_reduce_pre_elem(r, u, v));
+    uint64_t u = shunt_dtype_load((const char*)acc + i, r->ty), v = shunt_dtype_load((const char*)x + i, r->ty);
+    shunt_dtype_store((char*)dst + i, r->ty, shunt_reduce_pre_elem(r, u, v));
   }
   return 0;
 }
@@ -529,7 +529,7 @@ SHUNT_HD uint32_t shunt_reduce_w32(const struct shunt_red* r, uint32_t a, uint32
   unsigned char x[4], y[4];
   memcpy(x, &a, 4);
   memcpy(y, &b, 4);
-  if (shunt_ty_size(r->ty) > 4 || shunt_reduce_buf(x, x, y, 4, r) != 0) return 0;
+  if (shunt_dtype_size(r->ty) > 4 || shunt_reduce_buf(x, x, y, 4, r) != 0) return 0;
   uint32_t out;
   memcpy(&out, x, 4);
   return out;

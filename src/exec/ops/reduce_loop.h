@@ -5,7 +5,7 @@
  * Promises:
  * - shunt_red_step_kind: the op applied where a plan reduces two values: avg, PreMulSum and
  *   SUMPOSTDIV are sums (their scaling is a step of its own, exec/steps.h); the others are
- *   themselves. It takes NCCL's op values (enum shunt_redop shares them with SHUNT_RED_*).
+ *   themselves.
  * - shunt_reduce_typed(ty, kind, dst, src, n): dst = dst (+) src over n bytes, a whole number of
  *   elements of ty, for kind SUM, PROD, MAX or MIN (any other kind reduces as SUM). The dtype and
  *   op are dispatched once per call, not per element: each (type, op) pair is its own loop in
@@ -30,25 +30,25 @@
 #define SHUNT_PAIR_FN static __attribute__((flatten, noinline, unused))
 #endif
 
-SHUNT_HD int shunt_red_step_kind(int redop) {
-  return (redop == SHUNT_RED_AVG || redop == SHUNT_RED_PREMULSUM || redop == SHUNT_RED_SUMPOSTDIV)
-             ? SHUNT_RED_SUM
+SHUNT_HD enum shunt_redop shunt_red_step_kind(enum shunt_redop redop) {
+  return (redop == SHUNT_REDOP_AVG || redop == SHUNT_REDOP_PREMULSUM || redop == SHUNT_REDOP_SUMPOSTDIV)
+             ? SHUNT_REDOP_SUM
              : redop;
 }
 
 /* One (type, op) pair: called with constants only, so the element functions inline without
  * their switches. */
-SHUNT_LOOP_FN void shunt_reduce_loop(int ty, int kind, char* dst, const char* src, uint64_t n) {
+SHUNT_LOOP_FN void shunt_reduce_loop(enum shunt_dtype ty, enum shunt_redop kind, char* dst, const char* src, uint64_t n) {
   const struct shunt_red r = {ty, kind, 0};
-  const uint64_t es = shunt_ty_size(ty);
+  const uint64_t es = shunt_dtype_size(ty);
   for (uint64_t i = 0; i < n; i += es)
-    shunt_ty_store(dst + i, ty,
-                   shunt_reduce_elem(&r, shunt_ty_load(dst + i, ty), shunt_ty_load(src + i, ty)));
+    shunt_dtype_store(dst + i, ty,
+                   shunt_reduce_elem(&r, shunt_dtype_load(dst + i, ty), shunt_dtype_load(src + i, ty)));
 }
 
 #define SHUNT_REDUCE_PAIR_(TY, K)                                                      \
   SHUNT_PAIR_FN void shunt_reduce_##TY##_##K(char* dst, const char* src, uint64_t n) { \
-    shunt_reduce_loop(SHUNT_TY_##TY, SHUNT_RED_##K, dst, src, n);                      \
+    shunt_reduce_loop(SHUNT_DT_##TY, SHUNT_REDOP_##K, dst, src, n);                      \
   }
 #define SHUNT_REDUCE_TY_(TY)  \
   SHUNT_REDUCE_PAIR_(TY, SUM) \
@@ -68,13 +68,13 @@ SHUNT_REDUCE_TY_(FP8E5M2)
 
 #define SHUNT_REDUCE_KINDS_(TY)                                   \
   switch (kind) {                                                 \
-    case SHUNT_RED_PROD:                                          \
+    case SHUNT_REDOP_PROD:                                          \
       shunt_reduce_##TY##_PROD(dst, src, n);                      \
       return;                                                     \
-    case SHUNT_RED_MAX:                                           \
+    case SHUNT_REDOP_MAX:                                           \
       shunt_reduce_##TY##_MAX(dst, src, n);                       \
       return;                                                     \
-    case SHUNT_RED_MIN:                                           \
+    case SHUNT_REDOP_MIN:                                           \
       shunt_reduce_##TY##_MIN(dst, src, n);                       \
       return;                                                     \
     default: /* sum: also the reduce step of avg and PreMulSum */ \
@@ -82,31 +82,31 @@ SHUNT_REDUCE_TY_(FP8E5M2)
       return;                                                     \
   }
 
-SHUNT_HD void shunt_reduce_typed(int ty, int kind, char* dst, const char* src, uint64_t n) {
+SHUNT_HD void shunt_reduce_typed(enum shunt_dtype ty, enum shunt_redop kind, char* dst, const char* src, uint64_t n) {
   switch (ty) {
-    case SHUNT_TY_INT8:
+    case SHUNT_DT_INT8:
       SHUNT_REDUCE_KINDS_(INT8)
-    case SHUNT_TY_UINT8:
+    case SHUNT_DT_UINT8:
       SHUNT_REDUCE_KINDS_(UINT8)
-    case SHUNT_TY_INT32:
+    case SHUNT_DT_INT32:
       SHUNT_REDUCE_KINDS_(INT32)
-    case SHUNT_TY_UINT32:
+    case SHUNT_DT_UINT32:
       SHUNT_REDUCE_KINDS_(UINT32)
-    case SHUNT_TY_INT64:
+    case SHUNT_DT_INT64:
       SHUNT_REDUCE_KINDS_(INT64)
-    case SHUNT_TY_UINT64:
+    case SHUNT_DT_UINT64:
       SHUNT_REDUCE_KINDS_(UINT64)
-    case SHUNT_TY_FLOAT16:
+    case SHUNT_DT_FLOAT16:
       SHUNT_REDUCE_KINDS_(FLOAT16)
-    case SHUNT_TY_FLOAT32:
+    case SHUNT_DT_FLOAT32:
       SHUNT_REDUCE_KINDS_(FLOAT32)
-    case SHUNT_TY_FLOAT64:
+    case SHUNT_DT_FLOAT64:
       SHUNT_REDUCE_KINDS_(FLOAT64)
-    case SHUNT_TY_BFLOAT16:
+    case SHUNT_DT_BFLOAT16:
       SHUNT_REDUCE_KINDS_(BFLOAT16)
-    case SHUNT_TY_FP8E4M3:
+    case SHUNT_DT_FP8E4M3:
       SHUNT_REDUCE_KINDS_(FP8E4M3)
-    case SHUNT_TY_FP8E5M2:
+    case SHUNT_DT_FP8E5M2:
       SHUNT_REDUCE_KINDS_(FP8E5M2)
     default:
       return;
