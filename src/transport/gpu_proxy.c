@@ -11,6 +11,7 @@
 
 #include "transport/backoff.h"
 #include "transport/doorbell.h"
+#include "exec/gpu/gpu_abi.h"
 #include "transport/net.h"
 #include "util/log.h"
 
@@ -20,7 +21,6 @@
  * only, since every launch wakes it. */
 #define PROXY_SLEEP_NS 100000000L
 #define FLAG_RING 4096u
-#define NET_PIECE (1u << 20) /* device data sent over TCP in pieces of this size */
 
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
 
@@ -34,10 +34,17 @@ struct shunt_gpu_proxy {
   uint64_t ring_pos, ring_used;
   const struct shunt_net_ops* net; /* ranks of other hosts: the network table's row */
   void* ep;
-  char* piece;       /* pinned: device data on their way out through host memory (proxy thread only) */
-  CUstream rx;       /* the receiving thread's copies into this rank's region */
-  uint64_t* rx_flag; /* pinned: the count the receiving thread writes */
-  uint64_t* got;     /* [nranks * ordinals]: flags received per (peer, ordinal) */
+  /* Mapped pinned host memory shared with the kernel (gpu_fifo.h): the outgoing staging
+   * chunks, and where the row hands arrivals on, the channel words and records and the
+   * mirror; each with its device view. */
+  char* xout;
+  CUdeviceptr xout_dev;
+  struct shunt_gpu_xin_chan* xin;
+  CUdeviceptr xin_dev;
+  char* xin_data;
+  CUdeviceptr xin_data_dev;
+  struct shunt_gpu_xin_rec* pend; /* [nranks * ordinals]: extents landed since the last flag */
+  uint64_t* got;                  /* [nranks * ordinals]: flags received per (peer, ordinal) */
   uint64_t region_bytes;
   pthread_t thread;
   bool started;
@@ -108,46 +115,58 @@ static bool net_gives_up(void* ctx) {
          __atomic_load_n(&p->cfg.fifo->error.code, __ATOMIC_RELAXED) != 0;
 }
 
-/* The receiving thread: into this rank's region on the proxy's receiving stream, waited for,
- * since the bytes at `at` are reused as soon as this returns. */
-static int net_landed(void* ctx, uint64_t off, const char* at, uint64_t bytes) {
+/* The receiving thread: the bytes into the mirror at their region offset, the extent noted as
+ * pending on its channel until the channel's flag (the protocol in gpu_fifo.h). No CUDA call. */
+static int net_landed(void* ctx, uint32_t peer, uint16_t ordinal, uint64_t off, const char* at,
+                      uint64_t bytes) {
   struct shunt_gpu_proxy* p = ctx;
-  const struct shunt_cu* cu = p->cfg.cu;
-  if (off > p->region_bytes || bytes > p->region_bytes - off) return -1;
-  /* Relaxed: a synchronize in this thread's global mode would fail while another thread
-   * captures (and invalidate that capture). */
-  struct shunt_cu_guard g = shunt_cu_enter(cu, p->cfg.ctx, 1);
-  CUresult e = cu->MemcpyHtoDAsync(DP(p->cfg.region + off), at, bytes, p->rx);
-  if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(p->rx);
-  shunt_cu_leave(&g);
-  if (e != CUDA_SUCCESS) fail_cu(p, "copy of received data into the region", e);
-  return e == CUDA_SUCCESS ? 0 : -1;
+  if (!p->xin || off > p->region_bytes || bytes > p->region_bytes - off || peer >= p->cfg.nranks ||
+      ordinal >= p->cfg.ordinals)
+    return -1;
+  memcpy(p->xin_data + off, at, bytes);
+  struct shunt_gpu_xin_rec* r = &p->pend[(size_t)peer * p->cfg.ordinals + ordinal];
+  if (r->n && r->off[r->n - 1] + r->bytes[r->n - 1] == off) {
+    r->bytes[r->n - 1] += bytes; /* the next piece of the same put */
+    return 0;
+  }
+  if (r->n == SHUNT_GPU_XIN_EXT) {
+    char msg[160];
+    snprintf(msg, sizeof(msg), "more than %u separate puts from rank %u on channel %u before its flag",
+             SHUNT_GPU_XIN_EXT, peer, ordinal);
+    fail_msg(p, msg);
+    return -1;
+  }
+  r->off[r->n] = off;
+  r->bytes[r->n] = bytes;
+  r->n++;
+  return 0;
 }
 
-/* Only `peer` raises this counter, and the receiving thread sees its flags in order: the count
- * it keeps is the counter's value, written after the data copies on the same stream. */
+/* Only `peer` raises this channel, and the receiving thread sees its flags in order, after
+ * their data: the pending extents go into the record of the new count, then the count is
+ * published with one release store of an aligned word, which lands whole (unlike a copy's
+ * bytes: write_count). The record is reused only once the kernel has copied the one before it
+ * in that entry. */
 static void net_signal(void* ctx, uint32_t peer, uint16_t ordinal) {
   struct shunt_gpu_proxy* p = ctx;
-  const struct shunt_cu* cu = p->cfg.cu;
-  if (peer >= p->cfg.nranks || ordinal >= p->cfg.ordinals) return;
+  if (!p->xin || peer >= p->cfg.nranks || ordinal >= p->cfg.ordinals) return;
   size_t k = (size_t)peer * p->cfg.ordinals + ordinal;
-  uint64_t old = p->got[k];
-  *p->rx_flag = ++p->got[k];
-  char* dst = p->cfg.region + p->cfg.port_off + k * sizeof(uint64_t);
-  struct shunt_cu_guard g = shunt_cu_enter(cu, p->cfg.ctx, 1); /* relaxed, as net_landed */
-  CUresult e = write_count(cu, dst, p->rx_flag, old, p->rx);
-  if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(p->rx);
-  shunt_cu_leave(&g);
-  if (e != CUDA_SUCCESS) fail_cu(p, "write of a received flag", e);
-}
-
-/* Device memory into host memory (a verbs bounce slot, a socket's piece) on the proxy's stream. */
-static int net_copy(void* ctx, void* dst, const void* src, uint64_t bytes) {
-  struct shunt_gpu_proxy* p = ctx;
-  CUresult e = p->cfg.cu->MemcpyDtoHAsync(dst, DP(src), bytes, p->stream);
-  if (e == CUDA_SUCCESS) e = p->cfg.cu->StreamSynchronize(p->stream);
-  if (e != CUDA_SUCCESS) fail_cu(p, "copy of data to send", e);
-  return e == CUDA_SUCCESS ? 0 : -1;
+  struct shunt_gpu_xin_chan* ch = &p->xin[k];
+  uint64_t n = ++p->got[k];
+  while (n > SHUNT_GPU_XIN_RECS && __atomic_load_n(&ch->copied, __ATOMIC_ACQUIRE) < n - SHUNT_GPU_XIN_RECS) {
+    if (net_gives_up(p)) return;
+    struct timespec ts = {0, PROXY_NAP_NS};
+    nanosleep(&ts, NULL);
+  }
+  struct shunt_gpu_xin_rec* r = &ch->rec[n % SHUNT_GPU_XIN_RECS];
+  struct shunt_gpu_xin_rec* pd = &p->pend[k];
+  for (uint64_t i = 0; i < pd->n; i++) {
+    r->off[i] = pd->off[i];
+    r->bytes[i] = pd->bytes[i];
+  }
+  r->n = pd->n;
+  pd->n = 0;
+  __atomic_store_n(&ch->count, n, __ATOMIC_RELEASE);
 }
 
 void shunt_gpu_proxy_net_callbacks(struct shunt_gpu_proxy* p, struct shunt_net_ep_config* c) {
@@ -157,26 +176,71 @@ void shunt_gpu_proxy_net_callbacks(struct shunt_gpu_proxy* p, struct shunt_net_e
   c->give_up = net_gives_up;
   c->landed = net_landed;
   c->signal = net_signal;
-  c->copy = net_copy;
-  c->stage = p->piece;
-  c->stage_bytes = NET_PIECE;
+  c->out_stage = p->xout;
+  c->out_bytes = (uint64_t)SHUNT_GPU_XOUT_SLOTS * SHUNT_GPU_XOUT_CHUNK;
 }
 
-void shunt_gpu_proxy_set_net(struct shunt_gpu_proxy* p, const struct shunt_net_ops* ops, void* ep) {
+/* Mapped pinned host memory of `bytes`, zeroed, and its device view. */
+static CUresult host_mapped(const struct shunt_cu* cu, size_t bytes, void** host, CUdeviceptr* dev) {
+  CUresult e = cu->MemHostAlloc(host, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+  if (e != CUDA_SUCCESS) {
+    *host = NULL;
+    return e;
+  }
+  memset(*host, 0, bytes);
+  return cu->MemHostGetDevicePointer(dev, *host, 0);
+}
+
+int shunt_gpu_proxy_set_net(struct shunt_gpu_proxy* p, const struct shunt_net_ops* ops, void* ep, char* err,
+                            size_t len) {
   p->net = ops;
   p->ep = ep;
+  if (!ops->hands_arrivals) return 0;
+  const struct shunt_cu* cu = p->cfg.cu;
+  size_t chans = (size_t)p->cfg.nranks * p->cfg.ordinals;
+  if (!(p->pend = calloc(chans, sizeof(*p->pend)))) {
+    snprintf(err, len, "rank %u proxy: out of memory", p->cfg.rank);
+    return -1;
+  }
+  struct shunt_cu_guard g = shunt_cu_enter(cu, p->cfg.ctx, 1);
+  CUresult e = host_mapped(cu, chans * sizeof(*p->xin), (void**)&p->xin, &p->xin_dev);
+  if (e == CUDA_SUCCESS) e = host_mapped(cu, p->region_bytes, (void**)&p->xin_data, &p->xin_data_dev);
+  shunt_cu_leave(&g);
+  if (e != CUDA_SUCCESS) {
+    snprintf(err, len, "rank %u proxy: mapped host memory for arrivals (%llu bytes): %s", p->cfg.rank,
+             (unsigned long long)p->region_bytes, shunt_cu_error(e));
+    return -1;
+  }
+  return 0;
+}
+
+void shunt_gpu_proxy_kargs(const struct shunt_gpu_proxy* p, struct shunt_gpu_kargs* k) {
+  k->xout = (char*)(uintptr_t)p->xout_dev;
+  k->xin = p->xin ? (struct shunt_gpu_xin_chan*)(uintptr_t)p->xin_dev : NULL;
+  k->xin_data = p->xin ? (const char*)(uintptr_t)p->xin_data_dev : NULL;
 }
 
 /* ---- serving triggers -------------------------------------------------------------------- */
 
-/* A trigger to a rank of another host: the data put at their offset in the peer's region, the
- * flag after them; flushed here, so that the source is free again and a later SYNC finds them
- * complete. */
-static void handle_remote(struct shunt_gpu_proxy* p, const struct shunt_gpu_slot* s) {
+/* A trigger to a rank of another host: the data, which the kernel staged in this position's
+ * chunk (gpu_fifo.h), put at their offset in the peer's region, the flag after them; flushed
+ * here, so that the chunk is free again and a later SYNC finds them complete. */
+static void handle_remote(struct shunt_gpu_proxy* p, const struct shunt_gpu_slot* s, uint64_t pos) {
   const struct shunt_trigger* t = &s->t;
+  const char* src = p->xout + (size_t)(pos % SHUNT_GPU_XOUT_SLOTS) * SHUNT_GPU_XOUT_CHUNK;
+  if ((t->type & SHUNT_TRIG_DATA) && t->size > SHUNT_GPU_XOUT_CHUNK) {
+    fail_msg(p, "a put to another host larger than a staging chunk");
+    return;
+  }
+  if ((t->type & SHUNT_TRIG_DATA) && (t->type & SHUNT_TRIG_PACKETS) && p->net->hands_arrivals) {
+    /* The receiving kernel polls its scratch for packets, which only a row writing in place
+     * (RDMA) can reach without a CUDA copy; no shipped plan puts packets on port channels. */
+    fail_msg(p, "packets on a port channel to another host need verbs (SHUNT_NET=ib)");
+    return;
+  }
   if ((t->type & SHUNT_TRIG_DATA) && t->size &&
-      p->net->put(p->ep, t->peer, (const void*)(uintptr_t)s->src_addr, t->size,
-                  s->dst_addr - (uint64_t)(uintptr_t)p->cfg.region, (t->type & SHUNT_TRIG_PACKETS) != 0) != 0)
+      p->net->put(p->ep, t->peer, t->ordinal, src, t->size, s->dst_addr - (uint64_t)(uintptr_t)p->cfg.region,
+                  (t->type & SHUNT_TRIG_PACKETS) != 0) != 0)
     return;
   if ((t->type & SHUNT_TRIG_FLAG) && p->net->signal(p->ep, t->peer, t->ordinal) != 0) return;
   p->net->flush(p->ep, t->peer);
@@ -188,7 +252,7 @@ static void handle(struct shunt_gpu_proxy* p, const struct shunt_gpu_slot* s, ui
   bool remote = t->peer < p->cfg.nranks && p->cfg.remote[t->peer];
   CUresult e;
   if (remote && p->net && !atomic_load(&p->failed)) {
-    handle_remote(p, s);
+    handle_remote(p, s, pos);
   } else if (!remote && (t->type & SHUNT_TRIG_DATA) && t->size) {
     /* Packets too: copy engines write whole aligned 16-byte units, so a packet lands at once. */
     e = cu->MemcpyAsync((CUdeviceptr)s->dst_addr, (CUdeviceptr)s->src_addr, t->size, p->stream);
@@ -301,6 +365,8 @@ static void* proxy_main(void* arg) {
     idle_since = 0;
     p->served++;
     handle(p, &s, pos);
+    /* The position's staging chunk is free again (a trigger to another host is flushed). */
+    __atomic_store_n(&p->cfg.fifo->handled, pos + 1, __ATOMIC_RELEASE);
     pos++;
   }
   return NULL;
@@ -328,14 +394,12 @@ int shunt_gpu_proxy_new(const struct shunt_gpu_proxy_config* cfg, struct shunt_g
   const struct shunt_cu* cu = cfg->cu;
   CUresult e = cu->StreamCreate(&p->stream, CU_STREAM_NON_BLOCKING);
   const char* what = "cuStreamCreate";
-  if (e == CUDA_SUCCESS) e = cu->StreamCreate(&p->rx, CU_STREAM_NON_BLOCKING);
   if (e == CUDA_SUCCESS) {
     what = "cuMemHostAlloc";
     e = cu->MemHostAlloc((void**)&p->flag_ring, FLAG_RING * sizeof(uint64_t), CU_MEMHOSTALLOC_PORTABLE);
   }
   if (e == CUDA_SUCCESS)
-    e = cu->MemHostAlloc((void**)&p->rx_flag, sizeof(uint64_t), CU_MEMHOSTALLOC_PORTABLE);
-  if (e == CUDA_SUCCESS) e = cu->MemHostAlloc((void**)&p->piece, NET_PIECE, CU_MEMHOSTALLOC_PORTABLE);
+    e = host_mapped(cu, (size_t)SHUNT_GPU_XOUT_SLOTS * SHUNT_GPU_XOUT_CHUNK, (void**)&p->xout, &p->xout_dev);
   if (e != CUDA_SUCCESS) {
     snprintf(err, len, "rank %u proxy: %s: %s", cfg->rank, what, shunt_cu_error(e));
     shunt_gpu_proxy_free(p);
@@ -377,12 +441,12 @@ void shunt_gpu_proxy_free(struct shunt_gpu_proxy* p) {
   shunt_gpu_proxy_stop(p);
   const struct shunt_cu* cu = p->cfg.cu;
   if (p->stream) cu->StreamSynchronize(p->stream);
-  if (p->rx) cu->StreamSynchronize(p->rx);
   if (p->flag_ring) cu->MemFreeHost(p->flag_ring);
-  if (p->rx_flag) cu->MemFreeHost(p->rx_flag);
-  if (p->piece) cu->MemFreeHost(p->piece);
+  if (p->xout) cu->MemFreeHost(p->xout);
+  if (p->xin) cu->MemFreeHost(p->xin);
+  if (p->xin_data) cu->MemFreeHost(p->xin_data);
   if (p->stream) cu->StreamDestroy(p->stream);
-  if (p->rx) cu->StreamDestroy(p->rx);
+  free(p->pend);
   free(p->sent);
   free(p->got);
   free(p);

@@ -3,16 +3,18 @@
  * fibers' (proxy.h). A world on one host has none: its kernels push no trigger.
  *
  * Promises:
- * - Triggers are served strictly in FIFO order on the proxy's own stream: to a rank of this
- *   host, data with cuMemcpyAsync into its region (mapped: a pointer or CUDA IPC), then the
- *   flag, the peer's counter written with the next value by copies ordered after the data,
- *   never seen above that value while they land (a copy's bytes land in any order); to a
- *   rank of another host, a put and a signal through the network table's chosen row
- *   (transport/net.h), flushed before the next trigger. A SYNC trigger publishes completion (fifo->done) once
- * the stream has drained.
+ * - Triggers are served strictly in FIFO order. What reaches the proxy are triggers to ranks
+ *   of other hosts and SYNCs (the kernel moves data to ranks of this host itself,
+ *   gpu_xctx.cuh): a put and a signal through the network table's chosen row
+ *   (transport/net.h), flushed before the next trigger, the data sent from the staging chunk
+ *   the kernel filled in mapped pinned host memory (transport/gpu_fifo.h), then the FIFO's
+ *   handled count published. A SYNC publishes completion (fifo->done).
  * - Where a network row hands arrivals to it (the socket row), the receiving side is the
- *   proxy's too: data that arrive are copied into this rank's region, and a flag's count
- *   written after them, on a stream of its own, before the receiving thread reads on.
+ *   proxy's too: data that arrive are copied into the mirror in mapped host memory, and a
+ *   flag's extents and count written after them with plain stores, which the kernel's wait
+ *   reads (the protocol in transport/gpu_fifo.h).
+ * - Neither side makes a CUDA call while serving: nothing a kernel waits for sits behind
+ *   another stream in a shared hardware queue or behind the context lock.
  * - The proxy never blocks on anything but its own stream and its own writes, and is immune to
  *   other threads' stream capture. Idle with no execution pending (every launch it was told of
  *   has ended, none captured into a graph), it sleeps until the next launch.
@@ -53,14 +55,19 @@ struct shunt_gpu_proxy_config {
 /* Its stream and pinned memory, in cfg->ctx (current on the calling thread); not yet running. */
 int shunt_gpu_proxy_new(const struct shunt_gpu_proxy_config* cfg, struct shunt_gpu_proxy** out, char* err,
                         size_t len);
-/* Points a network endpoint's callbacks (failure, giving up, arrivals copied into this rank's
- * region, copies out of device memory and the host memory they go through) at p. */
+/* Points a network endpoint's callbacks (failure, giving up, arrivals and flags) at p. */
 struct shunt_net_ep_config;
 struct shunt_net_ops;
 void shunt_gpu_proxy_net_callbacks(struct shunt_gpu_proxy* p, struct shunt_net_ep_config* c);
 /* The endpoint (a row of the network table, transport/net.h) that reaches the ranks of other
  * hosts; the caller keeps it, and closes it only after shunt_gpu_proxy_stop. */
-void shunt_gpu_proxy_set_net(struct shunt_gpu_proxy* p, const struct shunt_net_ops* ops, void* ep);
+/* Allocates the mirror and channel records when the row hands arrivals to the proxy; -1 with
+ * err when that memory cannot be had. */
+int shunt_gpu_proxy_set_net(struct shunt_gpu_proxy* p, const struct shunt_net_ops* ops, void* ep, char* err,
+                            size_t len);
+/* The kernel arguments' views of the proxy's host memory (gpu_abi.h: xout, xin, xin_data). */
+struct shunt_gpu_kargs;
+void shunt_gpu_proxy_kargs(const struct shunt_gpu_proxy* p, struct shunt_gpu_kargs* k);
 int shunt_gpu_proxy_start(struct shunt_gpu_proxy* p, char* err, size_t len);
 /* Told before each launch of the exec kernel (graph: the launch is being captured), so that the
  * proxy is awake while an execution may push triggers and sleeps, costing no CPU, when none can;

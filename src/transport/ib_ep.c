@@ -35,6 +35,7 @@ struct shunt_ib {
   struct ibv_cq* cq;
   struct ibv_mr* region; /* the caller's region */
   struct ibv_mr* own;    /* signals and bounce slots */
+  struct ibv_mr* extra;  /* cfg.extra, NULL: none */
   char* mem;
   char* bounce;
   uint64_t slot_id[IB_BOUNCE_SLOTS]; /* the write that last used each slot */
@@ -75,6 +76,7 @@ void shunt_ib_close(struct shunt_ib* ib) {
       if (ib->peers[r].qp) v->destroy_qp(ib->peers[r].qp);
   if (ib->region) v->dereg_mr(ib->region);
   if (ib->own) v->dereg_mr(ib->own);
+  if (ib->extra) v->dereg_mr(ib->extra);
   if (ib->cq) v->destroy_cq(ib->cq);
   if (ib->pd) v->dealloc_pd(ib->pd);
   if (ib->port.ctx) v->close_device(ib->port.ctx);
@@ -142,6 +144,9 @@ int shunt_ib_open(const struct shunt_ib_config* cfg, struct shunt_ib** out, stru
                          : "register the shared region";
     else if (!(ib->own = v->reg_mr(ib->pd, ib->mem, own, IBV_ACCESS_LOCAL_WRITE)))
       what = "register the bounce buffer";
+    else if (cfg->extra &&
+             !(ib->extra = v->reg_mr(ib->pd, cfg->extra, cfg->extra_bytes, IBV_ACCESS_LOCAL_WRITE)))
+      what = "register the outgoing staging";
     if (what) {
       snprintf(err, len, "verbs: %s:%u: cannot %s: %s", ib->port.dev, ib->port.port, what, strerror(errno));
       rc = -1;
@@ -332,7 +337,7 @@ static bool inside(const char* lo, size_t bytes, const char* p, uint64_t n) {
 }
 
 int shunt_ib_write(struct shunt_ib* ib, uint32_t peer, const void* src, uint64_t bytes, uint64_t dst_off,
-                   int (*copy)(void* ctx, void* dst, const void* src, uint64_t bytes), uint64_t* id) {
+                   uint64_t* id) {
   const char* s = src;
   uint64_t raddr = ib->peers[peer].base + dst_off;
   *id = 0;
@@ -341,6 +346,8 @@ int shunt_ib_write(struct shunt_ib* ib, uint32_t peer, const void* src, uint64_t
     lkey = ib->region->lkey;
   else if (inside(ib->mem, sig_bytes(ib), s, bytes))
     lkey = ib->own->lkey;
+  else if (ib->extra && inside(ib->cfg.extra, ib->cfg.extra_bytes, s, bytes))
+    lkey = ib->extra->lkey;
   if (lkey) {
     for (uint64_t off = 0; off < bytes; off += IB_MAX_WRITE) {
       uint64_t n = bytes - off < IB_MAX_WRITE ? bytes - off : IB_MAX_WRITE;
@@ -355,11 +362,7 @@ int shunt_ib_write(struct shunt_ib* ib, uint32_t peer, const void* src, uint64_t
     if (ib->slot_id[k] && shunt_ib_wait(ib, peer, ib->slot_id[k]) != 0) return -1;
     uint64_t n = bytes - off < IB_BOUNCE_SLOT ? bytes - off : IB_BOUNCE_SLOT;
     char* b = ib->bounce + (size_t)k * IB_BOUNCE_SLOT;
-    if (copy) {
-      if (copy(ib->cfg.ctx, b, s + off, n) != 0) return -1;
-    } else {
-      memcpy(b, s + off, n);
-    }
+    memcpy(b, s + off, n);
     if (post(ib, peer, b, ib->own->lkey, raddr + off, (uint32_t)n, &ib->slot_id[k]) != 0) return -1;
     *id = ib->slot_id[k];
   }

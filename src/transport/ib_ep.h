@@ -7,7 +7,8 @@
  *   registers the caller's region for remote writes (host memory with ibv_reg_mr; device
  *   memory by its dma-buf, ibv_reg_dmabuf_mr, when the caller has one, else through the
  *   peer-memory path of ibv_reg_mr, nvidia-peermem), plus a bounce area and a signal area of
- *   its own; nothing is registered per call.
+ *   its own, and the caller's extra host memory (a GPU kernel's outgoing staging) when it has
+ *   one; nothing is registered per call.
  * - Connecting is collective over the caller's exchange: one RC queue pair per peer marked
  *   remote, numbers gathered, each moved to RTS (SHUNT_IB_TIMEOUT, SHUNT_IB_RETRY_CNT), then a
  *   vote, so either every rank has its queue pairs or none keeps them.
@@ -45,6 +46,8 @@ struct shunt_ib_config {
   const char* gpu; /* the rank's GPU's sysfs path (NIC choice); NULL: none */
   uint32_t spread; /* ties among NICs spread by it */
   size_t signals;  /* bytes of the signal area (the sources of signal writes) */
+  void* extra;     /* host memory sources also lie in, registered as it is; NULL: none */
+  size_t extra_bytes;
   void* ctx;       /* handed to the callbacks */
   void (*fail)(void* ctx, const char* msg);
   bool (*give_up)(void* ctx);
@@ -60,11 +63,11 @@ int shunt_ib_connect(struct shunt_ib* ib, uint32_t rank, uint32_t nranks,
 /* The signal area (registered, cfg.signals bytes), for the caller to keep values in. */
 uint64_t* shunt_ib_signals(struct shunt_ib* ib);
 /* Posts writes of [src, src + bytes) to the peer's region at offset dst_off; *id: the last
- * one's (0 when bytes is 0). A source outside the region and the signal area is copied through
- * the bounce area (copy: how, e.g. from device memory; NULL: memcpy), which may wait for
- * earlier writes. 0, or -1 (failure reported). */
+ * one's (0 when bytes is 0). A source outside the region, the signal area and cfg.extra (host
+ * memory) is copied through the bounce area with memcpy, which may wait for earlier writes.
+ * 0, or -1 (failure reported). */
 int shunt_ib_write(struct shunt_ib* ib, uint32_t peer, const void* src, uint64_t bytes, uint64_t dst_off,
-                   int (*copy)(void* ctx, void* dst, const void* src, uint64_t bytes), uint64_t* id);
+                   uint64_t* id);
 /* Waits until write `id` (and every one before it) completed: 0, or -1 (a failure reported, or
  * give_up). id 0: every write posted so far. */
 int shunt_ib_wait(struct shunt_ib* ib, uint32_t peer, uint64_t id);

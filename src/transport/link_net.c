@@ -7,7 +7,7 @@
 static int net_trigger(const struct shunt_link_peers* p, const struct shunt_trigger* t, const char* src) {
   if (p->failed(p->ctx)) return -1;
   if ((t->type & SHUNT_TRIG_DATA) && t->size &&
-      p->net->put(p->ep, t->peer, src, t->size, p->buf_off[t->dst_buf] + t->dst_off,
+      p->net->put(p->ep, t->peer, t->ordinal, src, t->size, p->buf_off[t->dst_buf] + t->dst_off,
                   (t->type & SHUNT_TRIG_PACKETS) != 0) != 0)
     return -1;
   if ((t->type & SHUNT_TRIG_FLAG) && p->net->signal(p->ep, t->peer, t->ordinal) != 0) return -1;

@@ -29,7 +29,7 @@ struct shunt_net_ep_config {
   uint32_t rank, nranks;
   char* region; /* this rank's region: peers write into it by offset */
   uint64_t bytes;
-  bool device;     /* the region is GPU memory: sources are device addresses, arrivals staged */
+  bool device;     /* the region is GPU memory: arrivals staged (rows that hand them on) */
   int dmabuf_fd;   /* device: the region's dma-buf (verbs registration), -1: none */
   const char* gpu; /* device: its GPU's sysfs path (NIC choice), NULL: none */
   /* The counter rank p's channel of ordinal k raises lies at port_off + 8 (p * ordinals + k)
@@ -42,12 +42,13 @@ struct shunt_net_ep_config {
   bool (*give_up)(void* ctx);
   /* A flag from `peer` on channel `ordinal` arrived, after all its data. */
   void (*signal)(void* ctx, uint32_t peer, uint16_t ordinal);
-  /* Device only: bytes for region offset `off` arrived in host memory at `at`; 0, or -1. */
-  int (*landed)(void* ctx, uint64_t off, const char* at, uint64_t bytes);
-  /* Device only: copies device memory into host memory; 0, or -1 (failure reported). */
-  int (*copy)(void* ctx, void* dst, const void* src, uint64_t bytes);
-  char* stage; /* device only: host memory of stage_bytes for data on their way out */
-  uint64_t stage_bytes;
+  /* Device only: bytes from `peer`'s put on channel `ordinal` for region offset `off` arrived
+   * in host memory at `at`; 0, or -1. */
+  int (*landed)(void* ctx, uint32_t peer, uint16_t ordinal, uint64_t off, const char* at, uint64_t bytes);
+  /* Device only: host memory the sources of puts lie in (a GPU kernel stages what leaves the
+   * device there; registered for verbs); NULL: none. */
+  char* out_stage;
+  uint64_t out_bytes;
 };
 
 #define SHUNT_NET_CARD_BYTES 128 /* a row's card, what a rank publishes for its peers */
@@ -56,6 +57,9 @@ struct shunt_net_ops {
   const char* name;        /* SHUNT_NET's word for it */
   const char* says;        /* how log lines name it */
   const char* device_says; /* the same for device regions */
+  /* Device regions: arrivals and flags come through landed and signal (else the row writes
+   * them into the region itself, as RDMA does). */
+  bool hands_arrivals;
   /* Local: opens this rank's endpoint and fills its card (at most SHUNT_NET_CARD_BYTES). */
   int (*open)(const struct shunt_net_ep_config* c, void** ep, void* card, char* err, size_t len);
   /* Whether a rank's card says its endpoint opened. */
@@ -65,7 +69,10 @@ struct shunt_net_ops {
   /* Collective among the ranks (remote[r]: r is on another host; kept until close; rank r's
    * card at cards + r * stride). */
   int (*connect)(void* ep, const bool* remote, const void* cards, size_t stride, char* err, size_t len);
-  int (*put)(void* ep, uint32_t peer, const void* src, uint64_t bytes, uint64_t dst_off, bool packets);
+  /* src: host memory (the region of a host world, out_stage of a device one); ordinal: the
+   * channel, for rows that hand arrivals on. */
+  int (*put)(void* ep, uint32_t peer, uint16_t ordinal, const void* src, uint64_t bytes, uint64_t dst_off,
+             bool packets);
   int (*signal)(void* ep, uint32_t peer, uint16_t ordinal);
   int (*flush)(void* ep, uint32_t peer);
   /* Tells peers this rank leaves in order: their teardown logs nothing. */

@@ -33,6 +33,8 @@ static int ib_open(const struct shunt_net_ep_config* c, void** ep, void* card, c
                                .gpu = c->gpu,
                                .spread = c->rank,
                                .signals = (size_t)c->nranks * c->ordinals * sizeof(uint64_t),
+                               .extra = c->out_stage,
+                               .extra_bytes = c->out_bytes,
                                .ctx = c->ctx,
                                .fail = c->fail,
                                .give_up = c->give_up};
@@ -66,11 +68,13 @@ static int ib_connect(void* ep, const bool* remote, const void* cards, size_t st
   return c ? rc : -1;
 }
 
-static int ib_put(void* ep, uint32_t peer, const void* src, uint64_t bytes, uint64_t dst_off, bool packets) {
+static int ib_put(void* ep, uint32_t peer, uint16_t ordinal, const void* src, uint64_t bytes,
+                  uint64_t dst_off, bool packets) {
   struct ib_row* x = ep;
+  (void)ordinal; /* the write lands in place; the count follows on the same queue pair */
   (void)packets; /* an RDMA write lands whole aligned words */
   uint64_t id = 0;
-  return shunt_ib_write(x->ib, peer, src, bytes, dst_off, x->cfg.device ? x->cfg.copy : NULL, &id);
+  return shunt_ib_write(x->ib, peer, src, bytes, dst_off, &id);
 }
 
 static int ib_signal(void* ep, uint32_t peer, uint16_t ordinal) {
@@ -82,7 +86,7 @@ static int ib_signal(void* ep, uint32_t peer, uint16_t ordinal) {
   (*v)++;
   uint64_t dst = x->cfg.port_off + ((uint64_t)x->cfg.rank * x->cfg.ordinals + ordinal) * sizeof(uint64_t);
   uint64_t id = 0;
-  return shunt_ib_write(x->ib, peer, v, sizeof(*v), dst, NULL, &id);
+  return shunt_ib_write(x->ib, peer, v, sizeof(*v), dst, &id);
 }
 
 /* The writes have landed once acknowledged: the sources may be reused. */

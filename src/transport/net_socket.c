@@ -24,9 +24,10 @@ static char* sock_sink(void* ctx, unsigned buf, uint64_t off) {
   return x->cfg.region + off;
 }
 
-static int sock_landed(void* ctx, unsigned buf, uint64_t off, const char* at, uint64_t bytes) {
+static int sock_landed(void* ctx, uint32_t peer, uint16_t ordinal, unsigned buf, uint64_t off, const char* at,
+                       uint64_t bytes) {
   struct sock_row* x = ctx;
-  return buf == 3 ? x->cfg.landed(x->cfg.ctx, off, at, bytes) : -1;
+  return buf == 3 ? x->cfg.landed(x->cfg.ctx, peer, ordinal, off, at, bytes) : -1;
 }
 
 static void sock_signal(void* ctx, uint32_t peer, uint16_t ordinal) {
@@ -98,28 +99,23 @@ static int sock_connect(void* ep, const bool* remote, const void* cards, size_t 
   return rc;
 }
 
-static int send_data(struct sock_row* x, uint32_t peer, const char* src, uint64_t bytes, uint64_t dst_off,
-                     bool packets) {
+static int send_data(struct sock_row* x, uint32_t peer, uint16_t ordinal, const char* src, uint64_t bytes,
+                     uint64_t dst_off, bool packets) {
   struct shunt_trigger d = {.dst_off = dst_off,
                             .size = bytes,
                             .peer = peer,
+                            .ordinal = ordinal,
                             .type = (uint8_t)(SHUNT_TRIG_DATA | (packets ? SHUNT_TRIG_PACKETS : 0)),
                             .dst_buf = 3};
   return shunt_net_send(x->net, &d, src);
 }
 
-static int sock_put(void* ep, uint32_t peer, const void* src, uint64_t bytes, uint64_t dst_off,
-                    bool packets) {
+/* Host memory in every case: a GPU kernel stages what leaves its device (net.h: out_stage). */
+static int sock_put(void* ep, uint32_t peer, uint16_t ordinal, const void* src, uint64_t bytes,
+                    uint64_t dst_off, bool packets) {
   struct sock_row* x = ep;
   if (!bytes) return 0;
-  if (!x->cfg.device) return send_data(x, peer, src, bytes, dst_off, packets);
-  /* Device data: copied out a piece at a time (whole words: a piece is a multiple of 8). */
-  for (uint64_t done = 0; done < bytes; done += x->cfg.stage_bytes) {
-    uint64_t n = bytes - done < x->cfg.stage_bytes ? bytes - done : x->cfg.stage_bytes;
-    if (x->cfg.copy(x->cfg.ctx, x->cfg.stage, (const char*)src + done, n) != 0) return -1;
-    if (send_data(x, peer, x->cfg.stage, n, dst_off + done, packets) != 0) return -1;
-  }
-  return 0;
+  return send_data(x, peer, ordinal, src, bytes, dst_off, packets);
 }
 
 static int sock_signal_send(void* ep, uint32_t peer, uint16_t ordinal) {
@@ -150,6 +146,7 @@ static void sock_close(void* ep) {
 const struct shunt_net_ops shunt_net_socket = {.name = "socket",
                                                .says = "TCP sockets",
                                                .device_says = "TCP sockets through host memory",
+                                               .hands_arrivals = true,
                                                .open = sock_open,
                                                .usable = sock_usable,
                                                .where = sock_where,

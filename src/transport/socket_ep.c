@@ -300,7 +300,8 @@ static int rx_progress(struct shunt_net* n, struct rx_sock* r) {
        * the buffer holds whole words and a packet message is whole words). */
       r->bfill += (uint32_t)got;
       if (r->bfill == n->bcap || r->pgot + r->bfill == r->h.size) {
-        if (n->cfg.landed(n->cfg.ctx, r->h.dst_buf, r->h.dst_off + r->pgot, r->bounce, r->bfill) != 0)
+        if (n->cfg.landed(n->cfg.ctx, r->peer, r->h.ordinal, r->h.dst_buf, r->h.dst_off + r->pgot, r->bounce,
+                          r->bfill) != 0)
           return rx_fail(n, r, "cannot place the data it sent");
         r->pgot += r->bfill;
         r->bfill = 0;
@@ -560,6 +561,7 @@ int shunt_net_send(struct shunt_net* n, const struct shunt_trigger* t, const cha
   if (data && (t->size < NET_STRIPE_MIN || p->nsocks == 1 || packets)) {
     txs[k++] = (struct tx){.fd = p->fd[0],
                            .h = {.kind = MSG_DATA | (packets ? MSG_PACKETS : 0u),
+                                 .ordinal = t->ordinal,
                                  .dst_buf = t->dst_buf,
                                  .dst_off = t->dst_off,
                                  .size = t->size},
@@ -571,11 +573,14 @@ int shunt_net_send(struct shunt_net* n, const struct shunt_trigger* t, const cha
     uint64_t part = (t->size / p->nsocks) & ~(uint64_t)4095, off = 0;
     for (uint32_t s = 0; s < p->nsocks; s++) {
       uint64_t sz = s + 1 == p->nsocks ? t->size - off : part;
-      txs[k++] =
-          (struct tx){.fd = p->fd[s],
-                      .h = {.kind = MSG_DATA, .dst_buf = t->dst_buf, .dst_off = t->dst_off + off, .size = sz},
-                      .src = src + off,
-                      .size = sz};
+      txs[k++] = (struct tx){.fd = p->fd[s],
+                             .h = {.kind = MSG_DATA,
+                                   .ordinal = t->ordinal,
+                                   .dst_buf = t->dst_buf,
+                                   .dst_off = t->dst_off + off,
+                                   .size = sz},
+                             .src = src + off,
+                             .size = sz};
       p->sent[s] += sz;
       off += sz;
     }

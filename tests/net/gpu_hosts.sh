@@ -6,9 +6,15 @@
 # the multi-node plans, exactly; a completion error in the middle of the calls (the self-check
 # skipped) fails the ranks, naming the peer and the status; the same plans over TCP
 # (SHUNT_NET=socket, and auto when no rank has an active verbs port, reducescatter too), exactly.
-# By default such a world's device calls go to NCCL (api/gpu_gate.c: the proxy's stream copies
-# could wait behind the user's stream); the runs above take SHUNT_GPU_ACROSS_HOSTS=on, and a
-# first run checks the refusal: every call goes to NCCL with the reason in the CALL log.
+# No stream operation stands between a kernel and the data it waits for (the kernel stages data
+# for other hosts in mapped host memory and reads arrivals from there: transport/gpu_fifo.h), so
+# the stand-in's hardware queues are strict: each shape runs with one queue per device
+# (CUDA_DEVICE_MAX_CONNECTIONS=1, as Megatron-LM sets) and with the default of 8, and shunt-perf
+# records an event on the user's stream after every call, as PyTorch does. A kernel that waits
+# for data stuck behind it in a queue gives up after SHUNT_GPU_TIMEOUT and fails its rank (a
+# proxy that copied on its own stream hung so at either setting). The runs take
+# SHUNT_GPU_ACROSS_HOSTS=on, and a first run checks the knob's refusal (off): every call goes
+# to NCCL with the reason in the CALL log.
 # Usage: gpu_hosts.sh SHUNT_PERF FAKEIBV FAKECUDA_DIR (SHUNT_PLAN_DIR: the shipped plans)
 set -u
 perf=$1 iblib=$2 cudadir=$3
@@ -24,7 +30,7 @@ run() {
   shift
   local base=(LD_LIBRARY_PATH="$cudadir" FAKECUDA_DEVICES=1 SHUNT_GPU_CHECK_TIMEOUT=60 SHUNT_FALLBACK=0
               SHUNT_NCCL_LIB=/nonexistent/libnccl.so.2 SHUNT_IB_LIB="$iblib" FAKEIBV_ADDR=127.0.0.1
-              SHUNT_BOOTSTRAP_TIMEOUT=60 SHUNT_SOCKET_IFNAME=lo SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,NET
+              SHUNT_BOOTSTRAP_TIMEOUT=60 SHUNT_GPU_TIMEOUT=40 SHUNT_SOCKET_IFNAME=lo SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,NET
               SHUNT_GPU_ACROSS_HOSTS=on "${extra[@]}")
   exec {idfd}< <(env "${base[@]}" "$perf" --make-id 2>"$out/$name.id.log")
   idpid=$!
@@ -53,10 +59,11 @@ for gpu in auto on; do
   grep -q "GPU self-check" "$out/refuse$gpu.0.log" && { echo "refuse$gpu: a self-check ran across hosts"; fail=1; }
 done
 args=(-b 1K -e 64K -f 8 -n 2 -w 1 -d float,int8 -o sum)
+for q in 1 8; do
 for shape in "2 1 (allreduce|allgather)_2r_port_" "4 2 (allreduce|allgather)_2x2_hier_"; do
   read -r n per want <<<"$shape"
-  name=gpu${n}x$per
-  if run "$name" "$n" "$per" SHUNT_NET=ib -- "${args[@]}"; then
+  name=gpu${n}x${per}q$q
+  if run "$name" "$n" "$per" SHUNT_NET=ib CUDA_DEVICE_MAX_CONNECTIONS=$q -- "${args[@]}"; then
     log=$out/$name.0.log
     total=$(rows "$log") hit=$(served "$log" "$want")
     [ "$total" -gt 0 ] && [ "$total" = "$hit" ] ||
@@ -68,6 +75,7 @@ for shape in "2 1 (allreduce|allgather)_2r_port_" "4 2 (allreduce|allgather)_2x2
   else
     echo "$name: a rank failed"; tail -n 20 "$out/$name".*.log; fail=1
   fi
+done
 done
 # A completion error in the middle of the calls (the self-check skipped, so that it is a call
 # that meets it): every rank ends with an error; a failure names the peer and the status.
@@ -82,10 +90,12 @@ grep -qE "verbs transport: fakeibv0:1 to rank [01] at 127\.0\.0\.1 \(queue pair 
 # port-only run takes reducescatter too (its device calls across hosts on its port plans); its
 # calls count the receiving side's flags past 255, where a count the stand-in's copy lands in
 # pieces must never be seen above its value (gpu_proxy.c).
+for q in 1 8; do
 for shape in "socket 4 2 SHUNT_NET=socket (allreduce|allgather)_2x2_hier_ allreduce,allgather" \
              "fallback 2 1 FAKEIBV_DOWN=fakeibv0 (allreduce|allgather|reducescatter)_2r_port_ allreduce,allgather,reducescatter"; do
   read -r name n per env want colls <<<"$shape"
-  if run "$name" "$n" "$per" "$env" -- "${args[@]}" --coll "$colls"; then
+  name=$name$q
+  if run "$name" "$n" "$per" "$env" CUDA_DEVICE_MAX_CONNECTIONS=$q -- "${args[@]}" --coll "$colls"; then
     log=$out/$name.0.log
     total=$(rows "$log") hit=$(served "$log" "$want")
     [ "$total" -gt 0 ] && [ "$total" = "$hit" ] ||
@@ -97,5 +107,6 @@ for shape in "socket 4 2 SHUNT_NET=socket (allreduce|allgather)_2x2_hier_ allred
     echo "$name: a rank failed"; tail -n 20 "$out/$name".*.log; fail=1
   fi
 done
-[ $fail = 0 ] && echo "device buffers on 2 hosts: refused by default; with SHUNT_GPU_ACROSS_HOSTS=on, port-only and multi-node plans over verbs and over TCP, exact; a completion error fails the ranks"
+done
+[ $fail = 0 ] && echo "device buffers on 2 hosts: refused with SHUNT_GPU_ACROSS_HOSTS=off; port-only and multi-node plans over verbs and over TCP, one hardware queue and eight, an event after every call, exact; a completion error fails the ranks"
 exit $fail

@@ -18,6 +18,7 @@
 #include "common/check.h"
 #include "fakecuda/fake_cuda_api.h"
 #include "transport/cu.h"
+#include "exec/gpu/gpu_abi.h"
 #include "transport/gpu_fifo.h"
 #include "transport/gpu_proxy.h"
 #include "transport/net.h"
@@ -88,20 +89,28 @@ int main(void) {
   /* The receiving side's callbacks, as the socket row calls them for a flag from PEER. */
   struct shunt_net_ep_config nc = {.rank = 0, .nranks = 2, .bytes = bytes};
   shunt_gpu_proxy_net_callbacks(p, &nc);
+  /* A row that hands arrivals on: the count lives in mapped host memory (gpu_fifo.h), whose
+   * device view is its host address (unified addressing, as the stand-in gives). */
+  static const struct shunt_net_ops arrivals = {.name = "test", .hands_arrivals = true};
+  CHECK_EQ_INT(shunt_gpu_proxy_set_net(p, &arrivals, NULL, err, sizeof(err)), 0);
+  struct shunt_gpu_kargs k;
+  shunt_gpu_proxy_kargs(p, &k);
   const uint16_t ord = 1;
-  counter = (const uint64_t*)(uintptr_t)(region + port_off + 8 * (PEER * ORDINALS + ord));
+  counter = &k.xin[PEER * ORDINALS + ord].count;
   pthread_t w;
   CHECK_EQ_INT(pthread_create(&w, NULL, watch, NULL), 0);
   uint64_t n = 0;
   /* Until a value above the count is seen: a failing run ends there. */
   while (n < SIGNALS && !atomic_load(&seen_above)) {
     atomic_store(&begun, ++n);
+    /* As the kernel's waits would: every earlier record copied, so none is held back. */
+    __atomic_store_n(&k.xin[PEER * ORDINALS + ord].copied, n - 1, __ATOMIC_RELEASE);
     nc.signal(nc.ctx, PEER, ord);
   }
   atomic_store(&stop, 1);
   pthread_join(w, NULL);
   uint64_t final = 0;
-  CHECK_EQ_INT(cuMemcpyDtoH_v2(&final, (unsigned long long)(uintptr_t)counter, sizeof(final)), 0);
+  final = __atomic_load_n(counter, __ATOMIC_ACQUIRE);
   CHECK_EQ_INT(final, n);
   CHECK(!shunt_gpu_proxy_failed(p));
   CHECK_MSG(above == 0, "%ld of %ld reads saw a count above the signals begun (first: %llu with %llu begun)",

@@ -31,7 +31,10 @@ int tool_cuda_open(struct tool_cuda* d, char* missing, size_t len) {
                                       "cuModuleGetFunction",
                                       "cuLaunchKernel",
                                       "cuMemcpyHtoDAsync_v2",
-                                      "cuMemcpyDtoHAsync_v2"};
+                                      "cuMemcpyDtoHAsync_v2",
+                                      "cuEventCreate",
+                                      "cuEventRecord",
+                                      "cuEventDestroy_v2"};
   _Static_assert(sizeof(names) / sizeof(names[0]) == sizeof(struct tool_cuda) / sizeof(void (*)(void)),
                  "one name per call of struct tool_cuda");
   memset(d, 0, sizeof(*d));

@@ -33,6 +33,9 @@ struct tool_cuda {
                       void**, void**);
   int (*MemcpyHtoDAsync)(unsigned long long, const void*, size_t, void*);
   int (*MemcpyDtoHAsync)(void*, unsigned long long, size_t, void*);
+  int (*EventCreate)(void**, unsigned);
+  int (*EventRecord)(void*, void*);
+  int (*EventDestroy)(void*);
 };
 
 /* Opens libcuda.so.1, finds every call and initialises the driver. Returns the device count

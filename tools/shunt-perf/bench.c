@@ -85,6 +85,10 @@ static int lane_call(struct perf_lane* l, const struct perf_case* c, int inplace
     NCCL_OK(l, ncclAlltoAll(send, recv, c->count, c->type, l->comm, s));
   else
     NCCL_OK(l, ncclAllReduce(send, recv, c->count, c->type, op, l->comm, s));
+  if (perf_dev_record(l->dev) != 0) {
+    fprintf(stderr, "shunt-perf: rank %d: cannot record an event after the call\n", l->rank);
+    return -1;
+  }
   return 0;
 }
 

@@ -25,6 +25,7 @@ struct perf_dev {
   int index; /* -1: host memory */
   void* ctx;
   void* stream;
+  void* event; /* recorded on the stream after every call, as PyTorch does */
 };
 
 int perf_dev_open(int rank, struct perf_dev** out, struct perf_device* info) {
@@ -44,7 +45,7 @@ int perf_dev_open(int rank, struct perf_dev** out, struct perf_device* info) {
   }
   int n = rank % ndev;
   if (D.DevicePrimaryCtxRetain(&d->ctx, n) != 0 || D.CtxSetCurrent(d->ctx) != 0 ||
-      D.StreamCreate(&d->stream, 1) != 0) {
+      D.StreamCreate(&d->stream, 1) != 0 || D.EventCreate(&d->event, 2 /* CU_EVENT_DISABLE_TIMING */) != 0) {
     fprintf(stderr, "shunt-perf: rank %d: cannot use CUDA device %d\n", rank, n);
     free(d);
     return -1;
@@ -69,6 +70,7 @@ void perf_dev_make_current(struct perf_dev* d) {
 
 void perf_dev_close(struct perf_dev* d) {
   if (!d) return;
+  if (on(d) && d->event) D.EventDestroy(d->event);
   if (on(d) && d->stream) D.StreamDestroy(d->stream);
   free(d);
 }
@@ -116,6 +118,13 @@ void perf_dev_download(struct perf_dev* d, void* host_dst, const void* src, size
     fprintf(stderr, "shunt-perf: copy from the device failed\n");
     memset(host_dst, 0xee, bytes); /* counted wrong, never taken for a result */
   }
+}
+
+/* PyTorch records an event on the stream after every collective (its work object waits on
+ * it): that record sits behind the call's kernel in the stream's hardware queue, so work
+ * another stream of that queue queues later cannot start before the kernel ends. */
+int perf_dev_record(struct perf_dev* d) {
+  return !on(d) || D.EventRecord(d->event, d->stream) == 0 ? 0 : -1;
 }
 
 cudaStream_t perf_dev_stream(struct perf_dev* d) {

@@ -34,6 +34,7 @@ void perf_dev_free(struct perf_dev* d, void* p);
 void perf_dev_upload(struct perf_dev* d, void* dst, const void* host_src, size_t bytes);
 void perf_dev_download(struct perf_dev* d, void* host_dst, const void* src, size_t bytes);
 cudaStream_t perf_dev_stream(struct perf_dev* d);
+int perf_dev_record(struct perf_dev* d); /* an event on the stream after a call; 0 on success */
 int perf_dev_sync(struct perf_dev* d); /* waits for the stream; 0 on success */
 int perf_dev_graphs_supported(void);
 /* Graphs: begin capturing the stream, end into an executable graph, launch it, free it. */

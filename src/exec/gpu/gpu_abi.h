@@ -112,6 +112,12 @@ struct shunt_gpu_kargs {
   const uint64_t* zc_in;
   const uint64_t* zc_out;
   uint64_t zc_in_off, zc_out_off;
+  /* Ranks of other hosts (transport/gpu_fifo.h): device views of the outgoing staging chunks
+   * (NULL: the proxy reads the source itself), of the incoming channel words and records and
+   * of the mirror arrivals land in (NULL: arrivals are written into the region, as verbs does). */
+  char* xout;
+  struct shunt_gpu_xin_chan* xin;
+  const char* xin_data;
 };
 
 /* The largest program copied into shared memory: the default dynamic shared memory of a block,

@@ -42,4 +42,7 @@ void shunt_gpu_kargs_world(struct shunt_gpu_kargs* k, char* region, const struct
   k->timeout_ns = timeout_ns;
   k->rank = rank;
   k->nranks = nranks;
+  k->xout = NULL;
+  k->xin = NULL;
+  k->xin_data = NULL;
 }

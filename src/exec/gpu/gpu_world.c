@@ -103,8 +103,8 @@ static void unmap_peers(struct shunt_gpu_world* w) {
 static void release(struct shunt_gpu_world* w, bool keep_region) {
   if (!w) return;
   /* The proxy thread stops before the endpoints it drives, and their threads (the socket
-   * transport's receiver copies with the proxy's stream) before the proxy's streams; the queue
-   * pairs go before the memory they write from and into. */
+   * transport's receiver writes into the proxy's mapped host memory) before that memory; the
+   * queue pairs go before the memory they write from and into. */
   const struct shunt_cu* cu = w->cu;
   /* Relaxed: another thread capturing in global mode neither fails these frees and
    * synchronizations nor is invalidated by them. */
@@ -304,7 +304,10 @@ static int gpu_ready(void* ctx, const struct shunt_peers* p, char* err, size_t l
     return -1;
   }
   if (!w->proxy) return 0;
-  if (p->nets.ops) shunt_gpu_proxy_set_net(w->proxy, p->nets.ops, p->nets.chosen);
+  if (p->nets.ops && shunt_gpu_proxy_set_net(w->proxy, p->nets.ops, p->nets.chosen, err, len) != 0) {
+    w->ready_rc = SHUNT_E_CUDA;
+    return -1;
+  }
   return shunt_gpu_proxy_start(w->proxy, err, len);
 }
 
@@ -435,6 +438,7 @@ bool shunt_gpu_world_broken(const struct shunt_gpu_world* w) {
 
 void shunt_gpu_world_kargs(const struct shunt_gpu_world* w, struct shunt_gpu_kargs* k) {
   shunt_gpu_kargs_world(k, w->region, &w->lay, w->fifo_dev, w->timeout_ns, w->rank, w->nranks);
+  if (w->proxy) shunt_gpu_proxy_kargs(w->proxy, k);
 }
 
 char* shunt_gpu_world_stage(const struct shunt_gpu_world* w, unsigned buf) {

@@ -17,10 +17,13 @@
  *   proxy and no CUDA call: the block copies the data itself, as a memory channel does, and the
  *   flag is a system-scope release add on the peer's counter for (port, this rank, ordinal),
  *   which only this rank writes; a flush is a system fence. Ops to a rank of another host push
- *   a trigger with absolute addresses into the rank's FIFO in mapped host memory; flush-type
- *   triggers wait for the proxy's completion counter. So a kernel waits on no CUDA call of the
- *   host's, which another thread's module load or synchronizing call could hold up (the
- *   context lock), nor on a stream that may share a hardware queue with the kernel's own.
+ *   a trigger with absolute addresses into the rank's FIFO in mapped host memory, their data
+ *   first copied by the pushing thread into staging chunks there; flush-type triggers wait for
+ *   the proxy's completion counter. A wait on a port channel from another host whose arrivals
+ *   the proxy hands on (TCP) polls a count in mapped host memory and copies the data the flag
+ *   follows from a host mirror into the region (transport/gpu_fifo.h). So a kernel waits on no CUDA call of
+ * the host's, which another thread's module load or synchronizing call could hold up (the context lock), nor
+ * on a stream that may share a hardware queue with the kernel's own.
  * - The host aborts a rank through a word in mapped host memory (the FIFO's abort): waits look
  *   at it with the rank's own abort word and, once it is set, raise every rank's.
  * - Device reads of mapped host memory are few (each a PCIe round trip): the FIFO's consumed
@@ -349,6 +352,8 @@ SHUNT_XFN int xb_signal(struct shunt_xctx* X, const struct shunt_prog_chan* c, b
   return 0;
 }
 
+XG_FN int xg_wait_host(struct shunt_xctx* X, const struct shunt_prog_chan* c, uint64_t exp);
+
 SHUNT_XFN int xb_wait(struct shunt_xctx* X, const struct shunt_prog_chan* c, bool relaxed) {
   const struct shunt_gpu_kargs* k = X->k;
   uint32_t i = shunt_gpu_sem_index(k->nranks, c->type, c->peer, c->ordinal);
@@ -356,6 +361,9 @@ SHUNT_XFN int xb_wait(struct shunt_xctx* X, const struct shunt_prog_chan* c, boo
    * kernel touches its expected counts, so device scope is enough. */
   unsigned long long* ex = (unsigned long long*)(k->region + k->lay.expected) + i;
   uint64_t exp = (uint64_t)atomicAdd(ex, 1ull) + 1;
+  if (k->xin && c->type == SHUNT_CHAN_PORT && c->peer != k->rank &&
+      k->peers[c->peer] == (uint64_t)(uintptr_t)k->region)
+    return xg_wait_host(X, c, exp);
   const uint64_t* in = (const uint64_t*)(k->region + k->lay.inbound) + i;
   struct xg_spin s = {0, 0, 0};
   uint64_t v;
@@ -365,6 +373,34 @@ SHUNT_XFN int xb_wait(struct shunt_xctx* X, const struct shunt_prog_chan* c, boo
   /* A relaxed wait orders what the peer's stream wrote before its kernel started (the kernel
    * boundary), nothing its kernel wrote: plans use it for the handshake before zero-copy reads. */
   if (relaxed) xg_launch_acquire(k->peers[c->peer]);
+  return 0;
+}
+
+/* A port channel from a rank of another host whose arrivals the proxy hands on (TCP): the count
+ * lives in mapped host memory, and the data the flag follows wait in the mirror until this wait
+ * copies them into the region (the protocol in transport/gpu_fifo.h). Always an acquire: the
+ * record and the mirror are read after the count. */
+XG_FN int xg_wait_host(struct shunt_xctx* X, const struct shunt_prog_chan* c, uint64_t exp) {
+  const struct shunt_gpu_kargs* k = X->k;
+  struct shunt_gpu_xin_chan* ch = &k->xin[(size_t)c->peer * SHUNT_GPU_ORDINALS + c->ordinal];
+  struct xg_spin s = {0, 0, 0};
+  uint64_t v;
+  while ((xg_pcie_read(), v = xg_ld_acquire_sys(&ch->count)) < exp)
+    if (!xg_spin_more(X, &s))
+      return xg_blocked(X, &s, SHUNT_GPU_WAIT_SIGNAL, c->type, c->peer, c->ordinal, exp, v, 0);
+  const struct shunt_gpu_xin_rec* r = &ch->rec[exp % SHUNT_GPU_XIN_RECS];
+  uint64_t n = xg_ld_vol_u64(&r->n);
+  for (uint64_t i = 0; i < n && i < SHUNT_GPU_XIN_EXT; i++) {
+    uint64_t off = xg_ld_vol_u64(&r->off[i]), bytes = xg_ld_vol_u64(&r->bytes[i]);
+    for (uint64_t o = 0; o < bytes; o += SHUNT_GPU_BATCH)
+      xb_copy(X, k->region + off + o, k->xin_data + off + o,
+              bytes - o < SHUNT_GPU_BATCH ? bytes - o : SHUNT_GPU_BATCH);
+  }
+  /* The data in place before the wait completes: the plan's next ops read them there. */
+  __threadfence();
+  /* Lets the receiving thread reuse the record; racing waits may store a lower count, which
+   * only makes it wait for a later one. */
+  if (exp > xg_ld_vol_u64(&ch->copied)) xg_st_release_sys(&ch->copied, exp);
   return 0;
 }
 
@@ -416,14 +452,12 @@ XG_FN int xg_port_direct(struct shunt_xctx* X, const struct shunt_prog_chan* c,
   return 0;
 }
 
-/* Pushes a trigger into the FIFO, for the proxy; with wait_done, waits until the proxy has
- * completed it (and everything before it). */
-XG_FN int xg_port_push(struct shunt_xctx* X, const struct shunt_prog_chan* c, const struct shunt_trigger* t,
-                       bool wait_done) {
+/* Reserves the next FIFO position and waits until its slot is free (and, with stage, until
+ * its staging chunk is: transport/gpu_fifo.h); the position, or ~0 when the wait gave up. */
+XG_FN uint64_t xg_fifo_reserve(struct shunt_xctx* X, uint32_t peer, uint32_t ord, bool stage) {
   const struct shunt_gpu_kargs* k = X->k;
   struct shunt_gpu_fifo* f = k->fifo;
   struct shunt_gpu_ctrl* ctrl = xg_ctrl(X);
-  uint32_t peer = c ? c->peer : t->peer, ord = c ? c->ordinal : t->ordinal;
   uint64_t pos = (uint64_t)atomicAdd((unsigned long long*)&ctrl->fifo_head, 1ull);
   struct xg_spin s = {0, 0, 0};
   /* The device copy of the consumed count first: the host's is read across PCIe only while
@@ -437,18 +471,29 @@ XG_FN int xg_port_push(struct shunt_xctx* X, const struct shunt_prog_chan* c, co
       if (consumed > xg_ld_vol_u64(&ctrl->fifo_consumed)) xg_st_vol_u64(&ctrl->fifo_consumed, consumed);
       break;
     }
-    if (!xg_spin_more(X, &s))
-      return xg_blocked(X, &s, SHUNT_GPU_WAIT_FIFO, SHUNT_CHAN_PORT, peer, ord,
-                        pos + 1 - SHUNT_GPU_FIFO_SLOTS, consumed, pos);
+    if (!xg_spin_more(X, &s)) {
+      xg_blocked(X, &s, SHUNT_GPU_WAIT_FIFO, SHUNT_CHAN_PORT, peer, ord, pos + 1 - SHUNT_GPU_FIFO_SLOTS,
+                 consumed, pos);
+      return ~0ull;
+    }
   }
+  uint64_t handled;
+  while (stage &&
+         (xg_pcie_read(), handled = xg_ld_acquire_sys(&f->handled), pos - handled >= SHUNT_GPU_XOUT_SLOTS))
+    if (!xg_spin_more(X, &s)) {
+      xg_blocked(X, &s, SHUNT_GPU_WAIT_FIFO, SHUNT_CHAN_PORT, peer, ord, pos + 1 - SHUNT_GPU_XOUT_SLOTS,
+                 handled, pos);
+      return ~0ull;
+    }
+  return pos;
+}
+
+/* Publishes the trigger at position pos. The slot lives in host memory: plain 8-byte stores,
+ * then one system fence (which also orders a staged chunk's bytes before it), then the
+ * sequence word the proxy polls. */
+XG_FN void xg_fifo_publish(struct shunt_gpu_fifo* f, uint64_t pos, const struct shunt_trigger* t,
+                           uint64_t src, uint64_t dst) {
   struct shunt_gpu_slot* slot = &f->slots[pos % SHUNT_GPU_FIFO_SLOTS];
-  uint64_t src = 0, dst = 0;
-  if (t->type & SHUNT_TRIG_DATA) {
-    src = (uint64_t)(uintptr_t)xg_trig_src(X, t);
-    dst = (uint64_t)(uintptr_t)xg_trig_dst(X, t);
-  }
-  /* The slot lives in host memory: plain 8-byte stores, then one system fence, then the
-   * sequence word the proxy polls. */
   uint64_t tw[sizeof(struct shunt_trigger) / 8];
   memcpy(tw, t, sizeof(tw)); /* not through a uint64_t pointer: t is a struct shunt_trigger */
   volatile uint64_t* sw = (volatile uint64_t*)&slot->t;
@@ -458,9 +503,49 @@ XG_FN int xg_port_push(struct shunt_xctx* X, const struct shunt_prog_chan* c, co
   __threadfence_system();
   xg_st_release_sys(&slot->seq, pos + 1);
   xg_progress();
+}
+
+/* Pushes a trigger into the FIFO, for the proxy; with wait_done, waits until the proxy has
+ * completed it (and everything before it). Data to a rank of another host (where the world has
+ * outgoing staging) leave the device here: cut into pieces of a staging chunk, each copied by
+ * this thread into the chunk of its position before it is published, so that the proxy sends
+ * from host memory with no CUDA call (transport/gpu_fifo.h); the flag and SYNC ride on the
+ * last piece. */
+XG_FN int xg_port_push(struct shunt_xctx* X, const struct shunt_prog_chan* c, const struct shunt_trigger* t,
+                       bool wait_done) {
+  const struct shunt_gpu_kargs* k = X->k;
+  struct shunt_gpu_fifo* f = k->fifo;
+  struct shunt_gpu_ctrl* ctrl = xg_ctrl(X);
+  uint32_t peer = c ? c->peer : t->peer, ord = c ? c->ordinal : t->ordinal;
+  uint64_t pos;
+  if ((t->type & SHUNT_TRIG_DATA) && t->size && k->xout) {
+    const char* src = xg_trig_src(X, t);
+    char* dst = xg_trig_dst(X, t);
+    struct shunt_trigger piece = *t;
+    for (uint64_t done = 0;;) {
+      uint64_t n = t->size - done < SHUNT_GPU_XOUT_CHUNK ? t->size - done : SHUNT_GPU_XOUT_CHUNK;
+      bool last = done + n == t->size;
+      piece.size = n;
+      piece.type = (uint8_t)(last ? t->type : t->type & (SHUNT_TRIG_DATA | SHUNT_TRIG_PACKETS));
+      if ((pos = xg_fifo_reserve(X, peer, ord, true)) == ~0ull) return -1;
+      char* chunk = k->xout + (size_t)(pos % SHUNT_GPU_XOUT_SLOTS) * SHUNT_GPU_XOUT_CHUNK;
+      for (uint64_t o = 0; o < n; o += SHUNT_GPU_BATCH)
+        xb_copy(X, chunk + o, src + done + o, n - o < SHUNT_GPU_BATCH ? n - o : SHUNT_GPU_BATCH);
+      xg_fifo_publish(f, pos, &piece, (uint64_t)(uintptr_t)chunk, (uint64_t)(uintptr_t)(dst + done));
+      done += n;
+      if (last) break;
+    }
+  } else {
+    if ((pos = xg_fifo_reserve(X, peer, ord, false)) == ~0ull) return -1;
+    uint64_t src = 0, dst = 0;
+    if (t->type & SHUNT_TRIG_DATA) {
+      src = (uint64_t)(uintptr_t)xg_trig_src(X, t);
+      dst = (uint64_t)(uintptr_t)xg_trig_dst(X, t);
+    }
+    xg_fifo_publish(f, pos, t, src, dst);
+  }
   if (!wait_done) return 0;
-  s.t0 = 0;
-  s.n = 0;
+  struct xg_spin s = {0, 0, 0};
   uint64_t d;
   while ((xg_pcie_read(), d = xg_ld_acquire_sys(&f->done)) <= pos)
     if (!xg_spin_more(X, &s))
