@@ -1,14 +1,15 @@
-/* The GPU proxy's port-channel counters as a kernel sees them while they are written, over the
- * CUDA driver stand-in, whose copies land byte by byte in any order (tests/fakecuda/README.md):
- * a flag from a rank of another host raises this rank's counter (the receiving side of the
- * network row), and a kernel waiting for count k takes any value >= k as its own. A value seen
- * half written must therefore never exceed the count being written: 255 -> 256 torn as 0x1ff
- * would let waits up to 511 pass before their data arrived.
+/* The GPU proxy's port-channel counts from ranks of another host as a kernel sees them while
+ * they are written: over a row that hands arrivals to the proxy (TCP), the receiving side
+ * raises the channel's count in mapped host memory (transport/gpu_fifo.h), and a kernel waiting
+ * for count k takes any value >= k as its own and then copies the data filed under it. A value
+ * seen half written must therefore never exceed the count being written: 255 -> 256 torn as
+ * 0x1ff would let waits up to 511 pass before their data arrived (the reason the count is one
+ * aligned 8-byte store, not a copy).
  *
- * A watcher thread reads the counter as the kernel would (one 8-byte load) while the proxy's
- * receiving callback raises it past several byte carries; it fails on any value above the
- * number of signals begun. Runs with FAKECUDA_LENIENT=device-memory (the watcher is a host
- * thread reading device memory). */
+ * A watcher thread reads the count as the kernel would (one 8-byte acquire load) while the
+ * proxy's receiving callback raises it past several byte carries, the kernel's side marking
+ * each record copied; it fails on any value above the number of signals begun, or a final
+ * count other than the signals sent. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
