@@ -44,7 +44,7 @@ struct shunt_gpu_fifo {
   uint64_t done; /* positions below are complete (published at each SYNC trigger) */
   uint64_t pad1_[7];
   /* Positions below have been served (a trigger to another host flushed): their staging
-   * chunks (struct shunt_gpu_xout) are free again. */
+   * chunks (the kernel arguments' xout) are free again. */
   uint64_t handled;
   uint64_t pad5_[7];
   /* Executions of the exec kernel that have ended, counted by the kernel (the block that
@@ -66,7 +66,7 @@ struct shunt_gpu_fifo {
  * CUDA stream operation stands between a running kernel and the data it waits for (a copy on
  * the proxy's stream may share a hardware queue with work queued behind the kernel).
  *
- * Outgoing (struct shunt_gpu_xout, SHUNT_GPU_XOUT_SLOTS chunks of SHUNT_GPU_XOUT_CHUNK bytes):
+ * Outgoing (the kernel arguments' xout: SHUNT_GPU_XOUT_SLOTS chunks of SHUNT_GPU_XOUT_CHUNK bytes):
  * the kernel cuts a put to a rank of another host into pieces of at most a chunk, each a
  * trigger of its own at FIFO position pos (the flag and SYNC ride on the last piece). Before
  * writing chunk pos % SLOTS it waits until handled > pos - SLOTS (the proxy has flushed the

@@ -9,7 +9,11 @@ In the comments of src/, tools/, include/ and tests/ (and the Markdown files the
   same comment is a section of docs/plan-format.md;
 - a decision cited by number (D5, D12-D16) is a heading of docs/decisions.md;
 - a source file it names (split.h, exec/split.h, transport/world.c) exists, as a path's tail;
-  headers of other projects are listed in OUTSIDE.
+  headers of other projects are listed in OUTSIDE;
+- in C and CUDA comments, a function or type it names (shunt_tune_pick, struct shunt_world, or
+  any name written as a call, `cuMemMap()`) occurs in code: outside comments in a C-like file of
+  the tree, or in one of its scripts (a name of CUDA, NCCL or libc that shunt never uses is
+  therefore an error too: a comment should speak of what the code calls).
 
 Usage: check_refs.py [ROOT]   (default: the repository holding this script). Exits 1 and lists
 each broken reference as FILE:LINE: what, or 0 when every one resolves."""
@@ -34,6 +38,9 @@ OUTSIDE = {"cuda.h", "nccl.h", "verbs.h", "src/util.cu"}
 DECISION_HINT = re.compile(r"\bD\d")
 SOURCE_HINT = re.compile(r"\w\.(?:c|h|cu|cuh|cpp)\b")
 HEADING = re.compile(r"^#+\s+(.*?)\s*$", re.M)
+IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+# Named in a comment: shunt's own identifiers, and any name written as a call.
+NAMED = re.compile(r"\b(shunt_[a-z0-9_]*[a-z0-9]|[A-Za-z_]\w*(?=\(\)))")
 
 
 def comments(path, text):
@@ -113,7 +120,15 @@ def check_sections(docs, doc, text, where, errors):
                 errors.append(f"{where}: §{n}: no such section in {doc}")
 
 
-def check_comment(docs, rel, line, text, sources, errors):
+def code_identifiers(rel, text):
+    """The identifiers a file's code uses: a C-like file's outside its comments (string literals
+    count: a log line naming a driver call), every word of a script."""
+    if rel.endswith(C_LIKE):
+        text = C_TOKENS.sub(lambda m: " " if m.group(0).startswith("/") else m.group(0), text)
+    return IDENT.findall(text)
+
+
+def check_comment(docs, rel, line, text, sources, errors, idents=None):
     here = os.path.dirname(rel)
     where = f"{rel}:{line}"
     lines = text.count("\n") > 0
@@ -151,14 +166,18 @@ def check_comment(docs, rel, line, text, sources, errors):
     for m in SOURCE.finditer(text) if SOURCE_HINT.search(text) else ():
         if m.group(1) not in sources and m.group(1) not in OUTSIDE:
             errors.append(f"{at_line(m.start())}: {m.group(1)}: no such source file")
+    if idents is not None and rel.endswith(C_LIKE):
+        for m in NAMED.finditer(text) if ("shunt_" in text or "()" in text) else ():
+            if m.group(1) not in idents:
+                errors.append(f"{at_line(m.start())}: {m.group(1)}: named by no code in the tree")
 
 
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "../.."))
     docs = Docs(root)
     # Every tail of every source path: "world.c", "transport/world.c", "src/transport/world.c".
-    files, sources = [], set()
-    for top in ("src", "tools", "include", "tests", "bench", "fuzz"):
+    files, sources, idents = [], set(), set()
+    for top in ("src", "tools", "include", "tests", "bench", "fuzz", "python", "scripts"):
         for d, subdirs, names in os.walk(os.path.join(root, top)):
             subdirs.sort()
             for n in sorted(names):
@@ -168,6 +187,12 @@ def main():
                     sources.update("/".join(parts[k:]) for k in range(len(parts)))
                 if top in SCAN_DIRS:
                     files.append(rel)
+                if n.endswith(C_LIKE + HASH_LIKE) or n == "CMakeLists.txt":
+                    try:
+                        with open(os.path.join(root, rel), encoding="utf-8") as f:
+                            idents.update(code_identifiers(rel, f.read()))
+                    except (UnicodeDecodeError, OSError):
+                        pass
     errors = []
     for rel in files:
         try:
@@ -176,7 +201,7 @@ def main():
         except (UnicodeDecodeError, OSError):
             continue
         for line, text_ in comments(rel, text):
-            check_comment(docs, rel, line, text_, sources, errors)
+            check_comment(docs, rel, line, text_, sources, errors, idents)
     for e in errors:
         print(e)
     print(f"{len(files)} files: {len(errors)} broken reference(s)")

@@ -133,7 +133,7 @@ XG_FN uint64_t xg_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 /* The kernel boundary, for ThreadSanitizer: a launch releases on its region's address before
- * the kernel starts (shunt_kcpu_launch_release), a relaxed wait on that rank acquires it. Plain
+ * the kernel starts (shunt_kcpu_launch's __tsan_release), a relaxed wait on that rank acquires it. Plain
  * runs need nothing: the launcher's writes precede the kernel threads' start. */
 #if defined(__SANITIZE_THREAD__)
 extern "C" void __tsan_acquire(void* addr);
