@@ -89,7 +89,7 @@ fuzz_pid="" fuzz_log="" fuzz_t0=0
 if [ -x scripts/fuzz.sh ] && command -v clang >/dev/null; then
   fuzz_log=$(mktemp)
   fuzz_t0=$SECONDS
-  setsid -w scripts/fuzz.sh "${SHUNT_FUZZ_SECONDS:-60}" >"$fuzz_log" 2>&1 &
+  setsid -w scripts/fuzz.sh "${SHUNT_FUZZ_SECONDS:-30}" >"$fuzz_log" 2>&1 &
   fuzz_pid=$!
   bg_pids+=("$fuzz_pid") # a stage that fails ends the script: the fuzzer does not outlive it
 fi
@@ -104,7 +104,7 @@ cmake --build build-tsan -j"$jobs" --target "${tsan_targets[@]}"
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j"$jobs" -L "kernel-cpu|tsan"
 
 if [ -n "$fuzz_pid" ]; then
-  step "fuzzing the plan parser (${SHUNT_FUZZ_SECONDS:-60} s, started beside the ThreadSanitizer stage)"
+  step "fuzzing the plan parser (${SHUNT_FUZZ_SECONDS:-30} s, started beside the ThreadSanitizer stage)"
   if ! wait "$fuzz_pid"; then
     tail -60 "$fuzz_log"
     echo "fuzzing failed (reproducers in build-fuzz/artifacts)"
