@@ -286,7 +286,14 @@ static void* watchdog_main(void* arg) {
 static int run_watchdog(ncclComm_t comm, int rank) {
   size_t count = 1024;
   check_allreduce(comm, rank, nranks, count, 1, 1);
-  if (rank == 1) _exit(0);
+  /* A rank's collective can return before its peer's has: the last bytes it sent may still be
+   * in flight, and a process that dies with unread bytes in a socket resets the connection,
+   * which drops them at the peer. Rank 1 dies a little later, while rank 0 waits in the next
+   * call, which is the case this scenario is about. */
+  if (rank == 1) {
+    usleep(200000);
+    _exit(0);
+  }
   float* buf = calloc(count, sizeof(float));
   struct watchdog w = {comm, 0, 0, ncclInternalError};
   pthread_t t;
