@@ -11,9 +11,9 @@ import os
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Whether the installed library understands SHUNT_TUNING=auto (tuning inside the job, with
-# SHUNT_TUNING_CACHE). The library exports nothing that says so, so the package says it: set to
-# True in the release whose library reads the word.
-_TUNING_AUTO = False
+# SHUNT_TUNING_CACHE). The library exports nothing that says so, so the package, built with it,
+# says it (docs/tuning.md, "Tuning inside the job").
+_TUNING_AUTO = True
 
 
 def _installed(*parts):
