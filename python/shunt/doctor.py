@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import shunt
 
@@ -19,7 +20,7 @@ USAGE = """usage: python -m shunt doctor [--python PATH] [--nccl PATH] [--plans 
   --python PATH    the interpreter whose packages (nvidia.nccl, torch) the job uses (default: this one)
   --nccl PATH      the real libnccl.so.2 to check (default: as `shunt run` finds it)
   --plans DIR      the plan folder (default: SHUNT_PLAN_DIR, else the shipped plans)
-  --no-gpu-check   skip the GPU self-check (two ranks on GPU 0, a few seconds)
+  --no-gpu-check   skip the GPU self-check (two ranks on each GPU in turn, seconds each)
 """
 
 COLL_ORDER = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast")
@@ -91,19 +92,24 @@ def gpu_covered(cc, archs, ptx):
     return bool(n) and (int(n.group(1)), int(n.group(2))) <= (major, minor)
 
 
-def gpu_self_check(env):
-    """(verdict line, passed) from two ranks as threads on GPU 0 under SHUNT_GPU=auto."""
+def gpu_self_check(env, device=0):
+    """(verdict line, passed, seconds) from two ranks as threads on one GPU under SHUNT_GPU=auto:
+    `device` is its index among the GPUs this process sees, made the only one visible."""
     env = dict(env, SHUNT_DEBUG="INFO", SHUNT_DEBUG_SUBSYS="INIT", SHUNT_FALLBACK="0", SHUNT_GPU="auto")
+    visible = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    env["CUDA_VISIBLE_DEVICES"] = visible[device] if device < len(visible) else str(device)
     cmd = [shunt.tool_path("shunt-perf"), "-t", "2", "-b", "4K", "-e", "4K", "-n", "1", "-w", "0"]
+    t0 = time.monotonic()
     try:
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=180)
     except subprocess.TimeoutExpired:
-        return "no verdict: two ranks on GPU 0 did not finish in 180 s", False
+        return "no verdict: two ranks did not finish in 180 s", False, time.monotonic() - t0
+    took = time.monotonic() - t0
     text = r.stdout.decode("utf-8", "replace")
     m = re.search(r"GPU self-check (passed|failed|inconclusive|not run)[^\n]*", text)
     if not m:
-        return "no verdict logged (shunt-perf exit %d)" % r.returncode, False
-    return m.group(0), m.group(1) == "passed" and r.returncode == 0
+        return "no verdict logged (shunt-perf exit %d)" % r.returncode, False, took
+    return m.group(0), m.group(1) == "passed" and r.returncode == 0, took
 
 
 def main(argv=None, out=None):
@@ -249,10 +255,15 @@ def main(argv=None, out=None):
 
     # The GPU self-check, where there is a GPU the build has kernels for.
     if gpus and archs and not uncovered and opts["gpu_check"] and "error" not in info:
-        verdict, passed = gpu_self_check(info_env)
-        rep.line("GPU check", verdict)
-        if not passed:
-            rep.problems.append("the GPU self-check did not pass: device calls go to NCCL")
+        for i, (name, _) in enumerate(gpus):
+            verdict, passed, took = gpu_self_check(info_env, int(name.split()[1]))
+            line = "%s: %s (%.1f s)" % (name, verdict, took)
+            if i == 0:
+                rep.line("GPU check", line)
+            else:
+                rep.more(line)
+            if not passed:
+                rep.problems.append("the GPU self-check did not pass on %s: its device calls go to NCCL" % name)
     elif gpus and not opts["gpu_check"]:
         rep.line("GPU check", "skipped (--no-gpu-check)")
 
