@@ -16,6 +16,7 @@
 #include "common/fork_ranks.h"
 #include "fakecuda/fake_cuda_api.h"
 #include "shunt/shunt.h"
+#include "standin/salted.h"
 
 #define NRANKS 2
 #define GRAN ((size_t)2 << 20)
@@ -50,7 +51,7 @@ static void vmm_free(unsigned long long ptr, size_t bytes) {
 static long long call(ncclComm_t comm, int rank, fc_handle st, unsigned long long send,
                       unsigned long long recv, size_t count, int salt, const char* what) {
   float* h = malloc(count * sizeof(float));
-  for (size_t i = 0; i < count; i++) h[i] = (float)((rank + 1) * (salt + 2) + (int)(i % 17));
+  salted_fill(h, count, rank, salt);
   CHECK_EQ_INT(cuMemcpyHtoD_v2(send, h, count * sizeof(float)), 0);
   long long before = fakecuda_copied_bytes();
   CHECK_EQ_INT(
@@ -60,12 +61,7 @@ static long long call(ncclComm_t comm, int rank, fc_handle st, unsigned long lon
   long long moved = fakecuda_copied_bytes() - before;
   CHECK_MSG(strcmp(last_plan(comm), "nccl") != 0, "rank %d: %s: the call went to NCCL", rank, what);
   CHECK_EQ_INT(cuMemcpyDtoH_v2(h, recv, count * sizeof(float)), 0);
-  size_t bad = 0;
-  for (size_t i = 0; i < count; i++) {
-    float want = 0;
-    for (int r = 0; r < NRANKS; r++) want += (float)((r + 1) * (salt + 2) + (int)(i % 17));
-    bad += h[i] != want;
-  }
+  size_t bad = salted_sum_wrong(h, count, NRANKS, salt);
   CHECK_MSG(bad == 0, "rank %d: %s: %zu of %zu wrong", rank, what, bad, count);
   free(h);
   return moved;

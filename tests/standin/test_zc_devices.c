@@ -20,6 +20,7 @@
 #include "common/check.h"
 #include "fakecuda/fake_cuda_api.h"
 #include "shunt/shunt.h"
+#include "standin/salted.h"
 
 #define NRANKS 2
 #define COUNT ((size_t)64 << 10) /* floats: 256 KiB, served by the Simple plans here */
@@ -40,7 +41,7 @@ static const char* last_plan(ncclComm_t comm) {
 static void call(ncclComm_t comm, int rank, fc_handle st, unsigned long long buf, int salt) {
   static long long before;
   float* h = malloc(COUNT * sizeof(float));
-  for (size_t i = 0; i < COUNT; i++) h[i] = (float)((rank + 1) * (salt + 2) + (int)(i % 17));
+  salted_fill(h, COUNT, rank, salt);
   CHECK_EQ_INT(cuMemcpyHtoD_v2(buf, h, COUNT * sizeof(float)), 0);
   pthread_barrier_wait(&bar);
   if (rank == 0) before = fakecuda_copied_bytes();
@@ -53,12 +54,7 @@ static void call(ncclComm_t comm, int rank, fc_handle st, unsigned long long buf
   if (rank == 0) moved = fakecuda_copied_bytes() - before;
   CHECK_MSG(strcmp(last_plan(comm), "nccl") != 0, "rank %d: call %d went to NCCL", rank, salt);
   CHECK_EQ_INT(cuMemcpyDtoH_v2(h, buf, COUNT * sizeof(float)), 0);
-  size_t bad = 0;
-  for (size_t i = 0; i < COUNT; i++) {
-    float want = 0;
-    for (int r = 0; r < NRANKS; r++) want += (float)((r + 1) * (salt + 2) + (int)(i % 17));
-    bad += h[i] != want;
-  }
+  size_t bad = salted_sum_wrong(h, COUNT, NRANKS, salt);
   CHECK_MSG(bad == 0, "rank %d: call %d: %zu of %zu wrong", rank, salt, bad, COUNT);
   free(h);
   pthread_barrier_wait(&bar);

@@ -21,6 +21,7 @@
 #include "common/fork_ranks.h"
 #include "fakecuda/fake_cuda_api.h"
 #include "shunt/shunt.h"
+#include "standin/salted.h"
 
 #define NRANKS 2
 #define COUNT ((size_t)64 << 10) /* floats: 256 KiB, served by the Simple plans here */
@@ -41,7 +42,7 @@ static const char* last_plan(ncclComm_t comm) {
  * copied for it. */
 static long long call(ncclComm_t comm, int rank, fc_handle st, unsigned long long buf, size_t n, int salt) {
   float* h = malloc(n * sizeof(float));
-  for (size_t i = 0; i < n; i++) h[i] = (float)((rank + 1) * (salt + 2) + (int)(i % 17));
+  salted_fill(h, n, rank, salt);
   CHECK_EQ_INT(cuMemcpyHtoD_v2(buf, h, n * sizeof(float)), 0);
   long long before = fakecuda_copied_bytes();
   ncclResult_t rc =
@@ -51,12 +52,7 @@ static long long call(ncclComm_t comm, int rank, fc_handle st, unsigned long lon
   long long moved = fakecuda_copied_bytes() - before;
   CHECK_MSG(strcmp(last_plan(comm), "nccl") != 0, "rank %d: call %d went to NCCL", rank, salt);
   CHECK_EQ_INT(cuMemcpyDtoH_v2(h, buf, n * sizeof(float)), 0);
-  size_t bad = 0;
-  for (size_t i = 0; i < n; i++) {
-    float want = 0;
-    for (int r = 0; r < NRANKS; r++) want += (float)((r + 1) * (salt + 2) + (int)(i % 17));
-    bad += h[i] != want;
-  }
+  size_t bad = salted_sum_wrong(h, n, NRANKS, salt);
   CHECK_MSG(bad == 0, "rank %d: call %d: %zu of %zu wrong", rank, salt, bad, n);
   free(h);
   return moved;
