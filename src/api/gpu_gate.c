@@ -15,7 +15,8 @@ enum { MODE_AUTO = 0, MODE_ON, MODE_OFF };
 
 static pthread_once_t mode_once = PTHREAD_ONCE_INIT;
 static int mode;
-/* SHUNT_GPU_ACROSS_HOSTS: whether device calls of a world that spans hosts may run on plans. */
+/* SHUNT_GPU_ACROSS_HOSTS (default on): whether device calls of a world that spans hosts may run on
+ * plans. */
 static bool across_hosts;
 /* Bound of every wait of a self-check run. A healthy run takes microseconds on a GPU; the
  * bound is for a kernel that never completes. Seconds, from SHUNT_GPU_CHECK_TIMEOUT. */
@@ -26,19 +27,17 @@ static void read_mode(void) {
   mode = shunt_env_choice("SHUNT_GPU", NULL, choices, 3, MODE_AUTO);
   check_timeout_ms = shunt_env_int("SHUNT_GPU_CHECK_TIMEOUT", 2, 1, 3600) * 1000;
   static const char* const onoff[] = {"off", "on"};
-  across_hosts = shunt_env_choice("SHUNT_GPU_ACROSS_HOSTS", NULL, onoff, 2, 0) == 1;
+  across_hosts = shunt_env_choice("SHUNT_GPU_ACROSS_HOSTS", NULL, onoff, 2, 1) == 1;
 }
 
-/* Why the device calls of c go to NCCL whatever the self-check says, or NULL. The GPU proxy
- * still moves data to and from ranks of other hosts with stream copies that it synchronizes:
- * on a hardware queue shared with the user's stream (CUDA_DEVICE_MAX_CONNECTIONS), where an
- * event recorded after the running kernel holds the queue, those copies never start and the
- * kernels wait for each other forever. Until the kernel stages what crosses hosts itself, a
- * world that spans hosts keeps its device calls on NCCL. */
+/* Why the device calls of c go to NCCL whatever the self-check says, or NULL: a world that
+ * spans hosts where the job asked to keep those on NCCL (SHUNT_GPU_ACROSS_HOSTS=off). The
+ * executor's path between hosts (the kernel stages what leaves in mapped host memory and reads
+ * what arrives over TCP from there, transport/gpu_fifo.h) has run only on the CUDA stand-in:
+ * the knob lets a cluster where it misbehaves keep NCCL without giving up the rest. */
 static const char* spans_refusal(const struct shunt_comm* c) {
   if (c->nnodes <= 1 || across_hosts) return NULL;
-  return "GPU buffers on ranks of several hosts (the GPU executor's transfers between hosts could wait "
-         "behind the user's stream on a shared hardware queue; SHUNT_GPU_ACROSS_HOSTS=on overrides)";
+  return "GPU buffers on ranks of several hosts (SHUNT_GPU_ACROSS_HOSTS=off)";
 }
 
 /* The collectives the GPU backend runs (the others' device calls go to NCCL). */

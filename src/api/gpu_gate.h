@@ -8,10 +8,8 @@
  *   sends the communicator's device calls to NCCL, with one WARN naming the plan, rank, size
  *   and what went wrong.
  * - on: no self-check.
- * Whatever the setting, a communicator whose ranks span hosts sends its device calls to NCCL
- * (no self-check is run) unless SHUNT_GPU_ACROSS_HOSTS=on: the GPU executor's transfers to
- * other hosts still go through stream copies that a shared hardware queue can hold behind the
- * user's stream.
+ * Whatever the setting, with SHUNT_GPU_ACROSS_HOSTS=off (default on) a communicator whose ranks
+ * span hosts sends its device calls to NCCL (no self-check is run).
  * Calls on host memory run on the host backend whatever the setting; a call mixing host and
  * device buffers, or buffers of another device than the communicator's, goes to NCCL. */
 #ifndef SHUNT_API_GPU_GATE_H

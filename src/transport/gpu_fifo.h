@@ -89,6 +89,10 @@ struct shunt_gpu_fifo {
  * It then raises the channel's `copied` (a plain store; a racing lower value only makes the
  * receiver wait longer). The receiving thread reuses record k only once copied >= k - RECS, and
  * fails if a channel gathers more than SHUNT_GPU_XIN_EXT separate extents before a flag.
+ * Several blocks may wait on one channel, each wait claiming the next count: each copies only
+ * the record of its own count. That is enough: a block learns that another block's claim came
+ * before its own only through that block's later ops, which follow its completed wait (and
+ * copy), so a plan free of races where data land with their flags is free of them here.
  * Data that no later flag on the same channel follows never reach the region: a plan must
  * signal on the channel it put on (every shipped plan does). */
 #define SHUNT_GPU_XOUT_SLOTS 64u

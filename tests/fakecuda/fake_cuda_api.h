@@ -33,6 +33,8 @@ long fakecuda_exec_launches(void);
 /* Memory freed by its owner while importers or descriptors still hold it (fc_kept.c), and the
  * other processes' allocations this process maps. */
 long long fakecuda_pinned_bytes(void);
+/* Pinned host memory (cuMemHostAlloc) allocated and not freed, in bytes. */
+long long fakecuda_host_alloc_bytes(void);
 long fakecuda_imports(void);
 
 /* VMM and stream-ordered memory, as cuda.h declares them (plain types): CUmemAllocationProp and

@@ -601,3 +601,13 @@ FC_EXPORT int cuIpcCloseMemHandle(unsigned long long dptr) {
   pthread_mutex_unlock(&mu);
   return rc;
 }
+
+/* Bytes of pinned host memory (cuMemHostAlloc) not yet freed, for tests of what a teardown keeps. */
+FC_EXPORT long long fakecuda_host_alloc_bytes(void) {
+  long long n = 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nallocs; i++)
+    if (allocs[i].kind == KIND_HOST) n += (long long)(allocs[i].hi - allocs[i].lo);
+  pthread_mutex_unlock(&mu);
+  return n;
+}

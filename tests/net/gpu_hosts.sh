@@ -14,8 +14,8 @@
 # records an event on the user's stream after every call, as PyTorch does. A kernel that waits
 # for data stuck behind it in a queue gives up after SHUNT_GPU_TIMEOUT and fails its rank (a
 # proxy that copied on its own stream hung so at either setting). The runs take
-# SHUNT_GPU_ACROSS_HOSTS=on, and a first run checks the knob's refusal (off): every call goes
-# to NCCL with the reason in the CALL log.
+# SHUNT_GPU_ACROSS_HOSTS at its default (on), and a first run checks the knob's refusal (off):
+# every call goes to NCCL with the reason in the CALL log.
 # Usage: gpu_hosts.sh SHUNT_PERF FAKEIBV FAKECUDA_DIR (SHUNT_PLAN_DIR: the shipped plans)
 set -u
 perf=$1 iblib=$2 cudadir=$3
@@ -32,7 +32,7 @@ run() {
   local base=(LD_LIBRARY_PATH="$cudadir" FAKECUDA_DEVICES=1 SHUNT_GPU_CHECK_TIMEOUT=60 SHUNT_FALLBACK=0
               SHUNT_NCCL_LIB=/nonexistent/libnccl.so.2 SHUNT_IB_LIB="$iblib" FAKEIBV_ADDR=127.0.0.1
               SHUNT_BOOTSTRAP_TIMEOUT=60 SHUNT_GPU_TIMEOUT=40 SHUNT_SOCKET_IFNAME=lo SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,NET
-              SHUNT_GPU_ACROSS_HOSTS=on "${extra[@]}")
+              "${extra[@]}")
   exec {idfd}< <(env "${base[@]}" "$perf" --make-id 2>"$out/$name.id.log")
   idpid=$!
   read -r -t 30 id <&$idfd || { echo "$name: no id from shunt-perf --make-id"; cat "$out/$name.id.log"; return 1; }
@@ -49,7 +49,8 @@ run() {
 rows() { grep -cE '^ +[0-9]+ +[0-9]+ +(float|int8) ' "$1"; }
 served() { grep -cE "^ +[0-9]+ +[0-9]+ +(float|int8) .* $2" "$1"; }
 fail=0
-# The default: no plan serves device calls across hosts; without an NCCL each call fails, naming why.
+# SHUNT_GPU_ACROSS_HOSTS=off: no plan serves device calls across hosts; without an NCCL each call
+# fails, naming why.
 for gpu in auto on; do
   if run refuse$gpu 2 1 SHUNT_GPU_ACROSS_HOSTS=off SHUNT_GPU=$gpu SHUNT_DEBUG_SUBSYS=INIT,CALL \
     -- -b 4K -e 4K -n 1 -w 0 -d float -o sum --coll allreduce; then

@@ -10,6 +10,12 @@
  *   graph  a call captured into a graph on the first world, then a larger call: the first
  *          world stays while the graph may replay (a replay is exact), and goes once the graph
  *          and its instantiation are destroyed (the next call finds the counts of one world)
+ *   abort  a call captured into a graph, then ncclCommAbort on every rank, then the graph
+ *          replayed on every rank: the replay returns (its kernel finds the abort word at its
+ *          start and touches nothing else; the world's peers are unmapped and its memory would
+ *          be freed otherwise, a crash here), the user's buffer keeps what it held; once the
+ *          graph is destroyed, the next communicator's first call frees what was kept for it
+ *          (the stand-in's mapped host memory back to what it was)
  * Every result is checked. */
 #include <dirent.h>
 #include <nccl.h>
@@ -124,12 +130,71 @@ static int run_graph(int rank, const ncclUniqueId* ids) {
   CHECK_DONE();
 }
 
+static int run_abort(int rank, const ncclUniqueId* ids) {
+  fc_handle st = NULL, graph = NULL, exec = NULL;
+  CHECK_EQ_INT(cuStreamCreate(&st, 1), 0);
+  long long base = fakecuda_host_alloc_bytes();
+  ncclComm_t comm = NULL;
+  CHECK_EQ_INT(ncclCommInitRank(&comm, nranks, ids[0], rank), ncclSuccess);
+  if (!comm) CHECK_DONE();
+  size_t count = 1024;
+  sum(comm, rank, st, count);
+  unsigned long long d = 0, keep = 0;
+  CHECK_EQ_INT(cuMemAlloc_v2(&d, count * sizeof(float)), 0);
+  CHECK_EQ_INT(cuMemAlloc_v2(&keep, count * sizeof(float)), 0);
+  CHECK_EQ_INT(cuStreamBeginCapture_v2(st, 0), 0);
+  CHECK_EQ_INT(ncclAllReduce((void*)(uintptr_t)d, (void*)(uintptr_t)keep, count, ncclFloat, ncclSum, comm, st),
+               ncclSuccess);
+  CHECK_EQ_INT(cuStreamEndCapture(st, &graph), 0);
+  CHECK_EQ_INT(cuGraphInstantiateWithFlags(&exec, graph, 0), 0);
+  fill(rank, d, count);
+  CHECK_EQ_INT(cuGraphLaunch(exec, st), 0);
+  CHECK_EQ_INT(cuStreamSynchronize(st), 0);
+  check_sum(rank, keep, count);
+  CHECK_EQ_INT(ncclCommAbort(comm), ncclSuccess);
+  /* The output holds a marker the replay must leave: its kernel does nothing. */
+  float* h = malloc(count * sizeof(float));
+  for (size_t i = 0; i < count; i++) h[i] = -1.0f;
+  CHECK_EQ_INT(cuMemcpyHtoD_v2(keep, h, count * sizeof(float)), 0);
+  long launches = fakecuda_exec_launches();
+  for (int i = 0; i < 3; i++) {
+    CHECK_EQ_INT(cuGraphLaunch(exec, st), 0);
+    CHECK_EQ_INT(cuStreamSynchronize(st), 0);
+  }
+  CHECK_MSG(fakecuda_exec_launches() == launches + 3, "rank %d: %ld exec kernels ran for 3 replays", rank,
+            fakecuda_exec_launches() - launches);
+  CHECK_EQ_INT(cuMemcpyDtoH_v2(h, keep, count * sizeof(float)), 0);
+  size_t moved = 0;
+  for (size_t i = 0; i < count; i++) moved += h[i] != -1.0f;
+  CHECK_MSG(moved == 0, "rank %d: a replay after the abort wrote %zu of %zu output values", rank, moved, count);
+  free(h);
+  long long held = fakecuda_host_alloc_bytes();
+  CHECK_EQ_INT(cuGraphExecDestroy(exec), 0);
+  CHECK_EQ_INT(cuGraphDestroy(graph), 0);
+  ncclComm_t next = NULL;
+  CHECK_EQ_INT(ncclCommInitRank(&next, nranks, ids[1], rank), ncclSuccess);
+  if (!next) CHECK_DONE();
+  sum(next, rank, st, count);
+  CHECK_EQ_INT(ncclCommDestroy(next), ncclSuccess);
+  long long end = fakecuda_host_alloc_bytes();
+  fprintf(stderr, "rank %d: pinned host memory %lld before, %lld kept for the graph, %lld at the end\n", rank, base,
+          held, end);
+  CHECK_MSG(held > base, "rank %d: nothing kept for the graph after the abort", rank);
+  CHECK_MSG(end <= base, "rank %d: %lld bytes of pinned host memory outlived the graph and both communicators", rank,
+            end - base);
+  cuMemFree_v2(d);
+  cuMemFree_v2(keep);
+  cuStreamDestroy_v2(st);
+  CHECK_DONE();
+}
+
 static int rank_main(int rank, const ncclUniqueId* ids) {
   fc_handle ctx = NULL;
   CHECK_EQ_INT(cuInit(0), 0);
   CHECK_EQ_INT(cuDevicePrimaryCtxRetain(&ctx, 0), 0);
   CHECK_EQ_INT(cuCtxSetCurrent(ctx), 0);
   if (!strcmp(scenario, "graph")) return run_graph(rank, ids);
+  if (!strcmp(scenario, "abort")) return run_abort(rank, ids);
   fc_handle st = NULL;
   CHECK_EQ_INT(cuStreamCreate(&st, 1), 0);
   ncclComm_t comms[NCOMMS] = {0};

@@ -104,7 +104,12 @@ struct shunt_gpu_kargs {
   /* Bytes of the program each block copies into its dynamic shared memory at its start (a
    * multiple of 16; 0: ops are read from prog in global memory). */
   uint32_t prog_smem;
-  uint32_t pad_;
+  /* Nonzero for a launch captured into a graph: before anything else the kernel looks at the
+   * host's abort word (one read of mapped host memory) and returns at once when it is raised,
+   * so that a replay after the communicator was aborted or destroyed touches nothing but the
+   * memory kept for it (gpu_world.h, shunt_gpu_world_end_held). Eager launches skip the read:
+   * none can start once the communicator is gone. */
+  uint32_t host_gate;
   /* Zero-copy (registered user buffers): every rank's address of this call's input / output as
    * this process sees it (device tables, each rank at its own offset in its own allocation),
    * plus an offset the backend leaves 0; NULL: peers reach that buffer in their staging

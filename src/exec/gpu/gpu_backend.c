@@ -98,6 +98,8 @@ struct gpu_backend {
   CUcontext ctx;
 };
 
+static void reap_orphans(void);
+
 struct shunt_backend* shunt_gpu_backend_alloc(void) {
   struct gpu_backend* g = calloc(1, sizeof(*g));
   if (!g) return NULL;
@@ -106,6 +108,7 @@ struct shunt_backend* shunt_gpu_backend_alloc(void) {
     return NULL;
   }
   pthread_mutex_init(&g->mu, NULL);
+  reap_orphans();
   return &g->base;
 }
 
@@ -139,7 +142,63 @@ static void end_world(struct shunt_gpu_world* w, bool collective) {
     shunt_gpu_world_release(w);
 }
 
-/* The current world and everything kept with it go now. */
+/* Worlds whose communicator ended while a graph of this process may still replay on them
+ * (struct keeper): aborted, so that a replay returns at its start, with what the replay touches
+ * (their remains, gpu_world.h, and tail staging) kept until the driver drops the graphs. Their
+ * own backend is gone, so the next set-up or call of any communicator of the process frees
+ * them: process-wide, under its lock. */
+struct orphan {
+  struct shunt_gpu_remains* rem;
+  char* tail;
+  const struct shunt_cu* cu;
+  CUcontext ctx;
+  struct keeper* keeper;
+  struct orphan* next;
+};
+static pthread_mutex_t orphans_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct orphan* orphans;
+
+static void reap_orphans(void) {
+  pthread_mutex_lock(&orphans_mu);
+  for (struct orphan** pp = &orphans; *pp;) {
+    struct orphan* o = *pp;
+    if (!keeper_free(o->keeper)) {
+      pp = &o->next;
+      continue;
+    }
+    *pp = o->next;
+    if (o->tail) {
+      struct shunt_cu_guard cg = shunt_cu_enter(o->cu, o->ctx, 1);
+      o->cu->MemFree(DP(o->tail));
+      shunt_cu_leave(&cg);
+    }
+    shunt_gpu_remains_free(o->rem);
+    keeper_put(o->keeper);
+    free(o);
+  }
+  pthread_mutex_unlock(&orphans_mu);
+}
+
+/* A world that a graph of this rank may replay on ends as an orphan (the keeper's reference
+ * passes to it). Where its remains cannot be recorded they are never freed. */
+static void end_held(struct shunt_gpu_world* w, char* tail, struct keeper* k, bool collective) {
+  struct orphan* o = malloc(sizeof(*o));
+  if (o) *o = (struct orphan){NULL, tail, shunt_gpu_world_cu(w), shunt_gpu_world_ctx(w), k, NULL};
+  struct shunt_gpu_remains* rem = shunt_gpu_world_end_held(w, collective);
+  if (!o || !rem) {
+    /* Kept whole (a launch that could not be waited for), or no room: leaked, never freed
+     * under a graph. */
+    free(o);
+    return;
+  }
+  o->rem = rem;
+  pthread_mutex_lock(&orphans_mu);
+  o->next = orphans;
+  orphans = o;
+  pthread_mutex_unlock(&orphans_mu);
+}
+
+/* The current world and everything kept with it go now (or, held by a graph, as an orphan). */
 static void end_current(struct gpu_backend* g, bool collective) {
   struct shunt_gpu_world* w = atomic_load(&g->world);
   if (!w) return;
@@ -148,9 +207,17 @@ static void end_current(struct gpu_backend* g, bool collective) {
   bool settled = shunt_gpu_world_quiesce(w) == SHUNT_OK;
   drop_uploads(g);
   if (!settled) g->tail = NULL;
-  free_tail(g, w);
+  bool held = g->captured && !keeper_free(g->keeper);
   atomic_store(&g->world, NULL);
   g->captured = false;
+  if (held) {
+    end_held(w, g->tail, g->keeper, collective);
+    g->tail = NULL;
+    g->tail_cap = 0;
+    g->keeper = NULL;
+    return;
+  }
+  free_tail(g, w);
   keeper_put(g->keeper);
   g->keeper = NULL;
   end_world(w, collective);
@@ -199,7 +266,12 @@ static void gpu_backend_free_world(struct shunt_backend* b, bool collective) {
   while (g->retired) {
     struct retired* r = g->retired;
     g->retired = r->next;
-    release_retired(g, r);
+    if (keeper_free(r->keeper)) {
+      release_retired(g, r);
+    } else {
+      end_held(r->world, r->tail, r->keeper, false);
+      free(r);
+    }
   }
 }
 
@@ -244,6 +316,7 @@ static int gpu_backend_prepare(struct shunt_backend* b, const struct shunt_plan*
                                const struct shunt_split* s, char* err, size_t len) {
   struct gpu_backend* g = (struct gpu_backend*)b;
   reap(g);
+  reap_orphans();
   (void)plan;
   uint64_t scratch = s->scratch, in_need = s->in_need, out_need = s->out_need, tail_need = s->tail_bytes;
   struct shunt_gpu_world* w = atomic_load(&g->world);

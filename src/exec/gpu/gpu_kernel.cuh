@@ -70,6 +70,9 @@ SHUNT_HD struct shunt_red shunt_gpu_prog_red(const struct shunt_program* P) {
 
 SHUNT_GPU_ENTRY __launch_bounds__(SHUNT_GPU_MAX_THREADS, 1)
     shunt_gpu_exec_kernel(const __grid_constant__ struct shunt_gpu_kargs k) {
+  /* A graph replayed after its communicator ended: its world's peers are unmapped, its program
+   * and region kept only so that this read and the graph's copies touch live memory. */
+  if (k.host_gate && __syncthreads_or(threadIdx.x == 0 && xg_host_aborted(&k))) return;
   const struct shunt_program* P = k.prog;
   if (k.prog_smem) {
     /* Every op reads its program entry, refs and channels: from shared memory, not global. The

@@ -43,6 +43,7 @@ static int enqueue(struct shunt_gpu_world* w, const struct shunt_cu* cu, const s
   if (st.zc_out) k.zc_out = zc->zc_out, k.zc_out_off = zc->zc_out_off;
   void* ka[] = {&k};
   bool graph = shunt_gpu_world_expect(w, stream);
+  k.host_gate = graph;
   e = cu->LaunchKernel(fn->exec, p->nblocks ? p->nblocks : 1, 1, 1, gp->threads, 1, 1, gp->smem, stream, ka,
                        NULL);
   if (e != CUDA_SUCCESS) {

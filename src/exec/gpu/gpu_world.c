@@ -99,13 +99,50 @@ static void unmap_peers(struct shunt_gpu_world* w) {
   shunt_cu_leave(&g);
 }
 
-/* keep_region: the region stays allocated (see shunt_gpu_world_release). */
-static void release(struct shunt_gpu_world* w, bool keep_region) {
+struct shunt_gpu_remains {
+  const struct shunt_cu* cu;
+  CUcontext ctx;
+  int device;
+  bool retained, keep_region;
+  char* region;
+  struct shunt_gpu_fifo* fifo;
+  struct grave* grave;
+  size_t ngrave;
+};
+
+static void free_graves(const struct shunt_cu* cu, struct grave* grave, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (grave[i].dev) cu->MemFree(DP(grave[i].dev));
+    if (grave[i].host) cu->MemFreeHost(grave[i].host);
+  }
+}
+
+/* keep_region: the region stays allocated (see shunt_gpu_world_release). held: what a replayed
+ * graph touches (region, FIFO, programs, the context's retain) moves into *held instead of
+ * being freed (left NULL when the world keeps everything, or without room for the record, when
+ * it is kept for good). */
+static void release(struct shunt_gpu_world* w, bool keep_region, struct shunt_gpu_remains** held) {
   if (!w) return;
   /* The proxy thread stops before the endpoints it drives, and their threads (the socket
    * transport's receiver writes into the proxy's mapped host memory) before that memory; the
    * queue pairs go before the memory they write from and into. */
   const struct shunt_cu* cu = w->cu;
+  if (held) *held = NULL;
+  if (held && cu && w->ctx && !w->unsettled) {
+    struct shunt_gpu_remains* rem = calloc(1, sizeof(*rem));
+    if (rem) {
+      *rem = (struct shunt_gpu_remains){cu,        w->ctx,  w->device, w->retained, keep_region,
+                                        w->region, w->fifo, w->grave,  w->ngrave};
+      w->region = NULL;
+      w->fifo = NULL;
+      w->grave = NULL;
+      w->ngrave = 0;
+      w->retained = false;
+      *held = rem;
+    } else {
+      w->unsettled = true;
+    }
+  }
   /* Relaxed: another thread capturing in global mode neither fails these frees and
    * synchronizations nor is invalidated by them. */
   struct shunt_cu_guard g = shunt_cu_enter(w->ctx ? cu : NULL, w->ctx, 1);
@@ -118,10 +155,7 @@ static void release(struct shunt_gpu_world* w, bool keep_region) {
     if (w->pstream) cu->StreamSynchronize(w->pstream);
     unmap_peers(w);
     if (w->region && !keep_region) cu->MemFree(DP(w->region));
-    for (size_t i = 0; i < w->ngrave; i++) {
-      if (w->grave[i].dev) cu->MemFree(DP(w->grave[i].dev));
-      if (w->grave[i].host) cu->MemFreeHost(w->grave[i].host);
-    }
+    free_graves(cu, w->grave, w->ngrave);
     if (w->last) cu->EventDestroy(w->last);
     if (w->fifo) cu->MemFreeHost(w->fifo);
     if (w->pstream) cu->StreamDestroy(w->pstream);
@@ -137,6 +171,19 @@ static void release(struct shunt_gpu_world* w, bool keep_region) {
   free(w->peer);
   free(w->remote);
   free(w);
+}
+
+void shunt_gpu_remains_free(struct shunt_gpu_remains* r) {
+  if (!r) return;
+  struct shunt_cu_guard g = shunt_cu_enter(r->cu, r->ctx, 1);
+  if (r->region && !r->keep_region) r->cu->MemFree(DP(r->region));
+  free_graves(r->cu, r->grave, r->ngrave);
+  if (r->fifo) r->cu->MemFreeHost(r->fifo);
+  shunt_cu_leave(&g);
+  /* A region kept for peers keeps the context's retain with it. */
+  if (r->retained && !r->keep_region) r->cu->DevicePrimaryCtxRelease(r->device);
+  free(r->grave);
+  free(r);
 }
 
 /* This process is a client of an MPS server on dev, as the driver says (a control pipe left
@@ -206,7 +253,7 @@ int shunt_gpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_gp
    * that would fail and invalidate the caller's capture. */
   struct shunt_cu_guard g = shunt_cu_enter(w->cu, NULL, 1);
   int rc = world_create(w, cfg, err, len);
-  if (rc != 0) release(w, false); /* its frees and synchronizations in relaxed mode too */
+  if (rc != 0) release(w, false, NULL); /* its frees and synchronizations in relaxed mode too */
   shunt_cu_leave(&g);
   if (rc != 0) return rc;
   *out = w;
@@ -368,7 +415,7 @@ static int world_create(struct shunt_gpu_world* w, const struct shunt_gpu_world_
   return w->ready_rc ? w->ready_rc : SHUNT_E_INVALID;
 }
 
-void shunt_gpu_world_destroy(struct shunt_gpu_world* w) {
+static void destroy(struct shunt_gpu_world* w, struct shunt_gpu_remains** held) {
   if (!w) return;
   /* A failed wait marks the world unsettled: release keeps its memory. */
   /* No peer may still touch this region (its kernels or its proxy) once we free it: this
@@ -379,7 +426,11 @@ void shunt_gpu_world_destroy(struct shunt_gpu_world* w) {
   /* Every rank unmaps its peers' regions before any rank frees its own. */
   unmap_peers(w);
   w->bs.barrier(w->bs.ctx);
-  release(w, false);
+  release(w, false, held);
+}
+
+void shunt_gpu_world_destroy(struct shunt_gpu_world* w) {
+  destroy(w, NULL);
 }
 
 int shunt_gpu_world_quiesce(struct shunt_gpu_world* w) {
@@ -418,7 +469,21 @@ void shunt_gpu_world_release(struct shunt_gpu_world* w) {
    * staging and scratch per non-collective teardown, where the alternative is a peer's crash.
    * Everything else goes; the collective path (shunt_gpu_world_destroy) frees it all. */
   shunt_gpu_world_quiesce(w);
-  release(w, w->nranks > 1);
+  release(w, w->nranks > 1, NULL);
+}
+
+struct shunt_gpu_remains* shunt_gpu_world_end_held(struct shunt_gpu_world* w, bool collective) {
+  if (!w) return NULL;
+  struct shunt_gpu_remains* r = NULL;
+  /* This rank's eager launches end first, untouched by the abort; from then on only a graph's
+   * replay can start a kernel here, and it returns at its start. */
+  shunt_gpu_world_quiesce(w);
+  shunt_gpu_world_abort(w);
+  if (collective)
+    destroy(w, &r);
+  else
+    release(w, w->nranks > 1, &r);
+  return r;
 }
 
 /* ---- Accessors ---------------------------------------------------------------------------------- */

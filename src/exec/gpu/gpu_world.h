@@ -79,6 +79,20 @@ bool shunt_gpu_world_drained(struct shunt_gpu_world* w);
  * this rank's last launch to complete, then frees its part. */
 void shunt_gpu_world_release(struct shunt_gpu_world* w);
 
+/* What stays of a world that a captured graph may still replay after its communicator ended:
+ * the memory a launch reads before it returns at its start, having found the host's abort word
+ * raised (the kernel's arguments of a captured launch ask it to look: gpu_kernel.cuh), and the
+ * memory its copy steps touch: the region, the FIFO, the programs. */
+struct shunt_gpu_remains;
+/* As shunt_gpu_world_destroy (collective) or shunt_gpu_world_release (not), for a world that a
+ * graph of this rank may still replay: the world is aborted first, and its remains are
+ * returned instead of freed (NULL when the world keeps everything anyway: a failed wait). */
+struct shunt_gpu_remains* shunt_gpu_world_end_held(struct shunt_gpu_world* w, bool collective);
+/* Frees the remains once no graph can replay on them (the driver dropped every graph holding
+ * them). A region that peers may still write (a world ended without a collective step) stays
+ * allocated until the process exits, as shunt_gpu_world_release keeps it. */
+void shunt_gpu_remains_free(struct shunt_gpu_remains* r);
+
 /* SHUNT_OK when no run failed; else SHUNT_E_TIMEOUT (or SHUNT_E_CUDA for a proxy
  * failure) with a message naming rank, block, thread, op (index and name when `p` is the
  * program that ran), what it waited on, the value awaited and the value seen. Reads host
