@@ -79,12 +79,8 @@ int main(int argc, char** argv) {
     fprintf(stderr, "rank %u: side channel: %s\n", rank, err);
     return 1;
   }
-  struct shunt_world_exchange ex = {.ctx = &s,
-                                    .allgather = side_allgather,
-                                    .barrier = side_barrier,
-                                    .node = rank,
-                                    .nnodes = 2,
-                                    .net_addr = mine};
+  struct shunt_world_exchange ex = {.oob = {&s, side_allgather, side_barrier},
+                                    .at = {.node = rank, .nnodes = 2, .net_addr = mine}};
   struct shunt_world_config cfg = {4096, 4096, size};
   struct shunt_world* w = NULL;
   if (shunt_world_create(rank, 2, &cfg, &ex, &w, err, sizeof(err)) != 0) {

@@ -23,15 +23,12 @@ struct shunt_backend* shunt_launch_backend(struct shunt_comm* c, bool gpu, int d
   _Atomic(struct shunt_backend*)* slot = gpu ? &c->gpu : &c->host;
   struct shunt_backend* b = atomic_load(slot);
   if (b) return b;
-  struct shunt_world_exchange ex = {.ctx = c->boot,
-                                    .allgather = world_allgather,
-                                    .barrier = world_barrier,
-                                    .node = (uint32_t)c->node,
-                                    .nnodes = (uint32_t)c->nnodes};
+  struct shunt_world_exchange ex = {.oob = {c->boot, world_allgather, world_barrier},
+                                    .at = {.node = (uint32_t)c->node, .nnodes = (uint32_t)c->nnodes}};
   /* Port channels to other hosts listen on the bootstrap's interface. */
   struct shunt_wire_addr boot_addr;
   shunt_bootstrap_listen_addr(c->boot, &boot_addr);
-  if (c->nnodes > 1 && shunt_wire_to_sockaddr(&boot_addr, &ex.net_addr) != 0) ex.net_addr.ss_family = 0;
+  if (c->nnodes > 1 && shunt_wire_to_sockaddr(&boot_addr, &ex.at.net_addr) != 0) ex.at.net_addr.ss_family = 0;
   b = shunt_backend_new(gpu ? SHUNT_BACKEND_GPU : SHUNT_BACKEND_HOST, (uint32_t)c->rank, (uint32_t)c->nranks,
                         &ex, device);
   if (b) atomic_store(slot, b);

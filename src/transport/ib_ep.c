@@ -222,7 +222,7 @@ static int to_rts(struct shunt_ib* ib, struct ib_peer* p, const struct shunt_ib_
   return rc ? -1 : 0;
 }
 
-int shunt_ib_connect(struct shunt_ib* ib, uint32_t me, uint32_t n, const struct shunt_world_exchange* bs,
+int shunt_ib_connect(struct shunt_ib* ib, uint32_t me, uint32_t n, const struct shunt_oob* oob,
                      const bool* remote, const struct shunt_ib_card* cards, char* err, size_t len) {
   int rc = ib ? 0 : -1;
   if (!ib) snprintf(err, len, "this rank has no verbs transport");
@@ -252,14 +252,14 @@ int shunt_ib_connect(struct shunt_ib* ib, uint32_t me, uint32_t n, const struct 
   }
   /* Every rank takes part in the exchange and the vote, also after a failure, so none waits
    * (without memory for the table it cannot: the exchange then fails on every rank). */
-  if ((!qpn || bs->allgather(bs->ctx, qpn, (size_t)n * sizeof(*qpn)) != 0) && rc == 0) {
+  if ((!qpn || oob->allgather(oob->ctx, qpn, (size_t)n * sizeof(*qpn)) != 0) && rc == 0) {
     snprintf(err, len, "bootstrap allgather failed");
     rc = -1;
   }
   for (uint32_t r = 0; r < n && rc == 0; r++)
     if (ib->peers[r].qp) rc = to_rts(ib, &ib->peers[r], &cards[r], qpn[(size_t)r * n + me], err, len);
   char why[256];
-  if (votes && shunt_world_agree(bs, me, n, rc == 0, votes, why, sizeof(why)) != 0 && rc == 0) {
+  if (votes && shunt_world_agree(oob, me, n, rc == 0, votes, why, sizeof(why)) != 0 && rc == 0) {
     snprintf(err, len, "%s", why);
     rc = -1;
   }

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct shunt_world_exchange;
+struct shunt_oob;
 struct shunt_ib;
 
 /* What a rank publishes through the bootstrap. ok: 0 when it has no verbs transport. */
@@ -55,10 +55,10 @@ struct shunt_ib_config {
 
 int shunt_ib_open(const struct shunt_ib_config* cfg, struct shunt_ib** out, struct shunt_ib_card* card,
                   char* err, size_t len);
-/* Collective over bs (every rank calls it, one whose open failed with ib NULL). remote[r]:
+/* Collective over oob (every rank calls it, one whose open failed with ib NULL). remote[r]:
  * r is on another host. */
 int shunt_ib_connect(struct shunt_ib* ib, uint32_t rank, uint32_t nranks,
-                     const struct shunt_world_exchange* bs, const bool* remote,
+                     const struct shunt_oob* oob, const bool* remote,
                      const struct shunt_ib_card* cards, char* err, size_t len);
 /* The signal area (registered, cfg.signals bytes), for the caller to keep values in. */
 uint64_t* shunt_ib_signals(struct shunt_ib* ib);

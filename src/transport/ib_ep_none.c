@@ -17,7 +17,7 @@ int shunt_ib_open(const struct shunt_ib_config* cfg, struct shunt_ib** out, stru
 }
 
 int shunt_ib_connect(struct shunt_ib* ib, uint32_t rank, uint32_t nranks,
-                     const struct shunt_world_exchange* bs, const bool* remote,
+                     const struct shunt_oob* oob, const bool* remote,
                      const struct shunt_ib_card* cards, char* err, size_t len) {
   (void)ib;
   (void)remote;
@@ -25,7 +25,7 @@ int shunt_ib_connect(struct shunt_ib* ib, uint32_t rank, uint32_t nranks,
   /* Never called (no rank has an endpoint), but collective all the same. */
   snprintf(err, len, "this build has no verbs transport");
   uint8_t* v = calloc(nranks, 1);
-  if (v) shunt_world_agree(bs, rank, nranks, false, v, NULL, 0);
+  if (v) shunt_world_agree(oob, rank, nranks, false, v, NULL, 0);
   free(v);
   return -1;
 }

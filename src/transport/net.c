@@ -95,7 +95,7 @@ int shunt_nets_connect(struct shunt_nets* n, const struct shunt_net_ep_config* c
   }
   const struct shunt_net_ops* ops = rows[row];
   SHUNT_INFO(SHUNT_NET, "rank %u (host %u of %u): %sport channels to other hosts use %s (SHUNT_NET=%s%s)",
-             c->rank, c->bs->node, c->bs->nnodes, c->device ? "GPU " : "",
+             c->rank, c->at.node, c->at.nnodes, c->device ? "GPU " : "",
              c->device ? ops->device_says : ops->says, kind_name(n->kind), why);
   for (uint32_t r = 0; where && r < c->nranks; r++)
     if (remote[r]) ops->where(card_at(cards, stride, r, row), where[r], sizeof(where[r]));

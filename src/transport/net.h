@@ -36,7 +36,8 @@ struct shunt_net_ep_config {
    * of every region. */
   uint64_t port_off;
   uint32_t ordinals;
-  const struct shunt_world_exchange* bs; /* also: the listening interface (net_addr) */
+  const struct shunt_oob* oob; /* the exchange connect swaps its cards over */
+  struct shunt_placement at;   /* this rank's host; the listening interface (net_addr) */
   void* ctx;                             /* handed to the callbacks */
   void (*fail)(void* ctx, const char* msg);
   bool (*give_up)(void* ctx);

@@ -62,7 +62,7 @@ static int ib_connect(void* ep, const bool* remote, const void* cards, size_t st
   for (uint32_t r = 0; c && r < n; r++) memcpy(&c[r], (const char*)cards + (size_t)r * stride, sizeof(*c));
   /* Collective: called even without memory for the cards (then as a rank without an endpoint),
    * so that no peer waits. */
-  int rc = shunt_ib_connect(c ? x->ib : NULL, x->cfg.rank, n, x->cfg.bs, remote, c, err, len);
+  int rc = shunt_ib_connect(c ? x->ib : NULL, x->cfg.rank, n, x->cfg.oob, remote, c, err, len);
   if (!c) snprintf(err, len, "out of memory");
   free(c);
   return c ? rc : -1;

@@ -64,7 +64,7 @@ static int sock_open(const struct shunt_net_ep_config* c, void** ep, void* card,
                                 .signal = sock_signal,
                                 .fail = sock_fail,
                                 .give_up = sock_give_up};
-  const struct sockaddr_storage* where = c->bs->net_addr.ss_family ? &c->bs->net_addr : NULL;
+  const struct sockaddr_storage* where = c->at.net_addr.ss_family ? &c->at.net_addr : NULL;
   if (shunt_net_open(&nc, where, &x->net, card, err, len) != 0) {
     free(x);
     return -1;

@@ -47,7 +47,8 @@ static struct shunt_net_ep_config net_config(const struct shunt_peers_config* c,
   n.nranks = c->nranks;
   n.region = p->region;
   n.bytes = p->bytes;
-  n.bs = c->bs;
+  n.oob = &c->bs->oob;
+  n.at = c->bs->at;
   return n;
 }
 
@@ -63,7 +64,7 @@ static int open_local(const struct shunt_peers_config* c, struct shunt_peers* p,
   me->magic = CARD_MAGIC;
   me->ok = 1;
   me->nranks = c->nranks;
-  me->node = c->bs->node;
+  me->node = c->bs->at.node;
   memcpy(sizes_of(p, c->rank), c->sizes, c->sizes_bytes);
   return 0;
 }
@@ -106,7 +107,7 @@ int shunt_peers_setup(const struct shunt_peers_config* c, bool local_ok, struct 
   p->nranks = n;
   p->region = c->region;
   p->bytes = c->bytes;
-  p->spans = c->bs->nnodes > 1;
+  p->spans = c->bs->at.nnodes > 1;
   p->mem = c->mem;
   p->env = c->env;
   p->mem_at = sizeof(struct card) + up8(c->sizes_bytes);
@@ -132,20 +133,20 @@ int shunt_peers_setup(const struct shunt_peers_config* c, bool local_ok, struct 
     rc = -1;
   }
   if (rc == 0) rc = open_local(c, p, card_of(p, c->rank), err, len);
-  if (c->bs->allgather(c->bs->ctx, p->cards, p->card_bytes) != 0) {
+  if (c->bs->oob.allgather(c->bs->oob.ctx, p->cards, p->card_bytes) != 0) {
     if (rc == 0) snprintf(err, len, "bootstrap allgather failed");
     rc = -1;
   }
   if (rc == 0) rc = map_peers(c, p, err, len);
   if (p->spans) {
-    if (shunt_world_agree(c->bs, c->rank, n, rc == 0, votes, err, len) != 0) rc = -1;
+    if (shunt_world_agree(&c->bs->oob, c->rank, n, rc == 0, votes, err, len) != 0) rc = -1;
     struct shunt_net_ep_config nc = net_config(c, p);
     if (rc == 0)
       rc = shunt_nets_connect(&p->nets, &nc, p->remote, net_of(p, 0), p->card_bytes, p->where, err, len);
   }
   bool ready = rc == 0 && c->ready && (rc = c->ready(c->ctx, p, err, len)) == 0;
   /* Every rank learns whether all others succeeded: all keep their peers or none does. */
-  if (shunt_world_agree(c->bs, c->rank, n, rc == 0, votes, err, len) != 0) rc = -1;
+  if (shunt_world_agree(&c->bs->oob, c->rank, n, rc == 0, votes, err, len) != 0) rc = -1;
   /* Every rank has mapped what it will. */
   if (p->opened) c->mem->sealed(&p->env, shunt_peers_mem_card(p, c->rank));
   free(votes);

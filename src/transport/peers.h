@@ -36,7 +36,7 @@ struct shunt_peers_config {
   struct shunt_mem_env env;
   char* region; /* this rank's, made by the world; NULL: the memory row makes it */
   uint64_t bytes;
-  /* Ranks of other hosts (when bs->nnodes > 1): the endpoint's configuration; rank, nranks,
+  /* Ranks of other hosts (when bs->at.nnodes > 1): the endpoint's configuration; rank, nranks,
    * region, bytes and bs are filled here. */
   struct shunt_net_ep_config net;
   /* The world's last local step once every peer is reached (a proxy started), and its undoing;

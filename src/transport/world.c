@@ -192,7 +192,7 @@ void shunt_world_fail(struct shunt_world* w, const char* fmt, ...) {
 }
 
 bool shunt_world_fits(const struct shunt_world* w, uint32_t rpn, uint32_t* a, uint32_t* b) {
-  if (w->bs.nnodes <= 1) return true; /* every rank on this host */
+  if (w->bs.at.nnodes <= 1) return true; /* every rank on this host */
   return shunt_nodes_fit(w->node_of, w->nranks, rpn, a, b);
 }
 
@@ -217,6 +217,6 @@ void shunt_world_destroy(struct shunt_world* w) {
   w->proxy = NULL;
   shunt_peers_leave(&w->reach);
   /* No peer may still touch our region when it goes away. */
-  w->bs.barrier(w->bs.ctx);
+  w->bs.oob.barrier(w->bs.oob.ctx);
   release(w);
 }

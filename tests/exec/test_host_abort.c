@@ -108,8 +108,7 @@ int main(void) {
   struct rank_arg args[NR];
   for (uint32_t r = 0; r < NR; r++) {
     args[r] = (struct rank_arg){r, plan, NULL, 0};
-    struct shunt_world_exchange ex = {
-        .ctx = &args[r], .allgather = allgather, .barrier = thread_exchange_barrier};
+    struct shunt_world_exchange ex = {.oob = {&args[r], allgather, thread_exchange_barrier}};
     args[r].b = shunt_backend_new(SHUNT_BACKEND_HOST, r, NR, &ex, -1);
     CHECK(args[r].b != NULL);
   }

@@ -48,7 +48,7 @@ static void unready(void* ctx) {
 
 static void* rank_main(void* arg) {
   struct rank* a = arg;
-  struct shunt_world_exchange bs = {.ctx = a, .allgather = allgather, .barrier = thread_exchange_barrier};
+  struct shunt_world_exchange bs = {.oob = {a, allgather, thread_exchange_barrier}};
   struct shunt_peers_config c = {.rank = a->rank,
                                  .nranks = NR,
                                  .bs = &bs,

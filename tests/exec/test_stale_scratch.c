@@ -34,7 +34,7 @@ static int allgather(void* ctx, void* buf, size_t bytes) {
 static void* rank_main(void* arg) {
   struct rank_arg* a = arg;
   const uint64_t in_bytes = 4096, out_bytes = in_bytes * NR;
-  struct shunt_world_exchange bs = {.ctx = a, .allgather = allgather, .barrier = thread_exchange_barrier};
+  struct shunt_world_exchange bs = {.oob = {a, allgather, thread_exchange_barrier}};
   struct shunt_world_config cfg = {shunt_lower_scratch_need(a->plan, in_bytes, out_bytes), in_bytes,
                                    out_bytes};
   struct shunt_world* w = NULL;

@@ -276,7 +276,7 @@ static void* rank_main(void* arg) {
   CK(cudaSetDevice(0));
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 
-  struct shunt_world_exchange bs = {.ctx = rc, .allgather = team_allgather, .barrier = team_barrier};
+  struct shunt_world_exchange bs = {.oob = {rc, team_allgather, team_barrier}};
   struct shunt_gpu_world_config cfg = {J->scratch, J->max_in, J->max_out, 20000, 0};
   struct shunt_gpu_world* w = NULL;
   char err[1024];

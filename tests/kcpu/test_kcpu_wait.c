@@ -73,7 +73,7 @@ static void* rank_main(void* arg) {
   struct rank_arg* a = arg;
   struct job* J = a->J;
   unsigned rank = a->rank;
-  struct shunt_world_exchange bs = {.ctx = &a->rank, .allgather = allgather2, .barrier = barrier2};
+  struct shunt_world_exchange bs = {.oob = {&a->rank, allgather2, barrier2}};
   uint64_t in_bytes = J->plan->coll == SHUNT_COLL_ALLGATHER ? BYTES / 2 : BYTES;
   struct shunt_call_shape cs = {in_bytes, BYTES, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, SHUNT_PKT_LL16, 0, false, false};
   struct shunt_split sp;

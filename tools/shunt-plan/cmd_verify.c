@@ -107,11 +107,11 @@ static void in_out_bytes(const struct shunt_plan* p, uint64_t total, uint64_t* i
 static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struct shared* sh, uint32_t rank,
                      const struct shape* shapes, unsigned nshapes, bool inplace) {
   struct bsctx bc = {sh, rank};
-  struct shunt_world_exchange bs = {.ctx = &bc, .allgather = bs_allgather, .barrier = bs_barrier};
+  struct shunt_world_exchange bs = {.oob = {&bc, bs_allgather, bs_barrier}};
   if (o->net) {
-    bs.nnodes = o->nodes;
-    bs.node = rank / (o->nranks / o->nodes);
-    struct sockaddr_in* lo = (struct sockaddr_in*)&bs.net_addr;
+    bs.at.nnodes = o->nodes;
+    bs.at.node = rank / (o->nranks / o->nodes);
+    struct sockaddr_in* lo = (struct sockaddr_in*)&bs.at.net_addr;
     lo->sin_family = AF_INET;
     lo->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   }

@@ -140,7 +140,7 @@ static void* rank_main(void* arg) {
   bool a2a = plan->coll == SHUNT_COLL_ALLTOALL;
   bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE || rs;
   bool inplace = J->inplace;
-  struct shunt_world_exchange bs = {.ctx = c, .allgather = team_allgather, .barrier = team_barrier};
+  struct shunt_world_exchange bs = {.oob = {c, team_allgather, team_barrier}};
   struct shunt_kcpu_world* w = NULL;
   char err[1024];
   if (shunt_kcpu_world_create(rank, nranks, &J->cfg, &bs, &w, err, sizeof(err)) != 0) {

@@ -49,13 +49,13 @@ struct shunt_gpu_agree* shunt_gpu_agree_new(uint32_t rank, uint32_t nranks,
     ok = shunt_shm_create(&a->shm, bytes, err, len) == 0;
     if (ok) memcpy(names[0], a->shm.name, SHUNT_SHM_NAME_MAX);
   }
-  if (ex->allgather(ex->ctx, names, SHUNT_SHM_NAME_MAX) != 0 && ok) {
+  if (ex->oob.allgather(ex->oob.ctx, names, SHUNT_SHM_NAME_MAX) != 0 && ok) {
     snprintf(err, len, "exchanging the agreement board's name failed");
     ok = false;
   }
   if (ok && rank != 0) ok = shunt_shm_open(&a->shm, names[0], bytes, err, len) == 0;
   char why[256];
-  int agreed = shunt_world_agree(ex, rank, nranks, ok, votes, why, sizeof(why));
+  int agreed = shunt_world_agree(&ex->oob, rank, nranks, ok, votes, why, sizeof(why));
   if (ok && agreed != 0) snprintf(err, len, "%s", why);
   if (rank == 0 && a->shm.base) shunt_shm_unlink(a->shm.name);
   free(names);

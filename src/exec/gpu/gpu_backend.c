@@ -306,7 +306,7 @@ static bool captured_anywhere(struct gpu_backend* g) {
   /* Without room for the exchange this rank cannot take part: its peers' exchange fails. */
   if (!all) return true;
   all[g->base.rank] = g->captured;
-  bool any = g->base.ex.allgather(g->base.ex.ctx, all, 1) != 0;
+  bool any = g->base.ex.oob.allgather(g->base.ex.oob.ctx, all, 1) != 0;
   for (uint32_t q = 0; q < n && !any; q++) any = all[q] != 0;
   free(all);
   return any;

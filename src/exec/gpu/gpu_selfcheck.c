@@ -268,7 +268,7 @@ static int agree(struct shunt_backend* b, int state, const struct vote* mine, st
                  uint32_t* bad) {
   all[b->rank] = *mine;
   all[b->rank].state = (uint32_t)state;
-  if (b->ex.allgather(b->ex.ctx, all, sizeof(all[0])) != 0) {
+  if (b->ex.oob.allgather(b->ex.oob.ctx, all, sizeof(all[0])) != 0) {
     *bad = b->rank;
     all[b->rank].state = FAILED;
     snprintf(all[b->rank].what, sizeof(all[0].what), "the ranks could not exchange their results");
@@ -356,7 +356,7 @@ int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const*
         /* Every rank saw the same vote, so every rank tries again, on a new world (the aborted
          * one is broken), once every rank's frees are done (as after the last run, below). */
         b->ops->free_world(b, true);
-        b->ex.barrier(b->ex.ctx);
+        b->ex.oob.barrier(b->ex.oob.ctx);
         struct timespec pause = {0, BUSY_PAUSE_MS * 1000000L};
         nanosleep(&pause, NULL);
       }
@@ -375,7 +375,7 @@ int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const*
   free_bufs(&B);
   /* No rank launches again before every rank's frees are done: a free holds the context lock
    * until the device's queued work has run, and a peer's next kernel would wait for this rank. */
-  b->ex.barrier(b->ex.ctx);
+  b->ex.oob.barrier(b->ex.oob.ctx);
   if (failed) {
     out->rank = bad;
     snprintf(out->what, sizeof(out->what), "%s", all[bad].what);

@@ -273,7 +273,7 @@ static int local_part(struct shunt_gpu_world* w, const struct shunt_gpu_world_co
   w->peer = calloc(w->nranks, sizeof(*w->peer));
   w->remote = calloc(w->nranks, sizeof(*w->remote));
   w->alloc_bytes =
-      w->bs.nnodes > 1 ? (w->lay.total + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1) : w->lay.total;
+      w->bs.at.nnodes > 1 ? (w->lay.total + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1) : w->lay.total;
   w->device = cfg->device;
   if (!cu) {
     shunt_cu(err, len);
@@ -288,7 +288,7 @@ static int local_part(struct shunt_gpu_world* w, const struct shunt_gpu_world_co
     return SHUNT_E_CUDA;
   }
   int rc = local_setup(w, w->device, err, len);
-  if (rc != 0 || w->bs.nnodes <= 1) return rc;
+  if (rc != 0 || w->bs.at.nnodes <= 1) return rc;
   struct shunt_gpu_proxy_config pc = {.cu = cu,
                                       .ctx = w->ctx,
                                       .rank = w->rank,
@@ -407,7 +407,7 @@ static int world_create(struct shunt_gpu_world* w, const struct shunt_gpu_world_
                                   .ready = gpu_ready,
                                   .unready = gpu_unready};
   char gpu[4096];
-  if (rc == 0 && w->bs.nnodes > 1) net_prepare(w, &pc.net, gpu, sizeof(gpu));
+  if (rc == 0 && w->bs.at.nnodes > 1) net_prepare(w, &pc.net, gpu, sizeof(gpu));
   /* Every rank takes part, also one whose own part failed. */
   int prc = shunt_peers_setup(&pc, rc == 0, &w->reach, err, len);
   if (pc.net.dmabuf_fd >= 0) close(pc.net.dmabuf_fd); /* the registration holds what it needs */
@@ -425,7 +425,7 @@ static void destroy(struct shunt_gpu_world* w, struct shunt_gpu_remains** held) 
   shunt_peers_leave(&w->reach); /* peers' teardown then logs nothing */
   /* Every rank unmaps its peers' regions before any rank frees its own. */
   unmap_peers(w);
-  w->bs.barrier(w->bs.ctx);
+  w->bs.oob.barrier(w->bs.oob.ctx);
   release(w, false, held);
 }
 

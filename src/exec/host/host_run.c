@@ -217,7 +217,7 @@ static void report(const struct shunt_world* w, const struct shunt_program* p, c
             j->X.why.seen);
   }
   /* Waits on other hosts: where those ranks are, so that a dead link or host can be found. */
-  if (w->bs.nnodes > 1) {
+  if (w->bs.at.nnodes > 1) {
     appendf(err, len, &at, "\n  ranks of other hosts:");
     for (uint32_t r = 0; r < w->nranks; r++)
       if (shunt_world_remote(w, r)) appendf(err, len, &at, " %u at %s", r, w->where[r]);

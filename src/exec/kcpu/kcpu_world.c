@@ -188,7 +188,7 @@ int shunt_kcpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_k
 void shunt_kcpu_world_destroy(struct shunt_kcpu_world* w) {
   if (!w) return;
   /* No peer may still touch this region (its kernels or its proxy) once it is freed. */
-  w->bs.barrier(w->bs.ctx);
+  w->bs.oob.barrier(w->bs.oob.ctx);
   release(w);
 }
 
