@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# What in-job tuning costs a short job: a 1,000-call allreduce job (shunt-perf --random: 200
-# sizes drawn from MIN to MAX, 5 calls each, ranks as processes) with SHUNT_TUNING=auto and an
-# empty cache (it tunes every bucket it meets) against the same job with the decisions already
-# cached (it tunes nothing), the two taking turns ROUNDS times; the median wall time of each,
-# their ratio, and the calls each bucket spent before its decision.
-# Usage: bench/tune_cost.sh [RANKS=4] [MIN=1K] [MAX=16M] [ROUNDS=3]   (after a build in build/)
+# What in-job tuning costs a short job: a 1,000-call allreduce job (shunt-perf cycling CYCLES
+# times over the powers of two from MIN to MAX, one out-of-place and one in-place call each: 33
+# cycles of 1 KiB-16 MiB make 990 calls, ranks as processes) with SHUNT_TUNING=auto and an empty
+# cache (it tunes every bucket it meets) against the same job with the decisions already cached
+# (it tunes nothing), the two taking turns ROUNDS times; the median wall time of each, their
+# ratio, and how the buckets were decided.
+# Usage: bench/tune_cost.sh [RANKS=4] [MIN=1K] [MAX=16M] [ROUNDS=3] [CYCLES=33]   (after a build in build/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-np=${1:-4} min=${2:-1K} max=${3:-16M} rounds=${4:-3}
+np=${1:-4} min=${2:-1K} max=${3:-16M} rounds=${4:-3} cycles=${5:-33}
 perf=${SHUNT_PERF:-build/tools/shunt-perf/shunt-perf}
 [ -x "$perf" ] || { echo "build first: cmake -S . -B build && cmake --build build" >&2; exit 2; }
 export SHUNT_PLAN_DIR=${SHUNT_PLAN_DIR:-$PWD/plans} SHUNT_FALLBACK=0 SHUNT_TUNING=auto
@@ -17,7 +18,7 @@ job() { # cache-dir log
   local t0 t1
   t0=$(date +%s.%N)
   SHUNT_TUNING_CACHE=$1 SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=TUNE \
-    "$perf" -np "$np" -b "$min" -e "$max" --random 200,7 -n 5 -w 0 -c 0 --coll allreduce >"$2" 2>&1 ||
+    "$perf" -np "$np" -b "$min" -e "$max" -f 2 -n 1 -w 0 -N "$cycles" -c 0 --coll allreduce >"$2" 2>&1 ||
     { tail -5 "$2" >&2; exit 1; }
   t1=$(date +%s.%N)
   echo "$t1 - $t0" | bc
@@ -29,8 +30,8 @@ for ((r = 0; r < rounds; r++)); do
   cached+=("$(job "$tmp/warm" "$tmp/cached$r.log")")
   echo "round $((r + 1)): tuning ${fresh[-1]} s, cached ${cached[-1]} s" >&2
 done
-grep -c "slowest rank's median" "$tmp/cached0.log" >/dev/null &&
-  echo "note: the cached run still tuned $(grep -c "slowest rank's median" "$tmp/cached0.log") bucket(s)"
+grep -q "ranks: screen" "$tmp/cached0.log" &&
+  echo "note: the cached run still tuned $(grep -c "ranks: screen" "$tmp/cached0.log") bucket(s)"
 python3 - "$tmp/fresh0.log" "${fresh[@]}" -- "${cached[@]}" <<'EOF'
 import re, statistics, sys
 log = sys.argv[1]
@@ -39,13 +40,23 @@ cut = args.index("--")
 fresh = [float(x) for x in args[:cut]]
 cached = [float(x) for x in args[cut + 1:]]
 f, c = statistics.median(fresh), statistics.median(cached)
-print("1000 allreduce calls: tuning %.2f s, cached %.2f s (medians), extra %.1f %%" % (f, c, 100 * (f / c - 1)))
-calls = []
+calls = sum(1 for line in open(log) if re.match(r"^ +[0-9]+ +[0-9]+ +float ", line)) * 2
+print("%d allreduce calls: tuning %.2f s, cached %.2f s (medians), extra %.1f %%" % (calls, f, c, 100 * (f / c - 1)))
+screened = kept = decided = 0
+cands = []
 for line in open(log):
-    m = re.search(r"sizes \d+-\d+ on \d+ ranks: (.*) \(slowest rank's median\)", line)
+    m = re.search(r"on \d+ ranks: screen (.*) \(slowest rank\); (\d+) kept", line)
     if m:
-        calls.append(len(m.group(1).split(", ")))
-if calls:
-    print("buckets decided: %d; candidates per bucket %s; calls before each decision: candidates x (1 + 5) + 1"
-          % (len(calls), sorted(set(calls))))
+        screened += 1
+        cands.append(len(m.group(1).split(", ")))
+        kept += int(m.group(2))
+        continue
+    m = re.search(r"on \d+ ranks: screen (.*) \(slowest rank\); winner", line)
+    if m:
+        screened += 1
+        decided += 1
+        cands.append(len(m.group(1).split(", ")))
+if screened:
+    print("buckets: %d; candidates per bucket %s; decided at the screen %d; survivors sampled in the other %d: %d"
+          % (screened, sorted(set(cands)), decided, screened - decided, kept))
 EOF

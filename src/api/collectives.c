@@ -155,7 +155,10 @@ static void resolve_tuned(struct shunt_comm* c, struct plan_job* j) {
   if (e == j->call.entry) return;
   struct shunt_selection sel = {.entry = e};
   struct shunt_split split;
-  if (!both_parts_lower(&sel, &j->call, &split, true)) return;
+  if (!both_parts_lower(&sel, &j->call, &split, true)) {
+    shunt_tune_unfit(&j->tune); /* served by the plan lowered at selection: no sample of e */
+    return;
+  }
   split.inplace = j->split.inplace;
   j->call.entry = e;
   j->split = split;

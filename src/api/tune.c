@@ -16,7 +16,10 @@
 /* Candidates per bucket: the shipped folders offer at most four plans for one call. */
 #define MAX_CAND 8
 
-enum bucket_state { SAMPLING = 0, DECIDED, UNTUNED };
+/* A bucket screens every candidate (one timed call each), keeps those near the best, samples
+ * them, and decides (docs/tuning.md, "Tuning inside the job"). */
+enum bucket_state { SCREENING = 0, SAMPLING, DECIDED, UNTUNED };
+
 
 struct cand {
   const struct shunt_plan_entry* e;
@@ -30,6 +33,9 @@ struct shunt_tune_bucket {
   uint32_t calls; /* calls selected so far */
   uint32_t ncand, baseline;
   struct cand cand[MAX_CAND];
+  uint32_t warm;       /* warm-up rounds of the screen */
+  uint32_t screen_end; /* the call whose run swaps the screen's times: ncand x (warm + 1) */
+  uint32_t surv[MAX_CAND], nsurv; /* the candidates kept by the screen, fastest first */
   enum bucket_state state;
   const struct shunt_plan_entry* winner;
   bool measured; /* decided here by measuring (not read from the cache) */
@@ -40,8 +46,9 @@ struct shunt_tune {
   struct shunt_comm* c;
   struct shunt_tune_bucket** b;
   uint32_t nb, cap;
-  uint32_t warmup, samples;
-  double margin;   /* a fraction: 0.05 keeps the baseline unless another is 5 % faster */
+  uint32_t warmup, samples, reach;
+  double margin; /* a fraction: 0.05 keeps the baseline unless another is 5 % faster */
+  double cut;    /* a fraction: the screen keeps candidates within 1 + cut of the fastest */
   bool broken;     /* an exchange failed: the untuned choices serve from now on */
   bool have_cache; /* path holds the cache file */
   bool dirty;      /* decisions not yet written */
@@ -53,7 +60,7 @@ struct shunt_tune {
 
 /* What every rank must share for the schedule to be the same everywhere. */
 struct settings {
-  uint32_t on, warmup, samples, margin_pct;
+  uint32_t on, warmup, samples, margin_pct, cut_pct, reach;
 };
 
 static bool key_eq(const struct shunt_tune_key* a, const struct shunt_tune_key* b) {
@@ -96,8 +103,10 @@ void shunt_tune_init(struct shunt_comm* c) {
   if (!c->plans_enabled || !c->plans) return;
   struct settings mine = {shunt_tuning_auto_from_env() ? 1u : 0u,
                           (uint32_t)shunt_env_int("SHUNT_TUNING_WARMUP", 1, 0, 100),
-                          (uint32_t)shunt_env_int("SHUNT_TUNING_SAMPLES", 5, 1, 1000),
-                          (uint32_t)shunt_env_int("SHUNT_TUNING_MARGIN", 5, 0, 100)};
+                          (uint32_t)shunt_env_int("SHUNT_TUNING_SAMPLES", 4, 1, 1000),
+                          (uint32_t)shunt_env_int("SHUNT_TUNING_MARGIN", 5, 0, 100),
+                          (uint32_t)shunt_env_int("SHUNT_TUNING_CUT", 30, 0, 1000),
+                          (uint32_t)shunt_env_int("SHUNT_TUNING_REACH", 3, 0, 64)};
   /* Every rank with plans (the same on every rank) swaps its settings: ranks that tuned on
    * different schedules would serve one call with different plans. */
   struct settings* all = calloc((size_t)c->nranks, sizeof(*all));
@@ -117,7 +126,7 @@ void shunt_tune_init(struct shunt_comm* c) {
     if (mine.on)
       SHUNT_WARN(
           "rank %d: in-job tuning off for this communicator: ranks differ in SHUNT_TUNING, "
-          "SHUNT_TUNING_WARMUP, SHUNT_TUNING_SAMPLES or SHUNT_TUNING_MARGIN",
+          "SHUNT_TUNING_WARMUP, _SAMPLES, _MARGIN, _CUT or _REACH",
           c->rank);
     return;
   }
@@ -129,6 +138,8 @@ void shunt_tune_init(struct shunt_comm* c) {
   t->warmup = mine.warmup;
   t->samples = mine.samples;
   t->margin = mine.margin_pct / 100.0;
+  t->cut = mine.cut_pct / 100.0;
+  t->reach = mine.reach;
   const struct shunt_real_nccl* real = shunt_real_nccl();
   snprintf(t->fingerprint, sizeof(t->fingerprint),
            "shunt=%s nccl=%d device=host ranks=%d rpn=%d plans=%016llx", SHUNT_VERSION,
@@ -139,8 +150,11 @@ void shunt_tune_init(struct shunt_comm* c) {
   if (c->rank == 0)
     SHUNT_INFO(
         SHUNT_TUNE,
-        "in-job tuning: %u warm-up and %u timed calls per candidate, margin %u %%; cache %s (%u decisions)",
-        t->warmup, t->samples, mine.margin_pct, t->have_cache ? t->path : "none", t->nsaved);
+        "in-job tuning: candidates within %u size classes of their range, screened by one timed call "
+        "(after %u warm-up), those within %u %% of the fastest timed %u times more, margin %u %%; "
+        "cache %s (%u decisions)",
+        t->reach, t->warmup, mine.cut_pct, t->samples, mine.margin_pct, t->have_cache ? t->path : "none",
+        t->nsaved);
   c->tune = t;
 }
 
@@ -193,6 +207,14 @@ void shunt_tune_fini(struct shunt_comm* c, bool abort) {
   free(t);
 }
 
+/* Whether a plan is tried for calls of size class `cls`: its effective range reaches within
+ * `reach` classes of it (a range's guess is off by a few classes on a machine it was not made
+ * for, not by orders of magnitude; a candidate far outside it costs the job its slowest calls). */
+static bool within_reach(const struct shunt_plan_entry* e, uint32_t cls, uint32_t reach) {
+  uint32_t lo = shunt_tune_class(e->min_bytes), hi = shunt_tune_class(e->max_bytes);
+  return cls + reach >= lo && cls <= hi + reach;
+}
+
 /* A new bucket: its candidates, and the cache's decision when it has one. NULL: out of memory. */
 static struct shunt_tune_bucket* new_bucket(struct shunt_tune* t, const struct shunt_tune_key* key,
                                             const struct shunt_select_query* q,
@@ -208,22 +230,25 @@ static struct shunt_tune_bucket* new_bucket(struct shunt_tune* t, const struct s
   if (!b) return NULL;
   b->key = *key;
   const struct shunt_plan_entry* list[MAX_CAND];
-  uint32_t n = shunt_planset_candidates(t->c->plans, q, list, MAX_CAND);
-  if (n > MAX_CAND) n = MAX_CAND;
+  uint32_t found = shunt_planset_candidates(t->c->plans, q, list, MAX_CAND), n = 0;
+  if (found > MAX_CAND) found = MAX_CAND;
   b->baseline = UINT32_MAX;
-  for (uint32_t i = 0; i < n; i++) {
-    b->cand[i].e = list[i];
-    if (list[i] == untuned) b->baseline = i;
+  for (uint32_t i = 0; i < found; i++) {
+    if (list[i] != untuned && !within_reach(list[i], key->cls, t->reach)) continue;
+    if (list[i] == untuned) b->baseline = n;
+    b->cand[n++].e = list[i];
   }
   b->ncand = n;
+  b->warm = t->warmup;
+  b->screen_end = n * (b->warm + 1);
   bool ok = true;
-  for (uint32_t i = 0; i < n && ok; i++) ok = (b->cand[i].t = calloc(t->samples, sizeof(double))) != NULL;
+  for (uint32_t i = 0; i < n && ok; i++) ok = (b->cand[i].t = calloc(t->samples + 1, sizeof(double))) != NULL;
   if (!ok || b->baseline == UINT32_MAX || n < 2) {
     /* Nothing to choose from (or the untuned plan is not among the candidates): the untuned
      * choice serves, as it would without tuning. */
     b->state = UNTUNED;
   }
-  for (uint32_t i = 0; i < t->nsaved && b->state == SAMPLING; i++) {
+  for (uint32_t i = 0; i < t->nsaved && b->state == SCREENING; i++) {
     if (!key_eq(&t->saved[i].key, key)) continue;
     for (uint32_t k = 0; k < n; k++)
       if (!strcmp(b->cand[k].e->plan->name, t->saved[i].winner)) {
@@ -260,18 +285,19 @@ const struct shunt_plan_entry* shunt_tune_pick(struct shunt_tune* t, const struc
   uint32_t idx = b->calls++;
   if (b->state == DECIDED) {
     e = b->winner;
-  } else if (b->state == SAMPLING) {
-    uint32_t total = b->ncand * (t->warmup + t->samples);
+  } else if (b->state != UNTUNED) {
     tk->bucket = b;
     tk->index = idx;
-    if (idx < total) {
+    tk->grouped = grouped;
+    tk->cand = UINT32_MAX;
+    if (idx < b->screen_end) {
       tk->cand = idx % b->ncand;
-      tk->sample = !grouped && idx / b->ncand >= t->warmup;
+      tk->sample = !grouped && idx / b->ncand >= b->warm;
       e = b->cand[tk->cand].e;
     } else {
-      /* Decided at the run of call `total`, where every rank swaps its medians. */
+      /* Served as the screen and the samples after it say, known at the run: the screen's
+       * times are swapped at the run of call screen_end, where every rank runs it. */
       tk->resolve = true;
-      tk->agree = idx == total;
     }
   }
 out:
@@ -296,28 +322,32 @@ struct report {
   uint32_t failed, pad;
 };
 
-/* Every rank: swap medians, take the same winner. With t->mu held. */
-static void decide(struct shunt_tune* t, struct shunt_tune_bucket* b) {
+static double median_of(struct cand* cd) {
+  if (!cd->n) return -1;
+  qsort(cd->t, cd->n, sizeof(double), cmp_double);
+  return cd->n % 2 ? cd->t[cd->n / 2] : (cd->t[cd->n / 2 - 1] + cd->t[cd->n / 2]) / 2;
+}
+
+/* Every rank: swaps the medians of the candidates in `which` (nwhich of them) and computes, the
+ * same on every rank, each one's slowest-rank median and whether it is usable (samples on every
+ * rank, no failure anywhere; one WARN per failed candidate). 0, or -1 once tuning is broken
+ * (the bucket left untuned). With t->mu held. */
+static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const uint32_t* which, uint32_t n,
+                      const char* what, double* slowest, bool* usable) {
   struct shunt_comm* c = t->c;
-  uint32_t n = b->ncand, nr = (uint32_t)c->nranks;
+  uint32_t nr = (uint32_t)c->nranks;
   struct report* all = calloc((size_t)n * nr, sizeof(*all));
   char err[256] = "out of memory";
   int rc = -1;
   if (all) {
-    for (uint32_t k = 0; k < n; k++) {
-      struct cand* cd = &b->cand[k];
-      struct report* r = &all[(size_t)c->rank * n + k];
+    for (uint32_t i = 0; i < n; i++) {
+      struct cand* cd = &b->cand[which[i]];
+      struct report* r = &all[(size_t)c->rank * n + i];
       r->failed = cd->failed;
-      r->median = -1;
-      if (cd->n) {
-        qsort(cd->t, cd->n, sizeof(double), cmp_double);
-        r->median = cd->n % 2 ? cd->t[cd->n / 2] : (cd->t[cd->n / 2 - 1] + cd->t[cd->n / 2]) / 2;
-      }
+      r->median = median_of(cd);
     }
     rc = shunt_bootstrap_allgather(c->boot, all, n * sizeof(*all), err, sizeof(err));
   }
-  char what[160];
-  describe(&b->key, what, sizeof(what));
   if (rc != 0) {
     free(all);
     t->broken = true;
@@ -326,85 +356,177 @@ static void decide(struct shunt_tune* t, struct shunt_tune_bucket* b) {
         "rank %d: in-job tuning ended for this communicator (%s: the ranks could not swap timings: %s); "
         "the untuned plans serve",
         c->rank, what, err);
-    return;
+    return -1;
   }
-  double slowest[MAX_CAND];
-  bool usable[MAX_CAND];
-  for (uint32_t k = 0; k < n; k++) {
-    slowest[k] = 0;
-    usable[k] = true;
+  for (uint32_t i = 0; i < n; i++) {
+    slowest[i] = 0;
+    usable[i] = true;
     bool failed = false;
     for (uint32_t r = 0; r < nr; r++) {
-      const struct report* x = &all[(size_t)r * n + k];
+      const struct report* x = &all[(size_t)r * n + i];
       failed |= x->failed != 0;
-      if (x->median < 0) usable[k] = false;
-      if (x->median > slowest[k]) slowest[k] = x->median;
+      if (x->median < 0) usable[i] = false;
+      if (x->median > slowest[i]) slowest[i] = x->median;
     }
     if (failed) {
-      usable[k] = false;
+      usable[i] = false;
+      b->cand[which[i]].failed = true; /* on every rank: out of every later phase */
       if (c->rank == 0)
         SHUNT_WARN("in-job tuning: plan %s failed on some rank during tuning (%s); it is out on every rank",
-                   b->cand[k].e->plan->name, what);
+                   b->cand[which[i]].e->plan->name, what);
     }
   }
   free(all);
-  uint32_t best = b->baseline;
-  for (uint32_t k = 0; k < n; k++)
-    if (usable[k] && (!usable[best] || slowest[k] < slowest[best])) best = k;
-  /* The baseline stays unless another is faster by more than the margin (timing noise). */
-  uint32_t win = best;
-  if (usable[b->baseline] && best != b->baseline && !(slowest[best] < slowest[b->baseline] * (1 - t->margin)))
-    win = b->baseline;
-  if (!usable[win]) win = b->baseline; /* no candidate has times on every rank */
+  return 0;
+}
+
+/* "name 12.3 us, name out, ..." for the log. */
+static void list_times(const struct shunt_tune_bucket* b, const uint32_t* which, uint32_t n, const double* slowest,
+                       const bool* usable, char* out, size_t len) {
+  size_t l = 0;
+  out[0] = '\0';
+  for (uint32_t i = 0; i < n && l < len; i++) {
+    const char* name = b->cand[which[i]].e->plan->name;
+    if (usable[i])
+      l += (size_t)snprintf(out + l, len - l, "%s%s %.1f us", i ? ", " : "", name, slowest[i] * 1e6);
+    else
+      l += (size_t)snprintf(out + l, len - l, "%s%s out", i ? ", " : "", name);
+  }
+}
+
+static void decided(struct shunt_tune* t, struct shunt_tune_bucket* b, uint32_t win) {
   b->state = DECIDED;
   b->winner = b->cand[win].e;
   b->measured = true;
   t->dirty = true;
-  if (c->rank == 0 && shunt_log_enabled(SHUNT_LOG_INFO, SHUNT_TUNE)) {
-    char times[1024];
-    size_t l = 0;
-    times[0] = '\0';
-    for (uint32_t k = 0; k < n && l < sizeof(times); k++) {
-      if (usable[k])
-        l += (size_t)snprintf(times + l, sizeof(times) - l, "%s%s %.1f us", k ? ", " : "",
-                              b->cand[k].e->plan->name, slowest[k] * 1e6);
-      else
-        l += (size_t)snprintf(times + l, sizeof(times) - l, "%s%s out", k ? ", " : "",
-                              b->cand[k].e->plan->name);
-    }
-    double gain = usable[b->baseline] && slowest[win] > 0 ? slowest[b->baseline] / slowest[win] : 0;
-    SHUNT_INFO(SHUNT_TUNE, "%s on %d ranks: %s (slowest rank's median); winner %s%s, %.2fx the untuned %s",
-               what, c->nranks, times, b->winner->plan->name, win == b->baseline ? " (untuned)" : "", gain,
-               b->cand[b->baseline].e->plan->name);
-  }
-  uint32_t decided;
-  uint64_t h = table_hash(t, &decided);
-  SHUNT_INFO(SHUNT_TUNE, "rank %d: decision table %016llx (%u buckets decided)", c->rank,
-             (unsigned long long)h, decided);
+  uint32_t n;
+  uint64_t h = table_hash(t, &n);
+  SHUNT_INFO(SHUNT_TUNE, "rank %d: decision table %016llx (%u buckets decided)", t->c->rank,
+             (unsigned long long)h, n);
   bool all_done = true;
-  for (uint32_t i = 0; i < t->nb; i++) all_done &= t->b[i]->state != SAMPLING;
+  for (uint32_t i = 0; i < t->nb; i++) all_done &= t->b[i]->state == DECIDED || t->b[i]->state == UNTUNED;
   if (all_done) write_cache(t);
 }
 
-const struct shunt_plan_entry* shunt_tune_resolve(struct shunt_comm* c, const struct shunt_tune_ticket* tk,
+/* The screen's times swapped: the candidates within 1 + cut of the fastest go on to be sampled;
+ * one alone is the winner. With t->mu held. */
+static void screen(struct shunt_tune* t, struct shunt_tune_bucket* b) {
+  uint32_t all[MAX_CAND] = {0}, n = b->ncand;
+  double slowest[MAX_CAND];
+  bool usable[MAX_CAND];
+  char what[160];
+  describe(&b->key, what, sizeof(what));
+  for (uint32_t k = 0; k < n; k++) all[k] = k;
+  if (swap_times(t, b, all, n, what, slowest, usable) != 0) return;
+  uint32_t best = UINT32_MAX;
+  for (uint32_t k = 0; k < n; k++)
+    if (usable[k] && (best == UINT32_MAX || slowest[k] < slowest[best])) best = k;
+  b->nsurv = 0;
+  if (best != UINT32_MAX) {
+    /* Fastest first, the order every rank computes alike. */
+    for (uint32_t k = 0; k < n; k++)
+      if (usable[k] && slowest[k] <= slowest[best] * (1 + t->cut)) b->surv[b->nsurv++] = k;
+    for (uint32_t i = 1; i < b->nsurv; i++)
+      for (uint32_t j = i; j > 0 && slowest[b->surv[j]] < slowest[b->surv[j - 1]]; j--) {
+        uint32_t x = b->surv[j];
+        b->surv[j] = b->surv[j - 1];
+        b->surv[j - 1] = x;
+      }
+  }
+  if (t->c->rank == 0 && shunt_log_enabled(SHUNT_LOG_INFO, SHUNT_TUNE)) {
+    char times[1024];
+    list_times(b, all, n, slowest, usable, times, sizeof(times));
+    uint32_t w = b->nsurv ? b->surv[0] : b->baseline;
+    if (b->nsurv >= 2)
+      SHUNT_INFO(SHUNT_TUNE, "%s on %d ranks: screen %s (slowest rank); %u kept", what, t->c->nranks, times,
+                 b->nsurv);
+    else
+      SHUNT_INFO(SHUNT_TUNE, "%s on %d ranks: screen %s (slowest rank); winner %s%s, none other within %.0f %%",
+                 what, t->c->nranks, times, b->cand[w].e->plan->name, w == b->baseline ? " (untuned)" : "",
+                 t->cut * 100);
+  }
+  for (uint32_t k = 0; k < n; k++) b->cand[k].n = 0;
+  if (b->nsurv >= 2) {
+    b->state = SAMPLING;
+    return;
+  }
+  /* One candidate left (or none with times everywhere: the untuned plan). */
+  decided(t, b, b->nsurv ? b->surv[0] : b->baseline);
+}
+
+/* The survivors' samples swapped: the fastest wins, but the untuned plan stays unless another is
+ * faster by more than the margin (timing noise). With t->mu held. */
+static void decide(struct shunt_tune* t, struct shunt_tune_bucket* b) {
+  uint32_t n = b->nsurv;
+  double slowest[MAX_CAND];
+  bool usable[MAX_CAND];
+  char what[160];
+  describe(&b->key, what, sizeof(what));
+  if (swap_times(t, b, b->surv, n, what, slowest, usable) != 0) return;
+  uint32_t best = UINT32_MAX, base = UINT32_MAX;
+  for (uint32_t i = 0; i < n; i++) {
+    if (b->surv[i] == b->baseline) base = i;
+    if (usable[i] && (best == UINT32_MAX || slowest[i] < slowest[best])) best = i;
+  }
+  uint32_t win = best;
+  if (best == UINT32_MAX)
+    win = base; /* no survivor has times on every rank */
+  else if (base != UINT32_MAX && usable[base] && best != base && !(slowest[best] < slowest[base] * (1 - t->margin)))
+    win = base;
+  uint32_t w = win == UINT32_MAX ? b->baseline : b->surv[win];
+  if (t->c->rank == 0 && shunt_log_enabled(SHUNT_LOG_INFO, SHUNT_TUNE)) {
+    char times[1024];
+    list_times(b, b->surv, n, slowest, usable, times, sizeof(times));
+    double gain = win != UINT32_MAX && base != UINT32_MAX && usable[base] && slowest[win] > 0
+                      ? slowest[base] / slowest[win]
+                      : 0;
+    if (gain > 0)
+      SHUNT_INFO(SHUNT_TUNE, "%s on %d ranks: %s (slowest rank's median); winner %s%s, %.2fx the untuned %s", what,
+                 t->c->nranks, times, b->cand[w].e->plan->name, w == b->baseline ? " (untuned)" : "", gain,
+                 b->cand[b->baseline].e->plan->name);
+    else
+      SHUNT_INFO(SHUNT_TUNE,
+                 "%s on %d ranks: %s (slowest rank's median); winner %s, the untuned %s left at the screen", what,
+                 t->c->nranks, times, b->cand[w].e->plan->name, b->cand[b->baseline].e->plan->name);
+  }
+  decided(t, b, w);
+}
+
+const struct shunt_plan_entry* shunt_tune_resolve(struct shunt_comm* c, struct shunt_tune_ticket* tk,
                                                   const struct shunt_plan_entry* planned) {
   struct shunt_tune* t = c->tune;
-  if (!t || !tk->bucket || !(tk->resolve || tk->agree)) return planned;
+  if (!t || !tk->bucket || !tk->resolve) return planned;
   pthread_mutex_lock(&t->mu);
   struct shunt_tune_bucket* b = tk->bucket;
-  if (tk->agree && b->state == SAMPLING && !t->broken) decide(t, b);
-  const struct shunt_plan_entry* e = tk->resolve && b->state == DECIDED ? b->winner : planned;
+  const struct shunt_plan_entry* e = planned;
+  /* Runs come in call order on every rank: the call that swaps a phase's times finds the bucket
+   * in that phase on every rank. */
+  if (!t->broken && b->state == SCREENING && tk->index == b->screen_end) screen(t, b);
+  if (!t->broken && b->state == SAMPLING) {
+    uint32_t j = tk->index - b->screen_end, S = t->samples;
+    if (j == 0) {
+      e = b->cand[b->surv[0]].e; /* the screen's fastest serves the call that screened */
+    } else if (j - 1 < b->nsurv * S) {
+      tk->cand = b->surv[(j - 1) % b->nsurv];
+      tk->sample = !tk->grouped;
+      e = b->cand[tk->cand].e;
+    } else if (j - 1 == b->nsurv * S) {
+      decide(t, b);
+    }
+  }
+  if (b->state == DECIDED) e = b->winner;
   pthread_mutex_unlock(&t->mu);
   return e;
 }
 
 void shunt_tune_record(struct shunt_tune* t, const struct shunt_tune_ticket* tk, double seconds, bool ok) {
-  if (!t || !tk->bucket || tk->resolve || tk->agree) return;
+  if (!t || !tk->bucket || tk->cand == UINT32_MAX) return;
   pthread_mutex_lock(&t->mu);
   struct shunt_tune_bucket* b = tk->bucket;
   struct cand* cd = &b->cand[tk->cand];
   if (!ok) cd->failed = true;
-  if (ok && tk->sample && b->state == SAMPLING && cd->n < t->samples && isfinite(seconds))
+  if (ok && tk->sample && (b->state == SCREENING || b->state == SAMPLING) && cd->n <= t->samples &&
+      isfinite(seconds))
     cd->t[cd->n++] = seconds;
   pthread_mutex_unlock(&t->mu);
 }

@@ -12,11 +12,14 @@
  * - The plan of a call depends only on its bucket and its index among the bucket's calls, both
  *   the same on every rank (ranks make the same calls in the same order), so no two ranks serve
  *   one call with different plans, grouped or not.
- * - The first calls of a bucket serve its candidates in turn (warm-up, then samples). Only calls
- *   outside a group are timed. At the call after the last sample the ranks swap their medians in
- *   one small exchange over the bootstrap (inside that call's job, where every rank runs it),
- *   and every rank computes the same winner from the same numbers: the candidate whose slowest
- *   rank is fastest, kept only when it beats the baseline by more than the margin.
+ * - Candidates are the plans within SHUNT_TUNING_REACH size classes of their own range (the
+ *   untuned plan always). The first calls of a bucket screen them in turn (warm-up calls,
+ *   then one timed call each); at the next call the ranks swap those times in one small exchange
+ *   over the bootstrap (inside that call's job, where every rank runs it) and keep the
+ *   candidates within SHUNT_TUNING_CUT of the fastest; those serve the next calls in turn, each
+ *   SHUNT_TUNING_SAMPLES times, and a second exchange decides: every rank computes the same
+ *   winner from the same numbers, the candidate whose slowest rank is fastest, kept only when
+ *   it beats the untuned plan by more than the margin. Only calls outside a group are timed.
  * - A candidate that failed on any rank is out of the decision on every rank; an exchange that
  *   fails ends tuning on the communicator: the untuned choices serve from then on.
  * - Calls on device memory, calls that name their plan, and calls of a communicator with a
@@ -38,10 +41,10 @@ struct shunt_tune_bucket;
 struct shunt_tune_ticket {
   struct shunt_tune_bucket* bucket; /* NULL: the call is not tuned */
   uint32_t index;                   /* the call's index among its bucket's calls */
-  uint32_t cand;                    /* the candidate serving it while sampling */
+  uint32_t cand;                    /* the candidate serving it; UINT32_MAX: none (a decision) */
   bool sample;                      /* time the run */
-  bool resolve;                     /* at the run: take the bucket's decision (made then, if agree) */
-  bool agree;                       /* at the run, first: the ranks' exchange that decides */
+  bool resolve;                     /* at the run: the plan follows from the phase the bucket is in */
+  bool grouped;                     /* inside ncclGroupStart/End: never timed */
 };
 
 /* At creation, on every rank: c->tune when SHUNT_TUNING=auto and plans serve c, with what the
@@ -56,15 +59,16 @@ const struct shunt_plan_entry* shunt_tune_pick(struct shunt_tune* t, const struc
                                                const struct shunt_plan_entry* untuned, bool grouped,
                                                struct shunt_tune_ticket* tk);
 
-/* At the run, before launching: the plan that serves the call (resolving a ticket that waits for
- * its bucket's decision; runs the exchange when tk->agree), `planned` otherwise. */
-const struct shunt_plan_entry* shunt_tune_resolve(struct shunt_comm* c, const struct shunt_tune_ticket* tk,
+/* At the run, before launching: the plan that serves the call, `planned` when it is not
+ * resolved here. A resolved ticket runs the exchange its index calls for and is filled in (the
+ * candidate, whether it is a sample). */
+const struct shunt_plan_entry* shunt_tune_resolve(struct shunt_comm* c, struct shunt_tune_ticket* tk,
                                                   const struct shunt_plan_entry* planned);
 
 /* After the run: its time and whether it succeeded. */
 void shunt_tune_record(struct shunt_tune* t, const struct shunt_tune_ticket* tk, double seconds, bool ok);
 
-/* The candidate shunt_tune_pick named cannot take this exact call (its shape does not lower):
- * the untuned plan serves it, and it is no sample. */
+/* The candidate shunt_tune_pick or shunt_tune_resolve named cannot take this exact call (its
+ * shape does not lower): the plan lowered before serves it, and it is no sample. */
 void shunt_tune_unfit(struct shunt_tune_ticket* tk);
 #endif
