@@ -130,6 +130,34 @@ static bool both_parts_lower(struct shunt_selection* sel, const struct shunt_cal
   return false;
 }
 
+/* A collective call's arguments as the API received them; the chain below reads them through
+ * the collective's row of `kinds`. */
+struct coll_args {
+  const void* send;
+  void* recv;
+  size_t count; /* NCCL's count: allreduce's elements, allgather's per-rank send count,
+                   reducescatter's per-rank receive count, alltoall's count to and from each peer */
+  ncclDataType_t dtype;
+  ncclRedOp_t op; /* collectives that reduce */
+  ncclComm_t comm;
+  cudaStream_t stream;
+  int with_config; /* the *Config form: config may be NULL, as NCCL allows */
+  const ncclCollConfig_t* config;
+  int root; /* broadcast */
+};
+
+/* What tells one collective from another on the way to a plan; everything else is one chain
+ * (route). Sizes: `count` elements of the dtype is the per-rank unit; in_units and out_units
+ * say how many units each rank's input and output hold (0 means the rank count). */
+struct coll_kind {
+  enum shunt_coll coll;
+  const char *name, *name_config;
+  int force;    /* its SHUNT_FORCE_FALLBACK bit */
+  bool reduces; /* takes a reduction op */
+  uint32_t in_units, out_units;
+  ncclResult_t (*forward)(const struct shunt_real_nccl* real, const struct coll_args* a, ncclComm_t comm);
+};
+
 /* A queued call names its communicator by handle and serial, holding no reference: the
  * communicator may be aborted before the group ends (by this very thread, even), and the call
  * must then fail rather than keep it alive or touch freed memory. */
@@ -140,6 +168,10 @@ struct plan_job {
   struct shunt_split split;      /* the call's shape, computed at selection */
   void* completion_event;        /* ncclCollConfig_t.launchCompletionEvent, or NULL */
   struct shunt_tune_ticket tune; /* in-job tuning: how the run takes part (api/tune.h) */
+  /* In-job tuning may hand the call to NCCL at the run: what forwarding it takes (the
+   * per-call config is not kept: what it says is shunt's, or read already). */
+  const struct coll_kind* kind;
+  struct coll_args args;
 };
 
 static double now_seconds(void) {
@@ -153,6 +185,10 @@ static double now_seconds(void) {
 static void resolve_tuned(struct shunt_comm* c, struct plan_job* j) {
   const struct shunt_plan_entry* e = shunt_tune_resolve(c, &j->tune, j->call.entry);
   if (e == j->call.entry) return;
+  if (e == &shunt_tune_nccl) {
+    j->call.entry = e;
+    return;
+  }
   struct shunt_selection sel = {.entry = e};
   struct shunt_split split;
   if (!both_parts_lower(&sel, &j->call, &split, true)) {
@@ -173,8 +209,16 @@ static ncclResult_t run_plan_job(void* arg) {
     return ncclInvalidUsage;
   }
   resolve_tuned(c, j);
+  shunt_tune_start(c->tune, &j->tune, (void*)j->call.stream);
   double t0 = j->tune.sample ? now_seconds() : 0;
-  ncclResult_t rc = shunt_launch(c, &j->call, &j->split);
+  ncclResult_t rc;
+  if (j->call.entry == &shunt_tune_nccl) {
+    SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes -> nccl (in-job tuning)", j->kind->name, j->call.in_bytes);
+    atomic_store(&c->last_plan, (const char*)NULL);
+    rc = j->kind->forward(shunt_real_nccl(), &j->args, c->real);
+  } else {
+    rc = shunt_launch(c, &j->call, &j->split);
+  }
   if (j->tune.bucket)
     shunt_tune_record(c->tune, &j->tune, j->tune.sample ? now_seconds() - t0 : 0, rc == ncclSuccess);
   /* The host backend has finished the work when shunt_launch returns, the GPU backend has
@@ -196,7 +240,8 @@ static ncclResult_t run_plan_job(void* arg) {
  * at once (api/group.h). */
 static ncclResult_t queue_plan_call(struct shunt_comm* c, struct shunt_call* call,
                                     const struct shunt_split* split, const struct shunt_coll_opts* opts,
-                                    const struct shunt_tune_ticket* tune) {
+                                    const struct shunt_tune_ticket* tune, const struct coll_kind* k,
+                                    const struct coll_args* a) {
   struct plan_job* j = malloc(sizeof(*j));
   if (!j) {
     SHUNT_WARN("out of memory queueing a collective");
@@ -205,10 +250,15 @@ static ncclResult_t queue_plan_call(struct shunt_comm* c, struct shunt_call* cal
   j->handle = c->handle;
   j->serial = c->serial;
   j->call = *call;
-  j->split = *split;
+  memset(&j->split, 0, sizeof(j->split));
   j->completion_event = opts->completion_event;
   j->tune = *tune;
-  atomic_store(&c->last_plan, call->entry->plan->name);
+  j->kind = k;
+  j->args = *a;
+  j->args.with_config = 0;
+  j->args.config = NULL;
+  if (split) j->split = *split;
+  if (call->entry != &shunt_tune_nccl) atomic_store(&c->last_plan, call->entry->plan->name);
   return shunt_group_enqueue(c, run_plan_job, j, free);
 }
 
@@ -251,33 +301,6 @@ static ncclResult_t no_path(const char* fn, const char* why) {
   return ncclInvalidUsage;
 }
 
-/* A collective call's arguments as the API received them; the chain below reads them through
- * the collective's row of `kinds`. */
-struct coll_args {
-  const void* send;
-  void* recv;
-  size_t count; /* NCCL's count: allreduce's elements, allgather's per-rank send count,
-                   reducescatter's per-rank receive count, alltoall's count to and from each peer */
-  ncclDataType_t dtype;
-  ncclRedOp_t op; /* collectives that reduce */
-  ncclComm_t comm;
-  cudaStream_t stream;
-  int with_config; /* the *Config form: config may be NULL, as NCCL allows */
-  const ncclCollConfig_t* config;
-  int root; /* broadcast */
-};
-
-/* What tells one collective from another on the way to a plan; everything else is one chain
- * (route). Sizes: `count` elements of the dtype is the per-rank unit; in_units and out_units
- * say how many units each rank's input and output hold (0 means the rank count). */
-struct coll_kind {
-  enum shunt_coll coll;
-  const char *name, *name_config;
-  int force;    /* its SHUNT_FORCE_FALLBACK bit */
-  bool reduces; /* takes a reduction op */
-  uint32_t in_units, out_units;
-  ncclResult_t (*forward)(const struct shunt_real_nccl* real, const struct coll_args* a, ncclComm_t comm);
-};
 
 /* The real library's answer; its failure makes its own last error the newer one. */
 static ncclResult_t real_said(ncclResult_t rc) {
@@ -447,27 +470,59 @@ static ncclResult_t route(const struct coll_kind* k, const struct coll_args* a) 
     struct shunt_split split;
     struct shunt_tune_ticket tune = {0};
     bool tuned = false;
-    if (sel.entry && c->tune && !call.on_gpu) {
-      /* In-job tuning may serve the call with another candidate; one whose shape does not
-       * lower for this exact size leaves it to the untuned plan (alike on every rank). */
+    if (c->tune && (sel.entry || call.on_gpu)) {
+      /* In-job tuning (api/tune.h): a host call a plan serves, a device call whatever serves it
+       * untuned (NCCL included). A candidate whose shape does not lower for this exact size
+       * leaves the call to the untuned choice (alike on every rank). */
       const struct shunt_plan_entry* untuned = sel.entry;
-      sel.entry = shunt_tune_pick(c->tune, &q, untuned, shunt_group_depth() > 0, &tune);
-      const struct shunt_plan_entry* cand = sel.entry;
-      tuned = cand != untuned;
-      if (tuned && !both_parts_lower(&sel, &call, &split, true)) {
-        tuned = false;
-        SHUNT_TRACE(SHUNT_TUNE, "%s %" PRIu64 " bytes: candidate %s passed over: %s", fn, bytes,
-                    cand->plan->name, sel.why_not);
-        sel.entry = untuned;
-        sel.why_not = NULL;
+      const struct shunt_plan_entry* cand =
+          shunt_tune_pick(c->tune, &q, untuned, &call, shunt_group_depth() > 0, &tune);
+      if (tune.resolve) {
+        /* Settled at the run: lowered for the untuned plan now, re-lowered there if another
+         * serves it. */
+        if (!untuned) {
+          call.entry = &shunt_tune_nccl;
+          SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s -> settled at the run (in-job tuning)", fn, bytes, what);
+          return queue_plan_call(c, &call, NULL, &opts, &tune, k, a);
+        }
+        if (both_parts_lower(&sel, &call, &split, false)) {
+          call.entry = sel.entry;
+          split.inplace = inplace;
+          SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s -> plan %s (in-job tuning may settle another at the run)",
+                     fn, bytes, what, sel.entry->plan->name);
+          return queue_plan_call(c, &call, &split, &opts, &tune, k, a);
+        }
         shunt_tune_unfit(&tune);
+      } else if (cand == &shunt_tune_nccl) {
+        sel.entry = NULL;
+        if (tune.bucket) {
+          /* NCCL's turn, timed on the call's stream. */
+          SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s -> nccl (in-job tuning)", fn, bytes, what);
+          atomic_store(&c->last_plan, (const char*)NULL);
+          shunt_tune_start(c->tune, &tune, (void*)a->stream);
+          rc = k->forward(shunt_real_nccl(), a, c->real);
+          shunt_tune_record(c->tune, &tune, 0, rc == ncclSuccess);
+          return rc;
+        }
+        if (untuned) sel.why_not = "in-job tuning chose NCCL for these calls";
+      } else {
+        sel.entry = cand;
+        tuned = cand != untuned;
+        if (tuned && !both_parts_lower(&sel, &call, &split, true)) {
+          tuned = false;
+          SHUNT_TRACE(SHUNT_TUNE, "%s %" PRIu64 " bytes: candidate %s passed over: %s", fn, bytes,
+                      cand->plan->name, sel.why_not);
+          sel.entry = untuned;
+          if (untuned) sel.why_not = NULL;
+          shunt_tune_unfit(&tune);
+        }
       }
     }
     if (sel.entry && (tuned || both_parts_lower(&sel, &call, &split, false))) {
       call.entry = sel.entry;
       split.inplace = inplace; /* the one rule, carried down: no layer below decides it again */
       SHUNT_INFO(SHUNT_CALL, "%s %" PRIu64 " bytes %s -> plan %s", fn, bytes, what, sel.entry->plan->name);
-      return queue_plan_call(c, &call, &split, &opts, &tune);
+      return queue_plan_call(c, &call, &split, &opts, &tune, k, a);
     }
     why = sel.why_not;
   }

@@ -6,8 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/gpu_gate.h"
 #include "api/plans.h"
+#include "exec/backend.h"
 #include "plan/tune_cache.h"
+#include "transport/cu.h"
 #include "comm/bootstrap.h"
 #include "fallback/real_nccl.h"
 #include "util/env.h"
@@ -20,11 +23,24 @@
  * them, and decides (docs/tuning.md, "Tuning inside the job"). */
 enum bucket_state { SCREENING = 0, SAMPLING, DECIDED, UNTUNED };
 
+const struct shunt_plan_entry shunt_tune_nccl = {.file = SHUNT_TUNE_NCCL_NAME};
+
+static const char* cand_name(const struct shunt_plan_entry* e) {
+  return e == &shunt_tune_nccl ? SHUNT_TUNE_NCCL_NAME : e->plan->name;
+}
+
+/* A device sample: events recorded on the call's stream before and after it, read once the
+ * second has completed (never waited for). */
+struct pend {
+  CUevent a, b;
+};
 
 struct cand {
-  const struct shunt_plan_entry* e;
-  double* t; /* this rank's sampled seconds */
+  const struct shunt_plan_entry* e; /* &shunt_tune_nccl: NCCL */
+  double* t;                        /* this rank's sampled seconds */
   uint32_t n;
+  struct pend* p; /* device samples not yet read */
+  uint32_t np;
   bool failed;
 };
 
@@ -33,8 +49,12 @@ struct shunt_tune_bucket {
   uint32_t calls; /* calls selected so far */
   uint32_t ncand, baseline;
   struct cand cand[MAX_CAND];
-  uint32_t warm;       /* warm-up rounds of the screen */
-  uint32_t screen_end; /* the call whose run swaps the screen's times: ncand x (warm + 1) */
+  uint32_t warm;         /* warm-up rounds of the screen */
+  uint32_t screen_calls; /* calls of the screen: ncand x (warm + 1) */
+  /* The call whose run swaps the times of the phase under way; it moves on by one while some
+   * rank's device samples have not completed (every rank moves it at the same call). */
+  uint32_t swap_at;
+  uint32_t sampling_from;         /* the first call of the samples, after the screen's swap */
   uint32_t surv[MAX_CAND], nsurv; /* the candidates kept by the screen, fastest first */
   enum bucket_state state;
   const struct shunt_plan_entry* winner;
@@ -56,16 +76,36 @@ struct shunt_tune {
   char path[4200];
   struct shunt_tune_saved* saved; /* the cache's decisions, buckets seen or not */
   uint32_t nsaved;
+  /* The CUDA driver, where device calls can be timed (events and their elapsed time); NULL:
+   * device calls are not tuned. */
+  const struct shunt_cu* cu;
 };
 
-/* What every rank must share for the schedule to be the same everywhere. */
+/* What every rank must share for the schedule to be the same everywhere, and what each says of
+ * its device (the fingerprint and device tuning are the communicator's, the same on every rank). */
 struct settings {
   uint32_t on, warmup, samples, margin_pct, cut_pct, reach;
 };
+struct rank_says {
+  struct settings set;
+  uint32_t timing; /* this rank can time device calls (events with their elapsed time) */
+  char model[64];  /* its GPU's name, or "host" */
+};
+
+/* FNV-1a over the decisions a rank read from its cache, to learn whether all read the same. */
+static uint64_t saved_hash(const struct shunt_tune_saved* d, uint32_t n) {
+  uint64_t h = 1469598103934665603ull ^ n;
+  for (uint32_t i = 0; i < n; i++) {
+    const unsigned char* k = (const unsigned char*)&d[i].key;
+    for (size_t j = 0; j < sizeof(d[i].key); j++) h = (h ^ k[j]) * 1099511628211ull;
+    for (const char* w = d[i].winner; *w; w++) h = (h ^ (unsigned char)*w) * 1099511628211ull;
+  }
+  return h;
+}
 
 static bool key_eq(const struct shunt_tune_key* a, const struct shunt_tune_key* b) {
   return a->coll == b->coll && a->inplace == b->inplace && a->need == b->need && a->scale == b->scale &&
-         a->root == b->root && a->cls == b->cls;
+         a->root == b->root && a->cls == b->cls && a->device == b->device;
 }
 
 static void describe(const struct shunt_tune_key* k, char* buf, size_t len) {
@@ -74,7 +114,7 @@ static void describe(const struct shunt_tune_key* k, char* buf, size_t len) {
   enum shunt_coll coll = shunt_coll_from_code(k->coll);
   bool reduces = shunt_coll_reduces(coll);
   uint64_t lo = k->cls ? 1ull << k->cls : 0;
-  snprintf(buf, len, "%s %s%s%s sizes %llu-%llu", shunt_coll_name(coll),
+  snprintf(buf, len, "%s%s %s%s%s sizes %llu-%llu", k->device ? "device " : "", shunt_coll_name(coll),
            k->inplace ? "in-place" : "out-of-place", reduces ? " " : "", reduces ? op : "",
            (unsigned long long)lo, (unsigned long long)((k->cls >= 63 ? ~0ull : (2ull << k->cls) - 1)));
   if (coll == SHUNT_COLL_BROADCAST) {
@@ -93,7 +133,7 @@ static uint64_t table_hash(const struct shunt_tune* t, uint32_t* decided) {
     (*decided)++;
     const uint32_t* w = (const uint32_t*)&b->key;
     for (size_t j = 0; j < sizeof(b->key) / sizeof(uint32_t); j++) h = (h ^ w[j]) * 1099511628211ull;
-    for (const char* s = b->winner->plan->name; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    for (const char* s = cand_name(b->winner); *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
   }
   return h;
 }
@@ -101,59 +141,101 @@ static uint64_t table_hash(const struct shunt_tune* t, uint32_t* decided) {
 void shunt_tune_init(struct shunt_comm* c) {
   c->tune = NULL;
   if (!c->plans_enabled || !c->plans) return;
-  struct settings mine = {shunt_tuning_auto_from_env() ? 1u : 0u,
-                          (uint32_t)shunt_env_int("SHUNT_TUNING_WARMUP", 1, 0, 100),
-                          (uint32_t)shunt_env_int("SHUNT_TUNING_SAMPLES", 4, 1, 1000),
-                          (uint32_t)shunt_env_int("SHUNT_TUNING_MARGIN", 5, 0, 100),
-                          (uint32_t)shunt_env_int("SHUNT_TUNING_CUT", 30, 0, 1000),
-                          (uint32_t)shunt_env_int("SHUNT_TUNING_REACH", 3, 0, 64)};
+  struct rank_says mine = {{shunt_tuning_auto_from_env() ? 1u : 0u,
+                            (uint32_t)shunt_env_int("SHUNT_TUNING_WARMUP", 1, 0, 100),
+                            (uint32_t)shunt_env_int("SHUNT_TUNING_SAMPLES", 4, 1, 1000),
+                            (uint32_t)shunt_env_int("SHUNT_TUNING_MARGIN", 5, 0, 100),
+                            (uint32_t)shunt_env_int("SHUNT_TUNING_CUT", 30, 0, 1000),
+                            (uint32_t)shunt_env_int("SHUNT_TUNING_REACH", 3, 0, 64)},
+                           0,
+                           "host"};
+  const struct shunt_cu* cu = c->cuda_dev >= 0 ? shunt_cu(NULL, 0) : NULL;
+  if (cu && cu->EventElapsedTime &&
+      cu->DeviceGetName(mine.model, (int)sizeof(mine.model) - 1, c->cuda_dev) == CUDA_SUCCESS) {
+    mine.timing = 1;
+    for (char* p = mine.model; *p; p++)
+      if (*p == ' ') *p = '_';
+  } else {
+    snprintf(mine.model, sizeof(mine.model), "host");
+  }
   /* Every rank with plans (the same on every rank) swaps its settings: ranks that tuned on
    * different schedules would serve one call with different plans. */
-  struct settings* all = calloc((size_t)c->nranks, sizeof(*all));
+  struct rank_says* all = calloc((size_t)c->nranks, sizeof(*all));
   char err[256];
   if (!all) return;
   all[c->rank] = mine;
   if (shunt_bootstrap_allgather(c->boot, all, sizeof(*all), err, sizeof(err)) != 0) {
     free(all);
-    if (mine.on)
+    if (mine.set.on)
       SHUNT_WARN("rank %d: in-job tuning off: the ranks could not swap settings: %s", c->rank, err);
     return;
   }
-  bool same = true;
-  for (int r = 0; r < c->nranks; r++) same &= !memcmp(&all[r], &all[0], sizeof(mine));
+  bool same = true, timing = true, one_model = true;
+  uint64_t models = 1469598103934665603ull;
+  for (int r = 0; r < c->nranks; r++) {
+    same &= !memcmp(&all[r].set, &all[0].set, sizeof(mine.set));
+    timing &= all[r].timing != 0;
+    one_model &= !strncmp(all[r].model, all[0].model, sizeof(mine.model));
+    for (size_t j = 0; j < sizeof(mine.model) && all[r].model[j]; j++)
+      models = (models ^ (unsigned char)all[r].model[j]) * 1099511628211ull;
+  }
+  char model[80];
+  if (one_model)
+    snprintf(model, sizeof(model), "%.63s", all[0].model);
+  else
+    snprintf(model, sizeof(model), "mixed-%016llx", (unsigned long long)models);
   free(all);
   if (!same) {
-    if (mine.on)
+    if (mine.set.on)
       SHUNT_WARN(
           "rank %d: in-job tuning off for this communicator: ranks differ in SHUNT_TUNING, "
           "SHUNT_TUNING_WARMUP, _SAMPLES, _MARGIN, _CUT or _REACH",
           c->rank);
     return;
   }
-  if (!mine.on) return;
+  if (!mine.set.on) return;
   struct shunt_tune* t = calloc(1, sizeof(*t));
   if (!t) return;
   pthread_mutex_init(&t->mu, NULL);
   t->c = c;
-  t->warmup = mine.warmup;
-  t->samples = mine.samples;
-  t->margin = mine.margin_pct / 100.0;
-  t->cut = mine.cut_pct / 100.0;
-  t->reach = mine.reach;
+  t->warmup = mine.set.warmup;
+  t->samples = mine.set.samples;
+  t->margin = mine.set.margin_pct / 100.0;
+  t->cut = mine.set.cut_pct / 100.0;
+  t->reach = mine.set.reach;
+  /* Device calls are tuned only where every rank can time them. */
+  t->cu = timing ? cu : NULL;
   const struct shunt_real_nccl* real = shunt_real_nccl();
-  snprintf(t->fingerprint, sizeof(t->fingerprint),
-           "shunt=%s nccl=%d device=host ranks=%d rpn=%d plans=%016llx", SHUNT_VERSION,
-           real ? real->version : 0, c->nranks, c->ranks_per_node,
+  snprintf(t->fingerprint, sizeof(t->fingerprint), "shunt=%s nccl=%d device=%s ranks=%d rpn=%d plans=%016llx",
+           SHUNT_VERSION, real ? real->version : 0, model, c->nranks, c->ranks_per_node,
            (unsigned long long)shunt_planset_hash(c->plans));
   t->have_cache = shunt_tune_cache_path(t->fingerprint, t->path, sizeof(t->path));
   if (t->have_cache) shunt_tune_cache_read(t->path, t->fingerprint, &t->saved, &t->nsaved);
+  /* Every rank must start from the same decisions (a cache folder on each host's own disk, a
+   * file rewritten between two ranks' reads): if any rank read others, none uses its own. */
+  uint64_t* hashes = calloc((size_t)c->nranks, sizeof(*hashes));
+  bool agreed = hashes != NULL;
+  if (hashes) {
+    hashes[c->rank] = saved_hash(t->saved, t->nsaved);
+    agreed = shunt_bootstrap_allgather(c->boot, hashes, sizeof(*hashes), err, sizeof(err)) == 0;
+    for (int r = 0; agreed && r < c->nranks; r++) agreed = hashes[r] == hashes[0];
+    free(hashes);
+  }
+  if (!agreed) {
+    if (c->rank == 0)
+      SHUNT_WARN("tuning cache %s: the ranks read different decisions (a cache folder per host?); tuning afresh",
+                 t->have_cache ? t->path : "(none)");
+    free(t->saved);
+    t->saved = NULL;
+    t->nsaved = 0;
+  }
   if (c->rank == 0)
     SHUNT_INFO(
         SHUNT_TUNE,
         "in-job tuning: candidates within %u size classes of their range, screened by one timed call "
         "(after %u warm-up), those within %u %% of the fastest timed %u times more, margin %u %%; "
         "cache %s (%u decisions)",
-        t->reach, t->warmup, mine.cut_pct, t->samples, mine.margin_pct, t->have_cache ? t->path : "none",
+        t->reach, t->warmup, mine.set.cut_pct, t->samples, mine.set.margin_pct, t->have_cache ? t->path : "none",
         t->nsaved);
   c->tune = t;
 }
@@ -166,7 +248,7 @@ static void write_cache(struct shunt_tune* t) {
   for (uint32_t i = 0; i < t->nb; i++)
     if (t->b[i]->state == DECIDED) {
       d[n].key = t->b[i]->key;
-      snprintf(d[n].winner, sizeof(d[n].winner), "%s", t->b[i]->winner->plan->name);
+      snprintf(d[n].winner, sizeof(d[n].winner), "%s", cand_name(t->b[i]->winner));
       n++;
     }
   /* Decisions of the cache this communicator never met stay in it: those read at its creation
@@ -198,7 +280,15 @@ void shunt_tune_fini(struct shunt_comm* c, bool abort) {
   c->tune = NULL;
   if (!abort) write_cache(t);
   for (uint32_t i = 0; i < t->nb; i++) {
-    for (uint32_t k = 0; k < t->b[i]->ncand; k++) free(t->b[i]->cand[k].t);
+    for (uint32_t k = 0; k < t->b[i]->ncand; k++) {
+      struct cand* cd = &t->b[i]->cand[k];
+      for (uint32_t j = 0; j < cd->np && t->cu; j++) {
+        t->cu->EventDestroy(cd->p[j].a);
+        t->cu->EventDestroy(cd->p[j].b);
+      }
+      free(cd->p);
+      free(cd->t);
+    }
     free(t->b[i]);
   }
   free(t->b);
@@ -215,10 +305,12 @@ static bool within_reach(const struct shunt_plan_entry* e, uint32_t cls, uint32_
   return cls + reach >= lo && cls <= hi + reach;
 }
 
-/* A new bucket: its candidates, and the cache's decision when it has one. NULL: out of memory. */
+/* A new bucket: its candidates, and the cache's decision when it has one. NULL: out of memory.
+ * untuned: &shunt_tune_nccl when NCCL serves the call untuned. */
 static struct shunt_tune_bucket* new_bucket(struct shunt_tune* t, const struct shunt_tune_key* key,
                                             const struct shunt_select_query* q,
-                                            const struct shunt_plan_entry* untuned) {
+                                            const struct shunt_plan_entry* untuned, const struct shunt_call* call,
+                                            bool nccl) {
   if (t->nb == t->cap) {
     uint32_t cap = t->cap ? 2 * t->cap : 16;
     struct shunt_tune_bucket** g = realloc(t->b, cap * sizeof(*g));
@@ -231,32 +323,42 @@ static struct shunt_tune_bucket* new_bucket(struct shunt_tune* t, const struct s
   b->key = *key;
   const struct shunt_plan_entry* list[MAX_CAND];
   uint32_t found = shunt_planset_candidates(t->c->plans, q, list, MAX_CAND), n = 0;
-  if (found > MAX_CAND) found = MAX_CAND;
+  if (found > MAX_CAND - 1) found = MAX_CAND - 1; /* room for NCCL */
   b->baseline = UINT32_MAX;
   for (uint32_t i = 0; i < found; i++) {
     if (list[i] != untuned && !within_reach(list[i], key->cls, t->reach)) continue;
+    /* A device call runs only plans the GPU backend can run here (shunt_gpu_gate_plan). */
+    if (call->on_gpu && shunt_gpu_gate_plan(t->c, call, list[i]->plan)) continue;
     if (list[i] == untuned) b->baseline = n;
     b->cand[n++].e = list[i];
   }
+  /* NCCL, where it runs behind shunt, is a candidate for device calls, and the one kept unless
+   * a plan beats it by the margin: shunt must never make a call slower than NCCL would. */
+  if (nccl) {
+    b->baseline = n;
+    b->cand[n++].e = &shunt_tune_nccl;
+  }
   b->ncand = n;
   b->warm = t->warmup;
-  b->screen_end = n * (b->warm + 1);
+  b->screen_calls = b->swap_at = n * (b->warm + 1);
   bool ok = true;
-  for (uint32_t i = 0; i < n && ok; i++) ok = (b->cand[i].t = calloc(t->samples + 1, sizeof(double))) != NULL;
+  for (uint32_t i = 0; i < n && ok; i++)
+    ok = (b->cand[i].t = calloc(t->samples + 1, sizeof(double))) != NULL &&
+         (!call->on_gpu || (b->cand[i].p = calloc(t->samples + 1, sizeof(struct pend))) != NULL);
   if (!ok || b->baseline == UINT32_MAX || n < 2) {
-    /* Nothing to choose from (or the untuned plan is not among the candidates): the untuned
+    /* Nothing to choose from (or the untuned choice is not among the candidates): the untuned
      * choice serves, as it would without tuning. */
     b->state = UNTUNED;
   }
   for (uint32_t i = 0; i < t->nsaved && b->state == SCREENING; i++) {
     if (!key_eq(&t->saved[i].key, key)) continue;
     for (uint32_t k = 0; k < n; k++)
-      if (!strcmp(b->cand[k].e->plan->name, t->saved[i].winner)) {
+      if (!strcmp(cand_name(b->cand[k].e), t->saved[i].winner)) {
         b->state = DECIDED;
         b->winner = b->cand[k].e;
       }
     if (b->state != DECIDED && t->c->rank == 0)
-      SHUNT_WARN("tuning cache %s: plan %s is no candidate for its bucket here; tuning it afresh", t->path,
+      SHUNT_WARN("tuning cache %s: %s is no candidate for its bucket here; tuning it afresh", t->path,
                  t->saved[i].winner);
   }
   t->b[t->nb++] = b;
@@ -264,24 +366,37 @@ static struct shunt_tune_bucket* new_bucket(struct shunt_tune* t, const struct s
 }
 
 const struct shunt_plan_entry* shunt_tune_pick(struct shunt_tune* t, const struct shunt_select_query* q,
-                                               const struct shunt_plan_entry* untuned, bool grouped,
-                                               struct shunt_tune_ticket* tk) {
+                                               const struct shunt_plan_entry* untuned, const struct shunt_call* call,
+                                               bool grouped, struct shunt_tune_ticket* tk) {
   memset(tk, 0, sizeof(*tk));
-  if (!t || q->only) return untuned;
+  tk->cand = UINT32_MAX;
+  if (!untuned) untuned = &shunt_tune_nccl;
+  if (!t || q->only || (call->on_gpu && !t->cu)) return untuned;
+  /* NCCL is a candidate for device calls when a real one runs behind this communicator. */
+  bool nccl = call->on_gpu && t->c->real && shunt_real_nccl();
+  if (untuned == &shunt_tune_nccl && !nccl) return untuned;
   bool reduces = shunt_coll_reduces(q->coll);
   struct shunt_tune_key key = {shunt_coll_code(q->coll),
                                q->coll != SHUNT_COLL_BROADCAST && q->inplace,
                                reduces ? shunt_redop_code(q->op) : 0,
                                0,
                                q->coll == SHUNT_COLL_BROADCAST ? q->root : 0,
-                               shunt_tune_class(q->bytes)};
+                               shunt_tune_class(q->bytes),
+                               call->on_gpu ? 1u : 0u};
+  /* A call captured into a graph replays later, with no way to time it: it takes the bucket's
+   * decision when there is one, else the untuned choice, and is no part of the schedule. */
+  bool captured = call->on_gpu && shunt_gpu_stream_capturing(call->stream);
   const struct shunt_plan_entry* e = untuned;
   pthread_mutex_lock(&t->mu);
   if (t->broken) goto out;
   struct shunt_tune_bucket* b = NULL;
   for (uint32_t i = t->nb; i-- > 0 && !b;)
     if (key_eq(&t->b[i]->key, &key)) b = t->b[i];
-  if (!b && !(b = new_bucket(t, &key, q, untuned))) goto out;
+  if (captured) {
+    if (b && b->state == DECIDED) e = b->winner;
+    goto out;
+  }
+  if (!b && !(b = new_bucket(t, &key, q, untuned, call, nccl))) goto out;
   uint32_t idx = b->calls++;
   if (b->state == DECIDED) {
     e = b->winner;
@@ -289,14 +404,14 @@ const struct shunt_plan_entry* shunt_tune_pick(struct shunt_tune* t, const struc
     tk->bucket = b;
     tk->index = idx;
     tk->grouped = grouped;
-    tk->cand = UINT32_MAX;
-    if (idx < b->screen_end) {
+    tk->device = call->on_gpu;
+    if (idx < b->screen_calls) {
       tk->cand = idx % b->ncand;
       tk->sample = !grouped && idx / b->ncand >= b->warm;
       e = b->cand[tk->cand].e;
     } else {
       /* Served as the screen and the samples after it say, known at the run: the screen's
-       * times are swapped at the run of call screen_end, where every rank runs it. */
+       * times are swapped at the run of call swap_at, where every rank runs it. */
       tk->resolve = true;
     }
   }
@@ -319,8 +434,32 @@ static int cmp_double(const void* a, const void* b) {
 /* What one rank tells the others about one candidate. */
 struct report {
   double median; /* seconds; < 0: no sample */
-  uint32_t failed, pad;
+  uint32_t failed;
+  uint32_t ready; /* 0: a device sample has not completed on this rank yet */
 };
+
+/* Reads the device samples whose second event has completed (no wait); whether none is left. */
+static bool harvest(struct shunt_tune* t, struct cand* cd) {
+  if (!cd->np) return true;
+  struct shunt_cu_guard g = shunt_cu_enter(t->cu, NULL, 1); /* relaxed: another thread may capture */
+  uint32_t keep = 0;
+  for (uint32_t j = 0; j < cd->np; j++) {
+    struct pend* p = &cd->p[j];
+    CUresult q = t->cu->EventQuery(p->b);
+    float ms = 0;
+    if (q == CUDA_ERROR_NOT_READY) {
+      cd->p[keep++] = *p;
+      continue;
+    }
+    if (q == CUDA_SUCCESS && t->cu->EventElapsedTime(&ms, p->a, p->b) == CUDA_SUCCESS && cd->n <= t->samples)
+      cd->t[cd->n++] = ms * 1e-3;
+    t->cu->EventDestroy(p->a);
+    t->cu->EventDestroy(p->b);
+  }
+  cd->np = keep;
+  shunt_cu_leave(&g);
+  return keep == 0;
+}
 
 static double median_of(struct cand* cd) {
   if (!cd->n) return -1;
@@ -330,8 +469,9 @@ static double median_of(struct cand* cd) {
 
 /* Every rank: swaps the medians of the candidates in `which` (nwhich of them) and computes, the
  * same on every rank, each one's slowest-rank median and whether it is usable (samples on every
- * rank, no failure anywhere; one WARN per failed candidate). 0, or -1 once tuning is broken
- * (the bucket left untuned). With t->mu held. */
+ * rank, no failure anywhere; one WARN per failed candidate). 0; 1 when some rank's device
+ * samples have not all completed (every rank then tries again at the bucket's next call); -1
+ * once tuning is broken (the bucket left untuned). With t->mu held. */
 static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const uint32_t* which, uint32_t n,
                       const char* what, double* slowest, bool* usable) {
   struct shunt_comm* c = t->c;
@@ -343,6 +483,7 @@ static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const u
     for (uint32_t i = 0; i < n; i++) {
       struct cand* cd = &b->cand[which[i]];
       struct report* r = &all[(size_t)c->rank * n + i];
+      r->ready = harvest(t, cd);
       r->failed = cd->failed;
       r->median = median_of(cd);
     }
@@ -358,6 +499,12 @@ static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const u
         c->rank, what, err);
     return -1;
   }
+  bool ready = true;
+  for (size_t i = 0; i < (size_t)n * nr; i++) ready &= all[i].ready != 0;
+  if (!ready) {
+    free(all);
+    return 1;
+  }
   for (uint32_t i = 0; i < n; i++) {
     slowest[i] = 0;
     usable[i] = true;
@@ -372,8 +519,8 @@ static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const u
       usable[i] = false;
       b->cand[which[i]].failed = true; /* on every rank: out of every later phase */
       if (c->rank == 0)
-        SHUNT_WARN("in-job tuning: plan %s failed on some rank during tuning (%s); it is out on every rank",
-                   b->cand[which[i]].e->plan->name, what);
+        SHUNT_WARN("in-job tuning: %s failed on some rank during tuning (%s); it is out on every rank",
+                   cand_name(b->cand[which[i]].e), what);
     }
   }
   free(all);
@@ -386,7 +533,7 @@ static void list_times(const struct shunt_tune_bucket* b, const uint32_t* which,
   size_t l = 0;
   out[0] = '\0';
   for (uint32_t i = 0; i < n && l < len; i++) {
-    const char* name = b->cand[which[i]].e->plan->name;
+    const char* name = cand_name(b->cand[which[i]].e);
     if (usable[i])
       l += (size_t)snprintf(out + l, len - l, "%s%s %.1f us", i ? ", " : "", name, slowest[i] * 1e6);
     else
@@ -417,7 +564,9 @@ static void screen(struct shunt_tune* t, struct shunt_tune_bucket* b) {
   char what[160];
   describe(&b->key, what, sizeof(what));
   for (uint32_t k = 0; k < n; k++) all[k] = k;
-  if (swap_times(t, b, all, n, what, slowest, usable) != 0) return;
+  int rc = swap_times(t, b, all, n, what, slowest, usable);
+  if (rc > 0) b->swap_at++; /* device samples still running somewhere: the next call tries */
+  if (rc != 0) return;
   uint32_t best = UINT32_MAX;
   for (uint32_t k = 0; k < n; k++)
     if (usable[k] && (best == UINT32_MAX || slowest[k] < slowest[best])) best = k;
@@ -437,17 +586,20 @@ static void screen(struct shunt_tune* t, struct shunt_tune_bucket* b) {
     char times[1024];
     list_times(b, all, n, slowest, usable, times, sizeof(times));
     uint32_t w = b->nsurv ? b->surv[0] : b->baseline;
+    const char* wname = cand_name(b->cand[w].e);
     if (b->nsurv >= 2)
       SHUNT_INFO(SHUNT_TUNE, "%s on %d ranks: screen %s (slowest rank); %u kept", what, t->c->nranks, times,
                  b->nsurv);
     else
       SHUNT_INFO(SHUNT_TUNE, "%s on %d ranks: screen %s (slowest rank); winner %s%s, none other within %.0f %%",
-                 what, t->c->nranks, times, b->cand[w].e->plan->name, w == b->baseline ? " (untuned)" : "",
+                 what, t->c->nranks, times, wname, w == b->baseline ? " (untuned)" : "",
                  t->cut * 100);
   }
   for (uint32_t k = 0; k < n; k++) b->cand[k].n = 0;
   if (b->nsurv >= 2) {
     b->state = SAMPLING;
+    b->sampling_from = b->swap_at + 1;
+    b->swap_at = b->sampling_from + b->nsurv * t->samples;
     return;
   }
   /* One candidate left (or none with times everywhere: the untuned plan). */
@@ -462,7 +614,9 @@ static void decide(struct shunt_tune* t, struct shunt_tune_bucket* b) {
   bool usable[MAX_CAND];
   char what[160];
   describe(&b->key, what, sizeof(what));
-  if (swap_times(t, b, b->surv, n, what, slowest, usable) != 0) return;
+  int rc = swap_times(t, b, b->surv, n, what, slowest, usable);
+  if (rc > 0) b->swap_at++;
+  if (rc != 0) return;
   uint32_t best = UINT32_MAX, base = UINT32_MAX;
   for (uint32_t i = 0; i < n; i++) {
     if (b->surv[i] == b->baseline) base = i;
@@ -482,12 +636,12 @@ static void decide(struct shunt_tune* t, struct shunt_tune_bucket* b) {
                       : 0;
     if (gain > 0)
       SHUNT_INFO(SHUNT_TUNE, "%s on %d ranks: %s (slowest rank's median); winner %s%s, %.2fx the untuned %s", what,
-                 t->c->nranks, times, b->cand[w].e->plan->name, w == b->baseline ? " (untuned)" : "", gain,
-                 b->cand[b->baseline].e->plan->name);
+                 t->c->nranks, times, cand_name(b->cand[w].e), w == b->baseline ? " (untuned)" : "", gain,
+                 cand_name(b->cand[b->baseline].e));
     else
       SHUNT_INFO(SHUNT_TUNE,
                  "%s on %d ranks: %s (slowest rank's median); winner %s, the untuned %s left at the screen", what,
-                 t->c->nranks, times, b->cand[w].e->plan->name, b->cand[b->baseline].e->plan->name);
+                 t->c->nranks, times, cand_name(b->cand[w].e), cand_name(b->cand[b->baseline].e));
   }
   decided(t, b, w);
 }
@@ -500,33 +654,74 @@ const struct shunt_plan_entry* shunt_tune_resolve(struct shunt_comm* c, struct s
   struct shunt_tune_bucket* b = tk->bucket;
   const struct shunt_plan_entry* e = planned;
   /* Runs come in call order on every rank: the call that swaps a phase's times finds the bucket
-   * in that phase on every rank. */
-  if (!t->broken && b->state == SCREENING && tk->index == b->screen_end) screen(t, b);
+   * in that phase on every rank, and a swap put off moves swap_at alike everywhere. Calls
+   * between a phase's timed calls and its swap are served by the untuned choice. */
+  if (!t->broken && b->state == SCREENING) {
+    if (tk->index == b->swap_at) screen(t, b);
+    if (b->state == SCREENING) e = b->cand[b->baseline].e;
+  }
   if (!t->broken && b->state == SAMPLING) {
-    uint32_t j = tk->index - b->screen_end, S = t->samples;
-    if (j == 0) {
-      e = b->cand[b->surv[0]].e; /* the screen's fastest serves the call that screened */
-    } else if (j - 1 < b->nsurv * S) {
-      tk->cand = b->surv[(j - 1) % b->nsurv];
+    uint32_t S = t->samples;
+    if (tk->index < b->sampling_from) {
+      e = b->cand[b->surv[0]].e; /* the call that swapped the screen's times: its fastest */
+    } else if (tk->index - b->sampling_from < b->nsurv * S) {
+      tk->cand = b->surv[(tk->index - b->sampling_from) % b->nsurv];
       tk->sample = !tk->grouped;
       e = b->cand[tk->cand].e;
-    } else if (j - 1 == b->nsurv * S) {
-      decide(t, b);
+    } else {
+      if (tk->index == b->swap_at) decide(t, b);
+      if (b->state == SAMPLING) e = b->cand[b->baseline].e;
     }
   }
   if (b->state == DECIDED) e = b->winner;
+  if (b->state == UNTUNED && !t->broken) e = planned;
   pthread_mutex_unlock(&t->mu);
   return e;
 }
 
-void shunt_tune_record(struct shunt_tune* t, const struct shunt_tune_ticket* tk, double seconds, bool ok) {
+void shunt_tune_start(struct shunt_tune* t, struct shunt_tune_ticket* tk, void* stream) {
+  if (!t || !tk->bucket || !tk->sample || !tk->device) return;
+  /* A device sample: an event on the call's stream before it and one after (in record). */
+  tk->sample = false;
+  if (!t->cu || t->cu->EventCreate(&tk->ev[0], 0) != CUDA_SUCCESS) return;
+  if (t->cu->EventCreate(&tk->ev[1], 0) != CUDA_SUCCESS) {
+    t->cu->EventDestroy(tk->ev[0]);
+    return;
+  }
+  if (t->cu->EventRecord(tk->ev[0], (CUstream)stream) != CUDA_SUCCESS) {
+    t->cu->EventDestroy(tk->ev[0]);
+    t->cu->EventDestroy(tk->ev[1]);
+    return;
+  }
+  tk->stream = stream;
+  tk->sample = true;
+}
+
+void shunt_tune_record(struct shunt_tune* t, struct shunt_tune_ticket* tk, double seconds, bool ok) {
   if (!t || !tk->bucket || tk->cand == UINT32_MAX) return;
+  bool pend = false;
+  if (tk->device && tk->sample) {
+    /* The second event; the pair is read when its time is swapped, once it has completed. */
+    pend = ok && t->cu->EventRecord(tk->ev[1], (CUstream)tk->stream) == CUDA_SUCCESS;
+    if (!pend) {
+      t->cu->EventDestroy(tk->ev[0]);
+      t->cu->EventDestroy(tk->ev[1]);
+    }
+  }
   pthread_mutex_lock(&t->mu);
   struct shunt_tune_bucket* b = tk->bucket;
   struct cand* cd = &b->cand[tk->cand];
   if (!ok) cd->failed = true;
-  if (ok && tk->sample && (b->state == SCREENING || b->state == SAMPLING) && cd->n <= t->samples &&
-      isfinite(seconds))
+  bool timing = b->state == SCREENING || b->state == SAMPLING;
+  if (pend && timing && cd->p && cd->n + cd->np <= t->samples) {
+    cd->p[cd->np++] = (struct pend){tk->ev[0], tk->ev[1]};
+    pend = false;
+  } else if (!tk->device && ok && tk->sample && timing && cd->n <= t->samples && isfinite(seconds)) {
     cd->t[cd->n++] = seconds;
+  }
   pthread_mutex_unlock(&t->mu);
+  if (pend) {
+    t->cu->EventDestroy(tk->ev[0]);
+    t->cu->EventDestroy(tk->ev[1]);
+  }
 }

@@ -22,8 +22,12 @@
  *   it beats the untuned plan by more than the margin. Only calls outside a group are timed.
  * - A candidate that failed on any rank is out of the decision on every rank; an exchange that
  *   fails ends tuning on the communicator: the untuned choices serve from then on.
- * - Calls on device memory, calls that name their plan, and calls of a communicator with a
- *   tuning file are not tuned.
+ * - Device calls are timed by two events on the call's stream, read only once they have
+ *   completed (a swap finds a rank whose samples are still running: every rank serves the
+ *   untuned choice and tries the swap again at the bucket's next call); NCCL is a candidate,
+ *   and the baseline, where a real NCCL runs behind shunt. A call captured into a graph takes
+ *   the bucket's decision or the untuned choice and is no sample.
+ * - Calls that name their plan, and calls of a communicator with a tuning file, are not tuned.
  * - Decisions are kept in a cache file named by what makes them valid (plan/tune_cache.h). */
 #ifndef SHUNT_API_TUNE_H
 #define SHUNT_API_TUNE_H
@@ -36,6 +40,11 @@
 
 struct shunt_tune;
 struct shunt_tune_bucket;
+struct CUevent_st;
+
+/* What shunt_tune_pick and shunt_tune_resolve return when NCCL serves the call (a candidate
+ * for device calls where a real NCCL runs behind shunt); no plan. */
+extern const struct shunt_plan_entry shunt_tune_nccl;
 
 /* What one call carries from its selection to its run. */
 struct shunt_tune_ticket {
@@ -45,6 +54,9 @@ struct shunt_tune_ticket {
   bool sample;                      /* time the run */
   bool resolve;                     /* at the run: the plan follows from the phase the bucket is in */
   bool grouped;                     /* inside ncclGroupStart/End: never timed */
+  bool device;                      /* device buffers: timed by events on the call's stream */
+  void* stream;                     /* a device sample's stream */
+  struct CUevent_st* ev[2];         /* a device sample's events, before and after */
 };
 
 /* At creation, on every rank: c->tune when SHUNT_TUNING=auto and plans serve c, with what the
@@ -53,11 +65,13 @@ void shunt_tune_init(struct shunt_comm* c);
 /* At destruction: writes the cache (rank 0, unless aborting) and frees the state. */
 void shunt_tune_fini(struct shunt_comm* c, bool abort);
 
-/* At selection of a call on host memory whose untuned plan is `untuned`: the plan to serve it
- * (`untuned` when the call is not tuned), and its ticket. */
+/* At selection of a call whose untuned choice is `untuned` (NULL: NCCL, for a device call): what
+ * serves it (a plan, or &shunt_tune_nccl; `untuned` when the call is not tuned), and its ticket.
+ * A device call is tuned only where the driver can time it, and a call being captured into a
+ * graph only takes a decision already made. */
 const struct shunt_plan_entry* shunt_tune_pick(struct shunt_tune* t, const struct shunt_select_query* q,
-                                               const struct shunt_plan_entry* untuned, bool grouped,
-                                               struct shunt_tune_ticket* tk);
+                                               const struct shunt_plan_entry* untuned, const struct shunt_call* call,
+                                               bool grouped, struct shunt_tune_ticket* tk);
 
 /* At the run, before launching: the plan that serves the call, `planned` when it is not
  * resolved here. A resolved ticket runs the exchange its index calls for and is filled in (the
@@ -65,8 +79,12 @@ const struct shunt_plan_entry* shunt_tune_pick(struct shunt_tune* t, const struc
 const struct shunt_plan_entry* shunt_tune_resolve(struct shunt_comm* c, struct shunt_tune_ticket* tk,
                                                   const struct shunt_plan_entry* planned);
 
-/* After the run: its time and whether it succeeded. */
-void shunt_tune_record(struct shunt_tune* t, const struct shunt_tune_ticket* tk, double seconds, bool ok);
+/* Just before the call is launched or forwarded (after shunt_tune_resolve): a device sample's
+ * first event, on `stream`. */
+void shunt_tune_start(struct shunt_tune* t, struct shunt_tune_ticket* tk, void* stream);
+/* After the run: its time (host calls; a device call's comes from its events, read when they
+ * have completed) and whether it succeeded. */
+void shunt_tune_record(struct shunt_tune* t, struct shunt_tune_ticket* tk, double seconds, bool ok);
 
 /* The candidate shunt_tune_pick or shunt_tune_resolve named cannot take this exact call (its
  * shape does not lower): the plan lowered before serves it, and it is no sample. */

@@ -12,7 +12,7 @@
 #include "util/env.h"
 #include "util/log.h"
 
-/* Lines of a decision: "#@ bucket COLL INPLACE NEED SCALE ROOT CLASS WINNER". As a comment to the
+/* Lines of a decision: "#@ bucket COLL INPLACE NEED SCALE ROOT CLASS DEVICE WINNER". As a comment to the
  * tuning-file parser, so the file also loads as an ordinary tuning file. */
 #define DECISION_TAG "#@ bucket"
 #define FINGERPRINT_TAG "# fingerprint: "
@@ -74,11 +74,11 @@ bool shunt_tune_cache_path(const char* fingerprint, char* path, size_t len) {
 
 static bool parse_decision(const char* line, struct shunt_tune_saved* d) {
   char winner[128], tail[2];
-  unsigned v[6];
-  int got = sscanf(line, DECISION_TAG " %u %u %u %u %u %u %127s %1s", &v[0], &v[1], &v[2], &v[3], &v[4],
-                   &v[5], winner, tail);
-  if (got != 7 || v[0] >= SHUNT_COLL_COUNT || v[1] > 1 || v[3] > 1 || v[5] > 63) return false;
-  d->key = (struct shunt_tune_key){v[0], v[1], v[2], v[3], v[4], v[5]};
+  unsigned v[7];
+  int got = sscanf(line, DECISION_TAG " %u %u %u %u %u %u %u %127s %1s", &v[0], &v[1], &v[2], &v[3], &v[4],
+                   &v[5], &v[6], winner, tail);
+  if (got != 8 || v[0] >= SHUNT_COLL_COUNT || v[1] > 1 || v[3] > 1 || v[5] > 63 || v[6] > 1) return false;
+  d->key = (struct shunt_tune_key){v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
   snprintf(d->winner, sizeof(d->winner), "%s", winner);
   return true;
 }
@@ -159,7 +159,7 @@ void shunt_tune_cache_read(const char* path, const char* fingerprint, struct shu
  * consecutive size classes it won (a rule gives a plan one range). */
 static void write_rules(FILE* f, uint32_t nranks, const struct shunt_tune_saved* d, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
-    bool first = true;
+    bool first = strcmp(d[i].winner, SHUNT_TUNE_NCCL_NAME) != 0; /* NCCL's sizes: no plan's rule */
     for (uint32_t j = 0; j < i; j++)
       if (!strcmp(d[j].winner, d[i].winner)) first = false;
     if (!first) continue;
@@ -195,10 +195,12 @@ bool shunt_tune_cache_write(const char* path, const char* fingerprint, uint32_t 
   }
   fprintf(f, "# shunt: plans chosen by measuring this job's calls (SHUNT_TUNING=auto)\n");
   fprintf(f, FINGERPRINT_TAG "%s\n", fingerprint);
-  fprintf(f, "# decisions: COLL INPLACE NEED SCALE ROOT CLASS WINNER (class c: sizes 2^c to 2^(c+1)-1)\n");
+  fprintf(f,
+          "# decisions: COLL INPLACE NEED SCALE ROOT CLASS DEVICE WINNER (class c: sizes 2^c to 2^(c+1)-1; "
+          "DEVICE 1: device buffers; WINNER nccl: NCCL serves them)\n");
   for (uint32_t i = 0; i < n; i++)
-    fprintf(f, DECISION_TAG " %u %u %u %u %u %u %s\n", d[i].key.coll, d[i].key.inplace, d[i].key.need,
-            d[i].key.scale, d[i].key.root, d[i].key.cls, d[i].winner);
+    fprintf(f, DECISION_TAG " %u %u %u %u %u %u %u %s\n", d[i].key.coll, d[i].key.inplace, d[i].key.need,
+            d[i].key.scale, d[i].key.root, d[i].key.cls, d[i].key.device, d[i].winner);
   fprintf(f, "# the same as tuning rules (NAME RANKS MIN MAX), each plan's longest stretch of classes won\n");
   write_rules(f, nranks, d, n);
   fprintf(f, "# end\n");

@@ -18,6 +18,9 @@
 #include "plan/plan.h"
 
 /* A bucket (api/tune.h), as the cache names it. */
+/* The winner's name in a decision NCCL won. */
+#define SHUNT_TUNE_NCCL_NAME "nccl"
+
 struct shunt_tune_key {
   uint32_t coll;    /* shunt_coll_code (util/vocab.h), as the file holds it */
   uint32_t inplace; /* 0 or 1 */
@@ -25,6 +28,7 @@ struct shunt_tune_key {
   uint32_t scale;   /* 0 or 1: the call scales its input (float avg, PreMulSum) */
   uint32_t root;    /* broadcast: the root; else 0 */
   uint32_t cls;     /* size class: bytes in [2^cls, 2^(cls+1)), class 0 also holds 0 */
+  uint32_t device;  /* 0: host buffers (host backend); 1: device buffers (GPU backend or NCCL) */
 };
 
 /* One decision: the bucket and the name of the plan that won it. */

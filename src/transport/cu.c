@@ -19,6 +19,7 @@ static const struct {
     S(GetErrorString, "cuGetErrorString"),
     S(DeviceGet, "cuDeviceGet"),
     S(DeviceGetAttribute, "cuDeviceGetAttribute"),
+    S(DeviceGetName, "cuDeviceGetName"),
     S(DeviceGetPCIBusId, "cuDeviceGetPCIBusId"),
     S(DeviceGetByPCIBusId, "cuDeviceGetByPCIBusId"),
     S(DeviceGetP2PAttribute, "cuDeviceGetP2PAttribute"),
@@ -92,6 +93,9 @@ const struct shunt_cu* shunt_cu(char* err, size_t len) {
         memcpy(&table.UserObjectRelease, &g[2], sizeof(g[2]));
         memcpy(&table.GraphRetainUserObject, &g[3], sizeof(g[3]));
       }
+      f = shunt_driver_sym("cuEventElapsedTime_v2");
+      if (!f) f = shunt_driver_sym("cuEventElapsedTime");
+      memcpy(&table.EventElapsedTime, &f, sizeof(f));
       f = shunt_driver_sym("cuCtxGetId");
       memcpy(&table.CtxGetId, &f, sizeof(f));
       __atomic_store_n(&found, 1, __ATOMIC_RELEASE);

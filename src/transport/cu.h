@@ -31,6 +31,7 @@ enum {
   CUDA_ERROR_INVALID_IMAGE = 200,
   CUDA_ERROR_INVALID_CONTEXT = 201,
   CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_NOT_READY = 600,
   CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
   CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
   CU_DEVICE_ATTRIBUTE_MPS_ENABLED = 133,
@@ -55,6 +56,7 @@ struct shunt_cu {
   CUresult (*GetErrorString)(CUresult, const char**);
   CUresult (*DeviceGet)(CUdevice*, int);
   CUresult (*DeviceGetAttribute)(int*, int, CUdevice);
+  CUresult (*DeviceGetName)(char*, int, CUdevice);
   CUresult (*DeviceGetPCIBusId)(char*, int, CUdevice);
   CUresult (*DeviceGetByPCIBusId)(CUdevice*, const char*);
   CUresult (*DeviceGetP2PAttribute)(int*, int, CUdevice, CUdevice);
@@ -101,6 +103,10 @@ struct shunt_cu {
    * way a NIC registers it (CUDA 11.7 and later). */
   CUresult (*MemGetHandleForAddressRange)(void* handle, CUdeviceptr dptr, size_t size, int type,
                                           unsigned long long flags);
+  /* Optional (NULL when the driver lacks it): milliseconds between two completed events
+   * (cuEventElapsedTime_v2 of CUDA 12.8 and later, else the first form); in-job tuning of
+   * device calls needs it. */
+  CUresult (*EventElapsedTime)(float* ms, CUevent start, CUevent end);
   /* Optional (NULL when the driver lacks any of them, CUDA 11.3 and later): resources a
    * captured graph keeps alive. graph and obj are CUgraph and CUuserObject. */
   CUresult (*StreamGetCaptureInfo)(CUstream, int* status, unsigned long long* id, void** graph,

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fake_cuda.h"
 
@@ -65,7 +66,8 @@ struct fc_event {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   uint64_t recorded, completed;
-  int refs; /* the handle and every operation naming it; freed at 0 */
+  uint64_t at_ns; /* CLOCK_MONOTONIC when its latest completed record was reached */
+  int refs;       /* the handle and every operation naming it; freed at 0 */
 };
 
 static void ev_ref(struct fc_event* e) {
@@ -291,7 +293,12 @@ static void run_op(struct fc_stream* s, struct op* o) {
     }
     case OP_RECORD:
       pthread_mutex_lock(&o->ev->mu);
-      if (o->seq > o->ev->completed) o->ev->completed = o->seq;
+      if (o->seq > o->ev->completed) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        o->ev->completed = o->seq;
+        o->ev->at_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+      }
       pthread_cond_broadcast(&o->ev->cv);
       pthread_mutex_unlock(&o->ev->mu);
       break;
@@ -865,6 +872,24 @@ FC_EXPORT int cuEventQuery(struct fc_event* e) {
   int done = e->completed >= e->recorded;
   pthread_mutex_unlock(&e->mu);
   return done ? FC_SUCCESS : FC_ERROR_NOT_READY;
+}
+
+/* The time between two completed records, in milliseconds, as CUDA reports it: not ready while
+ * either has a record pending. */
+FC_EXPORT int cuEventElapsedTime_v2(float* ms, struct fc_event* a, struct fc_event* b) {
+  if (!reg_has(a, H_EVENT) || !reg_has(b, H_EVENT)) return FC_ERROR_INVALID_HANDLE;
+  if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  uint64_t t[2];
+  struct fc_event* e[2] = {a, b};
+  for (int i = 0; i < 2; i++) {
+    pthread_mutex_lock(&e[i]->mu);
+    int done = e[i]->recorded && e[i]->completed >= e[i]->recorded;
+    t[i] = e[i]->at_ns;
+    pthread_mutex_unlock(&e[i]->mu);
+    if (!done) return FC_ERROR_NOT_READY;
+  }
+  *ms = (float)((double)((int64_t)(t[1] - t[0])) / 1e6);
+  return FC_SUCCESS;
 }
 
 /* ---- Capture and graphs ------------------------------------------------------------------------ */

@@ -4,9 +4,12 @@
  * floating types through double, integers in 64 bits wrapping as the type does.
  *
  * FAKE_NCCL_CORRUPT=1 makes rank 0 flip a high bit in one output element of every
- * collective, so that a checker's failure path can be tested. */
+ * collective, so that a checker's failure path can be tested; FAKE_NCCL_SLOW (below) makes
+ * large collectives slow. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,10 +115,20 @@ static void maybe_corrupt(struct ncclComm* c, const struct fake_coll* a, size_t 
 
 static ncclResult_t coll_run(struct ncclComm* c, const struct fake_coll* a);
 
+/* FAKE_NCCL_SLOW=BYTES:USEC: a collective of at least BYTES per rank's send buffer takes USEC
+ * more, so that a test can make this NCCL slower than plans above a size and faster below. */
+static void slow_down(const struct fake_coll* a) {
+  const char* s = getenv("FAKE_NCCL_SLOW");
+  unsigned long long bytes, us;
+  if (!s || sscanf(s, "%llu:%llu", &bytes, &us) != 2) return;
+  if ((unsigned long long)a->count * fake_dtype_size(a->dtype) >= bytes) usleep((useconds_t)us);
+}
+
 ncclResult_t fake_coll_run(struct ncclComm* c, const struct fake_coll* a) {
   fake_device_work(1);
   ncclResult_t rc = coll_run(c, a);
   fake_device_work(0);
+  slow_down(a);
   return rc;
 }
 

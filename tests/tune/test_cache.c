@@ -43,15 +43,18 @@ int main(void) {
   CHECK(read_n(path, FP, &d) == 0); /* no file yet: nothing, no error */
   free(d);
 
-  struct shunt_tune_saved w[3] = {
-      {{1, 0, 0, 0, 0, 20}, "allreduce_4r_simple_outofplace"},
-      {{1, 0, 0, 0, 0, 21}, "allreduce_4r_simple_outofplace"},
-      {{5, 0, 0, 0, 2, 10}, "broadcast_4r_ll"},
+  /* Device buckets are apart from host ones, and NCCL can win one (no rule gives it sizes). */
+  struct shunt_tune_saved w[5] = {
+      {{1, 0, 0, 0, 0, 20, 0}, "allreduce_4r_simple_outofplace"},
+      {{1, 0, 0, 0, 0, 21, 0}, "allreduce_4r_simple_outofplace"},
+      {{5, 0, 0, 0, 2, 10, 0}, "broadcast_4r_ll"},
+      {{1, 0, 0, 0, 0, 20, 1}, SHUNT_TUNE_NCCL_NAME},
+      {{1, 0, 0, 0, 0, 12, 1}, "allreduce_4r_ll_outofplace"},
   };
-  CHECK(shunt_tune_cache_write(path, FP, 4, w, 3));
+  CHECK(shunt_tune_cache_write(path, FP, 4, w, 5));
   uint32_t n = read_n(path, FP, &d);
-  CHECK(n == 3);
-  for (uint32_t i = 0; i < n && i < 3; i++) {
+  CHECK(n == 5);
+  for (uint32_t i = 0; i < n && i < 5; i++) {
     CHECK(memcmp(&d[i].key, &w[i].key, sizeof(w[i].key)) == 0);
     CHECK(strcmp(d[i].winner, w[i].winner) == 0);
   }
@@ -65,6 +68,7 @@ int main(void) {
   CHECK(r && !r->disable && r->min == 1048576 && r->max == 4194303);
   r = shunt_tuning_find(&t, "broadcast_4r_ll", 4);
   CHECK(r && r->min == 1024 && r->max == 2047);
+  CHECK(shunt_tuning_find(&t, SHUNT_TUNE_NCCL_NAME, 4) == NULL); /* NCCL's sizes: no plan's rule */
   shunt_tuning_free(&t);
   shunt_plan_errors_free(&errs);
 

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# In-job tuning of device calls over the CUDA driver stand-in (SHUNT_TUNING=auto, api/tune.h),
+# two ranks as processes, the test NCCL behind shunt made slow from 64 KiB up
+# (FAKE_NCCL_SLOW): NCCL is a candidate timed by events on the call's stream like the plans.
+# 1. Sizes below 64 KiB end on NCCL, sizes from 64 KiB on a plan; the calls after the decision
+#    are served so (the rows' last column), and every rank's decision table is the same.
+# 2. A second run with the cache: nothing screened again, the same choices.
+# 3. Calls captured into CUDA graphs (an empty cache, no eager call) are never samples.
+# Usage: auto_gpu.sh SHUNT_PERF PLAN_DIR FAKENCCL STANDIN_DRIVER_DIR
+set -u
+perf=$1 plans=$2 nccl=$3 driver=$4
+out=$(mktemp -d)
+trap '[ -n "${KEEP:-}" ] || rm -rf "$out"' EXIT
+fail=0
+export LD_LIBRARY_PATH=$driver FAKECUDA_DEVICES=2 SHUNT_GPU_CHECK_TIMEOUT=60 SHUNT_PLAN_DIR=$plans \
+  SHUNT_NCCL_LIB=$nccl SHUNT_TUNING=auto FAKE_NCCL_SLOW=65536:30000 SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=TUNE
+args=(-np 2 -b 1K -e 256K -f 4 -n 30 -w 0 -d float --coll allreduce)
+
+tables() { grep -oE "rank [0-9]+: decision table [0-9a-f]+" "$1" | awk '{t[$2]=$5} END {for (r in t) print r, t[r]}' | sort; }
+# served LOG BYTES: the last column of the size's row.
+served() { awk -v b="$2" '$1 == b && NF > 10 { print $NF }' "$1"; }
+check_choices() { # LOG NAME
+  local small big
+  small=$(served "$1" 1024) big=$(served "$1" 262144)
+  [ "$small" = nccl ] || { echo "$2: 1 KiB calls served by '$small', not NCCL (faster there)"; fail=1; }
+  [[ "$big" =~ ^allreduce_2r_[a-z]+_outofplace\|allreduce_2r_[a-z]+_inplace$ ]] ||
+    { echo "$2: 256 KiB calls served by '$big', not a plan (NCCL is slow there)"; fail=1; }
+}
+
+# 1. Tuned afresh.
+SHUNT_TUNING_CACHE=$out/cache "$perf" "${args[@]}" >"$out/first.log" 2>&1 || { echo "first: failed"; tail -20 "$out/first.log"; fail=1; }
+grep -qE "device allreduce out-of-place sum sizes 1024-2047 on 2 ranks: screen .*nccl [0-9.]+ us.*; winner nccl" "$out/first.log" ||
+  { echo "first: NCCL did not win the 1 KiB bucket:"; grep -E "screen|winner" "$out/first.log"; fail=1; }
+grep -qE "device allreduce out-of-place sum sizes 262144-524287 on 2 ranks: .*winner allreduce_2r_" "$out/first.log" ||
+  { echo "first: no plan won the 256 KiB bucket:"; grep -E "screen|winner" "$out/first.log"; fail=1; }
+check_choices "$out/first.log" first
+n=$(tables "$out/first.log" | awk '{print $2}' | sort -u | wc -l)
+[ "$(tables "$out/first.log" | wc -l)" = 2 ] && [ "$n" = 1 ] ||
+  { echo "first: the ranks' decision tables differ or are missing:"; tables "$out/first.log"; fail=1; }
+tables "$out/first.log" | sed 's/^/first: rank /'
+
+# 2. The cache read back.
+SHUNT_TUNING_CACHE=$out/cache "$perf" "${args[@]}" >"$out/second.log" 2>&1 || { echo "second: failed"; fail=1; }
+grep -q "ranks: screen" "$out/second.log" && { echo "second: tuned again despite the cache"; fail=1; }
+check_choices "$out/second.log" second
+
+# 3. Every call captured into a graph: no sample, no decision, nothing written.
+SHUNT_TUNING_CACHE=$out/graph "$perf" "${args[@]}" -G 2 >"$out/graph.log" 2>&1 || { echo "graph: failed"; tail -20 "$out/graph.log"; fail=1; }
+grep -q "ranks: screen" "$out/graph.log" && { echo "graph: a captured call was a tuning sample"; fail=1; }
+grep -qE '#wrong over ranks: [1-9]|FAILED' "$out"/*.log && { echo "wrong results"; fail=1; }
+[ $fail = 0 ] && echo "device calls tuned against NCCL: NCCL below 64 KiB, plans above, the same tables on both ranks, the cache reused, captured calls never sampled"
+exit $fail
