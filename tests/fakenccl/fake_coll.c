@@ -129,6 +129,10 @@ ncclResult_t fake_coll_run(struct ncclComm* c, const struct fake_coll* a) {
   ncclResult_t rc = coll_run(c, a);
   fake_device_work(0);
   slow_down(a);
+  /* FAKE_NCCL_FAIL_RANK=R: rank R's collectives report an internal error, their work done (the
+   * other ranks' succeed): a failure one rank alone sees. */
+  const char* f = getenv("FAKE_NCCL_FAIL_RANK");
+  if (rc == ncclSuccess && f && atoi(f) == c->rank) rc = ncclInternalError;
   return rc;
 }
 

@@ -30,6 +30,10 @@
  *              ncclMemFree gives them back
  *   abort      rank 1 never makes its call; rank 0's kernel waits for it until rank 0 aborts:
  *              the stream drains and ncclCommAbort returns (well within 10 s)
+ *   tunefail   in-job tuning (SHUNT_TUNING=auto, a fresh cache) of 1 KiB allreduces, where the
+ *              test NCCL behind shunt is fastest but reports an error on rank 1 alone
+ *              (FAKE_NCCL_FAIL_RANK=1): NCCL is dropped on both ranks at the same call, so every
+ *              call after the tuning runs on a plan on both, exactly, and succeeds
  *   initall    one thread, ncclCommInitAll over NRANKS ranks on as many devices (the stand-in
  *              given FAKECUDA_DEVICES of them: peer access between devices of one process), each
  *              communicator's self-check run, then allreduce and allgather of every communicator
@@ -526,6 +530,37 @@ static void run_idle(ncclComm_t comm, int rank, fc_handle st) {
   }
 }
 
+/* 1 KiB allreduces until tuning is over: rank 1's NCCL calls fail (its user calls then too);
+ * then every call is a plan's, exact, on both ranks. */
+static void run_tunefail(ncclComm_t comm, int rank, fc_handle st) {
+  const size_t count = 256;
+  unsigned long long d = dalloc(count * sizeof(float));
+  float h[256];
+  int failed = 0;
+  for (int i = 0; i < 40; i++) {
+    for (size_t k = 0; k < count; k++) h[k] = (float)(rank + 1 + (int)(k % 5));
+    CHECK_EQ_INT(cuMemcpyHtoD_v2(d, h, sizeof(h)), 0);
+    failed += ncclAllReduce((void*)(uintptr_t)d, (void*)(uintptr_t)d, count, ncclFloat, ncclSum, comm, st) !=
+              ncclSuccess;
+    CHECK_EQ_INT(cuStreamSynchronize(st), 0);
+  }
+  CHECK_MSG(rank == 1 ? failed > 0 : failed == 0, "rank %d: %d of 40 calls failed", rank, failed);
+  for (int i = 0; i < 5; i++) {
+    for (size_t k = 0; k < count; k++) h[k] = (float)(rank + 1 + (int)(k % 5));
+    CHECK_EQ_INT(cuMemcpyHtoD_v2(d, h, sizeof(h)), 0);
+    CHECK_EQ_INT(ncclAllReduce((void*)(uintptr_t)d, (void*)(uintptr_t)d, count, ncclFloat, ncclSum, comm, st),
+                 ncclSuccess);
+    CHECK_EQ_INT(cuStreamSynchronize(st), 0);
+    const char* served = last_plan(comm);
+    CHECK_MSG(strcmp(served, "nccl") != 0, "rank %d: NCCL still serves after failing on rank 1", rank);
+    CHECK_EQ_INT(cuMemcpyDtoH_v2(h, d, sizeof(h)), 0);
+    size_t bad = 0;
+    for (size_t k = 0; k < count; k++) bad += h[k] != (float)(3 + 2 * (int)(k % 5));
+    CHECK_MSG(bad == 0, "rank %d: %zu wrong after tuning", rank, bad);
+  }
+  cuMemFree_v2(d);
+}
+
 static int run_rank(int rank, ncclUniqueId id) {
   setup_device();
   if (!strcmp(scenario, "corrupt") && rank == 1) fakecuda_fault("corrupt:1");
@@ -551,6 +586,8 @@ static int run_rank(int rank, ncclUniqueId id) {
     run_idle(comm, rank, st);
   } else if (!strcmp(scenario, "zerocopy")) {
     run_zerocopy(comm, rank, st);
+  } else if (!strcmp(scenario, "tunefail")) {
+    run_tunefail(comm, rank, st);
   } else if (!strcmp(scenario, "corrupt") || !strcmp(scenario, "skip") || !strcmp(scenario, "off")) {
     float_sums(comm, rank, st, 0);
     CHECK_MSG(init_s < 20, "rank %d: creation with the failing self-check took %.1f s", rank, init_s);
@@ -714,6 +751,18 @@ int main(int argc, char** argv) {
   if (nranks < 1 || nranks > 16) return 2;
   if (!strcmp(scenario, "threads")) return run_threads();
   if (!strcmp(scenario, "initall")) return run_initall();
+  char cache[] = "/tmp/shunt-tunefail-XXXXXX";
+  if (!strcmp(scenario, "tunefail")) {
+    /* A cache of its own, empty: every run tunes (and so meets the failure) afresh. */
+    if (!mkdtemp(cache)) return 2;
+    setenv("SHUNT_TUNING_CACHE", cache, 1);
+  }
   /* exit, not _exit: leak checks and coverage run in every rank */
-  return fork_ranks(nranks, 1, 1, rank_main);
+  int rc = fork_ranks(nranks, 1, 1, rank_main);
+  if (!strcmp(scenario, "tunefail")) {
+    char cmd[64];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", cache);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", cache);
+  }
+  return rc;
 }
