@@ -16,7 +16,7 @@
 #     one thread while another thread's communicator works, the caching allocator with
 #     expandable segments);
 #   stage 2 (what is left of SHUNT_GPU_CHECK_BUDGET s, default 570, in all): the rest of the
-#     build, the tests labelled gpu, the library path and a few plans under compute-sanitizer,
+#     build, in-job tuning of device calls against NCCL, the tests labelled gpu, the library path and a few plans under compute-sanitizer,
 #     the conformance corpus, nccl-tests when NCCL_TESTS_DIR names its source (all_reduce,
 #     all_gather, reduce_scatter, alltoall, broadcast from roots 0-3), the host tests.
 #   scripts/gpu-check.sh [LOGDIR] [--stage 1|2|all]     (default: all)
@@ -262,9 +262,39 @@ stage1() {
 
 }
 
+# In-job tuning of device calls (SHUNT_TUNING=auto, a fresh cache): 4 ranks as threads on GPU
+# 0, the real NCCL a candidate; the decisions (TUNE lines) and whether every rank's decision
+# table is the same, then a second run reading the cache back.
+tuning_gpu() {
+  [ -x "$perf" ] && [ -n "$nccl_lib" ] || { note "in-job tuning on the GPU: SKIPPED (no shunt-perf or no NCCL)"; return; }
+  fits 40 "in-job tuning on the GPU" || return
+  local cache log=$logs/tuning-gpu.log
+  cache=$(mktemp -d)
+  if env "${gpu_env[@]}" SHUNT_NCCL_LIB="$nccl_lib" SHUNT_TUNING=auto SHUNT_TUNING_CACHE="$cache" SHUNT_DEBUG=INFO \
+       SHUNT_DEBUG_SUBSYS=TUNE timeout "$(t 90)" "$perf" -t 4 -b 1K -e 64M -f 2 -n 60 -w 0 >"$log" 2>&1 &&
+     grep -q "max #wrong over ranks: 0: OK" "$log"; then
+    local tables won
+    tables=$(grep -oE "rank [0-9]+: decision table [0-9a-f]+" "$log" | awk '{t[$2]=$5} END {for (r in t) print t[r]}' | sort -u | wc -l)
+    won=$(grep -oE "winner [a-z0-9_]+" "$log" | sort | uniq -c | tr '\n' ' ')
+    note "in-job tuning on the GPU, 4 ranks: ok; $( [ "$tables" = 1 ] && echo "one decision table on every rank" || echo "RANKS DIFFER ($tables tables)"); winners: $won"
+    [ "$tables" = 1 ] || rc=1
+    if env "${gpu_env[@]}" SHUNT_NCCL_LIB="$nccl_lib" SHUNT_TUNING=auto SHUNT_TUNING_CACHE="$cache" SHUNT_DEBUG=INFO \
+         SHUNT_DEBUG_SUBSYS=TUNE timeout "$(t 60)" "$perf" -t 4 -b 1K -e 64M -f 2 -n 20 -w 0 >"$log.cached" 2>&1 &&
+       ! grep -q "ranks: screen" "$log.cached"; then
+      note "in-job tuning, cache read back: nothing tuned again"
+    else
+      note "in-job tuning, cache read back: FAILED ($log.cached)"; rc=1
+    fi
+  else
+    grep -E "WARN|FAILED|wrong" "$log" | head -5; note "in-job tuning on the GPU: FAILED ($log)"; rc=1
+  fi
+  rm -rf "$cache"
+}
+
 stage2() {
   deadline=$total_deadline
   build "stage 2" || { rc=1; return; }
+  tuning_gpu
   if timeout "$(t 240)" ctest --test-dir build-gpu -L gpu --output-on-failure 2>&1 | tee "$logs/ctest-gpu.log"; [ "${PIPESTATUS[0]}" = 0 ]; then
     # On a machine with a GPU a skipped gpu test is a failure of this check: it proved nothing.
     if grep -q "Skipped" "$logs/ctest-gpu.log"; then
