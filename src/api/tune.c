@@ -70,7 +70,7 @@ static void describe(const struct shunt_tune_key* k, char* buf, size_t len) {
   snprintf(buf, len, "%s %s%s%s sizes %llu-%llu", shunt_coll_name(coll),
            k->inplace ? "in-place" : "out-of-place", reduces ? " " : "", reduces ? op : "",
            (unsigned long long)lo, (unsigned long long)((k->cls >= 63 ? ~0ull : (2ull << k->cls) - 1)));
-  if (coll == SHUNT_COLL_BROADCAST) {
+  if (shunt_coll_rooted(coll)) {
     size_t l = strlen(buf);
     snprintf(buf + l, len - l, " root %u", k->root);
   }
@@ -245,10 +245,10 @@ const struct shunt_plan_entry* shunt_tune_pick(struct shunt_tune* t, const struc
   if (!t || q->only) return untuned;
   bool reduces = shunt_coll_reduces(q->coll);
   struct shunt_tune_key key = {shunt_coll_code(q->coll),
-                               q->coll != SHUNT_COLL_BROADCAST && q->inplace,
+                               !shunt_coll_rooted(q->coll) && q->inplace,
                                reduces ? shunt_redop_code(q->op) : 0,
                                0,
-                               q->coll == SHUNT_COLL_BROADCAST ? q->root : 0,
+                               shunt_coll_rooted(q->coll) ? q->root : 0,
                                shunt_tune_class(q->bytes)};
   const struct shunt_plan_entry* e = untuned;
   pthread_mutex_lock(&t->mu);

@@ -26,7 +26,8 @@
 #define SHUNT_VOCAB_FN static inline
 #endif
 
-/* Collectives, as a plan's `collective` names them; only the first five are ever selected. */
+/* Collectives, as a plan's `collective` names them; what each is and whether plans serve it is
+ * its row in util/coll_traits.h. */
 enum shunt_coll {
   SHUNT_COLL_OTHER = 0, /* anything else: loaded and listed, never selected */
   SHUNT_COLL_ALLREDUCE,
@@ -223,11 +224,6 @@ SHUNT_VOCAB_FN enum shunt_redop shunt_redop_from_code(uint32_t code) {
 }
 
 /* ---- Properties ------------------------------------------------------------------------------ */
-
-/* Whether the collective takes a reduction op (allreduce, reducescatter). */
-SHUNT_VOCAB_FN int shunt_coll_reduces(enum shunt_coll c) {
-  return c == SHUNT_COLL_ALLREDUCE || c == SHUNT_COLL_REDUCESCATTER;
-}
 
 /* Bytes per element; 0 for SHUNT_DT_COUNT (or anything else that is no type). */
 SHUNT_VOCAB_FN uint32_t shunt_dtype_size(enum shunt_dtype t) {

@@ -187,8 +187,8 @@ static int write_forcing(const char* path, const struct shunt_planset* ps, const
   for (uint32_t i = 0; i < shunt_planset_count(ps); i++) {
     const struct shunt_plan_entry* e = shunt_planset_entry(ps, i);
     if (e->status != SHUNT_PLAN_OK || e->plan->ngpus != nranks || strcmp(e->plan->collective, coll)) continue;
-    /* A broadcast plan serves both modes (planset.h): the out-of-place choice forces it. */
-    const char* keep = e->plan->inplace && e->plan->coll != SHUNT_COLL_BROADCAST ? ip : oop;
+    /* A rooted collective's plan serves both modes (planset.h): the out-of-place choice forces it. */
+    const char* keep = e->plan->inplace && !shunt_coll_rooted(e->plan->coll) ? ip : oop;
     if (keep && !strcmp(e->plan->name, keep))
       fprintf(f, "%s %u 0 max\n", e->plan->name, nranks);
     else
@@ -453,7 +453,7 @@ int main(int argc, char** argv) {
         const struct shunt_plan_entry* e = shunt_planset_entry(ps, i);
         if (e->status == SHUNT_PLAN_OK && e->plan->ngpus == nranks &&
             !strcmp(e->plan->collective, colls[k]) &&
-            (e->plan->inplace == (bool)ip || e->plan->coll == SHUNT_COLL_BROADCAST) &&
+            (e->plan->inplace == (bool)ip || shunt_coll_rooted(e->plan->coll)) &&
             (!placed || shunt_rpn_matches(e->plan->ranks_per_node, nranks, rpn)))
           add_cand(g, e->plan->name);
       }
