@@ -1,5 +1,5 @@
-/* ncclAllReduce, ncclAllGather, ncclReduceScatter, ncclAlltoAll and ncclBroadcast/ncclBcast (and
- * their *Config forms): check arguments as NCCL does, pick a plan, run it, or send the call to NCCL;
+/* ncclAllReduce, ncclAllGather, ncclReduceScatter, ncclAlltoAll, ncclBroadcast/ncclBcast and
+ * ncclReduce (and their *Config forms): check arguments as NCCL does, pick a plan, run it, or send the call to NCCL;
  * one chain for every collective, driven by a row per collective (struct coll_kind). */
 #include <inttypes.h>
 #include <nccl.h>
@@ -33,7 +33,8 @@ enum {
   FORCE_ALLGATHER = 2,
   FORCE_REDUCESCATTER = 4,
   FORCE_ALLTOALL = 8,
-  FORCE_BROADCAST = 16
+  FORCE_BROADCAST = 16,
+  FORCE_REDUCE = 32
 };
 
 /* SHUNT_FORCE_FALLBACK, read once. */
@@ -48,8 +49,8 @@ static void read_force(void) {
   char* save = NULL;
   for (char* t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     if (!strcmp(t, "all") || !strcmp(t, "1"))
-      force_mask |=
-          FORCE_ALLREDUCE | FORCE_ALLGATHER | FORCE_REDUCESCATTER | FORCE_ALLTOALL | FORCE_BROADCAST;
+      force_mask |= FORCE_ALLREDUCE | FORCE_ALLGATHER | FORCE_REDUCESCATTER | FORCE_ALLTOALL | FORCE_BROADCAST |
+                    FORCE_REDUCE;
     else if (!strcmp(t, "allreduce"))
       force_mask |= FORCE_ALLREDUCE;
     else if (!strcmp(t, "allgather"))
@@ -60,10 +61,12 @@ static void read_force(void) {
       force_mask |= FORCE_ALLTOALL;
     else if (!strcmp(t, "broadcast"))
       force_mask |= FORCE_BROADCAST;
+    else if (!strcmp(t, "reduce"))
+      force_mask |= FORCE_REDUCE;
     else {
       SHUNT_WARN(
           "SHUNT_FORCE_FALLBACK=%s is not valid (accepted: all, allreduce, allgather, reducescatter, "
-          "alltoall, broadcast, a comma list, or 0); using 0",
+          "alltoall, broadcast, reduce, a comma list, or 0); using 0",
           v);
       force_mask = 0;
       return;
@@ -261,7 +264,7 @@ struct coll_args {
   cudaStream_t stream;
   int with_config; /* the *Config form: config may be NULL, as NCCL allows */
   const ncclCollConfig_t* config;
-  int root; /* broadcast */
+  int root; /* broadcast, reduce */
 };
 
 /* What the API knows of a collective beyond its traits (util/coll_traits.h: sizes, in-place
@@ -335,6 +338,16 @@ static ncclResult_t fwd_broadcast(const struct shunt_real_nccl* real, const stru
   return real_said(real->ncclBroadcast(a->send, a->recv, a->count, a->dtype, a->root, comm, a->stream));
 }
 
+static ncclResult_t fwd_reduce(const struct shunt_real_nccl* real, const struct coll_args* a, ncclComm_t comm) {
+  if (a->with_config) {
+    if (!real || !real->ncclReduceConfig) return shunt_unavailable("ncclReduceConfig", real);
+    return real_said(real->ncclReduceConfig(a->send, a->recv, a->count, a->dtype, a->op, a->root, comm,
+                                            a->stream, a->config));
+  }
+  if (!real || !real->ncclReduce) return shunt_unavailable("ncclReduce", real);
+  return real_said(real->ncclReduce(a->send, a->recv, a->count, a->dtype, a->op, a->root, comm, a->stream));
+}
+
 /* ncclBcast goes to NCCL's own ncclBcast (send == recv there). */
 static ncclResult_t fwd_bcast(const struct shunt_real_nccl* real, const struct coll_args* a,
                               ncclComm_t comm) {
@@ -350,6 +363,7 @@ static const struct coll_kind REDUCESCATTER = {SHUNT_COLL_REDUCESCATTER, "Reduce
                                                "ReduceScatterConfig", FORCE_REDUCESCATTER, fwd_reducescatter};
 static const struct coll_kind BROADCAST = {SHUNT_COLL_BROADCAST, "Broadcast", "BroadcastConfig",
                                            FORCE_BROADCAST, fwd_broadcast};
+static const struct coll_kind REDUCE = {SHUNT_COLL_REDUCE, "Reduce", "ReduceConfig", FORCE_REDUCE, fwd_reduce};
 static const struct coll_kind BCAST = {SHUNT_COLL_BROADCAST, "Bcast", "BroadcastConfig", FORCE_BROADCAST,
                                        fwd_bcast};
 
@@ -588,3 +602,22 @@ SHUNT_EXPORT ncclResult_t pncclAlltoAllConfig(const void* sendbuff, void* recvbu
 SHUNT_ALIAS(ncclAlltoAllConfig, ncclResult_t,
             (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
              cudaStream_t stream, const ncclCollConfig_t* config))
+
+SHUNT_EXPORT ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                      ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  struct coll_args a = {sendbuff, recvbuff, count, datatype, op, comm, stream, 0, NULL, root};
+  return route(&REDUCE, &a);
+}
+SHUNT_ALIAS(ncclReduce, ncclResult_t,
+            (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root,
+             ncclComm_t comm, cudaStream_t stream))
+
+SHUNT_EXPORT ncclResult_t pncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                            ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                                            cudaStream_t stream, const ncclCollConfig_t* config) {
+  struct coll_args a = {sendbuff, recvbuff, count, datatype, op, comm, stream, 1, config, root};
+  return route(&REDUCE, &a);
+}
+SHUNT_ALIAS(ncclReduceConfig, ncclResult_t,
+            (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root,
+             ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))

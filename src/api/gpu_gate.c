@@ -167,7 +167,9 @@ const char* shunt_gpu_gate_call(struct shunt_comm* c, struct shunt_call* call, u
   (void)in_bytes;
   (void)out_bytes;
   enum shunt_mem_kind ks = shunt_mem_kind(call->send);
-  enum shunt_mem_kind kr = call->recv == call->send ? ks : shunt_mem_kind(call->recv);
+  /* No output on this rank (a reduce's other ranks): the input alone says where the call runs. */
+  bool one = call->recv == call->send || !call->recv;
+  enum shunt_mem_kind kr = one ? ks : shunt_mem_kind(call->recv);
   call->on_gpu = false;
   if (ks == SHUNT_MEM_HOST && kr == SHUNT_MEM_HOST) return NULL;
   if (ks != kr) return "one buffer in host memory, the other on the GPU";
@@ -185,7 +187,7 @@ const char* shunt_gpu_gate_call(struct shunt_comm* c, struct shunt_call* call, u
       return "GPU buffers and no GPU self-check passed for this communicator";
   }
   int dev = shunt_mem_device(call->send);
-  if (dev < 0 || (call->recv != call->send && shunt_mem_device(call->recv) != dev))
+  if (dev < 0 || (!one && shunt_mem_device(call->recv) != dev))
     return "GPU buffers of different devices";
   if (c->cuda_dev >= 0 && dev != c->cuda_dev) return "GPU buffers of another device than the communicator's";
   call->on_gpu = true;

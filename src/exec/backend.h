@@ -40,7 +40,7 @@ struct shunt_backend_call {
    * call was selected and given to prepare. */
   const struct shunt_split* split;
   const void* in;
-  void* out;
+  void* out; /* NULL: this rank has no output (a reduce's other ranks): the plan writes staging */
   /* Set by shunt_backend_run, never by its caller: a root whose buffers partly overlap
    * (util/coll_traits.h: shunt_coll_root_overlap) has its input here, which the backend moves
    * into `out` first, in order with the run; `in` is then `out` and the call runs in place. */

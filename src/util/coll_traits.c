@@ -22,6 +22,8 @@ static const struct shunt_coll_traits rows[SHUNT_COLL_COUNT] = {
     [SHUNT_COLL_BROADCAST] = {SHUNT_COLL_BROADCAST, "broadcast", true, false, SHUNT_LAYOUT_FLAT,
                               SHUNT_ROOT_SENDS, SHUNT_REF_ROOT_INPUT},
     /* MSCCL++'s DSL writes send/receive plans; shunt lists them and never selects them. */
+    [SHUNT_COLL_REDUCE] = {SHUNT_COLL_REDUCE, "reduce", true, true, SHUNT_LAYOUT_FLAT, SHUNT_ROOT_RECEIVES,
+                           SHUNT_REF_REDUCED_ROOT},
     [SHUNT_COLL_SENDRECV] = {SHUNT_COLL_SENDRECV, "sendrecv", false, false, SHUNT_LAYOUT_FLAT,
                              SHUNT_ROOT_NONE, SHUNT_REF_NONE},
 };

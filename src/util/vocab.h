@@ -36,6 +36,7 @@ enum shunt_coll {
   SHUNT_COLL_ALLTOALL,
   SHUNT_COLL_BROADCAST,
   SHUNT_COLL_SENDRECV,
+  SHUNT_COLL_REDUCE,
   SHUNT_COLL_COUNT
 };
 
@@ -95,6 +96,8 @@ SHUNT_VOCAB_FN uint8_t shunt_coll_code(enum shunt_coll c) {
       return 5;
     case SHUNT_COLL_SENDRECV:
       return 6;
+    case SHUNT_COLL_REDUCE:
+      return 7;
     default:
       return 0;
   }
@@ -114,6 +117,8 @@ SHUNT_VOCAB_FN enum shunt_coll shunt_coll_from_code(uint32_t code) {
       return SHUNT_COLL_BROADCAST;
     case 6:
       return SHUNT_COLL_SENDRECV;
+    case 7:
+      return SHUNT_COLL_REDUCE;
     default:
       return SHUNT_COLL_OTHER;
   }
