@@ -1,6 +1,6 @@
 /* ncclAllReduce, ncclAllGather, ncclReduceScatter, ncclAlltoAll, ncclBroadcast/ncclBcast and
- * ncclReduce (and their *Config forms): check arguments as NCCL does, pick a plan, run it, or send the call to NCCL;
- * one chain for every collective, driven by a row per collective (struct coll_kind). */
+ * ncclReduce (and their *Config forms): check arguments as NCCL does, pick a plan, run it, or send the call
+ * to NCCL; one chain for every collective, driven by a row per collective (struct coll_kind). */
 #include <inttypes.h>
 #include <nccl.h>
 #include <pthread.h>
@@ -49,8 +49,8 @@ static void read_force(void) {
   char* save = NULL;
   for (char* t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     if (!strcmp(t, "all") || !strcmp(t, "1"))
-      force_mask |= FORCE_ALLREDUCE | FORCE_ALLGATHER | FORCE_REDUCESCATTER | FORCE_ALLTOALL | FORCE_BROADCAST |
-                    FORCE_REDUCE;
+      force_mask |= FORCE_ALLREDUCE | FORCE_ALLGATHER | FORCE_REDUCESCATTER | FORCE_ALLTOALL |
+                    FORCE_BROADCAST | FORCE_REDUCE;
     else if (!strcmp(t, "allreduce"))
       force_mask |= FORCE_ALLREDUCE;
     else if (!strcmp(t, "allgather"))
@@ -338,7 +338,8 @@ static ncclResult_t fwd_broadcast(const struct shunt_real_nccl* real, const stru
   return real_said(real->ncclBroadcast(a->send, a->recv, a->count, a->dtype, a->root, comm, a->stream));
 }
 
-static ncclResult_t fwd_reduce(const struct shunt_real_nccl* real, const struct coll_args* a, ncclComm_t comm) {
+static ncclResult_t fwd_reduce(const struct shunt_real_nccl* real, const struct coll_args* a,
+                               ncclComm_t comm) {
   if (a->with_config) {
     if (!real || !real->ncclReduceConfig) return shunt_unavailable("ncclReduceConfig", real);
     return real_said(real->ncclReduceConfig(a->send, a->recv, a->count, a->dtype, a->op, a->root, comm,
@@ -363,7 +364,8 @@ static const struct coll_kind REDUCESCATTER = {SHUNT_COLL_REDUCESCATTER, "Reduce
                                                "ReduceScatterConfig", FORCE_REDUCESCATTER, fwd_reducescatter};
 static const struct coll_kind BROADCAST = {SHUNT_COLL_BROADCAST, "Broadcast", "BroadcastConfig",
                                            FORCE_BROADCAST, fwd_broadcast};
-static const struct coll_kind REDUCE = {SHUNT_COLL_REDUCE, "Reduce", "ReduceConfig", FORCE_REDUCE, fwd_reduce};
+static const struct coll_kind REDUCE = {SHUNT_COLL_REDUCE, "Reduce", "ReduceConfig", FORCE_REDUCE,
+                                        fwd_reduce};
 static const struct coll_kind BCAST = {SHUNT_COLL_BROADCAST, "Bcast", "BroadcastConfig", FORCE_BROADCAST,
                                        fwd_bcast};
 
@@ -603,21 +605,23 @@ SHUNT_ALIAS(ncclAlltoAllConfig, ncclResult_t,
             (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
              cudaStream_t stream, const ncclCollConfig_t* config))
 
-SHUNT_EXPORT ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                      ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+SHUNT_EXPORT ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                      ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                                      cudaStream_t stream) {
   struct coll_args a = {sendbuff, recvbuff, count, datatype, op, comm, stream, 0, NULL, root};
   return route(&REDUCE, &a);
 }
 SHUNT_ALIAS(ncclReduce, ncclResult_t,
-            (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root,
-             ncclComm_t comm, cudaStream_t stream))
+            (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+             int root, ncclComm_t comm, cudaStream_t stream))
 
 SHUNT_EXPORT ncclResult_t pncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count,
-                                            ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-                                            cudaStream_t stream, const ncclCollConfig_t* config) {
+                                            ncclDataType_t datatype, ncclRedOp_t op, int root,
+                                            ncclComm_t comm, cudaStream_t stream,
+                                            const ncclCollConfig_t* config) {
   struct coll_args a = {sendbuff, recvbuff, count, datatype, op, comm, stream, 1, config, root};
   return route(&REDUCE, &a);
 }
 SHUNT_ALIAS(ncclReduceConfig, ncclResult_t,
-            (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root,
-             ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
+            (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+             int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))

@@ -187,8 +187,7 @@ const char* shunt_gpu_gate_call(struct shunt_comm* c, struct shunt_call* call, u
       return "GPU buffers and no GPU self-check passed for this communicator";
   }
   int dev = shunt_mem_device(call->send);
-  if (dev < 0 || (!one && shunt_mem_device(call->recv) != dev))
-    return "GPU buffers of different devices";
+  if (dev < 0 || (!one && shunt_mem_device(call->recv) != dev)) return "GPU buffers of different devices";
   if (c->cuda_dev >= 0 && dev != c->cuda_dev) return "GPU buffers of another device than the communicator's";
   call->on_gpu = true;
   call->device = dev;

@@ -16,7 +16,8 @@ const char* shunt_steps_plan(const struct shunt_program* p, uint32_t nranks, con
   if (!user_out) {
     /* No output on this rank (a reduce's other ranks): the plan's output is the staging output,
      * which is then the user's as far as the steps go, so nothing is copied out. */
-    if (!stage_out || p->out_bytes > b->out_cap) return "the call's output exceeds the world's staging capacity";
+    if (!stage_out || p->out_bytes > b->out_cap)
+      return "the call's output exceeds the world's staging capacity";
     user_out = stage_out;
     zc_out = false;
   }

@@ -107,8 +107,8 @@ struct shunt_parts {
 
 /* The parts of a call split as `s` (exec/split.h: the call's shape, computed once) on rank
  * `rank`, from the user's buffers `in` and `out` (NULL: none, nothing copied out), the tail
- * staged in `tail` (s->tail_bytes of it). In place when s->inplace says the call is: the tail then runs in place too, so an
- * in-place plan sees the layout it was written for. */
+ * staged in `tail` (s->tail_bytes of it). In place when s->inplace says the call is: the tail then runs in
+ * place too, so an in-place plan sees the layout it was written for. */
 void shunt_parts_plan(const struct shunt_plan* plan, const struct shunt_split* s, uint32_t rank,
                       const void* in, void* out, char* tail, struct shunt_parts* parts);
 

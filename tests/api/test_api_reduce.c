@@ -75,8 +75,8 @@ static void check_reduce(ncclComm_t comm, int rank, int root, size_t count, int 
   if (op == PREMUL) {
     int32_t two = 2;
     float ftwo = 2;
-    CHECK_EQ_INT(ncclRedOpCreatePreMulSum(&rop, is_float ? (void*)&ftwo : (void*)&two, dt, ncclScalarHostImmediate,
-                                          comm),
+    CHECK_EQ_INT(ncclRedOpCreatePreMulSum(&rop, is_float ? (void*)&ftwo : (void*)&two, dt,
+                                          ncclScalarHostImmediate, comm),
                  ncclSuccess);
   }
   ncclResult_t rc;
@@ -102,7 +102,10 @@ static void check_reduce(ncclComm_t comm, int rank, int root, size_t count, int 
   }
   CHECK_MSG(bad == 0, "rank %d reduce %s %s root %d %zu %s %s: %zu wrong (served by %s)", rank,
             f == CONFIG ? "config" : "plain", op_names[op], root, count, is_float ? "float" : "int32",
-            inplace ? "in place" : overlap ? "overlapping" : "out of place", bad, served);
+            inplace   ? "in place"
+            : overlap ? "overlapping"
+                      : "out of place",
+            bad, served);
   CHECK_MSG(stray == 77, "rank %d: a non-root's recvbuff was written", rank);
   bad = 0;
   /* The input is read only, on every rank (not where the root's output overlaps it). */
@@ -135,7 +138,8 @@ static void run_served(ncclComm_t comm, int rank) {
         check_reduce(comm, rank, root, counts[k], op, is_float, inplace, 0, (enum form)((op + root) % 2), 1);
       }
   /* The root's buffers partly overlap: its input moved into its output first, on the plan. */
-  for (int root = 0; root < nranks; root++) check_reduce(comm, rank, root, 3000, ncclMax, root % 2, 0, 1, PLAIN, 1);
+  for (int root = 0; root < nranks; root++)
+    check_reduce(comm, rank, root, 3000, ncclMax, root % 2, 0, 1, PLAIN, 1);
   /* Back to back with other collectives, then the same inside a group: all exact. */
   size_t count = 3000;
   int root = nranks - 1;
@@ -152,7 +156,8 @@ static void run_served(ncclComm_t comm, int rank) {
       ar[i] = 1;
     }
     if (grouped) CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
-    CHECK_EQ_INT(ncclReduce(a, rank == root ? r : NULL, count, ncclInt32, ncclSum, root, comm, NULL), ncclSuccess);
+    CHECK_EQ_INT(ncclReduce(a, rank == root ? r : NULL, count, ncclInt32, ncclSum, root, comm, NULL),
+                 ncclSuccess);
     CHECK_EQ_INT(ncclAllReduce(ar, ar, count, ncclFloat, ncclSum, comm, NULL), ncclSuccess);
     CHECK_EQ_INT(ncclBroadcast(b, b, count, ncclInt32, 0, comm, NULL), ncclSuccess);
     CHECK_EQ_INT(ncclAllGather(a, ag, count, ncclInt32, comm, NULL), ncclSuccess);
@@ -169,7 +174,8 @@ static void run_served(ncclComm_t comm, int rank) {
       for (int q = 1; q < nranks; q++) lo = val(ncclSum, q, i) < lo ? val(ncclSum, q, i) : lo;
       bad += a[i] != (rank == 0 ? lo : val(ncclSum, rank, i));
     }
-    CHECK_MSG(bad == 0, "rank %d: %zu wrong after the calls %s", rank, bad, grouped ? "in a group" : "back to back");
+    CHECK_MSG(bad == 0, "rank %d: %zu wrong after the calls %s", rank, bad,
+              grouped ? "in a group" : "back to back");
     free(a), free(r), free(b), free(ar), free(ag);
   }
 }

@@ -163,11 +163,13 @@ FAKE_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, siz
   return collective((struct fake_coll){FAKE_BROADCAST, sendbuff, recvbuff, count, datatype, {0}, root},
                     ncclSum, comm);
 }
-FAKE_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+FAKE_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                    ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                                    cudaStream_t stream) {
   FAKE_RECORD(ncclReduce, (sendbuff, recvbuff, count, datatype, op, root, comm, stream));
   SCRIPTED_ERROR_OUT();
-  return collective((struct fake_coll){FAKE_REDUCE, sendbuff, recvbuff, count, datatype, {0}, root}, op, comm);
+  return collective((struct fake_coll){FAKE_REDUCE, sendbuff, recvbuff, count, datatype, {0}, root}, op,
+                    comm);
 }
 
 /* The definition above under a name nothing can interpose, for ncclBcast's self-binding check. */

@@ -246,8 +246,9 @@ static void reduce_case(ncclComm_t comm, int rank, fc_handle st, size_t count, e
     CHECK_EQ_INT(ncclRedOpCreatePreMulSum(&rop, scalar, nccl_dt[dt], ncclScalarHostImmediate, comm),
                  ncclSuccess);
   }
-  CHECK_EQ_INT(ncclReduce((void*)(uintptr_t)in, (void*)(uintptr_t)out, count, nccl_dt[dt], rop, root, comm, st),
-               ncclSuccess);
+  CHECK_EQ_INT(
+      ncclReduce((void*)(uintptr_t)in, (void*)(uintptr_t)out, count, nccl_dt[dt], rop, root, comm, st),
+      ncclSuccess);
   CHECK_EQ_INT(cuStreamSynchronize(st), 0);
   const char* served = last_plan(comm);
   CHECK_MSG(strncmp(served, "reduce_", 7) == 0, "reduce %zu x %s served by %s", count, verify_dt_names[dt],
@@ -347,11 +348,12 @@ static void every_case(ncclComm_t comm, int rank, fc_handle st, int want_plan) {
   for (int dt = 0; dt < SHUNT_DT_COUNT; dt++)
     for (int op = 0; op < VERIFY_NOPS; op++) {
       int root = (dt + op) % nranks, mode = (dt * VERIFY_NOPS + op) % 3;
-      reduce_case(comm, rank, st, 1000 + 3, shunt_dtype_from_code((uint32_t)dt), op, root, mode == 0, mode == 2);
+      reduce_case(comm, rank, st, 1000 + 3, shunt_dtype_from_code((uint32_t)dt), op, root, mode == 0,
+                  mode == 2);
     }
   for (int root = 0; root < nranks; root++)
-    reduce_case(comm, rank, st, ((size_t)1 << 20) / 4 + 5, SHUNT_DT_FLOAT32, root % VERIFY_NOPS, root, root % 2,
-                0);
+    reduce_case(comm, rank, st, ((size_t)1 << 20) / 4 + 5, SHUNT_DT_FLOAT32, root % VERIFY_NOPS, root,
+                root % 2, 0);
 }
 
 static fc_handle setup_device(void) {

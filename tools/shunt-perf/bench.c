@@ -282,8 +282,8 @@ static int row(struct perf_thread* r, struct perf_case* c, size_t size, double* 
     else
       snprintf(plan, sizeof(plan), "%s", plans[0]);
     perf_print_row(bytes, shown, perf_dtype_name(c->type),
-                   perf_reduces(c->coll) ? perf_op_name(c->op) : "none",
-                   perf_rooted(c->coll) ? c->root : -1, &h[0], &h[1], plan);
+                   perf_reduces(c->coll) ? perf_op_name(c->op) : "none", perf_rooted(c->coll) ? c->root : -1,
+                   &h[0], &h[1], plan);
   }
   if (every != all) free(every);
   return rc;

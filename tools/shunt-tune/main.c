@@ -122,7 +122,8 @@ static int parse(int argc, char** argv, struct opts* o) {
   }
   if (strcmp(o->coll, "all") && !shunt_coll_served(shunt_coll_of_name(o->coll))) {
     fprintf(stderr,
-            "shunt-tune: --coll %s: want allreduce, allgather, reducescatter, alltoall, broadcast, reduce or all\n",
+            "shunt-tune: --coll %s: want allreduce, allgather, reducescatter, alltoall, broadcast, reduce or "
+            "all\n",
             o->coll);
     return -1;
   }
