@@ -9,55 +9,53 @@
 #include "dtype.h"
 
 void perf_usage(FILE* f) {
-  fprintf(
-      f,
-      "usage: shunt-perf [options]\n"
-      "shunt's benchmark and correctness check, in the manner of nccl-tests, through the NCCL API.\n"
-      "\n"
-      "  -b, --minbytes N        smallest size (default 32M); suffixes K, M, G are powers of 2\n"
-      "  -e, --maxbytes N        largest size (default 32M)\n"
-      "  -i, --stepbytes N       additive step between sizes (default 1M)\n"
-      "  -f, --stepfactor F      multiplicative step, used when > 1 (default off)\n"
-      "  -n, --iters N           timed iterations per size (default 20)\n"
-      "  -w, --warmup_iters N    untimed iterations per size (default 1)\n"
-      "  -c, --check N           correctness rounds (default 1; 0 shows #wrong as N/A)\n"
-      "  -d, --datatype T[,T..]  int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
-      "                          f8e4m3 f8e5m2, or all (default float)\n"
-      "  -o, --op OP[,OP..]      sum prod max min avg mulsum, or all (default sum)\n"
-      "  -z, --blocking N        0 async; 1 sync and barrier after each op; 2 sync only; 3 sync\n"
-      "                          and barrier per size (default 0)\n"
-      "  -N, --run_cycles N      repeat the sweep N times, 0 = forever (default 1)\n"
-      "  -G, --cudagraph N       GPU buffers: capture the -n calls into a CUDA graph and time N\n"
-      "                          launches of it (host buffers: ignored)\n"
-      "  --coll C                allreduce, allgather, reducescatter, alltoall, broadcast, reduce,\n"
-      "                          all,\n"
-      "                          or a comma list: one table each (default: allreduce and\n"
-      "                          allgather)\n"
-      "  --root R|all            broadcast's and reduce's root rank (default 0); all: every root in turn\n"
-      "                          (a table per root, or with --random size k from root k mod\n"
-      "                          the rank count)\n"
-      "  --random N[,SEED]       N sizes drawn log-uniformly from [-b, -e] (fixed seed), every\n"
-      "                          count exact (allgather, reducescatter and alltoall counts are\n"
-      "                          not rounded to 16 bytes);\n"
-      "                          with several -d types, size k uses the k-th type in turn\n"
-      "  -np N                   start N processes on this machine, each with -t threads\n"
-      "  -t, --nthreads N        threads per process (default 1)\n"
-      "  -g, --ngpus N           ranks each thread drives, rank r on GPU r mod the GPU count;\n"
-      "                          each call is one NCCL group of those ranks' calls (default 1)\n"
-      "  --make-id               print a new unique id as hex for SHUNT_PERF_ID, then stay\n"
-      "                          alive until interrupted: as with NCCL's bootstrap root, the\n"
-      "                          process that made the id must live until every rank has joined\n"
-      "  -h, --help              this text\n"
-      "\n"
-      "Joining a run of several machines: set SHUNT_PERF_RANK and SHUNT_PERF_NRANKS in each\n"
-      "process, and SHUNT_PERF_ROOT=host:port (rank 0 listens there and hands out the id)\n"
-      "or SHUNT_PERF_ID (the hex from `shunt-perf --make-id`).\n"
-      "Without -np or those variables, shunt-perf runs -t x -g ranks in this process; with\n"
-      "-np, N x -t x -g ranks.\n"
-      "\n"
-      "The last column names the plan that served the call, `nccl` when NCCL did, or `-` when\n"
-      "the NCCL library in use is not shunt. The exit status is nonzero when any rank fails\n"
-      "or any element is wrong.\n");
+  fprintf(f,
+          "usage: shunt-perf [options]\n"
+          "shunt's benchmark and correctness check, in the manner of nccl-tests, through the NCCL API.\n"
+          "\n"
+          "  -b, --minbytes N        smallest size (default 32M); suffixes K, M, G are powers of 2\n"
+          "  -e, --maxbytes N        largest size (default 32M)\n"
+          "  -i, --stepbytes N       additive step between sizes (default 1M)\n"
+          "  -f, --stepfactor F      multiplicative step, used when > 1 (default off)\n"
+          "  -n, --iters N           timed iterations per size (default 20)\n"
+          "  -w, --warmup_iters N    untimed iterations per size (default 1)\n"
+          "  -c, --check N           correctness rounds (default 1; 0 shows #wrong as N/A)\n"
+          "  -d, --datatype T[,T..]  int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
+          "                          f8e4m3 f8e5m2, or all (default float)\n"
+          "  -o, --op OP[,OP..]      sum prod max min avg mulsum, or all (default sum)\n"
+          "  -z, --blocking N        0 async; 1 sync and barrier after each op; 2 sync only; 3 sync\n"
+          "                          and barrier per size (default 0)\n"
+          "  -N, --run_cycles N      repeat the sweep N times, 0 = forever (default 1)\n"
+          "  -G, --cudagraph N       GPU buffers: capture the -n calls into a CUDA graph and time N\n"
+          "                          launches of it (host buffers: ignored)\n"
+          "  --coll C                allreduce, allgather, reducescatter, alltoall, broadcast, reduce,\n"
+          "                          all, or a comma list: one table each (default: allreduce and\n"
+          "                          allgather)\n"
+          "  --root R|all            broadcast's and reduce's root rank (default 0); all: every root\n"
+          "                          in turn (a table per root, or with --random size k from root k\n"
+          "                          mod the rank count)\n"
+          "  --random N[,SEED]       N sizes drawn log-uniformly from [-b, -e] (fixed seed), every\n"
+          "                          count exact (allgather, reducescatter and alltoall counts are\n"
+          "                          not rounded to 16 bytes);\n"
+          "                          with several -d types, size k uses the k-th type in turn\n"
+          "  -np N                   start N processes on this machine, each with -t threads\n"
+          "  -t, --nthreads N        threads per process (default 1)\n"
+          "  -g, --ngpus N           ranks each thread drives, rank r on GPU r mod the GPU count;\n"
+          "                          each call is one NCCL group of those ranks' calls (default 1)\n"
+          "  --make-id               print a new unique id as hex for SHUNT_PERF_ID, then stay\n"
+          "                          alive until interrupted: as with NCCL's bootstrap root, the\n"
+          "                          process that made the id must live until every rank has joined\n"
+          "  -h, --help              this text\n"
+          "\n"
+          "Joining a run of several machines: set SHUNT_PERF_RANK and SHUNT_PERF_NRANKS in each\n"
+          "process, and SHUNT_PERF_ROOT=host:port (rank 0 listens there and hands out the id)\n"
+          "or SHUNT_PERF_ID (the hex from `shunt-perf --make-id`).\n"
+          "Without -np or those variables, shunt-perf runs -t x -g ranks in this process; with\n"
+          "-np, N x -t x -g ranks.\n"
+          "\n"
+          "The last column names the plan that served the call, `nccl` when NCCL did, or `-` when\n"
+          "the NCCL library in use is not shunt. The exit status is nonzero when any rank fails\n"
+          "or any element is wrong.\n");
 }
 
 /* A size with an optional K/M/G suffix (powers of 2, as nccl-tests). */
@@ -162,11 +160,11 @@ static int parse_coll(const char* s, struct perf_opts* o) {
     size_t n = strcspn(p, ",");
     int bit = coll_bit(p, n);
     if (!bit) {
-      fprintf(stderr,
-              "shunt-perf: --coll takes allreduce, allgather, reducescatter, alltoall, broadcast, reduce or "
-              "all (or a "
-              "comma list of them), not '%s'\n",
-              s);
+      fprintf(
+          stderr,
+          "shunt-perf: --coll takes allreduce, allgather, reducescatter, alltoall, broadcast, reduce or all "
+          "(or a comma list of them), not '%s'\n",
+          s);
       return -1;
     }
     colls |= bit;
