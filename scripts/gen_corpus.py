@@ -58,6 +58,12 @@ allreduce through scratch at 2 and 4 ranks only):
   port_alltoall      rank r puts its chunk p into peer p's output through the proxy (pws), waits
                      for its own n-1 chunks and flushes; in place from a scratch copy, after a
                      round that tells every peer has made its copy.
+  chain_reduce       NCCL's chain to the root: the last rank puts its input into the next one's
+                     scratch, each rank between adds its input and passes the partial sum on
+                     (res), the root adds its own into its output and releases every rank.
+  pkt_port_reduce    every rank but the root sends its input as packets through the proxy
+                     (cpkt, ppkt over a port channel) into its slot on the root's scratch; the
+                     root adds them to its input into its output (repkt) and signals every rank.
   zc_mem_broadcast   every rank but the root reads the root's input (get) into its output; one
                      plan for both modes, as every broadcast plan (verify runs it both ways).
   port_broadcast     the root puts its input into every peer's output through the proxy (pws),
@@ -612,6 +618,73 @@ def port_alltoall(n, inplace):
     return plan
 
 
+def chain_reduce(n, inplace=False):
+    """NCCL's chain: rank n-1 sends its input to rank n-2's scratch, each rank between adds its
+    input to what arrived and sends the partial sum on (res), the root adds its own into its
+    output. Every rank first tells the one that sends to it that its scratch is free; the root
+    ends the call for all with a signal once the sum is in its output."""
+    plan = make_plan("chain_reduce", "reduce", False, n, (1, 1, 1))
+    plan.name = "chain_reduce_%dr" % n
+    root = gp.REDUCE_ROOT
+    for g in plan.gpus:
+        r = g.rank
+        prev = r + 1 if r + 1 < n else None  # sends to this rank
+        nxt = r - 1 if r > 0 else None       # this rank sends to it
+        for j in range(BLOCKS):
+            b = g.block()
+            if prev is not None:
+                b.sync("rlxsignal", "memory", [prev], j)
+            if nxt is not None:
+                b.sync("rlxwait", "memory", [nxt], j)
+            if prev is not None:
+                b.sync("wait", "memory", [prev], j)
+            b.nop()
+            if r == root:
+                b.data("re", [gp.local("i", 0), gp.local("s", 0)], [gp.local("o", 0)], tbg=(j, BLOCKS))
+                b.nop()
+                b.sync("signal", "memory", gp.peers(r, n), j)
+                continue
+            if prev is None:
+                b.data("put", [gp.local("i", 0)], [b.remote("memory", nxt, "s", 0)], "memory", [nxt], j,
+                       tbg=(j, BLOCKS))
+            else:
+                b.data("res", [gp.local("i", 0), gp.local("s", 0)],
+                       [gp.local("s", 0), b.remote("memory", nxt, "s", 0)], "memory", [nxt], j, tbg=(j, BLOCKS))
+            b.nop()
+            b.sync("signal", "memory", [nxt], j)
+            b.sync("wait", "memory", [root], j)
+    return plan
+
+
+def pkt_port_reduce(n, inplace=False):
+    """LL packets carried by the proxy to the root: every other rank packs its input into its own
+    scratch (cpkt) and puts the packets into its slot on the root's scratch (ppkt over a port
+    channel); the root adds the packet streams to its input into its output (repkt) and then
+    signals every rank, which flushes and waits for it."""
+    mine = n - 1  # a non-root's own packets; the root's slots 0..n-2 receive the peers'
+    plan = make_plan("pkt_port_reduce", "reduce", False, n, (1, 1, n))
+    plan.name = "pkt_port_reduce_%dr" % n
+    plan.protocol = "LL"
+    root = gp.REDUCE_ROOT
+    for g in plan.gpus:
+        r, ps = g.rank, gp.peers(g.rank, n)
+        for j in range(BLOCKS):
+            b = g.block()
+            if r == root:
+                b.data("repkt", [gp.local("i", 0)] + [gp.local("s", gp.slot(r, q, n)) for q in ps],
+                       [gp.local("o", 0)], tbg=(j, BLOCKS))
+                b.nop()
+                b.sync("signal", "port", ps, j)
+                continue
+            b.data("cpkt", [gp.local("i", 0)], [gp.local("s", mine)], tbg=(j, BLOCKS))
+            b.nop()
+            b.data("ppkt", [gp.local("s", mine)], [b.remote("port", root, "s", gp.slot(root, r, n))], "port",
+                   [root], j, tbg=(j, BLOCKS))
+            b.sync("flush", "port", [root], j)
+            b.sync("wait", "port", [root], j)
+    return plan
+
+
 CLASSES = (zc_mem_allreduce, zc_port_allreduce, zc_nvls_allreduce, zc_mem_allgather, zc_nvls_allgather,
            bar_allreduce, sem_allreduce, pipe_allreduce, pkt_port_allgather, zc_mem_reducescatter,
            port_reducescatter, tbg_pkt_reducescatter, mn_reducescatter, zc_mem_alltoall, port_alltoall)
@@ -629,8 +702,9 @@ NVLS_SCRATCH_RANKS = (2, 4)
 NVLS_SCRATCH_CLASSES = (sem_nvls_allreduce, pipe_nvls_allreduce)
 
 
-# One broadcast plan serves both modes (verify runs it in place and out of place).
-BCAST_CLASSES = (zc_mem_broadcast, port_broadcast)
+# One broadcast or reduce plan serves both modes (verify runs it in place and out of place,
+# from every root).
+BCAST_CLASSES = (zc_mem_broadcast, port_broadcast, chain_reduce, pkt_port_reduce)
 
 
 def all_plans():

@@ -689,6 +689,96 @@ def broadcast_port(n):
 
 
 # ---------------------------------------------------------------------------------------
+# Reduce (root 0; shunt renames the ranks for any other root). As for broadcast, one plan
+# serves both in-place modes, decided by the root's buffers alone: the other ranks have no
+# output (shunt binds it to its own staging), so no rank writes another's input or output but
+# the root's output, and only once the root has read its input there (in place its output is
+# its input). No peer reads a rank's input either: a rank places a peer's input by its own
+# in-place mode, which is not the root's. Everything else goes through scratch.
+# ---------------------------------------------------------------------------------------
+
+REDUCE_ROOT = 0
+# The packet plan serves reduces up to here, the Simple plans above.
+REDUCE_LL_MAX = 16 * 1024
+REDUCE_LL_BLOCKS = 4
+
+
+def reduce_name(n, family):
+    return "reduce_%dr_%s" % (n, family)
+
+
+def reduce_ll(n):
+    """One packet hop, the reducescatter packet plan's with one destination: every other rank
+    writes its input as packets into its slot on the root's scratch; the root adds the n-1 packet
+    streams to its input into its output, then signals every peer, which waits for it: a peer
+    leaves only after every rank has entered the call (the root has read all their packets)."""
+    t = REDUCE_LL_BLOCKS
+    root = REDUCE_ROOT
+    plan = Plan(reduce_name(n, "ll"), "reduce", "LL", False, n, (1, 1, n - 1))
+    for gpu in plan.gpus:
+        r = gpu.rank
+        ps = peers(r, n)
+        for j in range(t):
+            b = gpu.block()
+            if r != root:
+                b.data("ppkt", [local("i", 0)], [b.remote("memory", root, "s", slot(root, r, n))],
+                       "memory", [root], j, tbg=(j, t))
+                b.sync("wait", "memory", [root], j)
+                continue
+            b.data("repkt", [local("i", 0)] + [local("s", slot(root, q, n)) for q in ps], [local("o", 0)],
+                   tbg=(j, t))
+            b.nop()
+            b.sync("signal", "memory", ps, j)
+    return plan
+
+
+def reduce_direct(n, ctype):
+    """A reduce-scatter, then each rank's chunk to the root: rank r puts chunk p of its input
+    into its slot on rank p's scratch and signals p; once it has every peer's chunk r it adds
+    them to its own; the root keeps its sum in its output chunk, every other rank writes it into
+    chunk r of the root's output (rank r has the root's chunk r then, so the root has read that
+    part of its input); a last signal/wait round keeps each rank's scratch until it has read it
+    and the root in the call until every chunk has landed. Memory channels (one host) or port
+    channels through the proxy (any placement; the flush keeps a rank from returning while the
+    proxy still reads its buffers)."""
+    t = PORT_BLOCKS if ctype == "port" else SIMPLE_BLOCKS[n]
+    root = REDUCE_ROOT
+    family = "port" if ctype == "port" else "simple"
+    plan = Plan(reduce_name(n, family), "reduce", "Simple", False, n, (n, n, n))
+    mine = n - 1  # scratch chunk of a non-root's sum
+    for gpu in plan.gpus:
+        r = gpu.rank
+        ps = peers(r, n)
+        for j in range(t):
+            b = gpu.block()
+            put = "pws" if ctype == "port" else "put"
+            b.data(put, [local("i", p) for p in ps], [b.remote(ctype, p, "s", slot(p, r, n)) for p in ps],
+                   ctype, ps, j, tbg=(j, t))
+            if ctype == "memory":
+                b.nop()
+                b.sync("signal", "memory", ps, j)
+            b.sync("wait", ctype, ps, j)
+            b.nop()
+            src = [local("i", r)] + [local("s", slot(r, q, n)) for q in ps]
+            if r == root:
+                b.data("re", src, [local("o", r)], tbg=(j, t))
+            elif ctype == "memory":
+                b.data("res", src, [local("s", mine), b.remote("memory", root, "o", r)], "memory", [root], j,
+                       tbg=(j, t))
+            else:
+                b.data("re", src, [local("s", mine)], tbg=(j, t))
+                b.nop()
+                b.data("put", [local("s", mine)], [b.remote("port", root, "o", r)], "port", [root], j,
+                       tbg=(j, t))
+            b.nop()
+            b.sync("signal", ctype, ps, j)
+            b.sync("wait", ctype, ps, j)
+            if ctype == "port":
+                b.sync("flush", "port", ps, j)
+    return plan
+
+
+# ---------------------------------------------------------------------------------------
 # Alltoall (input and output: one block per rank; block p of the input goes to rank p, block p
 # of the output comes from rank p)
 # ---------------------------------------------------------------------------------------
@@ -1147,6 +1237,10 @@ def all_plans():
         plans.append(set_range(broadcast_ll(n), 0, BCAST_LL_MAX[n]))
         plans.append(set_range(broadcast_simple(n), BCAST_LL_MAX[n], PORT_MAX))
         plans.append(set_range(broadcast_port(n), 0, PORT_MAX))
+    for n in RANKS:
+        plans.append(set_range(reduce_ll(n), 0, REDUCE_LL_MAX))
+        plans.append(set_range(reduce_direct(n, "memory"), REDUCE_LL_MAX, PORT_MAX))
+        plans.append(set_range(reduce_direct(n, "port"), 0, PORT_MAX))
     for inplace in (False, True):
         plans.append(set_range(alltoall_port(A2A_PORT_MULTI, inplace), 0, PORT_MAX))
     hier = {"allgather": allgather_hier, "allreduce": allreduce_hier, "reducescatter": reducescatter_hier}
@@ -1255,11 +1349,13 @@ def coverage(folder):
                                            p.get("max_message_size", (1 << 64) - 1), f))
     gaps = 0
     shapes = [(n, n) for n in RANKS] + [(nodes * m, m) for nodes, m in MULTI]
-    for coll in ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast"):
+    for coll in ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce"):
         for n, rpn in shapes:
+            if coll == "reduce" and n not in RANKS:
+                continue  # reduce plans are for 2, 4 and 8 ranks (on one host or any placement)
             for inplace in (False, True):
-                # Broadcast plans serve both modes and are written out of place.
-                key = False if coll == "broadcast" else inplace
+                # Broadcast and reduce plans serve both modes and are written out of place.
+                key = False if coll in ("broadcast", "reduce") else inplace
                 rs = sorted(ranges.get((coll, n, key, rpn), []) + ranges.get((coll, n, key, 0), []))
                 covered = 0  # every size in [1, covered] is served
                 for lo, hi, f in rs:
@@ -1294,7 +1390,7 @@ def main():
     ap.add_argument("--summary", action="store_true", help="print the plan table and exit")
     ap.add_argument("--coverage", metavar="DIR",
                     help="check that the plans in DIR leave no size from one byte to 1 GiB unserved for "
-                         "allreduce and allgather, in and out of place, at 2, 4 and 8 ranks on one node and on the "
+                         "every collective, in and out of place, at 2, 4 and 8 ranks on one node and on the "
                          "multi-node shapes; exit 1 on a gap")
     args = ap.parse_args()
     if args.summary:

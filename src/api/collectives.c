@@ -1,6 +1,6 @@
-/* ncclAllReduce, ncclAllGather, ncclReduceScatter, ncclAlltoAll and ncclBroadcast/ncclBcast (and
- * their *Config forms): check arguments as NCCL does, pick a plan, run it, or send the call to NCCL;
- * one chain for every collective, driven by a row per collective (struct coll_kind). */
+/* ncclAllReduce, ncclAllGather, ncclReduceScatter, ncclAlltoAll, ncclBroadcast/ncclBcast and
+ * ncclReduce (and their *Config forms): check arguments as NCCL does, pick a plan, run it, or send the call
+ * to NCCL; one chain for every collective, driven by a row per collective (struct coll_kind). */
 #include <inttypes.h>
 #include <nccl.h>
 #include <pthread.h>
@@ -33,7 +33,8 @@ enum {
   FORCE_ALLGATHER = 2,
   FORCE_REDUCESCATTER = 4,
   FORCE_ALLTOALL = 8,
-  FORCE_BROADCAST = 16
+  FORCE_BROADCAST = 16,
+  FORCE_REDUCE = 32
 };
 
 /* SHUNT_FORCE_FALLBACK, read once. */
@@ -48,8 +49,8 @@ static void read_force(void) {
   char* save = NULL;
   for (char* t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     if (!strcmp(t, "all") || !strcmp(t, "1"))
-      force_mask |=
-          FORCE_ALLREDUCE | FORCE_ALLGATHER | FORCE_REDUCESCATTER | FORCE_ALLTOALL | FORCE_BROADCAST;
+      force_mask |= FORCE_ALLREDUCE | FORCE_ALLGATHER | FORCE_REDUCESCATTER | FORCE_ALLTOALL |
+                    FORCE_BROADCAST | FORCE_REDUCE;
     else if (!strcmp(t, "allreduce"))
       force_mask |= FORCE_ALLREDUCE;
     else if (!strcmp(t, "allgather"))
@@ -60,10 +61,12 @@ static void read_force(void) {
       force_mask |= FORCE_ALLTOALL;
     else if (!strcmp(t, "broadcast"))
       force_mask |= FORCE_BROADCAST;
+    else if (!strcmp(t, "reduce"))
+      force_mask |= FORCE_REDUCE;
     else {
       SHUNT_WARN(
           "SHUNT_FORCE_FALLBACK=%s is not valid (accepted: all, allreduce, allgather, reducescatter, "
-          "alltoall, broadcast, a comma list, or 0); using 0",
+          "alltoall, broadcast, reduce, a comma list, or 0); using 0",
           v);
       force_mask = 0;
       return;
@@ -143,18 +146,16 @@ struct coll_args {
   cudaStream_t stream;
   int with_config; /* the *Config form: config may be NULL, as NCCL allows */
   const ncclCollConfig_t* config;
-  int root; /* broadcast */
+  int root; /* broadcast, reduce */
 };
 
-/* What tells one collective from another on the way to a plan; everything else is one chain
- * (route). Sizes: `count` elements of the dtype is the per-rank unit; in_units and out_units
- * say how many units each rank's input and output hold (0 means the rank count). */
+/* What the API knows of a collective beyond its traits (util/coll_traits.h: sizes, in-place
+ * rule, op, root), which the one chain (route) reads: its NCCL names, SHUNT_FORCE_FALLBACK bit
+ * and forwarder. */
 struct coll_kind {
   enum shunt_coll coll;
   const char *name, *name_config;
-  int force;    /* its SHUNT_FORCE_FALLBACK bit */
-  bool reduces; /* takes a reduction op */
-  uint32_t in_units, out_units;
+  int force; /* its SHUNT_FORCE_FALLBACK bit */
   ncclResult_t (*forward)(const struct shunt_real_nccl* real, const struct coll_args* a, ncclComm_t comm);
 };
 
@@ -363,6 +364,17 @@ static ncclResult_t fwd_broadcast(const struct shunt_real_nccl* real, const stru
   return real_said(real->ncclBroadcast(a->send, a->recv, a->count, a->dtype, a->root, comm, a->stream));
 }
 
+static ncclResult_t fwd_reduce(const struct shunt_real_nccl* real, const struct coll_args* a,
+                               ncclComm_t comm) {
+  if (a->with_config) {
+    if (!real || !real->ncclReduceConfig) return shunt_unavailable("ncclReduceConfig", real);
+    return real_said(real->ncclReduceConfig(a->send, a->recv, a->count, a->dtype, a->op, a->root, comm,
+                                            a->stream, a->config));
+  }
+  if (!real || !real->ncclReduce) return shunt_unavailable("ncclReduce", real);
+  return real_said(real->ncclReduce(a->send, a->recv, a->count, a->dtype, a->op, a->root, comm, a->stream));
+}
+
 /* ncclBcast goes to NCCL's own ncclBcast (send == recv there). */
 static ncclResult_t fwd_bcast(const struct shunt_real_nccl* real, const struct coll_args* a,
                               ncclComm_t comm) {
@@ -370,19 +382,20 @@ static ncclResult_t fwd_bcast(const struct shunt_real_nccl* real, const struct c
   return real_said(real->ncclBcast(a->recv, a->count, a->dtype, a->root, comm, a->stream));
 }
 
-static const struct coll_kind ALLREDUCE = {
-    SHUNT_COLL_ALLREDUCE, "AllReduce", "AllReduceConfig", FORCE_ALLREDUCE, true, 1, 1, fwd_allreduce};
-static const struct coll_kind ALLGATHER = {
-    SHUNT_COLL_ALLGATHER, "AllGather", "AllGatherConfig", FORCE_ALLGATHER, false, 1, 0, fwd_allgather};
-static const struct coll_kind REDUCESCATTER = {
-    SHUNT_COLL_REDUCESCATTER, "ReduceScatter", "ReduceScatterConfig", FORCE_REDUCESCATTER, true, 0, 1,
-    fwd_reducescatter};
-static const struct coll_kind BROADCAST = {
-    SHUNT_COLL_BROADCAST, "Broadcast", "BroadcastConfig", FORCE_BROADCAST, false, 1, 1, fwd_broadcast};
-static const struct coll_kind BCAST = {
-    SHUNT_COLL_BROADCAST, "Bcast", "BroadcastConfig", FORCE_BROADCAST, false, 1, 1, fwd_bcast};
+static const struct coll_kind ALLREDUCE = {SHUNT_COLL_ALLREDUCE, "AllReduce", "AllReduceConfig",
+                                           FORCE_ALLREDUCE, fwd_allreduce};
+static const struct coll_kind ALLGATHER = {SHUNT_COLL_ALLGATHER, "AllGather", "AllGatherConfig",
+                                           FORCE_ALLGATHER, fwd_allgather};
+static const struct coll_kind REDUCESCATTER = {SHUNT_COLL_REDUCESCATTER, "ReduceScatter",
+                                               "ReduceScatterConfig", FORCE_REDUCESCATTER, fwd_reducescatter};
+static const struct coll_kind BROADCAST = {SHUNT_COLL_BROADCAST, "Broadcast", "BroadcastConfig",
+                                           FORCE_BROADCAST, fwd_broadcast};
+static const struct coll_kind REDUCE = {SHUNT_COLL_REDUCE, "Reduce", "ReduceConfig", FORCE_REDUCE,
+                                        fwd_reduce};
+static const struct coll_kind BCAST = {SHUNT_COLL_BROADCAST, "Bcast", "BroadcastConfig", FORCE_BROADCAST,
+                                       fwd_bcast};
 
-/* Broadcast's root, as NCCL checks it. */
+/* A rooted collective's root, as NCCL checks it. */
 static ncclResult_t check_root(const char* fn, int root, int nranks) {
   if (root < 0 || root >= nranks) {
     SHUNT_WARN("%s: invalid root %d (root should be in the 0..%d range)", fn, root, nranks - 1);
@@ -392,8 +405,8 @@ static ncclResult_t check_root(const char* fn, int root, int nranks) {
 }
 /* count elements to and from each peer: both buffers hold one block per rank (nccl.h: the
  * block for rank j at sendbuff + j x count, the block from rank i at recvbuff + i x count). */
-static const struct coll_kind ALLTOALL = {
-    SHUNT_COLL_ALLTOALL, "AlltoAll", "AlltoAllConfig", FORCE_ALLTOALL, false, 0, 0, fwd_alltoall};
+static const struct coll_kind ALLTOALL = {SHUNT_COLL_ALLTOALL, "AlltoAll", "AlltoAllConfig", FORCE_ALLTOALL,
+                                          fwd_alltoall};
 
 /* One collective call: NCCL's argument checks, then a plan when one serves it (queued in the
  * group), else the real NCCL with the reason logged, or an error naming the reason when the
@@ -406,40 +419,50 @@ static ncclResult_t route(const struct coll_kind* k, const struct coll_args* a) 
   if (!c) goto forward; /* not ours: NCCL's to judge */
   struct shunt_coll_opts opts;
   uint64_t nranks = (uint64_t)c->nranks;
-  uint64_t in_units = k->in_units ? k->in_units : nranks, out_units = k->out_units ? k->out_units : nranks;
-  bool bcast = k->coll == SHUNT_COLL_BROADCAST;
+  const struct shunt_coll_traits* t = shunt_coll_traits(k->coll);
+  uint64_t in_units = shunt_coll_in_units(k->coll, nranks), out_units = shunt_coll_out_units(k->coll, nranks);
+  bool rooted = shunt_coll_rooted(k->coll);
   rc = shunt_handles_ready(fn, c);
-  if (rc == ncclSuccess && bcast) rc = check_root(fn, a->root, c->nranks);
-  /* Broadcast reads sendbuff on the root only; elsewhere it may be anything, NULL included, and
-   * the input is bound to the receive buffer (the call is in place there). */
-  const void* send_used = bcast && a->root != c->rank ? a->recv : a->send;
-  static const char not_read; /* stands for a sendbuff that is not checked */
+  if (rc == ncclSuccess && rooted) rc = check_root(fn, a->root, c->nranks);
+  /* A rooted collective's other ranks bind as its row says (util/coll_traits.h): a buffer only
+   * the root uses may be anything elsewhere, NULL included, and is not checked there. */
+  const void* send_used = a->send;
+  void* recv_used = a->recv;
+  bool bound_inplace = false; /* not used: selection's rule below decides from the buffers bound */
+  if (rooted)
+    shunt_coll_root_bind(k->coll, (uint32_t)c->rank, (uint32_t)a->root, &send_used, &recv_used,
+                         &bound_inplace);
+  bool send_unused = rooted && a->root != c->rank && t->root == SHUNT_ROOT_SENDS;
+  bool recv_unused = rooted && a->root != c->rank && t->root == SHUNT_ROOT_RECEIVES;
+  static const char not_read; /* stands for a buffer that is not checked */
   if (rc == ncclSuccess)
-    rc = check_args(fn, bcast && a->root != c->rank ? &not_read : a->send, a->recv, a->count, a->dtype);
+    rc = check_args(fn, send_unused ? &not_read : a->send, recv_unused ? &not_read : a->recv, a->count,
+                    a->dtype);
   if (rc == ncclSuccess) rc = shunt_coll_opts_read(fn, a->config, &opts);
   struct shunt_call call = {.coll = k->coll,
                             .send = send_used,
-                            .recv = a->recv,
+                            .recv = recv_used,
                             .dtype = shunt_dtype_from_nccl(a->dtype),
                             .op = SHUNT_REDOP_SUM,
                             .stream = a->stream,
-                            .root = bcast ? (uint32_t)a->root : 0};
-  if (rc == ncclSuccess && k->reduces) rc = resolve_op(fn, c, a->op, a->dtype, &call);
+                            .root = rooted ? (uint32_t)a->root : 0};
+  if (rc == ncclSuccess && t->reduces) rc = resolve_op(fn, c, a->op, a->dtype, &call);
   if (rc == ncclSuccess) rc = check_size(fn, a->count, a->dtype, in_units > out_units ? in_units : out_units);
   if (rc != ncclSuccess) return rc;
   uint64_t unit = (uint64_t)a->count * shunt_dtype_size(call.dtype);
   call.in_bytes = unit * in_units;
   call.out_bytes = unit * out_units;
-  uint64_t bytes = call.in_bytes > call.out_bytes ? call.in_bytes : call.out_bytes;
-  bool inplace = shunt_select_inplace(k->coll, send_used, a->recv, (uint32_t)c->rank, unit);
+  uint64_t bytes = shunt_coll_size(k->coll, call.in_bytes, call.out_bytes);
+  bool inplace = shunt_select_inplace(k->coll, send_used, recv_used, (uint32_t)c->rank, unit);
   const char* send = send_used;
-  const char* recv = a->recv;
+  const char* recv = recv_used;
   char what[64];
-  if (bcast)
-    snprintf(what, sizeof(what), "%s root %d", dtype_name(a->dtype), a->root);
-  else
-    snprintf(what, sizeof(what), "%s%s%s", dtype_name(a->dtype), k->reduces ? " " : "",
-             k->reduces ? op_name(a->op) : "");
+  snprintf(what, sizeof(what), "%s%s%s", dtype_name(a->dtype), t->reduces ? " " : "",
+           t->reduces ? op_name(a->op) : "");
+  if (rooted) {
+    size_t l = strlen(what);
+    snprintf(what + l, sizeof(what) - l, " root %d", a->root);
+  }
   const char* why = NULL;
   if (a->count == 0)
     why = "empty";
@@ -451,9 +474,9 @@ static ncclResult_t route(const struct coll_kind* k, const struct coll_args* a) 
     why = "plans disabled for this communicator";
   else if ((why = shunt_gpu_gate_call(c, &call, call.in_bytes, call.out_bytes)) != NULL) {
     /* asked once per call: the answer is the reason */
-  } else if (!inplace && !bcast && send < recv + call.out_bytes && recv < send + call.in_bytes)
-    /* (A broadcast root's overlap is the root's alone; the other ranks cannot see it: it runs
-     * on the plan, its input moved into its output first, api/launch.c.) */
+  } else if (!inplace && !rooted && send < recv + call.out_bytes && recv < send + call.in_bytes)
+    /* (A root's overlap is the root's alone; the other ranks cannot see it: it runs on the plan,
+     * its input moved into its output first, exec/backend.c.) */
     why = "send and receive buffers partly overlap";
   else {
     struct shunt_select_query q = {.coll = k->coll,
@@ -639,3 +662,24 @@ SHUNT_EXPORT ncclResult_t pncclAlltoAllConfig(const void* sendbuff, void* recvbu
 SHUNT_ALIAS(ncclAlltoAllConfig, ncclResult_t,
             (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
              cudaStream_t stream, const ncclCollConfig_t* config))
+
+SHUNT_EXPORT ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                      ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                                      cudaStream_t stream) {
+  struct coll_args a = {sendbuff, recvbuff, count, datatype, op, comm, stream, 0, NULL, root};
+  return route(&REDUCE, &a);
+}
+SHUNT_ALIAS(ncclReduce, ncclResult_t,
+            (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+             int root, ncclComm_t comm, cudaStream_t stream))
+
+SHUNT_EXPORT ncclResult_t pncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                            ncclDataType_t datatype, ncclRedOp_t op, int root,
+                                            ncclComm_t comm, cudaStream_t stream,
+                                            const ncclCollConfig_t* config) {
+  struct coll_args a = {sendbuff, recvbuff, count, datatype, op, comm, stream, 1, config, root};
+  return route(&REDUCE, &a);
+}
+SHUNT_ALIAS(ncclReduceConfig, ncclResult_t,
+            (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+             int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))

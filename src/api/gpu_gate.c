@@ -40,13 +40,13 @@ static const char* spans_refusal(const struct shunt_comm* c) {
   return "GPU buffers on ranks of several hosts (SHUNT_GPU_ACROSS_HOSTS=off)";
 }
 
-/* The collectives the GPU backend runs (the others' device calls go to NCCL). */
+/* The collectives the GPU backend runs: every one plans serve (the others' device calls go to
+ * NCCL). */
 static bool gpu_serves(enum shunt_coll coll) {
-  return coll == SHUNT_COLL_ALLREDUCE || coll == SHUNT_COLL_ALLGATHER || coll == SHUNT_COLL_REDUCESCATTER ||
-         coll == SHUNT_COLL_BROADCAST || coll == SHUNT_COLL_ALLTOALL;
+  return shunt_coll_served(coll);
 }
 
-/* The entry's plan, or a broadcast's plan for every root (planset.h: each root's is a plan of
+/* The entry's plan, or a rooted collective's plan for every root (planset.h: each root's is a plan of
  * its own, ranks renamed, which selection hands out): appended to plans[k..]; the new count. */
 static uint32_t add_plans(const struct shunt_plan_entry* e, const struct shunt_plan** plans, uint32_t k,
                           uint32_t max) {
@@ -167,13 +167,14 @@ const char* shunt_gpu_gate_call(struct shunt_comm* c, struct shunt_call* call, u
   (void)in_bytes;
   (void)out_bytes;
   enum shunt_mem_kind ks = shunt_mem_kind(call->send);
-  enum shunt_mem_kind kr = call->recv == call->send ? ks : shunt_mem_kind(call->recv);
+  /* No output on this rank (a reduce's other ranks): the input alone says where the call runs. */
+  bool one = call->recv == call->send || !call->recv;
+  enum shunt_mem_kind kr = one ? ks : shunt_mem_kind(call->recv);
   call->on_gpu = false;
   if (ks == SHUNT_MEM_HOST && kr == SHUNT_MEM_HOST) return NULL;
   if (ks != kr) return "one buffer in host memory, the other on the GPU";
   if (!gpu_serves(call->coll))
-    return "GPU buffers, and the GPU backend serves only allreduce, allgather, reducescatter, alltoall and "
-           "broadcast";
+    return "GPU buffers, and the GPU backend serves only the collectives plans serve";
   const char* spans = gpu_mode() == MODE_OFF ? NULL : spans_refusal(c);
   if (spans) return spans;
   switch (atomic_load(&c->gpu_verdict)) {
@@ -186,8 +187,7 @@ const char* shunt_gpu_gate_call(struct shunt_comm* c, struct shunt_call* call, u
       return "GPU buffers and no GPU self-check passed for this communicator";
   }
   int dev = shunt_mem_device(call->send);
-  if (dev < 0 || (call->recv != call->send && shunt_mem_device(call->recv) != dev))
-    return "GPU buffers of different devices";
+  if (dev < 0 || (!one && shunt_mem_device(call->recv) != dev)) return "GPU buffers of different devices";
   if (c->cuda_dev >= 0 && dev != c->cuda_dev) return "GPU buffers of another device than the communicator's";
   call->on_gpu = true;
   call->device = dev;

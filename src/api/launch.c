@@ -57,18 +57,6 @@ ncclResult_t shunt_launch(struct shunt_comm* c, const struct shunt_call* call,
                                   .stream = (void*)call->stream,
                                   .scalar = call->scalar_ptr ? call->scalar_ptr : call->scalar,
                                   .scalar_on_device = call->scalar_ptr != NULL};
-  const char *in = call->send, *out = call->recv;
-  struct shunt_split moved;
-  if (call->coll == SHUNT_COLL_BROADCAST && !call->on_gpu && in != out && in < out + call->out_bytes &&
-      out < in + call->in_bytes) {
-    /* A root whose buffers partly overlap: its output is its input, moved there first, and the
-     * call runs in place (its peers, who cannot see this, have chosen the same plan). */
-    memmove(call->recv, call->send, call->in_bytes);
-    bc.in = call->recv;
-    moved = *split;
-    moved.inplace = true;
-    bc.split = &moved;
-  }
   char msg[4096];
   /* Collective: every rank split the call the same way at selection and grows at the same
    * call. */

@@ -117,7 +117,7 @@ static void describe(const struct shunt_tune_key* k, char* buf, size_t len) {
   snprintf(buf, len, "%s%s %s%s%s sizes %llu-%llu", k->device ? "device " : "", shunt_coll_name(coll),
            k->inplace ? "in-place" : "out-of-place", reduces ? " " : "", reduces ? op : "",
            (unsigned long long)lo, (unsigned long long)((k->cls >= 63 ? ~0ull : (2ull << k->cls) - 1)));
-  if (coll == SHUNT_COLL_BROADCAST) {
+  if (shunt_coll_rooted(coll)) {
     size_t l = strlen(buf);
     snprintf(buf + l, len - l, " root %u", k->root);
   }
@@ -377,10 +377,10 @@ const struct shunt_plan_entry* shunt_tune_pick(struct shunt_tune* t, const struc
   if (untuned == &shunt_tune_nccl && !nccl) return untuned;
   bool reduces = shunt_coll_reduces(q->coll);
   struct shunt_tune_key key = {shunt_coll_code(q->coll),
-                               q->coll != SHUNT_COLL_BROADCAST && q->inplace,
+                               !shunt_coll_rooted(q->coll) && q->inplace,
                                reduces ? shunt_redop_code(q->op) : 0,
                                0,
-                               q->coll == SHUNT_COLL_BROADCAST ? q->root : 0,
+                               shunt_coll_rooted(q->coll) ? q->root : 0,
                                shunt_tune_class(q->bytes),
                                call->on_gpu ? 1u : 0u};
   /* A call captured into a graph replays later, with no way to time it: it takes the bucket's

@@ -42,7 +42,18 @@ int shunt_backend_run(struct shunt_backend* b, const struct shunt_backend_call* 
     if (err && len) snprintf(err, len, "out of memory for the program cache");
     return SHUNT_E_NOMEM;
   }
-  return b->ops->run(b, call, err, len);
+  /* A root whose buffers partly overlap: its peers cannot see it and have chosen the plan, so it
+   * runs it too, in place, its input moved into its output first. */
+  const struct shunt_split* sp = call->split;
+  if (!shunt_coll_root_overlap(call->plan->coll, call->in, call->out, sp->call.in_bytes, sp->call.out_bytes))
+    return b->ops->run(b, call, err, len);
+  struct shunt_backend_call moved = *call;
+  struct shunt_split moved_split = *sp;
+  moved_split.inplace = true;
+  moved.split = &moved_split;
+  moved.move_from = call->in;
+  moved.in = call->out;
+  return b->ops->run(b, &moved, err, len);
 }
 
 int shunt_backend_check(struct shunt_backend* b, char* err, size_t len) {

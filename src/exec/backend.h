@@ -11,7 +11,9 @@
  *   derived again from the plan); it is collective (every rank reaches it at the same call, as
  *   every rank selects the same plan) and does nothing when the world already fits.
  * - run runs one call (its head and tail parts); SHUNT_OK or a SHUNT_E_* code (util/status.h)
- *   with a message. After a failure the world is broken and later runs are refused.
+ *   with a message. After a failure the world is broken and later runs are refused. A root's
+ *   partly overlapping buffers are handled here, alike for every backend: its input moved into
+ *   its output first (the backend's own copy), then the call in place.
  * - check reports a failure that happened after run returned (a GPU kernel that gave up
  *   waiting): SHUNT_OK or SHUNT_E_TIMEOUT with a message. Safe at any time.
  * - abort makes every wait of this rank's runs give up; callable from any thread while a run
@@ -38,7 +40,11 @@ struct shunt_backend_call {
    * call was selected and given to prepare. */
   const struct shunt_split* split;
   const void* in;
-  void* out;
+  void* out; /* NULL: this rank has no output (a reduce's other ranks): the plan writes staging */
+  /* Set by shunt_backend_run, never by its caller: a root whose buffers partly overlap
+   * (util/coll_traits.h: shunt_coll_root_overlap) has its input here, which the backend moves
+   * into `out` first, in order with the run; `in` is then `out` and the call runs in place. */
+  const void* move_from;
   void* stream;          /* gpu: the caller's stream */
   const void* scalar;    /* PREMULSUM: one element of the dtype */
   bool scalar_on_device; /* scalar is device memory (ncclScalarDevice): the kernel reads it */

@@ -102,8 +102,8 @@ static uint32_t lower_ref(struct builder* b, const struct shunt_plan_op* o, cons
     btype = b->g->channels[SHUNT_CHAN_SWITCH][r->global].buffer_type;
   /* The sliced buffer of a head run: allgather's output, reducescatter's input, both of
    * alltoall's (C: a block's chunks). */
-  bool rs = b->plan->coll == SHUNT_COLL_REDUCESCATTER;
-  bool a2a = b->plan->coll == SHUNT_COLL_ALLTOALL;
+  bool rs = shunt_coll_layout(b->plan->coll) == SHUNT_LAYOUT_SCATTER;
+  bool a2a = shunt_coll_layout(b->plan->coll) == SHUNT_LAYOUT_BLOCKS;
   if (b->out_stride && (a2a ? btype == SHUNT_BUF_INPUT || btype == SHUNT_BUF_OUTPUT
                             : btype == (rs ? SHUNT_BUF_INPUT : SHUNT_BUF_OUTPUT))) {
     /* Rank q's chunk k of the sliced buffer (index q x C + k, C the other side's chunks)
@@ -441,13 +441,18 @@ static struct shunt_program* pack(struct builder* b, const struct shunt_call_sha
   p->ll = b->plan->ll;
   p->double_scratch = b->plan->use_double_scratch_buffer;
   p->coll = shunt_coll_code(b->plan->coll);
+  p->view = (uint8_t)((shunt_coll_out_in_input(b->plan->coll) ? SHUNT_PROG_VIEW_OUT_IN_INPUT : 0) |
+                      (shunt_coll_in_sliced(b->plan->coll) != shunt_coll_out_sliced(b->plan->coll)
+                           ? SHUNT_PROG_VIEW_AT_RANK
+                           : 0));
   p->remote_access = remote_access_of(b->plan, b->rank);
   p->in_bytes = s->in_bytes;
   p->out_bytes = s->out_bytes;
-  p->out_stride = b->plan->coll == SHUNT_COLL_ALLTOALL        ? s->in_bytes / b->plan->ngpus
-                  : s->out_stride                             ? s->out_stride
-                  : b->plan->coll == SHUNT_COLL_REDUCESCATTER ? s->out_bytes
-                                                              : s->in_bytes;
+  /* The rank-sliced buffer's stride: a head's, else the unit (alltoall: always one block). */
+  bool blocks = shunt_coll_layout(b->plan->coll) == SHUNT_LAYOUT_BLOCKS;
+  p->out_stride = s->out_stride && !blocks
+                      ? s->out_stride
+                      : shunt_coll_unit(b->plan->coll, b->plan->ngpus, s->in_bytes, s->out_bytes);
   p->chunk_bytes = b->chunk;
   p->scratch_bytes = b->chunk * g->scratch_chunks * (b->plan->ll ? 2 : 1);
   p->off_blocks = (uint32_t)o_blocks;
@@ -482,11 +487,12 @@ struct shunt_program* shunt_lower(const struct shunt_plan* plan, uint32_t rank,
   struct builder b = {.plan = plan, .g = &plan->gpus[rank], .rank = rank, .reason = reason, .len = len};
   b.align = plan->buffer_alignment;
   /* A strided reducescatter head addresses ranks x out_bytes of its input: its chunk unit. */
+  enum shunt_coll_layout layout = shunt_coll_layout(plan->coll);
   uint64_t in_flat =
-      s->out_stride && plan->coll == SHUNT_COLL_REDUCESCATTER ? s->out_bytes * plan->ngpus : s->in_bytes;
+      s->out_stride && layout == SHUNT_LAYOUT_SCATTER ? s->out_bytes * plan->ngpus : s->in_bytes;
   uint64_t out_flat = s->out_bytes;
   b.out_stride = s->out_stride;
-  if (s->out_stride && plan->coll == SHUNT_COLL_ALLTOALL) {
+  if (s->out_stride && layout == SHUNT_LAYOUT_BLOCKS) {
     /* An alltoall head addresses ranks x its bytes per block on both sides; the blocks lie
      * in_bytes / ranks apart. */
     in_flat = out_flat = s->out_stride * plan->ngpus;

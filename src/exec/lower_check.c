@@ -33,7 +33,8 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
   uint32_t ic = g->input_chunks, oc = g->output_chunks;
   if (ic == 0 && oc == 0) SHUNT_REFUSE("plan has neither input nor output chunks");
   uint64_t in = s->in_bytes, out = s->out_bytes;
-  if (s->out_stride && plan->coll == SHUNT_COLL_REDUCESCATTER) {
+  enum shunt_coll_layout layout = shunt_coll_layout(plan->coll);
+  if (s->out_stride && layout == SHUNT_LAYOUT_SCATTER) {
     /* The mirror for reducescatter: input slices wider than the plan's output; the input is
      * checked as ranks x out_bytes, which the plan addresses. */
     if (s->out_stride <= out || in != s->out_stride * plan->ngpus)
@@ -51,7 +52,7 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
     flat.part = true; /* the range was checked on the real size */
     return shunt_lower_check_shape(plan, &flat, reason, len);
   }
-  if (s->out_stride && plan->coll == SHUNT_COLL_ALLTOALL) {
+  if (s->out_stride && layout == SHUNT_LAYOUT_BLOCKS) {
     /* An alltoall head: both buffers keep their blocks (in_bytes / ranks apart) and the plan
      * runs on the first out_stride bytes of each; checked as ranks x out_stride, which the
      * plan addresses. */
@@ -76,7 +77,7 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
   if (s->out_stride) {
     /* A head run of an allgather whose slices are wider than the plan's input (exec/split.h):
      * the output is checked as if it were ranks x in_bytes, which the plan addresses. */
-    if (plan->coll != SHUNT_COLL_ALLGATHER)
+    if (layout != SHUNT_LAYOUT_GATHER)
       SHUNT_REFUSE("a slice stride is for allgather, reducescatter and alltoall only");
     if (s->out_stride <= in || out != s->out_stride * plan->ngpus)
       SHUNT_REFUSE("output stride %" PRIu64 " does not fit %u slices of %" PRIu64 " bytes in %" PRIu64,
@@ -106,32 +107,22 @@ bool shunt_lower_check_shape(const struct shunt_plan* plan, const struct shunt_c
                  out, oc, a);
   if (ic && oc && in / ic != out / oc)
     SHUNT_REFUSE("chunk sizes differ: input %" PRIu64 "/%u, output %" PRIu64 "/%u", in, ic, out, oc);
-  uint64_t sz = plan->coll == SHUNT_COLL_ALLGATHER ? out : in;
+  uint64_t sz = shunt_coll_size(plan->coll, in, out);
   if (!s->part && !s->any_size && (sz < plan->min_message_size || sz > plan->max_message_size))
     SHUNT_REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", sz,
                  plan->min_message_size, plan->max_message_size);
   if (sz == 0) SHUNT_REFUSE("empty message");
-  if ((plan->coll == SHUNT_COLL_ALLREDUCE || plan->coll == SHUNT_COLL_BROADCAST) && in != out)
-    SHUNT_REFUSE("%s needs equal input and output sizes (%" PRIu64 " vs %" PRIu64 ")", plan->collective, in,
-                 out);
-  if (plan->coll == SHUNT_COLL_ALLGATHER && out != in * plan->ngpus)
-    SHUNT_REFUSE("allgather needs output = %u x input (%" PRIu64 " vs %" PRIu64 ")", plan->ngpus, out, in);
-  if (plan->coll == SHUNT_COLL_ALLTOALL && (in != out || in % plan->ngpus))
-    SHUNT_REFUSE("alltoall needs equal input and output sizes of whole blocks per rank (%" PRIu64
-                 " vs %" PRIu64 " for %u ranks)",
-                 in, out, plan->ngpus);
-  if (plan->coll == SHUNT_COLL_REDUCESCATTER && in != out * plan->ngpus)
-    SHUNT_REFUSE("reducescatter needs input = %u x output (%" PRIu64 " vs %" PRIu64 ")", plan->ngpus, in,
-                 out);
+  if (shunt_coll_served(plan->coll) &&
+      !shunt_coll_sizes_fit(plan->coll, plan->collective, plan->ngpus, in, out, reason, len))
+    return false;
   if (s->pkt != 0 && s->pkt != SHUNT_PKT_LL16 && s->pkt != SHUNT_PKT_LL8)
     SHUNT_REFUSE("unknown packet type %d", s->pkt);
   if (!shunt_dtype_valid(s->dtype)) SHUNT_REFUSE("unknown data type %u", (unsigned)shunt_dtype_code(s->dtype));
   uint32_t es = shunt_dtype_size(s->dtype);
   if (!es || shunt_lower_chunk_bytes(plan, in, out) % es)
     SHUNT_REFUSE("chunks are not whole %s elements", es ? "dtype" : "known");
-  if (plan->coll != SHUNT_COLL_ALLGATHER && plan->coll != SHUNT_COLL_BROADCAST &&
-      !op_supported(plan, s->op, reason, len))
-    return false;
+  /* Only a collective that reduces asks the plan's reduce ops (every other call's op is sum). */
+  if (shunt_coll_reduces(plan->coll) && !op_supported(plan, s->op, reason, len)) return false;
   return true;
 }
 

@@ -35,18 +35,26 @@ enum shunt_pkt_type { SHUNT_PKT_LL16 = 16, SHUNT_PKT_LL8 = 8 };
 #define SHUNT_PROG_REMOTE_INPUT 1u
 #define SHUNT_PROG_REMOTE_OUTPUT 2u
 
+/* Bits of shunt_program.view: how an in-place call's buffers nest, the collective's rule
+ * (util/coll_traits.h) written down at lowering, so executors read it without the table. */
+#define SHUNT_PROG_VIEW_OUT_IN_INPUT 1u /* the output is the view, the input its holder */
+#define SHUNT_PROG_VIEW_AT_RANK 2u      /* the view lies at the rank's slice of its holder */
+
 /* In an in-place call, where rank r's input lies inside its output (NCCL's in-place rule:
  * allreduce the same buffer, allgather the rank's slice); usable in host and device code.
  * Every rank of an in-place call binds its input there, so a rank also places its peers'. */
-#define SHUNT_PROG_IN_VIEW(p, r) \
-  ((p)->coll == shunt_coll_code(SHUNT_COLL_ALLGATHER) ? (uint64_t)(r) * (p)->out_stride : 0u)
+#define SHUNT_PROG_IN_VIEW(p, r)                                                                     \
+  (((p)->view & (SHUNT_PROG_VIEW_AT_RANK | SHUNT_PROG_VIEW_OUT_IN_INPUT)) == SHUNT_PROG_VIEW_AT_RANK \
+       ? (uint64_t)(r) * (p)->out_stride                                                             \
+       : 0u)
 
 /* Reducescatter is the mirror: in place, rank r's output lies inside its input (NCCL's rule:
  * recvbuff == sendbuff + rank x recvcount), at SHUNT_PROG_OUT_VIEW; every rank binds its
  * output there, so a rank also places its peers'. The input's rank slices lie out_stride
  * apart (the field is the stride of the collective's rank-sliced buffer). */
-#define SHUNT_PROG_OUT_IN_INPUT(p) ((p)->coll == shunt_coll_code(SHUNT_COLL_REDUCESCATTER))
-#define SHUNT_PROG_OUT_VIEW(p, r) (SHUNT_PROG_OUT_IN_INPUT(p) ? (uint64_t)(r) * (p)->out_stride : 0u)
+#define SHUNT_PROG_OUT_IN_INPUT(p) (((p)->view & SHUNT_PROG_VIEW_OUT_IN_INPUT) != 0)
+#define SHUNT_PROG_OUT_VIEW(p, r) \
+  (SHUNT_PROG_OUT_IN_INPUT(p) && ((p)->view & SHUNT_PROG_VIEW_AT_RANK) ? (uint64_t)(r) * (p)->out_stride : 0u)
 
 /* Channel ordinals per (type, peer) that the transport provides counters for. */
 #define SHUNT_PROG_MAX_ORDINAL 256
@@ -115,7 +123,7 @@ struct shunt_program {
   uint8_t double_scratch;
   uint8_t coll;          /* shunt_coll_code: the plan's collective */
   uint8_t remote_access; /* SHUNT_PROG_REMOTE_* */
-  uint8_t pad_;
+  uint8_t view;          /* SHUNT_PROG_VIEW_* */
   uint64_t in_bytes, out_bytes;
   uint64_t out_stride;    /* allgather: bytes from one rank's slice of the output to the next;
                            reducescatter: of the input (the rank-sliced buffer); alltoall: from

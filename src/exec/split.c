@@ -5,21 +5,26 @@
 
 #include "exec/lower_internal.h"
 
+/* The input is cut in rank slices and the output is not (reducescatter's layout). */
 static bool is_rs(const struct shunt_plan* p) {
-  return p->coll == SHUNT_COLL_REDUCESCATTER;
+  return shunt_coll_layout(p->coll) == SHUNT_LAYOUT_SCATTER;
 }
 
-/* Alltoall: both buffers hold one block per rank; the split cuts every block alike. */
+/* Both buffers hold one block per rank (alltoall's layout); the split cuts every block alike. */
 static bool is_a2a(const struct shunt_plan* p) {
-  return p->coll == SHUNT_COLL_ALLTOALL;
+  return shunt_coll_layout(p->coll) == SHUNT_LAYOUT_BLOCKS;
+}
+
+/* The output is cut in rank slices and the input is not (allgather's layout). */
+static bool is_ag(const struct shunt_plan* p) {
+  return shunt_coll_layout(p->coll) == SHUNT_LAYOUT_GATHER;
 }
 
 /* The per-rank unit of a call: one rank's input (allgather, allreduce) or output
  * (reducescatter), or one peer's block (alltoall); the split cuts this unit into head and
  * tail. */
 static uint64_t unit_of(const struct shunt_plan* p, const struct shunt_call_shape* call) {
-  if (is_a2a(p)) return p->ngpus ? call->in_bytes / p->ngpus : 0;
-  return is_rs(p) ? call->out_bytes : call->in_bytes;
+  return shunt_coll_unit(p->coll, p->ngpus, call->in_bytes, call->out_bytes);
 }
 
 /* The flat (unstrided) shape of a run of `u` bytes per rank. */
@@ -27,8 +32,8 @@ static struct shunt_call_shape flat(const struct shunt_plan* p, const struct shu
                                     uint64_t u) {
   struct shunt_call_shape s = *call;
   s.part = false;
-  s.in_bytes = is_rs(p) || is_a2a(p) ? u * p->ngpus : u;
-  s.out_bytes = p->coll == SHUNT_COLL_ALLGATHER || is_a2a(p) ? u * p->ngpus : u;
+  s.in_bytes = u * shunt_coll_in_units(p->coll, p->ngpus);
+  s.out_bytes = u * shunt_coll_out_units(p->coll, p->ngpus);
   s.out_stride = 0;
   return s;
 }
@@ -69,15 +74,13 @@ bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_sha
   s->call = *call;
   s->inplace = false;
   s->unit = in;
-  s->out_slices = plan->coll == SHUNT_COLL_ALLGATHER || is_a2a(plan) ? n : 1;
-  s->in_slices = is_rs(plan) || is_a2a(plan) ? n : 1;
+  s->out_slices = (uint32_t)shunt_coll_out_units(plan->coll, n);
+  s->in_slices = (uint32_t)shunt_coll_in_units(plan->coll, n);
   uint32_t es = shunt_dtype_size(call->dtype);
   if (!es) SHUNT_REFUSE("unknown data type %u", (unsigned)shunt_dtype_code(call->dtype));
   if (in == 0) SHUNT_REFUSE("empty message");
   if (in % es) SHUNT_REFUSE("%" PRIu64 " bytes are not whole %u-byte elements", in, es);
-  if (is_a2a(plan)  ? call->in_bytes != in * n || call->out_bytes != in * n
-      : is_rs(plan) ? call->in_bytes != in * n
-                    : call->out_bytes != (plan->coll == SHUNT_COLL_ALLGATHER ? in * n : in))
+  if (call->in_bytes != in * s->in_slices || call->out_bytes != in * s->out_slices)
     SHUNT_REFUSE("output of %" PRIu64 " bytes does not fit an input of %" PRIu64, call->out_bytes,
                  call->in_bytes);
   /* The smallest per-rank size the rule takes: a multiple of alignment x the per-rank side's
@@ -87,7 +90,7 @@ bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_sha
   uint32_t other = is_rs(plan) ? g->input_chunks : g->output_chunks;
   /* Alltoall: a block's share of the chunks, which both sides split alike. */
   if (is_a2a(plan) && g->input_chunks > other) other = g->input_chunks;
-  bool sliced = plan->coll == SHUNT_COLL_ALLGATHER || is_rs(plan) || is_a2a(plan);
+  bool sliced = shunt_coll_layout(plan->coll) != SHUNT_LAYOUT_FLAT;
   uint64_t base = own ? a * own : sliced && n ? a * ((other + n - 1) / n) : a * other;
   s->quantum = 0;
   for (uint64_t k = 1; k <= 64 && base; k++) {
@@ -103,7 +106,7 @@ bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_sha
   s->head_shape = flat(plan, call, s->head);
   if (s->rest) {
     s->head_shape.part = true;
-    if (plan->coll == SHUNT_COLL_ALLGATHER && s->head) {
+    if (is_ag(plan) && s->head) {
       s->head_shape.out_bytes = call->out_bytes;
       s->head_shape.out_stride = in;
     }
@@ -128,7 +131,7 @@ bool shunt_split_call(const struct shunt_plan* plan, const struct shunt_call_sha
 bool shunt_split_check(const struct shunt_plan* plan, const struct shunt_call_shape* call,
                        struct shunt_split* s, char* reason, size_t len) {
   if (!shunt_split_call(plan, call, s, reason, len)) return false;
-  uint64_t real = plan->coll == SHUNT_COLL_ALLGATHER ? call->out_bytes : call->in_bytes; /* §4.1 */
+  uint64_t real = shunt_coll_size(plan->coll, call->in_bytes, call->out_bytes); /* §4.1 */
   if (!call->any_size && (real < plan->min_message_size || real > plan->max_message_size))
     SHUNT_REFUSE("%" PRIu64 " bytes is outside the plan's range [%" PRIu64 ", %" PRIu64 "]", real,
                  plan->min_message_size, plan->max_message_size);
@@ -141,7 +144,7 @@ uint64_t shunt_split_tail_in(const struct shunt_plan* plan, const struct shunt_s
                              bool inplace) {
   if (is_rs(plan)) return 0; /* reducescatter's input comes first: its output may be a view in it */
   if (!inplace) return s->quantum * s->out_slices;
-  return plan->coll == SHUNT_COLL_ALLGATHER ? (uint64_t)rank * s->quantum : 0;
+  return shunt_coll_view_at(plan->coll, rank, s->quantum);
 }
 
 uint64_t shunt_split_tail_out(const struct shunt_plan* plan, const struct shunt_split* s, uint32_t rank,

@@ -13,6 +13,14 @@ const char* shunt_steps_plan(const struct shunt_program* p, uint32_t nranks, con
   char* stage_in = b->stage_in;
   char* stage_out = b->stage_out;
   bool zc_in = b->zc_in, zc_out = b->zc_out;
+  if (!user_out) {
+    /* No output on this rank (a reduce's other ranks): the plan's output is the staging output,
+     * which is then the user's as far as the steps go, so nothing is copied out. */
+    if (!stage_out || p->out_bytes > b->out_cap)
+      return "the call's output exceeds the world's staging capacity";
+    user_out = stage_out;
+    zc_out = false;
+  }
   /* Scale before (floating avg, PreMulSum) or divide after (integer avg). */
   enum shunt_elem_scaling scaling = SHUNT_SCALE_NONE;
   enum shunt_dtype dt = shunt_dtype_from_code(p->dtype);
@@ -119,7 +127,8 @@ void shunt_parts_plan(const struct shunt_plan* plan, const struct shunt_split* s
    * first `head` bytes of each slice). */
   parts->tail_in = (struct shunt_copies){tin, (const char*)in + s->head, q, R, s->rest, s->in_slices};
   parts->tail = (struct shunt_part){&s->tail_shape, tin, tout};
-  parts->tail_out = (struct shunt_copies){(char*)out + s->head, tout, R, q, s->rest, s->out_slices};
+  /* No output on this rank (exec/backend.h): the tail's stays in its staging. */
+  if (out) parts->tail_out = (struct shunt_copies){(char*)out + s->head, tout, R, q, s->rest, s->out_slices};
 }
 
 static void copies_host(const struct shunt_copies* c) {

@@ -58,7 +58,9 @@ struct shunt_steps {
   bool zc_in, zc_out; /* peers reach the user's input / output themselves (zero-copy) */
 };
 
-/* The user's buffers and the staging a run of a program binds. zc_in / zc_out: every rank agreed
+/* The user's buffers and the staging a run of a program binds; user_out NULL: the rank has no
+ * output (a reduce's other ranks), the plan writes the staging output and nothing is copied out.
+ * zc_in / zc_out: every rank agreed
  * that peers reach the call's input / output in place (zero-copy, exec/gpu/gpu_reg.h); used only
  * where no scaling comes first (steps.zc_in / zc_out say which are used). scalar_on_device: the
  * PreMulSum scalar is device memory (ncclScalarDevice), never read here: the pre kernel reads it
@@ -104,9 +106,9 @@ struct shunt_parts {
 };
 
 /* The parts of a call split as `s` (exec/split.h: the call's shape, computed once) on rank
- * `rank`, from the user's buffers `in` and `out`, the tail staged in `tail` (s->tail_bytes of
- * it). In place when s->inplace says the call is: the tail then runs in place too, so an
- * in-place plan sees the layout it was written for. */
+ * `rank`, from the user's buffers `in` and `out` (NULL: none, nothing copied out), the tail
+ * staged in `tail` (s->tail_bytes of it). In place when s->inplace says the call is: the tail then runs in
+ * place too, so an in-place plan sees the layout it was written for. */
 void shunt_parts_plan(const struct shunt_plan* plan, const struct shunt_split* s, uint32_t rank,
                       const void* in, void* out, char* tail, struct shunt_parts* parts);
 

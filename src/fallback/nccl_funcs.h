@@ -71,7 +71,7 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
     (ncclRedOp_t * op, void* scalar, ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm), \
     (op, scalar, datatype, residence, comm))                                                               \
   R(O, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm), (op, comm))                                       \
-  R(FC, ncclReduce,                                                                                            \
+  R(O, ncclReduce,                                                                                             \
     (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, \
      ncclComm_t comm, cudaStream_t stream),                                                                \
     (sendbuff, recvbuff, count, datatype, op, root, comm, stream))                                         \
@@ -143,7 +143,7 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
     (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
      cudaStream_t stream, const ncclCollConfig_t* config),                                                 \
     (sendbuff, recvbuff, count, datatype, root, comm, stream, config))                                     \
-  R(FC, ncclReduceConfig,                                                                                      \
+  R(O, ncclReduceConfig,                                                                                       \
     (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, \
      ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config),                                \
     (sendbuff, recvbuff, count, datatype, op, root, comm, stream, config))                                 \

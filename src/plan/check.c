@@ -72,11 +72,13 @@ static void check_top(struct cctx* c, const struct shunt_check_opts* opts) {
          "buffer_alignment %u is not a positive multiple of 16 (the executor's vector unit)",
          p->buffer_alignment);
   if (p->ngpus == 0) cerr(c, "gpus", "no GPUs");
-  /* "root" (shunt's extension) names a rank of a broadcast plan; nothing else has a root. */
-  if (p->coll == SHUNT_COLL_BROADCAST && p->ngpus && p->root >= p->ngpus)
+  /* "root" (shunt's extension) names a rank of a rooted collective's plan; nothing else has one. */
+  bool rooted = shunt_coll_rooted(p->coll);
+  if (rooted && p->ngpus && p->root >= p->ngpus)
     cerr(c, "root", "root %u is not a rank of this %u-rank plan", p->root, p->ngpus);
-  if (p->coll != SHUNT_COLL_BROADCAST && p->root)
-    cerr(c, "root", "root %u on a %s plan: only broadcast plans have a root", p->root, p->collective);
+  if (!rooted && p->root)
+    cerr(c, "root", "root %u on a %s plan: only plans of a collective with a root have one", p->root,
+         p->collective);
   (void)opts;
 }
 
@@ -103,22 +105,7 @@ static void check_chunks(struct cctx* c) {
   if (p->ngpus == 0) return;
   uint64_t in = p->gpus[0].input_chunks, out = p->gpus[0].output_chunks, n = p->ngpus;
   if (!in || !out) return;
-  const char* want = NULL;
-  switch (p->coll) {
-    case SHUNT_COLL_ALLREDUCE:
-    case SHUNT_COLL_ALLTOALL:
-    case SHUNT_COLL_BROADCAST:
-      if (in != out) want = "input_chunks == output_chunks";
-      break;
-    case SHUNT_COLL_ALLGATHER:
-      if (out != in * n) want = "output_chunks == input_chunks * ranks";
-      break;
-    case SHUNT_COLL_REDUCESCATTER:
-      if (in != out * n) want = "input_chunks == output_chunks * ranks";
-      break;
-    default:
-      break;
-  }
+  const char* want = shunt_coll_chunk_rule(p->coll, n, in, out);
   if (want)
     cerr(c, "gpus[0].output_chunks", "%s needs %s (have %llu and %llu for %llu ranks)", p->collective, want,
          (unsigned long long)in, (unsigned long long)out, (unsigned long long)n);

@@ -254,7 +254,7 @@ void check_step(struct cctx* c) {
   /* One error per rank that can run ahead, naming the ranks it does not wait for. Send/receive
    * plans (MSCCL++'s DSL writes rings of them: each rank hears from its neighbours only) and
    * other collectives are listed but never selected, so never run between the ones checked. */
-  bool served = p->coll != SHUNT_COLL_SENDRECV && p->coll != SHUNT_COLL_OTHER;
+  bool served = shunt_coll_served(p->coll);
   for (uint32_t r = 0; r < p->ngpus && served; r++) {
     char list[160];
     size_t at = 0;

@@ -70,15 +70,11 @@ const char* shunt_buf_type_name(enum shunt_buf_type t) {
 }
 
 const char* shunt_coll_name(enum shunt_coll c) {
-  static const char* const names[SHUNT_COLL_COUNT] = {"other",    "allreduce", "allgather", "reducescatter",
-                                                      "alltoall", "broadcast", "sendrecv"};
-  return (unsigned)c < SHUNT_COLL_COUNT ? names[c] : "?";
+  return (unsigned)c < SHUNT_COLL_COUNT ? shunt_coll_traits(c)->name : "?";
 }
 
 enum shunt_coll shunt_coll_of_name(const char* s) {
-  for (enum shunt_coll k = SHUNT_COLL_ALLREDUCE; k < SHUNT_COLL_COUNT; k++)
-    if (strcmp(s, shunt_coll_name(k)) == 0) return k;
-  return SHUNT_COLL_OTHER;
+  return shunt_coll_by_name(s);
 }
 
 enum shunt_plan_redop shunt_plan_redop_for(enum shunt_redop op) {

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "util/coll_traits.h"
 #include "util/vocab.h"
 
 /* Every op name of the current format (docs/plan-format.md §5.3). `glre` is not here: it is a

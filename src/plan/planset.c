@@ -238,12 +238,12 @@ static void apply_tuning(struct shunt_planset* ps, const char* path, struct shun
   shunt_tuning_free(&t);
 }
 
-/* Every broadcast plan, renamed for each root its placement allows (plan/rotate.h). Made once
- * the ranges are final (tuning applied): the copies carry them. */
+/* Every plan of a rooted collective (broadcast), renamed for each root its placement allows
+ * (plan/rotate.h). Made once the ranges are final (tuning applied): the copies carry them. */
 static void make_roots(struct shunt_planset* ps, const char* dir, struct shunt_plan_errors* errs) {
   for (uint32_t i = 0; i < ps->n; i++) {
     struct shunt_plan_entry* e = &ps->entries[i];
-    if (e->status != SHUNT_PLAN_OK || e->plan->coll != SHUNT_COLL_BROADCAST || !e->plan->ngpus) continue;
+    if (e->status != SHUNT_PLAN_OK || !shunt_coll_rooted(e->plan->coll) || !e->plan->ngpus) continue;
     uint32_t n = e->plan->ngpus;
     struct shunt_plan_entry* v = calloc(n, sizeof(*v));
     if (!v) {

@@ -83,8 +83,8 @@ struct shunt_plan* shunt_plan_rotate(const struct shunt_plan* p, uint32_t shift)
   }
   *q = *p;
   q->arena_ = r.a;
-  if (p->coll == SHUNT_COLL_BROADCAST && r.n)
-    q->root = (p->root + r.shift) % r.n; /* only broadcast has one */
+  if (shunt_coll_rooted(p->coll) && r.n)
+    q->root = (p->root + r.shift) % r.n; /* only a rooted collective's plan has one */
   q->gpus = dup(&r, p->gpus, p->ngpus, sizeof(*q->gpus));
   /* Plan rank k's part goes to communicator rank k + shift. */
   for (uint32_t k = 0; q->gpus && k < p->ngpus; k++) gpu(&r, &p->gpus[k], &q->gpus[(k + r.shift) % r.n]);

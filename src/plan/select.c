@@ -10,11 +10,7 @@
 
 bool shunt_select_inplace(enum shunt_coll coll, const void* send, const void* recv, uint32_t rank,
                           uint64_t per_rank_bytes) {
-  if (coll == SHUNT_COLL_ALLGATHER)
-    return (uintptr_t)send == (uintptr_t)recv + (uintptr_t)rank * (uintptr_t)per_rank_bytes;
-  if (coll == SHUNT_COLL_REDUCESCATTER)
-    return (uintptr_t)recv == (uintptr_t)send + (uintptr_t)rank * (uintptr_t)per_rank_bytes;
-  return send == recv;
+  return shunt_coll_inplace(coll, send, recv, rank, per_rank_bytes);
 }
 
 /* a * b, or 0 when it does not fit (0 then means "never"). */
@@ -46,7 +42,7 @@ static void fill_sel(const struct shunt_plan_entry* e, uint32_t idx, struct sel_
   s->rpn = p->ranks_per_node;
   uint64_t in = p->gpus[0].input_chunks, out = p->gpus[0].output_chunks, a = p->buffer_alignment;
   /* Total bytes -> send bytes: allgather sends bytes / nranks; others send all of it. */
-  uint64_t div = p->coll == SHUNT_COLL_ALLGATHER ? p->ngpus : 1;
+  uint64_t div = shunt_coll_size_units(p->coll, p->ngpus) / shunt_coll_in_units(p->coll, p->ngpus);
   uint64_t q_send = mul_or_0(mul_or_0(a, in ? in : 1), div), q_recv = mul_or_0(a, out ? out : 1);
   s->quantum = lcm_or_0(q_send, q_recv);
   /* Device offsets are 32-bit: the largest buffer, in chunks, times the chunk must fit. */
@@ -78,9 +74,9 @@ static void fill_sel(const struct shunt_plan_entry* e, uint32_t idx, struct sel_
   s->max_enc = m ? m - 1 : UINT64_MAX;
 }
 
-/* The in-place mode a plan is filed under: broadcast plans serve both (planset.h). */
+/* The in-place mode a plan is filed under: a rooted collective's plans serve both (planset.h). */
 static bool key_inplace(const struct shunt_plan* p) {
-  return p->coll != SHUNT_COLL_BROADCAST && p->inplace;
+  return !shunt_coll_rooted(p->coll) && p->inplace;
 }
 
 static int cmp_prio(const void* x, const void* y, const struct shunt_planset* ps) {
@@ -183,9 +179,7 @@ static const struct bucket* find_bucket(const struct shunt_planset* ps, const st
                                         enum shunt_plan_redop* need, bool* scale, const char** why) {
   *need = SHUNT_PLAN_REDOP_NONE;
   *scale = false;
-  if (q->coll != SHUNT_COLL_ALLREDUCE && q->coll != SHUNT_COLL_ALLGATHER &&
-      q->coll != SHUNT_COLL_REDUCESCATTER && q->coll != SHUNT_COLL_ALLTOALL &&
-      q->coll != SHUNT_COLL_BROADCAST) {
+  if (!shunt_coll_served(q->coll)) {
     *why = "collective not served by plans";
     return NULL;
   }
@@ -206,19 +200,17 @@ static const struct bucket* find_bucket(const struct shunt_planset* ps, const st
      * NCCL does, which a sum plan serves too. */
     *scale = (q->op == SHUNT_REDOP_AVG && shunt_dtype_is_float(q->dtype)) || q->op == SHUNT_REDOP_PREMULSUM;
   }
-  bool bcast = q->coll == SHUNT_COLL_BROADCAST;
-  if ((q->coll == SHUNT_COLL_ALLGATHER || q->coll == SHUNT_COLL_REDUCESCATTER ||
-       q->coll == SHUNT_COLL_ALLTOALL || bcast) &&
-      q->nranks == 0) {
+  bool rooted = shunt_coll_rooted(q->coll);
+  if ((shunt_coll_layout(q->coll) != SHUNT_LAYOUT_FLAT || rooted) && q->nranks == 0) {
     *why = "no ranks";
     return NULL;
   }
-  if (bcast && q->root >= q->nranks) {
+  if (rooted && q->root >= q->nranks) {
     *why = "root out of range";
     return NULL;
   }
-  /* Find the key (broadcast plans are filed out of place: they serve both modes). */
-  uint64_t key = bucket_key(q->coll, q->nranks, q->inplace && !bcast);
+  /* Find the key (a rooted collective's plans are filed out of place: they serve both modes). */
+  uint64_t key = bucket_key(q->coll, q->nranks, q->inplace && !rooted);
   if (ps && ps->slots) {
     uint32_t mask = (1u << ps->slot_bits) - 1;
     for (uint32_t h = slot_of(key, ps->slot_bits); ps->slots[h]; h = (h + 1) & mask)
@@ -252,12 +244,13 @@ static bool accepts(const struct shunt_planset* ps, const struct sel_entry* s,
     return false;
   }
   const struct shunt_plan_entry* e = &ps->entries[s->entry];
-  if (q->coll == SHUNT_COLL_BROADCAST) {
+  if (shunt_coll_rooted(q->coll)) {
     /* The entry that serves this root; none where renaming would break the placement. */
     e = e->roots && q->root < e->plan->ngpus && e->roots[q->root].plan ? &e->roots[q->root] : NULL;
     if (!e) {
       static _Thread_local char rwhy[96];
-      snprintf(rwhy, sizeof(rwhy), "no broadcast plan for root %u on this placement", q->root);
+      snprintf(rwhy, sizeof(rwhy), "no %s plan for root %u on this placement", shunt_coll_name(q->coll),
+               q->root);
       *why = rwhy;
       return false;
     }

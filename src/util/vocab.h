@@ -26,7 +26,8 @@
 #define SHUNT_VOCAB_FN static inline
 #endif
 
-/* Collectives, as a plan's `collective` names them; only the first five are ever selected. */
+/* Collectives, as a plan's `collective` names them; what each is and whether plans serve it is
+ * its row in util/coll_traits.h. */
 enum shunt_coll {
   SHUNT_COLL_OTHER = 0, /* anything else: loaded and listed, never selected */
   SHUNT_COLL_ALLREDUCE,
@@ -35,6 +36,7 @@ enum shunt_coll {
   SHUNT_COLL_ALLTOALL,
   SHUNT_COLL_BROADCAST,
   SHUNT_COLL_SENDRECV,
+  SHUNT_COLL_REDUCE,
   SHUNT_COLL_COUNT
 };
 
@@ -94,6 +96,8 @@ SHUNT_VOCAB_FN uint8_t shunt_coll_code(enum shunt_coll c) {
       return 5;
     case SHUNT_COLL_SENDRECV:
       return 6;
+    case SHUNT_COLL_REDUCE:
+      return 7;
     default:
       return 0;
   }
@@ -113,6 +117,8 @@ SHUNT_VOCAB_FN enum shunt_coll shunt_coll_from_code(uint32_t code) {
       return SHUNT_COLL_BROADCAST;
     case 6:
       return SHUNT_COLL_SENDRECV;
+    case 7:
+      return SHUNT_COLL_REDUCE;
     default:
       return SHUNT_COLL_OTHER;
   }
@@ -223,11 +229,6 @@ SHUNT_VOCAB_FN enum shunt_redop shunt_redop_from_code(uint32_t code) {
 }
 
 /* ---- Properties ------------------------------------------------------------------------------ */
-
-/* Whether the collective takes a reduction op (allreduce, reducescatter). */
-SHUNT_VOCAB_FN int shunt_coll_reduces(enum shunt_coll c) {
-  return c == SHUNT_COLL_ALLREDUCE || c == SHUNT_COLL_REDUCESCATTER;
-}
 
 /* Bytes per element; 0 for SHUNT_DT_COUNT (or anything else that is no type). */
 SHUNT_VOCAB_FN uint32_t shunt_dtype_size(enum shunt_dtype t) {

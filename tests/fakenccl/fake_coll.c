@@ -161,6 +161,17 @@ static ncclResult_t coll_run(struct ncclComm* c, const struct fake_coll* a) {
         BARRIER();
       }
       break;
+    case FAKE_REDUCE:
+      /* Only the root has an output (the others' recvbuff may be NULL). */
+      total = (int)me == a->root ? a->count : 0;
+      for (size_t off = 0, k; off < a->count; off += k) {
+        k = a->count - off < per ? a->count - off : per;
+        stage(a, a->send, off, k, mine);
+        BARRIER();
+        if ((int)me == a->root) reduce_slots(c, a, 0, k, recv + off * es);
+        BARRIER();
+      }
+      break;
     case FAKE_BROADCAST:
       for (size_t off = 0, k; off < a->count; off += k) {
         k = a->count - off < per ? a->count - off : per;

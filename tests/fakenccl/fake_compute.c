@@ -106,13 +106,15 @@ FAKE_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* as
 static ncclResult_t collective(struct fake_coll a, ncclRedOp_t op, ncclComm_t comm) {
   FIND_OR_SCRIPTED(c, comm);
   if (!fake_dtype_size(a.dtype)) return ncclInvalidArgument;
-  if (a.kind == FAKE_ALLREDUCE || a.kind == FAKE_REDUCESCATTER) {
+  if (a.kind == FAKE_ALLREDUCE || a.kind == FAKE_REDUCESCATTER || a.kind == FAKE_REDUCE) {
     ncclResult_t rc = fake_redop_resolve(c, op, a.dtype, &a.op);
     if (rc != ncclSuccess) return rc;
   }
-  if (a.kind == FAKE_BROADCAST && (a.root < 0 || a.root >= c->nranks)) return ncclInvalidArgument;
+  int rooted = a.kind == FAKE_BROADCAST || a.kind == FAKE_REDUCE;
+  if (rooted && (a.root < 0 || a.root >= c->nranks)) return ncclInvalidArgument;
   int needs_send = a.kind != FAKE_BROADCAST || a.root == c->rank;
-  if (a.count && (!a.recv || (needs_send && !a.send))) return ncclInvalidArgument;
+  int needs_recv = a.kind != FAKE_REDUCE || a.root == c->rank;
+  if (a.count && ((needs_recv && !a.recv) || (needs_send && !a.send))) return ncclInvalidArgument;
   if (atomic_load(&c->async) == ncclInProgress) return ncclInvalidArgument; /* as NCCL: not ready */
   if (fake_group_depth() > 0) return fake_group_add_coll(c, &a);
   if (!c->ready) return ncclInvalidUsage;
@@ -161,6 +163,15 @@ FAKE_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, siz
   return collective((struct fake_coll){FAKE_BROADCAST, sendbuff, recvbuff, count, datatype, {0}, root},
                     ncclSum, comm);
 }
+FAKE_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                    ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                                    cudaStream_t stream) {
+  FAKE_RECORD(ncclReduce, (sendbuff, recvbuff, count, datatype, op, root, comm, stream));
+  SCRIPTED_ERROR_OUT();
+  return collective((struct fake_coll){FAKE_REDUCE, sendbuff, recvbuff, count, datatype, {0}, root}, op,
+                    comm);
+}
+
 /* The definition above under a name nothing can interpose, for ncclBcast's self-binding check. */
 extern __typeof__(ncclBroadcast) fake_own_broadcast
     __attribute__((alias("ncclBroadcast"), visibility("hidden")));

@@ -103,7 +103,14 @@ uint64_t fake_load_u(ncclDataType_t t, const void* p, size_t i);
 void fake_store_u(ncclDataType_t t, void* p, size_t i, uint64_t v);
 
 /* Collectives on host buffers (fake_coll.c), with arguments already checked. */
-enum fake_coll_kind { FAKE_ALLREDUCE, FAKE_ALLGATHER, FAKE_BROADCAST, FAKE_REDUCESCATTER, FAKE_ALLTOALL };
+enum fake_coll_kind {
+  FAKE_ALLREDUCE,
+  FAKE_ALLGATHER,
+  FAKE_BROADCAST,
+  FAKE_REDUCESCATTER,
+  FAKE_ALLTOALL,
+  FAKE_REDUCE
+};
 struct fake_coll {
   enum fake_coll_kind kind;
   const void* send;

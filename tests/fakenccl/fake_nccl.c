@@ -85,6 +85,7 @@ FAKE_EXPORT ncclResult_t ncclGetVersion(int* version) {
 #define ncclAllReduce fake_unused_ncclAllReduce
 #define ncclAllGather fake_unused_ncclAllGather
 #define ncclBroadcast fake_unused_ncclBroadcast
+#define ncclReduce fake_unused_ncclReduce
 #define ncclReduceScatter fake_unused_ncclReduceScatter
 #define ncclAlltoAll fake_unused_ncclAlltoAll
 #define ncclGroupStart fake_unused_ncclGroupStart
@@ -113,6 +114,7 @@ SHUNT_NCCL_ALL_FUNCS(FAKE_R, FAKE_S, FAKE_V)
 #undef ncclAllReduce
 #undef ncclAllGather
 #undef ncclBroadcast
+#undef ncclReduce
 #undef ncclReduceScatter
 #undef ncclAlltoAll
 #undef ncclGroupStart

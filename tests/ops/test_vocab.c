@@ -50,6 +50,7 @@ static const struct {
     {SHUNT_COLL_ALLREDUCE, 1, "allreduce"}, {SHUNT_COLL_ALLGATHER, 2, "allgather"},
     {SHUNT_COLL_REDUCESCATTER, 3, "reducescatter"}, {SHUNT_COLL_ALLTOALL, 4, "alltoall"},
     {SHUNT_COLL_BROADCAST, 5, "broadcast"}, {SHUNT_COLL_SENDRECV, 6, "sendrecv"},
+    {SHUNT_COLL_REDUCE, 7, "reduce"},
 };
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))

@@ -230,6 +230,53 @@ static void broadcast_case(ncclComm_t comm, int rank, fc_handle st, size_t count
   free(exp);
 }
 
+/* A reduce of `count` elements of dt with verify's op index `op` to `root`: the root in place,
+ * out of place or (overlap) with its output 16 bytes into its input; the other ranks pass a NULL
+ * recvbuff (they have no output). The root's output must be exact, on a reduce plan. */
+static void reduce_case(ncclComm_t comm, int rank, fc_handle st, size_t count, enum shunt_dtype dt, int op,
+                        int root, int inplace, int overlap) {
+  uint64_t bytes = count * shunt_dtype_size(dt);
+  char* host = malloc(bytes);
+  char* exp = malloc(bytes);
+  char* tmp = malloc(bytes);
+  verify_fill_input(host, 0, bytes, (uint32_t)rank, (uint32_t)nranks, 17, dt, op, true);
+  unsigned long long buf = dalloc(bytes + 16), in = buf + (rank == root && overlap ? 16 : 0), out = 0;
+  if (rank == root) out = inplace ? in : overlap ? buf : dalloc(bytes);
+  CHECK_EQ_INT(cuMemcpyHtoD_v2(in, host, bytes), 0);
+  ncclRedOp_t rop = (ncclRedOp_t)op;
+  unsigned char scalar[8];
+  if (op == 5) {
+    verify_premul_scalar(dt, scalar);
+    CHECK_EQ_INT(ncclRedOpCreatePreMulSum(&rop, scalar, nccl_dt[dt], ncclScalarHostImmediate, comm),
+                 ncclSuccess);
+  }
+  CHECK_EQ_INT(
+      ncclReduce((void*)(uintptr_t)in, (void*)(uintptr_t)out, count, nccl_dt[dt], rop, root, comm, st),
+      ncclSuccess);
+  CHECK_EQ_INT(cuStreamSynchronize(st), 0);
+  const char* served = last_plan(comm);
+  CHECK_MSG(strncmp(served, "reduce_", 7) == 0, "reduce %zu x %s served by %s", count, verify_dt_names[dt],
+            served);
+  if (rank == root) {
+    CHECK_EQ_INT(cuMemcpyDtoH_v2(host, out, bytes), 0);
+    verify_expected_allreduce(exp, tmp, 0, bytes, (uint32_t)nranks, 17, dt, op);
+    size_t bad = 0;
+    for (uint64_t i = 0; i < bytes; i++) bad += host[i] != exp[i];
+    CHECK_MSG(bad == 0, "rank %d reduce %zu x %s %s to %d%s: %zu bytes wrong (served by %s)", rank, count,
+              verify_dt_names[dt], verify_op_names[op], root,
+              inplace   ? " in place"
+              : overlap ? " overlapping"
+                        : "",
+              bad, served);
+  }
+  if (op == 5) ncclRedOpDestroy(rop, comm);
+  if (out && out != in && out != buf) cuMemFree_v2(out);
+  cuMemFree_v2(buf);
+  free(host);
+  free(exp);
+  free(tmp);
+}
+
 /* An alltoall of `count` elements of dt to and from each rank, in place (sendbuff == recvbuff)
  * or not: block j of every rank's output is block `rank` of rank j's input, on an alltoall plan. */
 static void alltoall_case(ncclComm_t comm, int rank, fc_handle st, size_t count, enum shunt_dtype dt,
@@ -299,6 +346,18 @@ static void every_case(ncclComm_t comm, int rank, fc_handle st, int want_plan) {
         uint64_t es = shunt_dtype_size(dt);
         broadcast_case(comm, rank, st, bcounts[k] / es, dt, root, mode == 0, mode == 2);
       }
+  /* Reduce to every root, back to back with the collectives above: every dtype and op in turn
+   * on the packet plan (a remainder: a padded tail), the root in place, out of place or
+   * overlapping; then the Simple plan, a remainder among its sizes. */
+  for (int dt = 0; dt < SHUNT_DT_COUNT; dt++)
+    for (int op = 0; op < VERIFY_NOPS; op++) {
+      int root = (dt + op) % nranks, mode = (dt * VERIFY_NOPS + op) % 3;
+      reduce_case(comm, rank, st, 1000 + 3, shunt_dtype_from_code((uint32_t)dt), op, root, mode == 0,
+                  mode == 2);
+    }
+  for (int root = 0; root < nranks; root++)
+    reduce_case(comm, rank, st, ((size_t)1 << 20) / 4 + 5, SHUNT_DT_FLOAT32, root % VERIFY_NOPS, root,
+                root % 2, 0);
 }
 
 static fc_handle setup_device(void) {

@@ -4,6 +4,7 @@
 #  - it writes the tuning file and a PNG, prints the table;
 #  - shunt-plan list --tuning takes every 2-rank plan's range from the file, no WARN;
 #  - shunt-perf with the file runs each size on the plan the file gives that size;
+#  - --coll reduce: one group of rules for both modes, every reduce plan in it;
 #  - interrupted, it exits 130 and leaves neither the file nor a temporary one.
 # usage: tune_run.sh SHUNT_TUNE SHUNT_PLAN SHUNT_PERF PLAN_DIR
 set -u
@@ -48,6 +49,16 @@ awk '$1 ~ /^[0-9]+$/ && NF > 10 { print $1, $NF }' "$t/perf" | while read -r siz
     python3 -c "import sys; sys.exit(0 if $lo <= $size <= $hi else 1)" || fail "$p served $size outside its range $3..$4"
   done
 done || exit 1
+# One collective with a root: its plans serve both modes, so the file has one group of rules
+# for it, and every one of its 2-rank plans is in it.
+"$tune" -np 2 -b 1K -e 64K -f 8 -n 2 -w 1 --coll reduce --min-runs 1 --max-runs 1 --perf "$perf" -o "$t/r.tuning" \
+  >"$t/outr" 2>"$t/errr" || { cat "$t/outr" "$t/errr"; fail "shunt-tune --coll reduce failed"; }
+grep -q '^# reduce, 2 ranks, in place: median' "$t/outr" || { cat "$t/outr"; fail "no reduce table"; }
+grep -q '^# reduce, 2 ranks, both modes$' "$t/r.tuning" || { cat "$t/r.tuning"; fail "no reduce rules"; }
+for p in reduce_2r_ll reduce_2r_simple reduce_2r_port; do
+  grep -q "^$p " "$t/r.tuning" || { cat "$t/r.tuning"; fail "$p is not in the reduce rules"; }
+done
+grep -v '^#' "$t/r.tuning" | grep -v '^$' | grep -vq '^reduce_' && { cat "$t/r.tuning"; fail "rules for other collectives"; }
 # Four ranks of one host: the candidates are the plans for one host (the plans for two hosts of two
 # ranks cannot serve it, and a pass forcing one would fail the run).
 "$tune" -np 4 -b 64K -e 64K -n 2 -w 1 --coll allreduce --min-runs 1 --max-runs 1 --perf "$perf" -o "$t/4.tuning" \

@@ -81,6 +81,8 @@ static int lane_call(struct perf_lane* l, const struct perf_case* c, int inplace
     NCCL_OK(l, ncclReduceScatter(send, recv, c->count, c->type, op, l->comm, s));
   else if (c->coll == PERF_COLL_BROADCAST)
     NCCL_OK(l, ncclBroadcast(send, recv, c->count, c->type, c->root, l->comm, s));
+  else if (c->coll == PERF_COLL_REDUCE)
+    NCCL_OK(l, ncclReduce(send, recv, c->count, c->type, op, c->root, l->comm, s));
   else if (c->coll == PERF_COLL_ALLTOALL)
     NCCL_OK(l, ncclAlltoAll(send, recv, c->count, c->type, l->comm, s));
   else
@@ -247,7 +249,7 @@ static int row(struct perf_thread* r, struct perf_case* c, size_t size, double* 
     bytes = shown * es;
     factor = (double)(n - 1) / (double)n;
   }
-  if (c->coll == PERF_COLL_BROADCAST) factor = 1;
+  if (c->coll == PERF_COLL_BROADCAST || c->coll == PERF_COLL_REDUCE) factor = 1; /* nccl-tests' */
   c->count = count;
   for (int w = 0; w < r->o->warmup; w++)
     if (call(r, c, 0) != 0) return -1;
@@ -280,8 +282,8 @@ static int row(struct perf_thread* r, struct perf_case* c, size_t size, double* 
     else
       snprintf(plan, sizeof(plan), "%s", plans[0]);
     perf_print_row(bytes, shown, perf_dtype_name(c->type),
-                   perf_reduces(c->coll) ? perf_op_name(c->op) : "none",
-                   c->coll == PERF_COLL_BROADCAST ? c->root : -1, &h[0], &h[1], plan);
+                   perf_reduces(c->coll) ? perf_op_name(c->op) : "none", perf_rooted(c->coll) ? c->root : -1,
+                   &h[0], &h[1], plan);
   }
   if (every != all) free(every);
   return rc;
@@ -306,7 +308,7 @@ static int random_table(struct perf_thread* r, int coll) {
   double bw_sum = 0;
   int bw_n = 0;
   int64_t wrong = 0;
-  size_t per = coll == PERF_COLL_ALLREDUCE || coll == PERF_COLL_BROADCAST ? 1 : (size_t)r->nranks;
+  size_t per = coll == PERF_COLL_ALLREDUCE || perf_rooted(coll) ? 1 : (size_t)r->nranks;
   for (int k = 0; k < o->random_sizes; k++) {
     struct perf_case c = {coll,
                           o->types[k % o->ntypes],
@@ -335,8 +337,8 @@ static int table(struct perf_thread* r, int coll) {
   int bw_n = 0;
   int64_t wrong = 0;
   int nops = perf_reduces(coll) ? o->nops : 1;
-  /* Broadcast's roots: the one asked for, or every rank in turn. */
-  int root0 = o->root < 0 ? 0 : o->root, nroots = coll == PERF_COLL_BROADCAST && o->root < 0 ? r->nranks : 1;
+  /* Broadcast's and reduce's roots: the one asked for, or every rank in turn. */
+  int root0 = o->root < 0 ? 0 : o->root, nroots = perf_rooted(coll) && o->root < 0 ? r->nranks : 1;
   for (int cycle = 0; o->cycles == 0 || cycle < o->cycles; cycle++) {
     for (int t = 0; t < o->ntypes * nroots; t++) {
       for (int op = 0; op < nops; op++) {
@@ -379,12 +381,13 @@ int perf_bench(struct perf_thread* r) {
     if (rc == 0 && (r->o->colls & PERF_COLL_ALLGATHER)) rc = table(r, PERF_COLL_ALLGATHER);
     if (rc == 0 && (r->o->colls & PERF_COLL_REDUCESCATTER)) rc = table(r, PERF_COLL_REDUCESCATTER);
     if (rc == 0 && (r->o->colls & PERF_COLL_ALLTOALL)) rc = table(r, PERF_COLL_ALLTOALL);
-    if (rc == 0 && (r->o->colls & PERF_COLL_BROADCAST)) {
+    for (int coll = PERF_COLL_BROADCAST; coll <= PERF_COLL_REDUCE && rc == 0; coll <<= 1) {
+      if (!(r->o->colls & coll)) continue;
       if (r->o->root >= r->nranks) {
         fprintf(stderr, "shunt-perf: --root %d is not a rank of %d\n", r->o->root, r->nranks);
         rc = -1;
       } else {
-        rc = table(r, PERF_COLL_BROADCAST);
+        rc = table(r, coll);
       }
     }
   }

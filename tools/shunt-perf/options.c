@@ -28,12 +28,12 @@ void perf_usage(FILE* f) {
           "  -N, --run_cycles N      repeat the sweep N times, 0 = forever (default 1)\n"
           "  -G, --cudagraph N       GPU buffers: capture the -n calls into a CUDA graph and time N\n"
           "                          launches of it (host buffers: ignored)\n"
-          "  --coll C                allreduce, allgather, reducescatter, alltoall, broadcast, all,\n"
-          "                          or a comma list: one table each (default: allreduce and\n"
+          "  --coll C                allreduce, allgather, reducescatter, alltoall, broadcast, reduce,\n"
+          "                          all, or a comma list: one table each (default: allreduce and\n"
           "                          allgather)\n"
-          "  --root R|all            broadcast's root rank (default 0); all: every root in turn\n"
-          "                          (a table per root, or with --random size k from root k mod\n"
-          "                          the rank count)\n"
+          "  --root R|all            broadcast's and reduce's root rank (default 0); all: every root\n"
+          "                          in turn (a table per root, or with --random size k from root k\n"
+          "                          mod the rank count)\n"
           "  --random N[,SEED]       N sizes drawn log-uniformly from [-b, -e] (fixed seed), every\n"
           "                          count exact (allgather, reducescatter and alltoall counts are\n"
           "                          not rounded to 16 bytes);\n"
@@ -146,8 +146,9 @@ static int coll_bit(const char* s, size_t n) {
                {"alltoall", PERF_COLL_ALLTOALL},
                {"all_to_all", PERF_COLL_ALLTOALL},
                {"broadcast", PERF_COLL_BROADCAST},
+               {"reduce", PERF_COLL_REDUCE},
                {"all", PERF_COLL_ALLREDUCE | PERF_COLL_ALLGATHER | PERF_COLL_REDUCESCATTER |
-                           PERF_COLL_ALLTOALL | PERF_COLL_BROADCAST}};
+                           PERF_COLL_ALLTOALL | PERF_COLL_BROADCAST | PERF_COLL_REDUCE}};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
     if (strlen(names[i].name) == n && !strncmp(s, names[i].name, n)) return names[i].bit;
   return 0;
@@ -161,8 +162,8 @@ static int parse_coll(const char* s, struct perf_opts* o) {
     if (!bit) {
       fprintf(
           stderr,
-          "shunt-perf: --coll takes allreduce, allgather, reducescatter, alltoall, broadcast or all (or a "
-          "comma list of them), not '%s'\n",
+          "shunt-perf: --coll takes allreduce, allgather, reducescatter, alltoall, broadcast, reduce or all "
+          "(or a comma list of them), not '%s'\n",
           s);
       return -1;
     }

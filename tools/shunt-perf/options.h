@@ -11,6 +11,7 @@
 #define PERF_COLL_REDUCESCATTER 4
 #define PERF_COLL_ALLTOALL 8
 #define PERF_COLL_BROADCAST 16
+#define PERF_COLL_REDUCE 32
 #define PERF_MAX_OPS 8
 
 struct perf_opts {

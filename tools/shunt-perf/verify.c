@@ -58,7 +58,11 @@ size_t perf_out_count(const struct perf_case* c) {
 }
 
 int perf_reduces(int coll) {
-  return coll == PERF_COLL_ALLREDUCE || coll == PERF_COLL_REDUCESCATTER;
+  return coll == PERF_COLL_ALLREDUCE || coll == PERF_COLL_REDUCESCATTER || coll == PERF_COLL_REDUCE;
+}
+
+int perf_rooted(int coll) {
+  return coll == PERF_COLL_BROADCAST || coll == PERF_COLL_REDUCE;
 }
 
 const char* perf_coll_name(int coll) {
@@ -66,6 +70,7 @@ const char* perf_coll_name(int coll) {
          : coll == PERF_COLL_REDUCESCATTER ? "reducescatter"
          : coll == PERF_COLL_BROADCAST     ? "broadcast"
          : coll == PERF_COLL_ALLTOALL      ? "alltoall"
+         : coll == PERF_COLL_REDUCE        ? "reduce"
                                            : "allreduce";
 }
 
@@ -119,6 +124,8 @@ int64_t perf_count_wrong(const struct perf_case* c, const void* host) {
   uint64_t table[17];
   for (int v = 0; v <= 16; v++) table[v] = perf_encode(c->type, v);
   int64_t wrong = 0;
+  /* Reduce: the root's output is the allreduce's; the other ranks have none. */
+  if (c->coll == PERF_COLL_REDUCE && c->rank != c->root) return 0;
   if (c->coll == PERF_COLL_BROADCAST) {
     for (size_t i = 0; i < c->count; i++) wrong += load(host, i, es) != table[gather_input(c->root, i)];
     return wrong;

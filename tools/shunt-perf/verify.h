@@ -19,7 +19,7 @@
 #include "options.h"
 
 struct perf_case {
-  int coll; /* PERF_COLL_ALLREDUCE, _ALLGATHER, _REDUCESCATTER, _ALLTOALL or _BROADCAST */
+  int coll; /* PERF_COLL_ALLREDUCE, _ALLGATHER, _REDUCESCATTER, _ALLTOALL, _BROADCAST or _REDUCE */
   ncclDataType_t type;
   int op; /* ncclRedOp_t or PERF_OP_MULSUM; unused for allgather */
   int rank, nranks;
@@ -33,6 +33,8 @@ size_t perf_in_count(const struct perf_case* c);
 size_t perf_out_count(const struct perf_case* c);
 /* Whether the collective takes a reduction op. */
 int perf_reduces(int coll);
+/* Whether the collective takes a root (broadcast, reduce). */
+int perf_rooted(int coll);
 /* The collective's name as nccl-tests' tables give it. */
 const char* perf_coll_name(int coll);
 /* Writes rank's input (perf_in_count elements) into host memory. A reducescatter's input is

@@ -36,12 +36,12 @@ int cmd_check(int argc, char** argv) {
     }
     if (errs.n)
       failed = 1;
-    else if (p->coll == SHUNT_COLL_BROADCAST)
+    else if (shunt_coll_rooted(p->coll))
       /* The static checks see one mode and one root; the plan serves more (plan/planset.h). */
       printf(
-          "%s: ok (broadcast from root %u: serves both in-place modes and, its ranks renamed, other roots; "
+          "%s: ok (%s from root %u: serves both in-place modes and, its ranks renamed, other roots; "
           "shunt-plan verify runs each)\n",
-          argv[i], p->root);
+          argv[i], p->collective, p->root);
     else
       printf("%s: ok\n", argv[i]);
     shunt_plan_free(p);

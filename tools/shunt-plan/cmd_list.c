@@ -23,10 +23,11 @@ static void channel_types(const struct shunt_plan* p, char* buf) {
   if (!buf[0]) strcpy(buf, "-");
 }
 
-/* A broadcast entry's roots: " (root R; serves roots: all)" or the list its placement allows. */
+/* A rooted collective's entry's roots: " (root R; serves roots: all)" or the list its placement
+ * allows. */
 static void roots_note(const struct shunt_plan_entry* e, char* buf, size_t len) {
   buf[0] = '\0';
-  if (!e->plan || e->plan->coll != SHUNT_COLL_BROADCAST || !e->roots) return;
+  if (!e->plan || !shunt_coll_rooted(e->plan->coll) || !e->roots) return;
   uint32_t n = e->plan->ngpus, served = 0;
   for (uint32_t r = 0; r < n; r++) served += e->roots[r].plan != NULL;
   size_t at = (size_t)snprintf(buf, len, " (root %u; serves roots: ", e->plan->root);
@@ -58,7 +59,7 @@ static void list_decisions(const char* path) {
     char lo[32], hi[32], root[24] = "";
     enum shunt_coll coll = shunt_coll_from_code(k->coll);
     enum shunt_redop need = shunt_redop_from_code(k->need);
-    if (coll == SHUNT_COLL_BROADCAST) snprintf(root, sizeof(root), " root %u", k->root);
+    if (shunt_coll_rooted(coll)) snprintf(root, sizeof(root), " root %u", k->root);
     bool reduces = shunt_coll_reduces(coll);
     printf("  %-13s %-12s %-9s %15s..%-15s -> %s%s\n", shunt_coll_name(coll),
            k->inplace ? "in-place" : "out-of-place", reduces && shunt_redop_computed(need) ? shunt_redop_name(need) : "-",
@@ -130,8 +131,8 @@ int cmd_list(int argc, char** argv) {
     const char* status = e->status == SHUNT_PLAN_OK         ? "ok"
                          : e->status == SHUNT_PLAN_DISABLED ? "disabled"
                                                             : "rejected";
-    /* A broadcast plan serves both modes (plan/planset.h). */
-    const char* inplace = !p ? "-" : p->coll == SHUNT_COLL_BROADCAST ? "both" : p->inplace ? "yes" : "no";
+    /* A rooted collective's plan serves both modes (plan/planset.h). */
+    const char* inplace = !p ? "-" : shunt_coll_rooted(p->coll) ? "both" : p->inplace ? "yes" : "no";
     if (tsv) {
       printf("%s\t%s\t%s\t%u\t%s\t%s\t%" PRIu64 "\t%" PRIu64 "\t%s\t%u\t%s\t%s\t%s\n", e->file,
              p ? p->name : "-", p ? p->collective : "-", p ? p->ngpus : 0, p ? p->protocol : "-", inplace,

@@ -92,18 +92,6 @@ static int bs_allgather(void* ctx, void* buf, size_t bytes) {
 
 /* ---- one rank ---- */
 
-static void in_out_bytes(const struct shunt_plan* p, uint64_t total, uint64_t* in, uint64_t* out) {
-  if (p->coll == SHUNT_COLL_ALLGATHER) {
-    *out = total;
-    *in = total / p->ngpus;
-  } else if (p->coll == SHUNT_COLL_REDUCESCATTER) {
-    *in = total;
-    *out = total / p->ngpus;
-  } else {
-    *in = *out = total;
-  }
-}
-
 static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struct shared* sh, uint32_t rank,
                      const struct shape* shapes, unsigned nshapes, bool inplace) {
   struct bsctx bc = {sh, rank};
@@ -132,13 +120,15 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
   struct shunt_host_reuse reuse = {0};
   char* out = malloc(user_out_max ? user_out_max : 1);
   char* in = malloc(user_in_max ? user_in_max : 1);
-  bool rs = plan->coll == SHUNT_COLL_REDUCESCATTER;
-  bool a2a = plan->coll == SHUNT_COLL_ALLTOALL;
-  bool bcast = plan->coll == SHUNT_COLL_BROADCAST;
+  /* What the reference is (util/coll_traits.h). */
+  enum shunt_coll_ref ref_kind = shunt_coll_traits(plan->coll)->ref;
+  bool rs = ref_kind == SHUNT_REF_REDUCED_MINE;
+  bool a2a = ref_kind == SHUNT_REF_TRANSPOSED;
+  bool bcast = ref_kind == SHUNT_REF_ROOT_INPUT;
   char* tmp = malloc((rs || a2a || bcast ? user_out_max : user_out_max / o->nranks) + 64);
   char* exp = sh->expected;
   int status = 0;
-  bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE || rs;
+  bool reduce = shunt_coll_reduces(plan->coll);
   if (!cache || !out || !in || !tmp) {
     status = 3;
     snprintf(msg, MSG_BYTES, "rank %u: out of memory", rank);
@@ -153,7 +143,12 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
       status = 3;
       break;
     }
-    sp.inplace = inplace; /* the buffers below: NCCL's rule in this mode */
+    /* The buffers: NCCL's rule in this mode (a rooted collective's other ranks bind as the API
+     * binds them; user_out NULL: none). */
+    char *user_in, *user_out;
+    bool mine = inplace;
+    verify_bind(plan, rank, s->in, s->out, in, out, &user_in, &user_out, &mine);
+    sp.inplace = mine;
     char scalar[8];
     verify_premul_scalar(s->dt, scalar);
     struct shunt_host_run_opts ro = {o->timeout_ms, scalar};
@@ -170,9 +165,7 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
     uint64_t blk = s->in / o->nranks;
     for (unsigned it = 0; it < o->iters && status < 2; it++) {
       unsigned seed = k * 131 + it;
-      char* user_in = rs ? in : inplace ? (reduce || a2a || bcast ? out : out + (uint64_t)rank * s->in) : in;
-      char* user_out = rs && inplace ? in + (uint64_t)rank * s->out : out;
-      memset(user_out, 0xa5, s->out);
+      if (user_out) memset(user_out, 0xa5, s->out);
       verify_fill_input(user_in, 0, s->in, rank, o->nranks, seed, s->dt, s->op, reduce);
       if (bcast) /* the root's input, which every rank computes for itself */
         verify_fill_input(tmp, 0, s->in, plan->root, o->nranks, seed, s->dt, s->op, false);
@@ -197,12 +190,12 @@ static int rank_main(const struct vopts* o, const struct shunt_plan* plan, struc
       /* Every slice of the reference is written once every rank has finished its run. */
       if (bs_barrier(&bc)) break;
       /* After a mismatch the rank keeps running, so its peers never wait for it. */
-      if (!status && memcmp(ref, user_out, s->out) != 0) {
+      if (!status && user_out && memcmp(ref, user_out, s->out) != 0) {
         uint64_t b = 0;
         while (ref[b] == user_out[b]) b++;
         status = 1;
         /* A broadcast's root is in the line's prefix; its mode only here. */
-        const char* root = !bcast ? "" : inplace ? " in place" : " out of place";
+        const char* root = !shunt_coll_rooted(plan->coll) ? "" : inplace ? " in place" : " out of place";
         snprintf(msg, MSG_BYTES,
                  "mismatch: %s%s, %" PRIu64 " bytes, %s %s, iteration %u: rank %u byte offset %" PRIu64
                  ": expected 0x%02x, got 0x%02x",
@@ -233,18 +226,18 @@ static uint64_t granule(const struct shunt_plan* p) {
   uint64_t a = p->buffer_alignment ? p->buffer_alignment : 16;
   uint64_t ic = p->gpus[0].input_chunks ? p->gpus[0].input_chunks : 1;
   uint64_t g = a * ic;
-  if (p->coll == SHUNT_COLL_ALLGATHER) g *= p->ngpus;
-  if ((p->coll == SHUNT_COLL_REDUCESCATTER || p->coll == SHUNT_COLL_ALLTOALL) && (g / a) % p->ngpus)
-    g *= p->ngpus;
+  enum shunt_coll_layout layout = shunt_coll_layout(p->coll);
+  if (layout == SHUNT_LAYOUT_GATHER) g *= p->ngpus;
+  if ((layout == SHUNT_LAYOUT_SCATTER || layout == SHUNT_LAYOUT_BLOCKS) && (g / a) % p->ngpus) g *= p->ngpus;
   uint64_t oc = p->gpus[0].output_chunks;
-  while (oc && (g / a) % oc) g += a * ic * (p->coll == SHUNT_COLL_ALLGATHER ? p->ngpus : 1);
+  while (oc && (g / a) % oc) g += a * ic * (layout == SHUNT_LAYOUT_GATHER ? p->ngpus : 1);
   return g;
 }
 
 static bool servable(const struct shunt_plan* p, uint64_t total, enum shunt_dtype dt, enum shunt_redop op, char* why,
                      size_t len) {
   uint64_t in, out;
-  in_out_bytes(p, total, &in, &out);
+  verify_in_out(p, total, &in, &out);
   struct shunt_call_shape cs = {in, out, dt, op, SHUNT_PKT_LL16, 0, false, false};
   struct shunt_split sp;
   return shunt_split_check(p, &cs, &sp, why, len);
@@ -269,11 +262,7 @@ static unsigned default_sizes(const struct shunt_plan* p, const struct vopts* o,
   }
   /* Sizes the chunk rule does not take (a head and a padded tail, exec/split.h): one element
    * above the first size, and one element of the dtype per rank, when the range holds them. */
-  uint64_t es = shunt_dtype_size(dt), per = p->coll == SHUNT_COLL_ALLGATHER ||
-                                                                      p->coll == SHUNT_COLL_REDUCESCATTER ||
-                                                                      p->coll == SHUNT_COLL_ALLTOALL
-                                                                  ? p->ngpus
-                                                                  : 1;
+  uint64_t es = shunt_dtype_size(dt), per = shunt_coll_size_units(p->coll, p->ngpus);
   uint64_t odd[2] = {lo + es * per, es * per};
   for (unsigned k = 0; k < 2 && n < MAX_SIZES; k++) {
     bool have = false;
@@ -568,10 +557,10 @@ static int run_ranks(const struct vopts* o, const struct shunt_plan* plan, struc
   return rc;
 }
 
-/* A broadcast plan, renamed for each root its placement allows (or o->root), out of place and in
- * place (or the mode asked for); the worst result. */
-static int verify_broadcast(const struct vopts* o, const struct shunt_plan* plan, struct shared* sh,
-                            const struct shape* shapes, unsigned nshapes, unsigned skipped) {
+/* A rooted collective's plan, renamed for each root its placement allows (or o->root), out of
+ * place and in place (or the mode asked for); the worst result. */
+static int verify_rooted(const struct vopts* o, const struct shunt_plan* plan, struct shared* sh,
+                         const struct shape* shapes, unsigned nshapes, unsigned skipped) {
   int worst = 0;
   for (uint32_t root = 0; root < plan->ngpus; root++) {
     if (o->root >= 0 && (uint32_t)o->root != root) continue;
@@ -626,12 +615,8 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
   }
   int rc = 2;
   bool reduce = shunt_coll_reduces(plan->coll);
-  if (plan->coll != SHUNT_COLL_ALLREDUCE && plan->coll != SHUNT_COLL_ALLGATHER &&
-      plan->coll != SHUNT_COLL_REDUCESCATTER && plan->coll != SHUNT_COLL_ALLTOALL &&
-      plan->coll != SHUNT_COLL_BROADCAST) {
-    fprintf(stderr,
-            "%s: verify knows allreduce, allgather, reducescatter, alltoall and broadcast, not '%s'\n",
-            o.file, plan->collective);
+  if (!shunt_coll_served(plan->coll)) {
+    fprintf(stderr, "%s: verify knows the collectives plans serve, not '%s'\n", o.file, plan->collective);
     goto out;
   }
   if (o.nranks && o.nranks != plan->ngpus) {
@@ -643,7 +628,8 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
     fprintf(stderr, "%s: verify runs at most 64 ranks\n", o.file);
     goto out;
   }
-  if (o.root >= 0 && (plan->coll != SHUNT_COLL_BROADCAST || (uint32_t)o.root >= plan->ngpus)) {
+  bool rooted = shunt_coll_rooted(plan->coll);
+  if (o.root >= 0 && (!rooted || (uint32_t)o.root >= plan->ngpus)) {
     fprintf(stderr, "%s: --root %d names no root of this plan\n", o.file, o.root);
     goto out;
   }
@@ -670,7 +656,7 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
     fprintf(stderr, "%s: --nodes goes with --net\n", o.file);
     goto out;
   }
-  if (o.inplace >= 0 && (o.inplace != 0) != plan->inplace && plan->coll != SHUNT_COLL_BROADCAST) {
+  if (o.inplace >= 0 && (o.inplace != 0) != plan->inplace && !rooted) {
     fprintf(stderr, "%s: the plan is %s\n", o.file, plan->inplace ? "in-place" : "out-of-place");
     goto out;
   }
@@ -716,7 +702,7 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
         }
         struct shape* s = &shapes[nshapes++];
         s->total = o.sizes[k];
-        in_out_bytes(plan, s->total, &s->in, &s->out);
+        verify_in_out(plan, s->total, &s->in, &s->out);
         s->dt = o.dtypes[d];
         s->op = reduce ? o.ops[q] : SHUNT_REDOP_SUM;
       }
@@ -736,9 +722,9 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
       printf(
           "%s: PASS kernel-cpu (%u ranks, %u shape(s) x %u iterations x %u thread count(s), %s, %.2f s%s)\n",
           o.file, o.nranks, nshapes, o.iters, o.nthreads,
-          plan->coll != SHUNT_COLL_BROADCAST ? (plan->inplace ? "in-place" : "out-of-place")
-          : o.root >= 0 || o.inplace >= 0    ? "the roots and modes asked for"
-                                             : "every root, in and out of place",
+          !rooted                         ? (plan->inplace ? "in-place" : "out-of-place")
+          : o.root >= 0 || o.inplace >= 0 ? "the roots and modes asked for"
+                                          : "every root, in and out of place",
           now_s() - t0k, skipped ? ", unsupported dtype/op pairs skipped" : "");
       rc = 0;
     } else {
@@ -760,7 +746,8 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
   /* The reference: the output (reducescatter: every rank's output, as long as the input). */
   uint64_t max_out = 0;
   for (unsigned k = 0; k < nshapes; k++) {
-    uint64_t ref = plan->coll == SHUNT_COLL_REDUCESCATTER ? shapes[k].in : shapes[k].out;
+    uint64_t ref =
+        shunt_coll_traits(plan->coll)->ref == SHUNT_REF_REDUCED_MINE ? shapes[k].in : shapes[k].out;
     if (ref > max_out) max_out = ref;
   }
   sh->expected = mmap(NULL, max_out, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -770,8 +757,8 @@ static int verify_file(struct vopts o, const char* dts, const char* ops, const c
     free(shapes);
     goto out;
   }
-  if (plan->coll == SHUNT_COLL_BROADCAST) {
-    rc = verify_broadcast(&o, plan, sh, shapes, nshapes, skipped);
+  if (rooted) {
+    rc = verify_rooted(&o, plan, sh, shapes, nshapes, skipped);
   } else {
     rc = run_ranks(&o, plan, sh, shapes, nshapes, plan->inplace, skipped, "");
   }

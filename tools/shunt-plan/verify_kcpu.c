@@ -135,10 +135,12 @@ static void* rank_main(void* arg) {
   const struct vopts* o = J->o;
   const struct shunt_plan* plan = J->plan;
   uint32_t rank = c->rank, nranks = plan->ngpus;
-  bool rs = plan->coll == SHUNT_COLL_REDUCESCATTER;
-  bool bcast = plan->coll == SHUNT_COLL_BROADCAST;
-  bool a2a = plan->coll == SHUNT_COLL_ALLTOALL;
-  bool reduce = plan->coll == SHUNT_COLL_ALLREDUCE || rs;
+  /* What the reference is (util/coll_traits.h). */
+  enum shunt_coll_ref ref_kind = shunt_coll_traits(plan->coll)->ref;
+  bool rs = ref_kind == SHUNT_REF_REDUCED_MINE;
+  bool bcast = ref_kind == SHUNT_REF_ROOT_INPUT;
+  bool a2a = ref_kind == SHUNT_REF_TRANSPOSED;
+  bool reduce = shunt_coll_reduces(plan->coll);
   bool inplace = J->inplace;
   struct shunt_world_exchange bs = {.oob = {c, team_allgather, team_barrier}};
   struct shunt_kcpu_world* w = NULL;
@@ -164,7 +166,12 @@ static void* rank_main(void* arg) {
     struct shunt_program *ph = NULL, *pt = NULL;
     struct shunt_kcpu_prog *kh = NULL, *kt = NULL;
     if (ok && !shunt_split_call(plan, &cs, &sp, err, sizeof(err))) ok = false;
-    sp.inplace = inplace; /* the buffers below: NCCL's rule in this mode */
+    /* The buffers: NCCL's rule in this mode (a rooted collective's other ranks bind as the API
+     * binds them; user_out NULL: none). */
+    char *user_in = NULL, *user_out = NULL;
+    bool mine = inplace;
+    verify_bind(plan, rank, s->in, s->out, in, out, &user_in, &user_out, &mine);
+    sp.inplace = mine;
     if (ok && sp.head && !(ph = shunt_lower(plan, rank, &sp.head_shape, err, sizeof(err)))) ok = false;
     if (ok && sp.rest && !(pt = shunt_lower(plan, rank, &sp.tail_shape, err, sizeof(err)))) ok = false;
     if (ok && ph && shunt_kcpu_prog_create(w, ph, J->threads, &kh, err, sizeof(err))) ok = false;
@@ -178,11 +185,7 @@ static void* rank_main(void* arg) {
      * them, so flags, scratch halves and the epoch must keep them apart. */
     for (unsigned it = 0; ok && it < o->iters; it++) {
       unsigned seed = k * 131 + it;
-      /* In place, NCCL's rule: the input inside the output, or reducescatter's output inside
-       * its input, at the rank's slice. */
-      char* user_in = rs ? in : inplace ? (reduce || bcast || a2a ? out : out + (uint64_t)rank * s->in) : in;
-      char* user_out = rs && inplace ? in + (uint64_t)rank * s->out : out;
-      memset(user_out, 0xa5, s->out);
+      if (user_out) memset(user_out, 0xa5, s->out);
       verify_fill_input(user_in, 0, s->in, rank, nranks, seed, s->dt, s->op, reduce);
       /* Only rank 0 runs skewed: its peers, unhindered, consume whatever it publishes early. */
       unsigned skew = rank == 0 ? o->skew_us : 0;
@@ -196,7 +199,7 @@ static void* rank_main(void* arg) {
         ok = false;
         break;
       }
-      memcpy(outs[it], user_out, s->out);
+      if (user_out) memcpy(outs[it], user_out, s->out);
     }
     /* This rank's slice of every execution's reference. */
     if (ok) {
@@ -221,7 +224,7 @@ static void* rank_main(void* arg) {
     }
     ok = team_agree(c, ok);
     uint64_t at = rs ? (uint64_t)rank * s->out : 0;
-    for (unsigned it = 0; ok && it < o->iters; it++) {
+    for (unsigned it = 0; ok && user_out && it < o->iters; it++) {
       const char* want = J->exp[it] + at;
       if (a2a) {
         /* This rank's own reference: block j is block `rank` of rank j's input. */
@@ -296,9 +299,9 @@ static int run_thread_counts(struct job* J) {
   return rc;
 }
 
-/* A broadcast plan renamed for each root its placement allows (or o->root), out of place and in
- * place (or o->inplace); the first failure. */
-static int run_broadcast(struct job* J) {
+/* A rooted collective's plan renamed for each root its placement allows (or o->root), out of
+ * place and in place (or o->inplace); the first failure. */
+static int run_rooted(struct job* J) {
   const struct vopts* o = J->o;
   const struct shunt_plan* plan = J->plan;
   int rc = VERIFY_PASS;
@@ -359,8 +362,8 @@ int verify_kcpu_plan(const struct vopts* o, const struct shunt_plan* plan, const
   J.team.n = plan->ngpus;
   J.inplace = plan->inplace;
   J.what = "";
-  if (rc == VERIFY_PASS && plan->coll == SHUNT_COLL_BROADCAST)
-    rc = run_broadcast(&J);
+  if (rc == VERIFY_PASS && shunt_coll_rooted(plan->coll))
+    rc = run_rooted(&J);
   else
     rc = rc == VERIFY_PASS ? run_thread_counts(&J) : rc;
   pthread_cond_destroy(&J.team.cv);

@@ -142,3 +142,26 @@ void verify_expected_allreduce(char* exp, char* tmp, uint64_t at, uint64_t bytes
   }
   if (sc == SHUNT_SCALE_POSTDIV) shunt_elem_postdiv(dt, exp, bytes / es, nranks);
 }
+
+void verify_in_out(const struct shunt_plan* p, uint64_t total, uint64_t* in, uint64_t* out) {
+  uint64_t units = shunt_coll_size_units(p->coll, p->ngpus), unit = total / units;
+  uint64_t iu = shunt_coll_in_units(p->coll, p->ngpus), ou = shunt_coll_out_units(p->coll, p->ngpus);
+  *in = iu == units ? total : unit * iu;
+  *out = ou == units ? total : unit * ou;
+}
+
+void verify_bind(const struct shunt_plan* p, uint32_t rank, uint64_t in, uint64_t out, char* in_buf,
+                 char* out_buf, char** user_in, char** user_out, bool* inplace) {
+  uint64_t unit = shunt_coll_unit(p->coll, p->ngpus, in, out);
+  shunt_coll_place(p->coll, rank, unit, *inplace, in_buf, out_buf, user_in, user_out);
+  const void* send = *user_in;
+  void* recv = *user_out;
+  bool mode = *inplace;
+  shunt_coll_root_bind(p->coll, rank, p->root, &send, &recv, &mode);
+  /* A rank without an output has none; every other keeps the run's mode, inputs included (a
+   * broadcast's other ranks run both ways, more than the API, which binds them in place). */
+  if (!recv) {
+    *user_out = NULL;
+    *inplace = false;
+  }
+}

@@ -28,4 +28,13 @@ void verify_premul_scalar(enum shunt_dtype dt, void* out);
 void verify_expected_allreduce(char* exp, char* tmp, uint64_t at, uint64_t bytes, uint32_t nranks,
                                unsigned seed, enum shunt_dtype dt, enum shunt_redop op);
 
+/* A call of `total` bytes (the size a plan's range counts) as input and output bytes. */
+void verify_in_out(const struct shunt_plan* p, uint64_t total, uint64_t* in, uint64_t* out);
+/* The buffers rank's run binds in this mode (util/coll_traits.h: NCCL's in-place rule), from a
+ * buffer for the input and one for the output, for a call of in/out bytes. *user_out is NULL
+ * where the rank has no output (a reduce's other ranks, as the API binds them; *inplace then
+ * false); every other rank runs in the mode asked for. */
+void verify_bind(const struct shunt_plan* p, uint32_t rank, uint64_t in, uint64_t out, char* in_buf,
+                 char* out_buf, char** user_in, char** user_out, bool* inplace);
+
 #endif

@@ -41,7 +41,8 @@ static void usage(FILE* f) {
           "  -b, -e SIZE             smallest and largest size (default 1K and 16M; K, M, G)\n"
           "  -f F                    step factor between sizes (default 2)\n"
           "  -n N, -w N              timed and warm-up calls per size and run (default 20, 3)\n"
-          "  --coll C                allreduce, allgather, reducescatter, alltoall, broadcast or all\n"
+          "  --coll C                allreduce, allgather, reducescatter, alltoall, broadcast, reduce\n"
+          "                          or all\n"
           "                          (default all)\n"
           "  -o FILE                 the tuning file to write (default shunt.tuning)\n"
           "  --plot FILE             the plot (PNG) to write (default: the tuning file's name + .png)\n"
@@ -119,10 +120,10 @@ static int parse(int argc, char** argv, struct opts* o) {
     fprintf(stderr, "shunt-tune: unknown option %s (see --help)\n", a);
     return -1;
   }
-  if (strcmp(o->coll, "all") && strcmp(o->coll, "allreduce") && strcmp(o->coll, "allgather") &&
-      strcmp(o->coll, "reducescatter") && strcmp(o->coll, "alltoall") && strcmp(o->coll, "broadcast")) {
+  if (strcmp(o->coll, "all") && !shunt_coll_served(shunt_coll_of_name(o->coll))) {
     fprintf(stderr,
-            "shunt-tune: --coll %s: want allreduce, allgather, reducescatter, alltoall, broadcast or all\n",
+            "shunt-tune: --coll %s: want allreduce, allgather, reducescatter, alltoall, broadcast, reduce or "
+            "all\n",
             o->coll);
     return -1;
   }
@@ -187,8 +188,8 @@ static int write_forcing(const char* path, const struct shunt_planset* ps, const
   for (uint32_t i = 0; i < shunt_planset_count(ps); i++) {
     const struct shunt_plan_entry* e = shunt_planset_entry(ps, i);
     if (e->status != SHUNT_PLAN_OK || e->plan->ngpus != nranks || strcmp(e->plan->collective, coll)) continue;
-    /* A broadcast plan serves both modes (planset.h): the out-of-place choice forces it. */
-    const char* keep = e->plan->inplace && e->plan->coll != SHUNT_COLL_BROADCAST ? ip : oop;
+    /* A rooted collective's plan serves both modes (planset.h): the out-of-place choice forces it. */
+    const char* keep = e->plan->inplace && !shunt_coll_rooted(e->plan->coll) ? ip : oop;
     if (keep && !strcmp(e->plan->name, keep))
       fprintf(f, "%s %u 0 max\n", e->plan->name, nranks);
     else
@@ -311,13 +312,15 @@ static int write_tuning(const char* path, struct tune_group* groups, unsigned n,
   fprintf(f, "# SHUNT_TUNING=%s; see it with shunt-plan list --tuning %s DIR.\n", path, path);
   for (unsigned i = 0; i < n; i++) {
     struct tune_group* g = &groups[i];
-    /* One broadcast plan serves both modes, and selection ignores the mode: the out-of-place
-     * group's ranges are the rules (the in-place group's times are shown beside them). */
-    if (g->inplace && !strcmp(g->coll, "broadcast")) continue;
+    /* One plan of a rooted collective serves both modes, and selection ignores the mode: the
+     * out-of-place group's ranges are the rules (the in-place group's times are shown beside
+     * them). */
+    bool rooted = shunt_coll_rooted(shunt_coll_of_name(g->coll));
+    if (g->inplace && rooted) continue;
     fprintf(f, "\n# %s, %u ranks, %s\n", g->coll, g->nranks,
-            !strcmp(g->coll, "broadcast") ? "both modes"
-            : g->inplace                  ? "in place"
-                                          : "out of place");
+            rooted       ? "both modes"
+            : g->inplace ? "in place"
+                         : "out of place");
     for (unsigned c = 0; c < g->ncand; c++) {
       char lo[32], hi[32];
       if (!strcmp(g->cand[c], TUNE_NCCL)) {
@@ -437,9 +440,9 @@ int main(int argc, char** argv) {
   bool placed = run_placement(head, nranks, &rpn);
 
   /* Groups: each collective asked for, out of place then in place. */
-  static struct tune_group groups[10]; /* five collectives, two placements each */
+  static struct tune_group groups[12]; /* six collectives, two placements each */
   unsigned ng = 0;
-  const char* colls[] = {"allreduce", "allgather", "reducescatter", "alltoall", "broadcast"};
+  const char* colls[] = {"allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce"};
   for (unsigned k = 0; k < sizeof(colls) / sizeof(colls[0]); k++) {
     if (strcmp(o.coll, "all") && strcmp(o.coll, colls[k])) continue;
     for (int ip = 0; ip < 2; ip++) {
@@ -453,7 +456,7 @@ int main(int argc, char** argv) {
         const struct shunt_plan_entry* e = shunt_planset_entry(ps, i);
         if (e->status == SHUNT_PLAN_OK && e->plan->ngpus == nranks &&
             !strcmp(e->plan->collective, colls[k]) &&
-            (e->plan->inplace == (bool)ip || e->plan->coll == SHUNT_COLL_BROADCAST) &&
+            (e->plan->inplace == (bool)ip || shunt_coll_rooted(e->plan->coll)) &&
             (!placed || shunt_rpn_matches(e->plan->ranks_per_node, nranks, rpn)))
           add_cand(g, e->plan->name);
       }

@@ -441,29 +441,15 @@ static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const s
   return rc == SHUNT_OK ? SHUNT_OK : rc == SHUNT_E_NOMEM ? SHUNT_E_NOMEM : SHUNT_E_INVALID;
 }
 
-/* A broadcast root whose buffers partly overlap (NCCL's in-place call has them equal): its
- * peers cannot see it and run the plan, so it does too, its input moved into its output first
- * and the call run in place, as the host backend does (api/launch.c). */
-static bool root_overlap(const struct shunt_backend_call* c) {
-  const char *in = c->in, *out = c->out;
-  return c->plan->coll == SHUNT_COLL_BROADCAST && in != out && in < out + c->split->call.out_bytes &&
-         out < in + c->split->call.in_bytes;
-}
-
-/* In place as selection decided it (exec/split.h), or a broadcast root whose overlapping input
- * is moved into its output before the run. */
-static bool call_inplace(const struct shunt_backend_call* c) {
-  return c->split->inplace || root_overlap(c);
-}
-
-/* memmove on the device, in stream order: pieces that never overlap what is still to be read
+/* A root's input moved into its output (exec/backend.h: move_from), memmove on the device, in
+ * stream order: pieces that never overlap what is still to be read
  * (from the end when the output lies above the input), each one copy when the buffers are at
  * least a piece apart, else bounced through the world's input staging or the tail staging. */
 static int move_input(struct gpu_backend* g, struct shunt_gpu_world* w, const struct shunt_backend_call* c,
                       char* err, size_t len) {
   const struct shunt_cu* cu = shunt_gpu_world_cu(w);
   CUstream st = (CUstream)c->stream;
-  const char* in = c->in;
+  const char* in = c->move_from;
   char* out = c->out;
   uint64_t n = c->split->call.in_bytes, d = in < out ? (uint64_t)(out - in) : (uint64_t)(in - out);
   char* bounce = shunt_gpu_world_stage(w, 0);
@@ -578,12 +564,12 @@ static int zero_copy(struct gpu_backend* g, const struct shunt_backend_call* c, 
     z->in = z->out = NULL;
     return 0;
   }
-  bool inplace = call_inplace(c);
+  bool inplace = c->split->inplace;
   struct shunt_gpu_world* w = atomic_load(&g->world);
   CUstream ws = w ? shunt_gpu_world_stream(w) : NULL;
   bool captured = shunt_gpu_stream_capturing(c->stream);
   const struct shunt_gpu_reg_waits waits = {give_up, drained, g};
-  if (inplace && c->plan->coll == SHUNT_COLL_REDUCESCATTER) {
+  if (inplace && shunt_coll_out_in_input(c->plan->coll)) {
     /* The mirror: the input holds the output, so the input is the buffer peers reach; bound
      * as the holder, its table is the input's. */
     struct shunt_gpu_zc h = {NULL, NULL};
@@ -638,20 +624,8 @@ static int gpu_backend_run(struct shunt_backend* b, const struct shunt_backend_c
   struct shunt_cu_guard cg = shunt_cu_enter(shunt_gpu_world_cu(w), shunt_gpu_world_ctx(w), 0);
   int rc = SHUNT_E_INVALID;
   if (shunt_gpu_world_order_begin(w, (CUstream)c->stream, err, len) == 0) {
-    struct shunt_backend_call moved;
-    struct shunt_split moved_split;
-    if (root_overlap(c)) {
-      /* The input moved into the output first; the call then runs in place. */
-      moved = *c;
-      moved.in = c->out;
-      moved_split = *c->split;
-      moved_split.inplace = true;
-      moved.split = &moved_split;
-      rc = move_input(g, w, c, err, len);
-      if (rc == SHUNT_OK) rc = run_call(g, w, &moved, &z, err, len);
-    } else {
-      rc = run_call(g, w, c, &z, err, len);
-    }
+    rc = c->move_from ? move_input(g, w, c, err, len) : SHUNT_OK;
+    if (rc == SHUNT_OK) rc = run_call(g, w, c, &z, err, len);
     if (capturing) tie_to_graph(g, (CUstream)c->stream);
     /* Recorded even after a failure midway: what was enqueued is ordered before the next. */
     char why[256];

@@ -66,9 +66,8 @@ struct bufs {
  * rank's input, or reducescatter's output), and its size as the plan's range counts it. */
 static void shape_of(const struct shunt_plan* plan, uint32_t nranks, uint64_t per, uint64_t* in,
                      uint64_t* out) {
-  bool a2a = plan->coll == SHUNT_COLL_ALLTOALL; /* per: one block, to or from each rank */
-  *in = plan->coll == SHUNT_COLL_REDUCESCATTER || a2a ? per * nranks : per;
-  *out = plan->coll == SHUNT_COLL_ALLGATHER || a2a ? per * nranks : per;
+  *in = per * shunt_coll_in_units(plan->coll, nranks); /* alltoall: per is one block */
+  *out = per * shunt_coll_out_units(plan->coll, nranks);
 }
 static uint64_t total_of(const struct shunt_plan* plan, uint32_t nranks, uint64_t per) {
   uint64_t in, out;
@@ -88,10 +87,26 @@ static void sizes_for(const struct shunt_plan* plan, uint32_t nranks, uint64_t o
   out[0] = q;
   out[1] = q + 4;
   /* About LARGE_BYTES in all: a rank's unit is a slice of it where the call is cut in slices. */
-  bool sliced = plan->coll == SHUNT_COLL_ALLGATHER || plan->coll == SHUNT_COLL_REDUCESCATTER ||
-                plan->coll == SHUNT_COLL_ALLTOALL;
+  bool sliced = shunt_coll_layout(plan->coll) != SHUNT_LAYOUT_FLAT;
   uint64_t large = sliced ? LARGE_BYTES / nranks : LARGE_BYTES;
   out[2] = large > q ? large / q * q : 0;
+}
+
+/* What the check kernel compares rank's output with (gpu_selfcheck_values.h), by the
+ * collective's reference (util/coll_traits.h). */
+static uint32_t check_kind(const struct shunt_plan* plan, uint32_t rank) {
+  switch (shunt_coll_traits(plan->coll)->ref) {
+    case SHUNT_REF_GATHERED:
+      return SHUNT_SELFCHECK_ALLGATHER;
+    case SHUNT_REF_REDUCED_MINE:
+      return SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_REDUCESCATTER, rank);
+    case SHUNT_REF_ROOT_INPUT:
+      return SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_BROADCAST, plan->root);
+    case SHUNT_REF_TRANSPOSED:
+      return SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_ALLTOALL, rank);
+    default:
+      return SHUNT_SELFCHECK_ALLREDUCE;
+  }
 }
 
 /* One run of `plan` with `per` bytes of the per-rank unit: PASSED, UNFIT, FAILED or BUSY, with
@@ -103,19 +118,24 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
   uint64_t in_bytes, out_bytes;
   shape_of(plan, n, per, &in_bytes, &out_bytes);
   uint64_t cnt = in_bytes / 4, ocnt = out_bytes / 4;
-  uint32_t kind = SHUNT_SELFCHECK_ALLREDUCE;
-  if (plan->coll == SHUNT_COLL_ALLGATHER) kind = SHUNT_SELFCHECK_ALLGATHER;
-  if (plan->coll == SHUNT_COLL_REDUCESCATTER)
-    kind = SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_REDUCESCATTER, rank);
-  if (plan->coll == SHUNT_COLL_BROADCAST) kind = SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_BROADCAST, plan->root);
-  if (plan->coll == SHUNT_COLL_ALLTOALL) kind = SHUNT_SELFCHECK_KIND(SHUNT_SELFCHECK_ALLTOALL, rank);
+  uint32_t kind = check_kind(plan, rank);
   struct shunt_call_shape shape = {in_bytes, out_bytes, SHUNT_DT_FLOAT32, SHUNT_REDOP_SUM, 0, 0, false, false};
   struct shunt_split split;
   if (!shunt_split_call(plan, &shape, &split, what, wlen)) return FAILED;
   /* The plan's code at these sizes, whatever size range it is tuned to serve. */
   split.head_shape.part = true;
-  /* In place as the buffers are bound below. */
-  split.inplace = plan->inplace || (plan->coll == SHUNT_COLL_BROADCAST && rank != plan->root);
+  /* In place as the plan is written, NCCL's rule: the view inside its holder (allgather's input at
+   * the rank's slice of the output, reducescatter's output at the rank's slice of the input); the
+   * other ranks of a rooted collective bind as the API binds them (util/coll_traits.h). */
+  char *in, *out;
+  shunt_coll_place(plan->coll, rank, per, plan->inplace, B->in, B->out, &in, &out);
+  const void* send = in;
+  void* recv = out;
+  bool inplace = plan->inplace;
+  shunt_coll_root_bind(plan->coll, rank, plan->root, &send, &recv, &inplace);
+  in = (char*)(uintptr_t)send;
+  out = recv;
+  split.inplace = inplace;
   struct shunt_backend_call c = {
       .plan = plan, .split = &split, .stream = B->stream, .timeout_ms = timeout_ms};
   char err[1024];
@@ -127,19 +147,9 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
     snprintf(what, wlen, "internal: buffers too small");
     return FAILED;
   }
-  /* In place as the plan is written, NCCL's rule: the input inside the output (allgather: at
-   * the rank's slice), or reducescatter's output inside its input (at the rank's slice); a
-   * broadcast's other ranks are in place whatever the root's mode (the API binds them so). */
-  char* in = B->in;
-  char* out = B->out;
-  if (plan->coll == SHUNT_COLL_BROADCAST && rank != plan->root)
-    in = out;
-  else if (plan->inplace && plan->coll == SHUNT_COLL_REDUCESCATTER)
-    out = B->in + per * rank;
-  else if (plan->inplace)
-    in = B->out + (plan->coll == SHUNT_COLL_ALLGATHER ? per * rank : 0);
   for (uint64_t i = 0; i < cnt; i++) B->host[i] = shunt_selfcheck_value(rank, i);
-  CUresult e = cu->MemsetD8Async(DP(out), 0xff, out_bytes, B->stream);
+  /* out NULL: this rank has no output (a reduce's other ranks), nothing to compare. */
+  CUresult e = out ? cu->MemsetD8Async(DP(out), 0xff, out_bytes, B->stream) : CUDA_SUCCESS;
   if (e == CUDA_SUCCESS) e = cu->MemcpyHtoDAsync(DP(in), B->host, in_bytes, B->stream);
   if (e != CUDA_SUCCESS) {
     snprintf(what, wlen, "launch error: filling the input: %s", shunt_cu_error(e));
@@ -159,14 +169,13 @@ static int run_one(struct shunt_backend* b, struct bufs* B, const struct shunt_p
   /* Compared on the device: one kernel finds the first element that differs bitwise from what
    * the inputs imply, and only its index comes back. */
   const struct shunt_gpu_kernels* fn = shunt_gpu_world_fns(shunt_gpu_backend_world(b));
-  uint64_t per_el = plan->coll == SHUNT_COLL_ALLGATHER  ? cnt
-                    : plan->coll == SHUNT_COLL_ALLTOALL ? ocnt / n
-                                                        : ocnt;
+  enum shunt_coll_layout layout = shunt_coll_layout(plan->coll);
+  uint64_t per_el = layout == SHUNT_LAYOUT_GATHER ? cnt : layout == SHUNT_LAYOUT_BLOCKS ? ocnt / n : ocnt;
   uint32_t nr = n;
   void* args[] = {&out, &ocnt, &per_el, &nr, &kind, &B->first};
   uint64_t grid = (ocnt + 255) / 256;
   e = cu->MemsetD8Async(DP(B->first), 0xff, sizeof(*B->first), B->stream);
-  if (e == CUDA_SUCCESS)
+  if (e == CUDA_SUCCESS && out)
     e = cu->LaunchKernel(fn->check,
                          (unsigned)(grid > 1024 ? 1024
                                     : grid      ? grid

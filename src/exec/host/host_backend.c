@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "exec/backend.h"
 #include "exec/host/host_call.h"
@@ -69,6 +70,7 @@ static int host_backend_run(struct shunt_backend* b, const struct shunt_backend_
   struct shunt_world* w = atomic_load(&h->world);
   if (!w) SHUNT_FAIL(SHUNT_E_INVALID, "no world");
   struct shunt_host_run_opts opts = {call->timeout_ms, call->scalar};
+  if (call->move_from) memmove(call->out, call->move_from, call->split->call.in_bytes);
   return shunt_host_run_call(w, b->programs, call->plan, b->rank, call->split, call->in, call->out, &opts,
                              &h->reuse, err, len);
 }
