@@ -35,9 +35,9 @@ static void sock_signal(void* ctx, uint32_t peer, uint16_t ordinal) {
   x->cfg.signal(x->cfg.ctx, peer, ordinal);
 }
 
-static void sock_fail(void* ctx, const char* msg) {
+static void sock_fail(void* ctx, int code, const char* msg) {
   struct sock_row* x = ctx;
-  x->cfg.fail(x->cfg.ctx, msg);
+  x->cfg.fail(x->cfg.ctx, code, msg);
 }
 
 static bool sock_give_up(void* ctx) {

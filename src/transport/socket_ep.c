@@ -19,6 +19,7 @@
 #include "transport/link.h" /* the trigger, the word copy */
 #include "util/env.h"
 #include "util/log.h"
+#include "util/status.h"
 
 /* ThreadSanitizer sees a region byte that the proxy sent and that a peer's answer later
  * overwrites as a race between the two threads: the order runs through the peer (it answers
@@ -191,7 +192,7 @@ static void apply_flags(struct shunt_net* n, uint32_t peer) {
 
 static int rx_progress(struct shunt_net* n, struct rx_sock* r);
 
-static int rx_fail(struct shunt_net* n, struct rx_sock* r, const char* what) {
+static int rx_fail(struct shunt_net* n, struct rx_sock* r, int code, const char* what) {
   struct net_peer* p = &n->peers[r->peer];
   r->dead = true;
   if (p->left || atomic_load(&n->leaving) || atomic_load(&n->stop)) return 0;
@@ -211,8 +212,8 @@ static int rx_fail(struct shunt_net* n, struct rx_sock* r, const char* what) {
   char msg[512];
   snprintf(msg, sizeof(msg), "socket transport: connection %u to rank %u at %s: %s", r->idx, r->peer,
            p->where, what);
-  n->cfg.fail(n->cfg.ctx, msg);
-  return -1;
+  n->cfg.fail(n->cfg.ctx, code, msg);
+  return code;
 }
 
 static int header_done(struct shunt_net* n, struct rx_sock* r) {
@@ -228,7 +229,7 @@ static int header_done(struct shunt_net* n, struct rx_sock* r) {
       (!(h->kind & MSG_DATA) && h->size) || h->size > buf_cap(n, h->dst_buf) ||
       h->dst_off > buf_cap(n, h->dst_buf) - h->size ||
       ((h->kind & MSG_PACKETS) && (r->idx != 0 || h->size % 8)))
-    return rx_fail(n, r, "malformed message");
+    return rx_fail(n, r, SHUNT_E_INVALID, "malformed message");
   if ((h->kind & MSG_DATA) && h->size) {
     r->in_payload = true;
     r->pgot = 0;
@@ -257,7 +258,7 @@ static bool held(const struct shunt_net* n, const struct rx_sock* r) {
   return r->idx == 0 && !r->in_payload && n->peers[r->peer].qlen == NET_PENDING;
 }
 
-/* Reads what socket r has: 0 when it would block, -1 on a fault (world failed). */
+/* Reads what socket r has: 0 when it would block, the fault's code (the world failed). */
 static int rx_progress(struct shunt_net* n, struct rx_sock* r) {
   for (;;) {
     if (r->dead || held(n, r)) return 0;
@@ -277,21 +278,22 @@ static int rx_progress(struct shunt_net* n, struct rx_sock* r) {
     }
     if (got == 0) {
       r->eof = true;
-      return rx_fail(n, r, "closed by the peer");
+      return rx_fail(n, r, SHUNT_E_PEER, "closed by the peer");
     }
     if (got < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
       if (errno == EINTR) continue;
+      int e = errno;
       char why[128];
-      snprintf(why, sizeof(why), "receive failed: %s", strerror(errno));
-      return rx_fail(n, r, why);
+      snprintf(why, sizeof(why), "receive failed: %s", strerror(e));
+      return rx_fail(n, r, shunt_errno_status(e), why);
     }
     if (!r->in_payload) {
       r->hgot += (size_t)got;
       if (r->hgot < sizeof(r->h)) continue;
       r->hgot = 0;
       int rc = header_done(n, r);
-      if (rc < 0) return -1;
+      if (rc < 0) return rc;
       if (rc == 1) msg_done(n, r);
       continue;
     }
@@ -302,7 +304,7 @@ static int rx_progress(struct shunt_net* n, struct rx_sock* r) {
       if (r->bfill == n->bcap || r->pgot + r->bfill == r->h.size) {
         if (n->cfg.landed(n->cfg.ctx, r->peer, r->h.ordinal, r->h.dst_buf, r->h.dst_off + r->pgot, r->bounce,
                           r->bfill) != 0)
-          return rx_fail(n, r, "cannot place the data it sent");
+          return rx_fail(n, r, SHUNT_E_INVALID, "cannot place the data it sent");
         r->pgot += r->bfill;
         r->bfill = 0;
       }
@@ -527,12 +529,13 @@ static int tx_all(struct shunt_net* n, uint32_t peer, struct tx* txs, uint32_t k
       }
       size_t before = txs[i].hsent + (size_t)txs[i].sent;
       if (tx_step(&txs[i]) != 0) {
+        int e = errno;
         n->peers[peer].torn = true;
         char msg[512];
         snprintf(msg, sizeof(msg), "socket transport: connection to rank %u at %s: send failed: %s", peer,
-                 n->peers[peer].where, strerror(errno));
-        n->cfg.fail(n->cfg.ctx, msg);
-        return -1;
+                 n->peers[peer].where, strerror(e));
+        n->cfg.fail(n->cfg.ctx, shunt_errno_status(e), msg);
+        return shunt_errno_status(e);
       }
       moved |= txs[i].hsent + (size_t)txs[i].sent != before;
       if (!tx_done(&txs[i])) {

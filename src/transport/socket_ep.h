@@ -51,7 +51,9 @@ struct shunt_net_config {
                 uint64_t bytes);
   /* A flag from `peer` on channel `ordinal`, after all its data landed. */
   void (*signal)(void* ctx, uint32_t peer, uint16_t ordinal);
-  void (*fail)(void* ctx, const char* msg);
+  /* The connections to a peer failed: code SHUNT_E_PEER (it closed or reset them) or the code
+   * of the system call that failed (util/status.h). */
+  void (*fail)(void* ctx, int code, const char* msg);
   bool (*give_up)(void* ctx);
 };
 
