@@ -10,6 +10,7 @@
 #include "transport/socket_ep.h"
 #include "transport/net.h"
 #include "transport/trigger.h"
+#include "util/status.h"
 
 _Static_assert(sizeof(struct shunt_net_card) <= SHUNT_NET_CARD_BYTES, "socket card too large");
 
@@ -50,7 +51,7 @@ static int sock_open(const struct shunt_net_ep_config* c, void** ep, void* card,
   struct sock_row* x = calloc(1, sizeof(*x));
   if (!x) {
     snprintf(err, len, "out of memory");
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   x->cfg = *c;
   struct shunt_net_config nc = {.rank = c->rank,
@@ -65,9 +66,10 @@ static int sock_open(const struct shunt_net_ep_config* c, void** ep, void* card,
                                 .fail = sock_fail,
                                 .give_up = sock_give_up};
   const struct sockaddr_storage* where = c->at.net_addr.ss_family ? &c->at.net_addr : NULL;
-  if (shunt_net_open(&nc, where, &x->net, card, err, len) != 0) {
+  int rc = shunt_net_open(&nc, where, &x->net, card, err, len);
+  if (rc != SHUNT_OK) {
     free(x);
-    return -1;
+    return rc;
   }
   *ep = x;
   return 0;
@@ -91,7 +93,7 @@ static int sock_connect(void* ep, const bool* remote, const void* cards, size_t 
   struct shunt_net_card* c = calloc(n, sizeof(*c));
   if (!c) {
     snprintf(err, len, "out of memory");
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   for (uint32_t r = 0; r < n; r++) memcpy(&c[r], (const char*)cards + (size_t)r * stride, sizeof(*c));
   int rc = shunt_net_connect(x->net, remote, c, err, len);

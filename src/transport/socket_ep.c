@@ -131,7 +131,7 @@ int shunt_net_open(const struct shunt_net_config* cfg, const struct sockaddr_sto
   if (!n || !(n->peers = calloc(cfg->nranks, sizeof(*n->peers)))) {
     free(n);
     snprintf(err, len, "out of memory");
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   n->cfg = *cfg;
   n->bcap = cfg->staged ? NET_STAGE : NET_BOUNCE;
@@ -146,7 +146,7 @@ int shunt_net_open(const struct shunt_net_config* cfg, const struct sockaddr_sto
   int rc = 0;
   if (getrandom(&n->nonce, sizeof(n->nonce), 0) != (ssize_t)sizeof(n->nonce)) {
     snprintf(err, len, "getrandom: %s", strerror(errno));
-    rc = -1;
+    rc = SHUNT_E_SYSTEM;
   } else if (where) {
     a = *where;
   } else {
@@ -156,10 +156,12 @@ int shunt_net_open(const struct shunt_net_config* cfg, const struct sockaddr_sto
     if (a.ss_family == AF_INET) ((struct sockaddr_in*)&a)->sin_port = 0;
     if (a.ss_family == AF_INET6) ((struct sockaddr_in6*)&a)->sin6_port = 0;
     n->lfd = shunt_sock_listen(&a, err, len);
+    if (n->lfd < 0) rc = n->lfd;
   }
-  if (rc != 0 || n->lfd < 0) {
+  if (rc != 0) {
+    n->lfd = -1;
     shunt_net_close(n);
-    return -1;
+    return rc;
   }
   shunt_wire_from_sockaddr(&card->addr, &a);
   card->nonce = n->nonce;
@@ -349,7 +351,7 @@ static int accept_one(struct shunt_net* n, int64_t deadline, char* err, size_t l
   int64_t left = deadline - shunt_sock_now_ms();
   if (left <= 0 || poll(&pf, 1, (int)(left < 1000 ? left : 1000)) < 0) {
     if (left <= 0) snprintf(err, len, "timed out waiting for peers of other hosts to connect");
-    return left <= 0 ? -1 : 0;
+    return left <= 0 ? SHUNT_E_TIMEOUT : 0;
   }
   int fd = shunt_sock_accept(n->lfd);
   if (fd < 0) return 0;
@@ -373,10 +375,11 @@ static int accept_one(struct shunt_net* n, int64_t deadline, char* err, size_t l
     return 0;
   }
   char ack = 'Y';
-  if (shunt_sock_send(fd, &ack, 1, deadline, why, sizeof(why)) != 0) {
+  int sent = shunt_sock_send(fd, &ack, 1, deadline, why, sizeof(why));
+  if (sent != 0) {
     snprintf(err, len, "rank %u at %s: %s", h.rank, from, why);
     close(fd);
-    return -1;
+    return sent;
   }
   sock_opts(fd, n->timeout_ms);
   n->peers[h.rank].fd[h.sock] = fd;
@@ -395,16 +398,16 @@ int shunt_net_connect(struct shunt_net* n, const bool* remote, const struct shun
     p->nsocks = cards[r].nsocks < n->nsocks ? cards[r].nsocks : n->nsocks;
     if (p->nsocks < 1 || p->nsocks > NET_MAX_SOCKS) {
       snprintf(err, len, "rank %u published %u sockets per peer", r, cards[r].nsocks);
-      return -1;
+      return SHUNT_E_INVALID;
     }
     if (shunt_wire_to_sockaddr(&cards[r].addr, &p->addr) != 0) {
       snprintf(err, len, "rank %u published no usable address", r);
-      return -1;
+      return SHUNT_E_INVALID;
     }
     shunt_sock_str(&p->addr, p->where, sizeof(p->where));
     if (!(p->q = calloc(NET_PENDING, sizeof(*p->q)))) {
       snprintf(err, len, "out of memory");
-      return -1;
+      return SHUNT_E_NOMEM;
     }
     total += p->nsocks;
     if (r < me) expect += p->nsocks;
@@ -418,10 +421,11 @@ int shunt_net_connect(struct shunt_net* n, const bool* remote, const struct shun
     for (uint32_t s = 0; s < p->nsocks; s++) {
       int fd = shunt_sock_connect(&p->addr, deadline, why, sizeof(why));
       struct net_hello h = {NET_MAGIC, cards[r].nonce, me, s, nranks, 0};
-      if (fd < 0 || shunt_sock_send(fd, &h, sizeof(h), deadline, why, sizeof(why)) != 0) {
+      int rc = fd < 0 ? fd : shunt_sock_send(fd, &h, sizeof(h), deadline, why, sizeof(why));
+      if (rc != 0) {
         if (fd >= 0) close(fd);
         snprintf(err, len, "rank %u at %s: %s", r, p->where, why);
-        return -1;
+        return rc;
       }
       sock_opts(fd, n->timeout_ms);
       p->fd[s] = fd;
@@ -429,17 +433,18 @@ int shunt_net_connect(struct shunt_net* n, const bool* remote, const struct shun
   }
   for (uint32_t got = 0; got < expect;) {
     int rc = accept_one(n, deadline, err, len);
-    if (rc < 0) return -1;
+    if (rc < 0) return rc;
     got += (uint32_t)rc;
   }
   for (uint32_t r = me + 1; r < nranks; r++) {
     if (!remote[r]) continue;
     for (uint32_t s = 0; s < n->peers[r].nsocks; s++) {
       char ack = 0;
-      if (shunt_sock_recv(n->peers[r].fd[s], &ack, 1, deadline, why, sizeof(why)) != 0 || ack != 'Y') {
+      int rc = shunt_sock_recv(n->peers[r].fd[s], &ack, 1, deadline, why, sizeof(why));
+      if (rc != 0 || ack != 'Y') {
         snprintf(err, len, "rank %u at %s did not accept connection %u: %s", r, n->peers[r].where, s,
                  ack ? "bad reply" : why);
-        return -1;
+        return rc != 0 ? rc : SHUNT_E_PEER;
       }
     }
   }
@@ -447,7 +452,7 @@ int shunt_net_connect(struct shunt_net* n, const bool* remote, const struct shun
   n->pfd = calloc(total ? total : 1, sizeof(*n->pfd));
   if (!n->rx || !n->pfd) {
     snprintf(err, len, "out of memory");
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   for (uint32_t r = 0; r < nranks; r++)
     for (uint32_t s = 0; s < n->peers[r].nsocks; s++) {
@@ -457,12 +462,13 @@ int shunt_net_connect(struct shunt_net* n, const bool* remote, const struct shun
       x->idx = s;
       if ((s == 0 || n->cfg.staged) && !(x->bounce = malloc(n->bcap))) {
         snprintf(err, len, "out of memory");
-        return -1;
+        return SHUNT_E_NOMEM;
       }
     }
-  if (pthread_create(&n->thread, NULL, rx_main, n) != 0) {
-    snprintf(err, len, "cannot start the socket transport's receiving thread");
-    return -1;
+  int e = pthread_create(&n->thread, NULL, rx_main, n);
+  if (e != 0) {
+    snprintf(err, len, "cannot start the socket transport's receiving thread: %s", strerror(e));
+    return shunt_errno_status(e);
   }
   n->thread_live = true;
   uint32_t npeers = 0;
@@ -549,7 +555,7 @@ static int tx_all(struct shunt_net* n, uint32_t peer, struct tx* txs, uint32_t k
     }
     if (give_up(n)) {
       n->peers[peer].torn = true;
-      return -1;
+      return SHUNT_E_ABORTED; /* the world gives up: its failure, if any, says why */
     }
     if (!moved) poll(pf, np, NET_POLL_MS);
   }

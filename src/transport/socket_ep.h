@@ -66,7 +66,8 @@ int shunt_net_open(const struct shunt_net_config* cfg, const struct sockaddr_sto
 int shunt_net_connect(struct shunt_net* n, const bool* remote, const struct shunt_net_card* cards, char* err,
                       size_t len);
 /* Sends a trigger's data (from src, in this process's memory) and flag to t->peer; returns when
- * src may be reused, 0, or -1 (a failure reported, or giving up). */
+ * src may be reused, 0, or a SHUNT_E_* code: the failure's (reported through fail), or
+ * SHUNT_E_ABORTED when give_up said to stop. */
 int shunt_net_send(struct shunt_net* n, const struct shunt_trigger* t, const char* src);
 /* Tells peers this rank leaves in order, and stops counting their departures as faults. */
 void shunt_net_leave(struct shunt_net* n);

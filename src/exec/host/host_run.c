@@ -280,8 +280,10 @@ int shunt_host_run_kept(struct shunt_world* w, const struct shunt_program* p, co
   struct block_job* jobs = keep->jobs;
   _Atomic int64_t* sems = keep->sems;
   char* tmp = keep->tmp;
-  if (shunt_fibers_start(keep->fibers, p->nblocks, block_main, jobs) != 0)
-    SHUNT_FAIL(SHUNT_E_NOMEM, "no memory for the stacks of %u threadblocks", p->nblocks);
+  int started = shunt_fibers_start(keep->fibers, p->nblocks, block_main, jobs);
+  if (started != SHUNT_OK)
+    SHUNT_FAIL(started, "%s for the stacks of %u threadblocks",
+               started == SHUNT_E_NOMEM ? "no memory" : "getcontext failed", p->nblocks);
   *sh = (struct shunt_host_shared){0}; /* the barrier counters at 0, not expired */
 
   /* The steps before the plan (exec/steps.h). */
