@@ -14,6 +14,7 @@
 #include "api/export.h"
 #include "api/group.h"
 #include "api/handles.h"
+#include "api/launch.h"
 #include "api/tune.h"
 #include "api/plans.h"
 #include "api/unavailable.h"
@@ -21,6 +22,7 @@
 #include "comm/comm_create.h"
 #include "fallback/real_nccl.h"
 #include "util/log.h"
+#include "util/status.h"
 
 #define REAL_CHILD_GRACE_MS 2000 /* NCCL finished the parent's job: its child pointer is due */
 
@@ -56,7 +58,7 @@ static ncclResult_t shunt_half(struct child_job* j, struct shunt_bootstrap** chi
   if (rc == 0) return ncclSuccess;
   SHUNT_WARN("%s: shunt's bootstrap failed: %s%s", j->fn, err,
              j->real_ok ? "; NCCL alone serves the child" : "");
-  return ncclSystemError;
+  return shunt_nccl_result(rc);
 }
 
 /* Records shunt's state for the child beside NCCL's (either may be missing) and publishes the
