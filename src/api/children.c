@@ -104,8 +104,8 @@ static void sleep_ms(int ms) {
 }
 
 /* Nonblocking: waits for NCCL's child pointer, or for NCCL to report the parent's job over
- * without one. Returns 0, or -1 when the parent was aborted before NCCL was done (NCCL may
- * still write into the job, which must then be left alone). */
+ * without one. Returns 0, or SHUNT_E_ABORTED when the parent was aborted before NCCL was done
+ * (NCCL may still write into the job, which must then be left alone). */
 static int await_real(struct child_job* j, ncclComm_t* out) {
   *out = NULL;
   if (!j->real_ok) return 0;
@@ -117,7 +117,7 @@ static int await_real(struct child_job* j, ncclComm_t* out) {
       *out = h;
       return 0;
     }
-    if (shunt_comm_cancelled(j->parent)) return -1;
+    if (shunt_comm_cancelled(j->parent)) return SHUNT_E_ABORTED;
     ncclResult_t st = ncclSuccess;
     if (!real || !real->ncclCommGetAsyncError ||
         real->ncclCommGetAsyncError(j->parent->real, &st) != ncclSuccess ||

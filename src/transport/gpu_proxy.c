@@ -125,7 +125,7 @@ static int net_landed(void* ctx, uint32_t peer, uint16_t ordinal, uint64_t off, 
   struct shunt_gpu_proxy* p = ctx;
   if (!p->xin || off > p->region_bytes || bytes > p->region_bytes - off || peer >= p->cfg.nranks ||
       ordinal >= p->cfg.ordinals)
-    return -1;
+    return SHUNT_E_INVALID;
   memcpy(p->xin_data + off, at, bytes);
   struct shunt_gpu_xin_rec* r = &p->pend[(size_t)peer * p->cfg.ordinals + ordinal];
   if (r->n && r->off[r->n - 1] + r->bytes[r->n - 1] == off) {
@@ -137,7 +137,7 @@ static int net_landed(void* ctx, uint32_t peer, uint16_t ordinal, uint64_t off, 
     snprintf(msg, sizeof(msg), "more than %u separate puts from rank %u on channel %u before its flag",
              SHUNT_GPU_XIN_EXT, peer, ordinal);
     fail_msg(p, SHUNT_E_INVALID, msg);
-    return -1;
+    return SHUNT_E_INVALID;
   }
   r->off[r->n] = off;
   r->bytes[r->n] = bytes;

@@ -47,7 +47,7 @@ struct shunt_net_ep_config {
   /* A flag from `peer` on channel `ordinal` arrived, after all its data. */
   void (*signal)(void* ctx, uint32_t peer, uint16_t ordinal);
   /* Device only: bytes from `peer`'s put on channel `ordinal` for region offset `off` arrived
-   * in host memory at `at`; 0, or -1. */
+   * in host memory at `at`; 0, or a SHUNT_E_* code (the connection fails). */
   int (*landed)(void* ctx, uint32_t peer, uint16_t ordinal, uint64_t off, const char* at, uint64_t bytes);
   /* Device only: host memory the sources of puts lie in (a GPU kernel stages what leaves the
    * device there; registered for verbs); NULL: none. */

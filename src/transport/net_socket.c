@@ -28,7 +28,7 @@ static char* sock_sink(void* ctx, unsigned buf, uint64_t off) {
 static int sock_landed(void* ctx, uint32_t peer, uint16_t ordinal, unsigned buf, uint64_t off, const char* at,
                        uint64_t bytes) {
   struct sock_row* x = ctx;
-  return buf == 3 ? x->cfg.landed(x->cfg.ctx, peer, ordinal, off, at, bytes) : -1;
+  return buf == 3 ? x->cfg.landed(x->cfg.ctx, peer, ordinal, off, at, bytes) : SHUNT_E_INVALID;
 }
 
 static void sock_signal(void* ctx, uint32_t peer, uint16_t ordinal) {

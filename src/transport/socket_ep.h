@@ -46,7 +46,7 @@ struct shunt_net_config {
   /* Not staged: where bytes for (buf, off) go in this process. */
   char* (*sink)(void* ctx, unsigned buf, uint64_t off);
   /* Staged: bytes for (buf, off) of `peer`'s put on channel `ordinal` arrived in `at` (whole
-   * 8-byte words for packets); 0, or -1 to fail the connection. */
+   * 8-byte words for packets); 0, or a SHUNT_E_* code to fail the connection. */
   int (*landed)(void* ctx, uint32_t peer, uint16_t ordinal, unsigned buf, uint64_t off, const char* at,
                 uint64_t bytes);
   /* A flag from `peer` on channel `ordinal`, after all its data landed. */
