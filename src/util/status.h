@@ -126,8 +126,8 @@ shunt_prefixf(char* err, size_t len, const char* fmt, ...) {
     shunt_setf(err, len, "%s", pre);
     return;
   }
-  size_t had = strnlen(err, len - 1);
-  if (had > len - 1 - p - 2) had = len - 1 - p - 2;
+  size_t had = 0, room = len - 1 - p - 2;
+  while (had < room && err[had]) had++;
   memmove(err + p + 2, err, had);
   err[p + 2 + had] = 0;
   memcpy(err, pre, p);
