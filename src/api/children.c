@@ -14,6 +14,7 @@
 #include "api/export.h"
 #include "api/group.h"
 #include "api/handles.h"
+#include "api/launch.h"
 #include "api/tune.h"
 #include "api/plans.h"
 #include "api/unavailable.h"
@@ -21,6 +22,7 @@
 #include "comm/comm_create.h"
 #include "fallback/real_nccl.h"
 #include "util/log.h"
+#include "util/status.h"
 
 #define REAL_CHILD_GRACE_MS 2000 /* NCCL finished the parent's job: its child pointer is due */
 
@@ -56,7 +58,7 @@ static ncclResult_t shunt_half(struct child_job* j, struct shunt_bootstrap** chi
   if (rc == 0) return ncclSuccess;
   SHUNT_WARN("%s: shunt's bootstrap failed: %s%s", j->fn, err,
              j->real_ok ? "; NCCL alone serves the child" : "");
-  return ncclSystemError;
+  return shunt_nccl_result(rc);
 }
 
 /* Records shunt's state for the child beside NCCL's (either may be missing) and publishes the
@@ -102,8 +104,8 @@ static void sleep_ms(int ms) {
 }
 
 /* Nonblocking: waits for NCCL's child pointer, or for NCCL to report the parent's job over
- * without one. Returns 0, or -1 when the parent was aborted before NCCL was done (NCCL may
- * still write into the job, which must then be left alone). */
+ * without one. Returns 0, or SHUNT_E_ABORTED when the parent was aborted before NCCL was done
+ * (NCCL may still write into the job, which must then be left alone). */
 static int await_real(struct child_job* j, ncclComm_t* out) {
   *out = NULL;
   if (!j->real_ok) return 0;
@@ -115,7 +117,7 @@ static int await_real(struct child_job* j, ncclComm_t* out) {
       *out = h;
       return 0;
     }
-    if (shunt_comm_cancelled(j->parent)) return -1;
+    if (shunt_comm_cancelled(j->parent)) return SHUNT_E_ABORTED;
     ncclResult_t st = ncclSuccess;
     if (!real || !real->ncclCommGetAsyncError ||
         real->ncclCommGetAsyncError(j->parent->real, &st) != ncclSuccess ||

@@ -9,6 +9,7 @@
 
 #include "comm/comm.h"
 #include "util/log.h"
+#include "util/status.h"
 
 struct slot {
   ncclComm_t key; /* NULL: empty; TOMBSTONE: removed */
@@ -45,7 +46,7 @@ static size_t probe(ncclComm_t h, int for_insert) {
 static int grow(void) {
   size_t ncap = cap ? cap * 2 : 64;
   struct slot* ns = calloc(ncap, sizeof(*ns));
-  if (!ns) return -1;
+  if (!ns) return SHUNT_E_NOMEM;
   struct slot* old = slots;
   size_t ocap = cap;
   slots = ns;
@@ -65,7 +66,7 @@ int shunt_handles_add(ncclComm_t h, struct shunt_comm* c, int own) {
   int rc = 0;
   pthread_rwlock_wrlock(&lock);
   if ((used + 1) * 2 > cap && grow() != 0) {
-    rc = -1;
+    rc = SHUNT_E_NOMEM;
   } else {
     size_t i = probe(h, 1);
     if (slots[i].key != h) used += slots[i].key == NULL;

@@ -13,7 +13,7 @@
 
 struct shunt_comm;
 
-/* Records h -> c; own: h is shunt's alone. Returns 0, or -1 when out of memory. */
+/* Records h -> c; own: h is shunt's alone. Returns 0, or SHUNT_E_NOMEM. */
 int shunt_handles_add(ncclComm_t h, struct shunt_comm* c, int own);
 /* shunt's state for h with a reference taken (NULL when shunt does not know h): the state is
  * not freed before every reference is put back, so a thread may destroy or abort a

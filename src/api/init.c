@@ -12,6 +12,7 @@
 #include "api/export.h"
 #include "api/group.h"
 #include "api/handles.h"
+#include "api/launch.h"
 #include "api/tune.h"
 #include "api/plans.h"
 #include "api/unavailable.h"
@@ -22,6 +23,7 @@
 #include "fallback/real_nccl.h"
 #include "util/env.h"
 #include "util/log.h"
+#include "util/status.h"
 
 #define SHUNT_ID_OFFSET 40
 
@@ -100,27 +102,27 @@ static ncclResult_t join_rendezvous(struct init_job* j, struct shunt_comm* c) {
   }
   struct shunt_bootstrap* boot = NULL;
   char err[512];
-  int failed = shunt_bootstrap_init_start(&bid, j->rank, j->nranks, &boot, err, sizeof(err)) != 0;
-  if (!failed && shunt_comm_adopt_boot(c, boot) != 0) {
+  int rc = shunt_bootstrap_init_start(&bid, j->rank, j->nranks, &boot, err, sizeof(err));
+  if (rc == SHUNT_OK && shunt_comm_adopt_boot(c, boot) != 0) {
     snprintf(err, sizeof(err), "the communicator was aborted");
-    failed = 1;
-  } else if (!failed) {
-    failed = shunt_bootstrap_init_finish(boot, err, sizeof(err)) != 0;
+    rc = SHUNT_E_ABORTED;
+  } else if (rc == SHUNT_OK) {
+    rc = shunt_bootstrap_init_finish(boot, err, sizeof(err));
   }
-  if (!failed) {
+  if (rc == SHUNT_OK) {
     const struct shunt_planset* plans = shunt_plans_for((uint32_t)j->nranks);
-    failed = shunt_comm_setup(c, plans, plans ? shunt_planset_hash(plans) : 0,
-                              plans ? shunt_planset_usable(plans) : 0);
-    if (failed) snprintf(err, sizeof(err), "exchanging rank information failed");
+    rc = shunt_comm_setup(c, plans, plans ? shunt_planset_hash(plans) : 0,
+                          plans ? shunt_planset_usable(plans) : 0);
+    if (rc != SHUNT_OK) snprintf(err, sizeof(err), "exchanging rank information failed");
   }
-  if (failed) {
+  if (rc != SHUNT_OK) {
     SHUNT_WARN("CommInitRank: rank %d of %d: shunt's bootstrap failed: %s", j->rank, j->nranks, err);
     c->plans_enabled = 0;
     if (c->real) {
       SHUNT_WARN("CommInitRank: plans are off for this communicator; NCCL serves every call");
       return ncclSuccess;
     }
-    return ncclSystemError;
+    return shunt_nccl_result(rc);
   }
   if (!c->real)
     SHUNT_INFO(SHUNT_INIT, "rank %d of %d: shunt's communicator stands alone (%s); calls no plan serves fail",

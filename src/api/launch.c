@@ -35,9 +35,25 @@ struct shunt_backend* shunt_launch_backend(struct shunt_comm* c, bool gpu, int d
   return b;
 }
 
+ncclResult_t shunt_nccl_result(int code) {
+  switch (code) {
+    case SHUNT_OK:
+      return ncclSuccess;
+    case SHUNT_E_TIMEOUT:
+    case SHUNT_E_NOMEM:
+    case SHUNT_E_SYSTEM:
+    case SHUNT_E_PEER:
+    case SHUNT_E_NET:
+    case SHUNT_E_ABORTED:
+      return ncclSystemError;
+    default: /* SHUNT_E_INVALID, SHUNT_E_UNFIT, SHUNT_E_CUDA */
+      return ncclInternalError;
+  }
+}
+
 static ncclResult_t failed(struct shunt_comm* c, const struct shunt_plan* plan, int r, const char* msg) {
   SHUNT_WARN("rank %d: plan %s failed: %s", c->rank, plan->name, msg);
-  ncclResult_t err = r == SHUNT_E_TIMEOUT || r == SHUNT_E_NOMEM ? ncclSystemError : ncclInternalError;
+  ncclResult_t err = shunt_nccl_result(r);
   atomic_store(&c->async_error, (int)err);
   return err;
 }
@@ -48,7 +64,7 @@ ncclResult_t shunt_launch(struct shunt_comm* c, const struct shunt_call* call,
   struct shunt_backend* b = shunt_launch_backend(c, call->on_gpu, call->device);
   if (!b) {
     SHUNT_WARN("out of memory for the %s backend", call->on_gpu ? "GPU" : "host");
-    return ncclSystemError;
+    return shunt_nccl_result(SHUNT_E_NOMEM);
   }
   struct shunt_backend_call bc = {.plan = plan,
                                   .split = split,
@@ -69,9 +85,10 @@ ncclResult_t shunt_launch_poll(struct shunt_comm* c) {
   struct shunt_backend* b = atomic_load(&c->gpu);
   if (!b || atomic_load(&c->async_error) != ncclSuccess) return (ncclResult_t)atomic_load(&c->async_error);
   char msg[2048];
-  if (shunt_backend_check(b, msg, sizeof(msg)) != SHUNT_OK) {
+  int r = shunt_backend_check(b, msg, sizeof(msg));
+  if (r != SHUNT_OK) {
     int expected = ncclSuccess;
-    if (atomic_compare_exchange_strong(&c->async_error, &expected, (int)ncclSystemError))
+    if (atomic_compare_exchange_strong(&c->async_error, &expected, (int)shunt_nccl_result(r)))
       SHUNT_WARN("rank %d: a plan on the GPU failed: %s", c->rank, msg);
   }
   return (ncclResult_t)atomic_load(&c->async_error);

@@ -15,6 +15,12 @@
 #include "comm/comm.h"
 #include "exec/split.h"
 
+/* The one place a SHUNT code (util/status.h) becomes an ncclResult_t. A failure of the system
+ * around shunt (a wait that ran out, memory, a system call, a peer gone, the network, an abort)
+ * is ncclSystemError; a fault of shunt's own or of its use of the device (invalid, unfit, a CUDA
+ * call) is ncclInternalError; SHUNT_OK is ncclSuccess. */
+ncclResult_t shunt_nccl_result(int code);
+
 /* Runs `call` on its plan, its shape `split` as the selection computed it (exec/split.h). */
 ncclResult_t shunt_launch(struct shunt_comm* c, const struct shunt_call* call,
                           const struct shunt_split* split);

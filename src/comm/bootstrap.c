@@ -11,6 +11,7 @@
 
 #include "comm/bootstrap_internal.h"
 #include "util/log.h"
+#include "util/status.h"
 
 #define ROOT_SLACK_MS 10000 /* the root answers at its own deadline: wait a little longer */
 #define MAX_FAIL_TEXT 4096
@@ -22,25 +23,26 @@ int shunt_bootstrap_init_start(const struct shunt_bootstrap_id* id, int rank, in
   if (!shunt_bootstrap_id_valid(id)) {
     snprintf(err, errlen, "the id carries no shunt rendezvous");
     SHUNT_WARN("bootstrap: %s", err);
-    return -1;
+    return SHUNT_E_INVALID;
   }
   if (nranks < 1 || nranks > SHUNT_BOOTSTRAP_MAX_RANKS || rank < 0 || rank >= nranks) {
     snprintf(err, errlen, "rank %d of %d is not valid", rank, nranks);
     SHUNT_WARN("bootstrap: %s", err);
-    return -1;
+    return SHUNT_E_INVALID;
   }
   struct sockaddr_storage self, root;
   shunt_wire_to_sockaddr(&id->root, &root);
-  int lfd = -1;
-  if (shunt_sock_pick_addr(&self, err, errlen) != 0 || (lfd = shunt_sock_listen(&self, err, errlen)) < 0) {
+  int lfd = shunt_sock_pick_addr(&self, err, errlen);
+  if (lfd == SHUNT_OK) lfd = shunt_sock_listen(&self, err, errlen);
+  if (lfd < 0) {
     SHUNT_WARN("bootstrap: rank %d of %d: %s", rank, nranks, err);
-    return -1;
+    return lfd;
   }
   struct shunt_bootstrap* b =
       shunt_boot_new(rank, nranks, id->key, (int)id->timeout_s, lfd, &self, err, errlen);
   if (!b) {
     SHUNT_WARN("bootstrap: rank %d of %d: %s", rank, nranks, err);
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   /* The root's listener is up before the id exists, so connecting waits for nobody. */
   int64_t deadline = shunt_boot_deadline(b);
@@ -52,15 +54,13 @@ int shunt_bootstrap_init_start(const struct shunt_bootstrap_id* id, int rank, in
     struct shunt_boot_hdr h;
     struct shunt_wire_addr addr;
   } hello = {{SHUNT_BOOT_WIRE_MAGIC, SHUNT_BOOT_ROOT_HELLO, b->key, rank, nranks, sizeof(b->self)}, b->self};
-  if (fd >= 0 && shunt_sock_send(fd, &hello, sizeof(hello), deadline, why, sizeof(why)) != 0) {
-    close(fd);
-    fd = -1;
-  }
-  if (fd < 0) {
-    shunt_boot_fail(b, err, errlen, "cannot reach the bootstrap root at %s: %s",
+  int rc = fd < 0 ? fd : shunt_sock_send(fd, &hello, sizeof(hello), deadline, why, sizeof(why));
+  if (rc != SHUNT_OK) {
+    if (fd >= 0) close(fd);
+    shunt_boot_fail(b, rc, err, errlen, "cannot reach the bootstrap root at %s: %s",
                     shunt_sock_str(&root, a, sizeof(a)), why);
     shunt_bootstrap_destroy(b);
-    return -1;
+    return rc;
   }
   b->root_fd = fd; /* b is not shared yet: abort cannot run */
   b->root_deadline = deadline + ROOT_SLACK_MS;
@@ -81,35 +81,41 @@ static void drop_root(struct shunt_bootstrap* b) {
 
 int shunt_bootstrap_init_finish(struct shunt_bootstrap* b, char* err, size_t errlen) {
   if (b->table) return 0;
-  if (b->root_fd < 0) return shunt_boot_fail(b, err, errlen, "the rendezvous already failed");
+  if (b->root_fd < 0)
+    return shunt_boot_fail(b, SHUNT_E_INVALID, err, errlen, "the rendezvous already failed");
   char why[256];
   struct shunt_boot_hdr h;
   int fd = b->root_fd;
-  if (shunt_sock_recv(fd, &h, sizeof(h), b->root_deadline, why, sizeof(why)) != 0) {
-    if (atomic_load(&b->aborted)) return shunt_boot_fail(b, err, errlen, "the communicator was aborted");
-    return shunt_boot_fail(b, err, errlen, "no answer from the bootstrap root: %s%s", why,
+  int rc = shunt_sock_recv(fd, &h, sizeof(h), b->root_deadline, why, sizeof(why));
+  if (rc != SHUNT_OK) {
+    if (atomic_load(&b->aborted))
+      return shunt_boot_fail(b, SHUNT_E_ABORTED, err, errlen, "the communicator was aborted");
+    return shunt_boot_fail(b, rc, err, errlen, "no answer from the bootstrap root: %s%s", why,
                            strstr(why, "closed") ? " (did the process that made the id exit?)" : "");
   }
   size_t table_len = (size_t)b->nranks * sizeof(*b->table);
   if (h.magic != SHUNT_BOOT_WIRE_MAGIC || h.key != b->key ||
       (h.type == SHUNT_BOOT_TABLE ? h.len != table_len : h.type != SHUNT_BOOT_FAIL || h.len > MAX_FAIL_TEXT))
-    return shunt_boot_fail(b, err, errlen, "malformed answer from the bootstrap root");
+    return shunt_boot_fail(b, SHUNT_E_INVALID, err, errlen, "malformed answer from the bootstrap root");
   if (h.type == SHUNT_BOOT_FAIL) {
     char text[MAX_FAIL_TEXT + 1] = "";
     if (shunt_sock_recv(fd, text, h.len, b->root_deadline, why, sizeof(why)) != 0)
       snprintf(text, sizeof(text), "the bootstrap root failed the rendezvous (%s)", why);
     drop_root(b);
-    return shunt_boot_fail(b, err, errlen, "%s", text);
+    return shunt_boot_fail(b, SHUNT_E_PEER, err, errlen, "%s", text);
   }
   struct shunt_wire_addr* table = malloc(table_len);
-  if (!table) return shunt_boot_fail(b, err, errlen, "out of memory for %d addresses", b->nranks);
-  if (shunt_sock_recv(fd, table, table_len, b->root_deadline, why, sizeof(why)) != 0) {
+  if (!table)
+    return shunt_boot_fail(b, SHUNT_E_NOMEM, err, errlen, "out of memory for %d addresses", b->nranks);
+  rc = shunt_sock_recv(fd, table, table_len, b->root_deadline, why, sizeof(why));
+  if (rc != SHUNT_OK) {
     free(table);
-    return shunt_boot_fail(b, err, errlen, "reading the table from the bootstrap root: %s", why);
+    return shunt_boot_fail(b, rc, err, errlen, "reading the table from the bootstrap root: %s", why);
   }
   if (memcmp(&table[b->rank], &b->self, sizeof(b->self)) != 0) {
     free(table);
-    return shunt_boot_fail(b, err, errlen, "the bootstrap root's table does not hold this rank's address");
+    return shunt_boot_fail(b, SHUNT_E_INVALID, err, errlen,
+                           "the bootstrap root's table does not hold this rank's address");
   }
   drop_root(b);
   b->table = table;
@@ -120,10 +126,11 @@ int shunt_bootstrap_init_finish(struct shunt_bootstrap* b, char* err, size_t err
 int shunt_bootstrap_init(const struct shunt_bootstrap_id* id, int rank, int nranks,
                          struct shunt_bootstrap** out, char* err, size_t errlen) {
   struct shunt_bootstrap* b = NULL;
-  if (shunt_bootstrap_init_start(id, rank, nranks, &b, err, errlen) != 0) return -1;
-  if (shunt_bootstrap_init_finish(b, err, errlen) != 0) {
+  SHUNT_TRY(shunt_bootstrap_init_start(id, rank, nranks, &b, err, errlen));
+  int rc = shunt_bootstrap_init_finish(b, err, errlen);
+  if (rc != SHUNT_OK) {
     shunt_bootstrap_destroy(b);
-    return -1;
+    return rc;
   }
   *out = b;
   return 0;

@@ -27,8 +27,10 @@
  *   error naming the peer; a peer that closed its connection fails the wait at once.
  * - A communicator is used by one thread at a time (NCCL's rule), except shunt_bootstrap_abort,
  *   which any thread may call at any time; different communicators are independent.
- * Errors are returned as -1 with a message in err (NUL-terminated, errlen bytes at most), and
- * WARNed. Messages are limited to SHUNT_BOOTSTRAP_MAX_MSG bytes. */
+ * Errors are returned as a SHUNT_E_* code (util/status.h: SHUNT_E_TIMEOUT a rank did not come in
+ * time, SHUNT_E_PEER a rank closed or broke its connection, SHUNT_E_ABORTED this communicator
+ * was aborted, a socket's own code, ...) with a message in err (NUL-terminated, errlen bytes at
+ * most), and WARNed. Messages are limited to SHUNT_BOOTSTRAP_MAX_MSG bytes. */
 #ifndef SHUNT_COMM_BOOTSTRAP_H
 #define SHUNT_COMM_BOOTSTRAP_H
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "comm/bootstrap_internal.h"
+#include "util/status.h"
 
 static int32_t next_tag(struct shunt_bootstrap* b) {
   return (int32_t)(b->coll_seq++ & 0x7fffffffu);
@@ -19,8 +20,8 @@ static int ring_allgather(struct shunt_bootstrap* b, const int* members, int n, 
                           char* err, size_t errlen) {
   int32_t tag = next_tag(b);
   if (bytes > SHUNT_BOOTSTRAP_MAX_MSG)
-    return shunt_boot_fail(b, err, errlen, "allgather of %zu bytes per rank exceeds the bootstrap's limit",
-                           bytes);
+    return shunt_boot_fail(b, SHUNT_E_INVALID, err, errlen,
+                           "allgather of %zu bytes per rank exceeds the bootstrap's limit", bytes);
   int next = (me + 1) % n, prev = (me + n - 1) % n;
   if (members) {
     next = members[next];
@@ -31,11 +32,10 @@ static int ring_allgather(struct shunt_bootstrap* b, const int* members, int n, 
   /* Step s passes on the slot that arrived in step s-1 (this rank's own at s = 0). */
   for (int s = 0; s < n - 1; s++) {
     int out = (me - s + n) % n, in = (me - s - 1 + n) % n;
-    if (shunt_boot_send(b, next, SHUNT_BOOT_COLL, tag, slots + (size_t)out * bytes, bytes, deadline, err,
-                        errlen) ||
-        shunt_boot_recv(b, prev, SHUNT_BOOT_COLL, tag, slots + (size_t)in * bytes, bytes, deadline, err,
-                        errlen))
-      return -1;
+    SHUNT_TRY(shunt_boot_send(b, next, SHUNT_BOOT_COLL, tag, slots + (size_t)out * bytes, bytes, deadline,
+                              err, errlen));
+    SHUNT_TRY(shunt_boot_recv(b, prev, SHUNT_BOOT_COLL, tag, slots + (size_t)in * bytes, bytes, deadline, err,
+                              errlen));
   }
   return 0;
 }
@@ -48,20 +48,21 @@ int shunt_bootstrap_bcast(struct shunt_bootstrap* b, void* buf, size_t bytes, in
                           size_t errlen) {
   int32_t tag = next_tag(b);
   int n = b->nranks;
-  if (root < 0 || root >= n) return shunt_boot_fail(b, err, errlen, "broadcast root %d is not a rank", root);
+  if (root < 0 || root >= n)
+    return shunt_boot_fail(b, SHUNT_E_INVALID, err, errlen, "broadcast root %d is not a rank", root);
   int64_t deadline = shunt_boot_deadline(b);
   int vr = (b->rank - root + n) % n, mask = 1;
   /* Receive from the rank that differs in the lowest set bit, then pass on below it. */
   for (; mask < n; mask <<= 1)
     if (vr & mask) {
       int from = (vr - mask + root) % n;
-      if (shunt_boot_recv(b, from, SHUNT_BOOT_COLL, tag, buf, bytes, deadline, err, errlen) != 0) return -1;
+      SHUNT_TRY(shunt_boot_recv(b, from, SHUNT_BOOT_COLL, tag, buf, bytes, deadline, err, errlen));
       break;
     }
   for (mask >>= 1; mask > 0; mask >>= 1)
-    if (vr + mask < n && shunt_boot_send(b, (vr + mask + root) % n, SHUNT_BOOT_COLL, tag, buf, bytes,
-                                         deadline, err, errlen) != 0)
-      return -1;
+    if (vr + mask < n)
+      SHUNT_TRY(shunt_boot_send(b, (vr + mask + root) % n, SHUNT_BOOT_COLL, tag, buf, bytes, deadline, err,
+                                errlen));
   return 0;
 }
 
@@ -69,10 +70,11 @@ int shunt_bootstrap_barrier(struct shunt_bootstrap* b, char* err, size_t errlen)
   int32_t tag = next_tag(b);
   int n = b->nranks;
   int64_t deadline = shunt_boot_deadline(b);
-  for (int d = 1; d < n; d <<= 1)
-    if (shunt_boot_send(b, (b->rank + d) % n, SHUNT_BOOT_COLL, tag, NULL, 0, deadline, err, errlen) ||
-        shunt_boot_recv(b, (b->rank - d + n) % n, SHUNT_BOOT_COLL, tag, NULL, 0, deadline, err, errlen))
-      return -1;
+  for (int d = 1; d < n; d <<= 1) {
+    SHUNT_TRY(shunt_boot_send(b, (b->rank + d) % n, SHUNT_BOOT_COLL, tag, NULL, 0, deadline, err, errlen));
+    SHUNT_TRY(
+        shunt_boot_recv(b, (b->rank - d + n) % n, SHUNT_BOOT_COLL, tag, NULL, 0, deadline, err, errlen));
+  }
   return 0;
 }
 
@@ -111,7 +113,7 @@ static int make_child(struct shunt_bootstrap* b, const struct split_card* cards,
   struct shunt_wire_addr* table = NULL;
   if (!m) {
     close(lfd);
-    return shunt_boot_fail(b, err, errlen, "out of memory splitting");
+    return shunt_boot_fail(b, SHUNT_E_NOMEM, err, errlen, "out of memory splitting");
   }
   for (int p = 0; p < b->nranks; p++)
     if (cards[p].color == color) m[n++] = (struct member){cards[p].key, p};
@@ -126,14 +128,15 @@ static int make_child(struct shunt_bootstrap* b, const struct split_card* cards,
   if (bad >= 0) {
     free(m);
     close(lfd);
-    return shunt_boot_fail(b, err, errlen, "rank %d could not listen for the child of color %d", bad, color);
+    return shunt_boot_fail(b, SHUNT_E_PEER, err, errlen, "rank %d could not listen for the child of color %d",
+                           bad, color);
   }
   struct shunt_bootstrap* c = shunt_boot_new(me, n, key ? key : 1, b->timeout_s, lfd, self, err, errlen);
   if (c) table = malloc((size_t)n * sizeof(*table));
   if (!c || !table) {
     free(m);
     shunt_bootstrap_destroy(c);
-    return shunt_boot_fail(b, err, errlen, "out of memory for a child of %d ranks", n);
+    return shunt_boot_fail(b, SHUNT_E_NOMEM, err, errlen, "out of memory for a child of %d ranks", n);
   }
   for (int i = 0; i < n; i++) table[i] = cards[m[i].rank].addr;
   c->table = table;
@@ -142,8 +145,9 @@ static int make_child(struct shunt_bootstrap* b, const struct split_card* cards,
   return 0;
 }
 
-/* Where this rank listens for a child it will belong to: fills card's addr and nonce, or
- * leaves addr.family 0 and returns -1 with the reason WARNed. */
+/* Where this rank listens for a child it will belong to: fills card's addr and nonce and
+ * returns the listening fd, or leaves addr.family 0 and returns a (negative) SHUNT_E_* code with
+ * the reason WARNed. */
 static int listen_for_child(struct shunt_bootstrap* b, struct split_card* card, struct sockaddr_storage* self) {
   int lfd = -1;
   memset(self, 0, sizeof(*self));
@@ -154,8 +158,8 @@ static int listen_for_child(struct shunt_bootstrap* b, struct split_card* card, 
     return lfd;
   }
   if (lfd >= 0) close(lfd);
-  shunt_boot_fail(b, msg, sizeof(msg), "cannot listen for the child: %s", why[0] ? why : "no random bytes");
-  return -1;
+  return shunt_boot_fail(b, SHUNT_E_NET, msg, sizeof(msg), "cannot listen for the child: %s",
+                         why[0] ? why : "no random bytes");
 }
 
 int shunt_bootstrap_split(struct shunt_bootstrap* b, int color, int key, struct shunt_bootstrap** child,
@@ -163,7 +167,7 @@ int shunt_bootstrap_split(struct shunt_bootstrap* b, int color, int key, struct 
   *child = NULL;
   if (color < 0) color = SHUNT_SPLIT_NOCOLOR;
   struct split_card* cards = calloc((size_t)b->nranks, sizeof(*cards));
-  if (!cards) return shunt_boot_fail(b, err, errlen, "out of memory splitting");
+  if (!cards) return shunt_boot_fail(b, SHUNT_E_NOMEM, err, errlen, "out of memory splitting");
   struct split_card* mine = &cards[b->rank];
   mine->color = color;
   mine->key = key;
@@ -188,20 +192,21 @@ int shunt_bootstrap_shrink(struct shunt_bootstrap* b, const int* exclude, int ne
   int* members = calloc((size_t)n, sizeof(*members));
   struct split_card* cards = calloc((size_t)n, sizeof(*cards));
   struct split_card* sub = calloc((size_t)n, sizeof(*sub));
-  int rc = -1, lfd = -1;
+  int rc = SHUNT_OK, lfd = -1;
   if (!gone || !members || !cards || !sub) {
-    shunt_boot_fail(b, err, errlen, "out of memory shrinking");
+    rc = shunt_boot_fail(b, SHUNT_E_NOMEM, err, errlen, "out of memory shrinking");
     goto out;
   }
   for (int i = 0; i < nexclude; i++) {
     if (exclude[i] < 0 || exclude[i] >= n) {
-      shunt_boot_fail(b, err, errlen, "excluded rank %d is not a rank of %d", exclude[i], n);
+      rc = shunt_boot_fail(b, SHUNT_E_INVALID, err, errlen, "excluded rank %d is not a rank of %d",
+                           exclude[i], n);
       goto out;
     }
     gone[exclude[i]] = 1;
   }
   if (gone[b->rank]) {
-    shunt_boot_fail(b, err, errlen, "this rank is in the exclusion list");
+    rc = shunt_boot_fail(b, SHUNT_E_INVALID, err, errlen, "this rank is in the exclusion list");
     goto out;
   }
   int nm = 0, me = 0;
@@ -215,7 +220,7 @@ int shunt_bootstrap_shrink(struct shunt_bootstrap* b, const int* exclude, int ne
   sub[me].color = 0;
   sub[me].key = b->rank;
   lfd = listen_for_child(b, &sub[me], &self);
-  if (ring_allgather(b, members, nm, me, sub, sizeof(*sub), err, errlen) != 0) goto out;
+  if ((rc = ring_allgather(b, members, nm, me, sub, sizeof(*sub), err, errlen)) != SHUNT_OK) goto out;
   for (int r = 0; r < n; r++) cards[r].color = SHUNT_SPLIT_NOCOLOR;
   for (int i = 0; i < nm; i++) cards[members[i]] = sub[i];
   rc = make_child(b, cards, lfd, &self, child, err, errlen);

@@ -77,8 +77,8 @@ void shunt_boot_close_links(struct shunt_bootstrap* b);
 
 int64_t shunt_boot_deadline(const struct shunt_bootstrap* b);
 
-/* Fills err and WARNs it (prefixed with the rank); returns -1. */
-int shunt_boot_fail(const struct shunt_bootstrap* b, char* err, size_t errlen, const char* fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+/* Fills err and WARNs it (prefixed with the rank); returns code (a SHUNT_E_*, util/status.h). */
+int shunt_boot_fail(const struct shunt_bootstrap* b, int code, char* err, size_t errlen, const char* fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 #endif

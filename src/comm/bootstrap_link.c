@@ -12,6 +12,7 @@
 
 #include "comm/bootstrap_internal.h"
 #include "util/log.h"
+#include "util/status.h"
 
 #define GREETING_WAIT_MS 10000 /* how long a fresh connection may take to say who it is */
 #define POLL_SLICE_MS 100      /* the longest a wait goes without looking at the abort flag */
@@ -20,7 +21,8 @@ int64_t shunt_boot_deadline(const struct shunt_bootstrap* b) {
   return shunt_sock_now_ms() + (int64_t)b->timeout_s * 1000;
 }
 
-int shunt_boot_fail(const struct shunt_bootstrap* b, char* err, size_t errlen, const char* fmt, ...) {
+int shunt_boot_fail(const struct shunt_bootstrap* b, int code, char* err, size_t errlen, const char* fmt,
+                    ...) {
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
@@ -28,7 +30,7 @@ int shunt_boot_fail(const struct shunt_bootstrap* b, char* err, size_t errlen, c
   va_end(ap);
   snprintf(err, errlen, "%s", msg);
   SHUNT_WARN("bootstrap: rank %d of %d: %s", b->rank, b->nranks, msg);
-  return -1;
+  return code;
 }
 
 /* fd slots change under the lock (see bootstrap_internal.h). */
@@ -247,9 +249,12 @@ static int pump(struct shunt_bootstrap* b, int xfd, short xev, int64_t until) {
 }
 
 static int check_peer(struct shunt_bootstrap* b, int peer, char* err, size_t errlen) {
-  if (atomic_load(&b->aborted)) return shunt_boot_fail(b, err, errlen, "the communicator was aborted");
-  if (!b->table) return shunt_boot_fail(b, err, errlen, "the communicator's init has not finished");
-  if (peer < 0 || peer >= b->nranks) return shunt_boot_fail(b, err, errlen, "rank %d is not a peer", peer);
+  if (atomic_load(&b->aborted))
+    return shunt_boot_fail(b, SHUNT_E_ABORTED, err, errlen, "the communicator was aborted");
+  if (!b->table)
+    return shunt_boot_fail(b, SHUNT_E_INVALID, err, errlen, "the communicator's init has not finished");
+  if (peer < 0 || peer >= b->nranks)
+    return shunt_boot_fail(b, SHUNT_E_INVALID, err, errlen, "rank %d is not a peer", peer);
   return 0;
 }
 
@@ -271,11 +276,13 @@ static int write_all(struct shunt_bootstrap* b, int peer, const void* buf, size_
       continue;
     }
     p->out_broken = 1;
-    if (atomic_load(&b->aborted)) return shunt_boot_fail(b, err, errlen, "the communicator was aborted");
+    if (atomic_load(&b->aborted))
+      return shunt_boot_fail(b, SHUNT_E_ABORTED, err, errlen, "the communicator was aborted");
     if (w < 0 && (e == EAGAIN || e == EWOULDBLOCK || e == EINTR))
-      return shunt_boot_fail(b, err, errlen, "rank %d read nothing for %d s", peer, b->timeout_s);
-    return shunt_boot_fail(b, err, errlen, "sending to rank %d: %s", peer,
-                           w < 0 ? strerror(e) : "nothing sent");
+      return shunt_boot_fail(b, SHUNT_E_TIMEOUT, err, errlen, "rank %d read nothing for %d s", peer,
+                             b->timeout_s);
+    return shunt_boot_fail(b, w < 0 ? shunt_errno_status(e) : SHUNT_E_PEER, err, errlen,
+                           "sending to rank %d: %s", peer, w < 0 ? strerror(e) : "nothing sent");
   }
   return 0;
 }
@@ -284,25 +291,26 @@ static int write_all(struct shunt_bootstrap* b, int peer, const void* buf, size_
 static int open_link(struct shunt_bootstrap* b, int peer, int64_t deadline, char* err, size_t errlen) {
   struct sockaddr_storage a;
   if (shunt_wire_to_sockaddr(&b->table[peer], &a) != 0)
-    return shunt_boot_fail(b, err, errlen, "rank %d's address is not valid", peer);
+    return shunt_boot_fail(b, SHUNT_E_INVALID, err, errlen, "rank %d's address is not valid", peer);
   char why[160];
   int fd = shunt_sock_connect_start(&a, why, sizeof(why));
-  if (fd < 0) return shunt_boot_fail(b, err, errlen, "rank %d: %s", peer, why);
+  if (fd < 0) return shunt_boot_fail(b, fd, err, errlen, "rank %d: %s", peer, why);
   struct boot_peer* p = &b->peers[peer];
   set_fd(b, &p->out, fd);
   while (!pump(b, fd, POLLOUT, deadline)) {
-    if (atomic_load(&b->aborted)) return shunt_boot_fail(b, err, errlen, "the communicator was aborted");
+    if (atomic_load(&b->aborted))
+      return shunt_boot_fail(b, SHUNT_E_ABORTED, err, errlen, "the communicator was aborted");
     if (shunt_sock_now_ms() >= deadline) {
       p->out_broken = 1;
-      return shunt_boot_fail(b, err, errlen, "connecting to rank %d timed out after %d s", peer,
-                             b->timeout_s);
+      return shunt_boot_fail(b, SHUNT_E_TIMEOUT, err, errlen, "connecting to rank %d timed out after %d s",
+                             peer, b->timeout_s);
     }
   }
   int e = shunt_sock_connect_result(fd);
   if (e != 0) {
     p->out_broken = 1;
     char s[80];
-    return shunt_boot_fail(b, err, errlen, "connecting to rank %d at %s: %s", peer,
+    return shunt_boot_fail(b, shunt_errno_status(e), err, errlen, "connecting to rank %d at %s: %s", peer,
                            shunt_sock_str(&a, s, sizeof(s)), strerror(e));
   }
   struct shunt_boot_hdr h = {SHUNT_BOOT_WIRE_MAGIC, SHUNT_BOOT_HELLO, b->key, b->rank, 0, 0};
@@ -311,32 +319,35 @@ static int open_link(struct shunt_bootstrap* b, int peer, int64_t deadline, char
 
 int shunt_boot_send(struct shunt_bootstrap* b, int peer, uint32_t type, int32_t tag, const void* data,
                     size_t len, int64_t deadline, char* err, size_t errlen) {
-  if (check_peer(b, peer, err, errlen) != 0) return -1;
+  SHUNT_TRY(check_peer(b, peer, err, errlen));
   if (len > SHUNT_BOOTSTRAP_MAX_MSG)
-    return shunt_boot_fail(b, err, errlen, "a message of %zu bytes exceeds the bootstrap's limit of %u", len,
+    return shunt_boot_fail(b, SHUNT_E_INVALID, err, errlen,
+                           "a message of %zu bytes exceeds the bootstrap's limit of %u", len,
                            SHUNT_BOOTSTRAP_MAX_MSG);
   if (peer == b->rank) {
     struct boot_msg* m = malloc(sizeof(*m) + len);
-    if (!m) return shunt_boot_fail(b, err, errlen, "out of memory for a message to itself");
+    if (!m) return shunt_boot_fail(b, SHUNT_E_NOMEM, err, errlen, "out of memory for a message to itself");
     *m = (struct boot_msg){NULL, type, tag, len};
     if (len) memcpy(m->data, data, len);
     enqueue(&b->peers[peer], m);
     return 0;
   }
   struct boot_peer* p = &b->peers[peer];
-  if (p->out_broken) return shunt_boot_fail(b, err, errlen, "the connection to rank %d broke earlier", peer);
-  if (p->out < 0 && open_link(b, peer, deadline, err, errlen) != 0) return -1;
+  if (p->out_broken)
+    return shunt_boot_fail(b, SHUNT_E_PEER, err, errlen, "the connection to rank %d broke earlier", peer);
+  if (p->out < 0) SHUNT_TRY(open_link(b, peer, deadline, err, errlen));
   struct shunt_boot_hdr h = {SHUNT_BOOT_WIRE_MAGIC, type, b->key, b->rank, tag, len};
-  if (write_all(b, peer, &h, sizeof(h), deadline, err, errlen) != 0) return -1;
+  SHUNT_TRY(write_all(b, peer, &h, sizeof(h), deadline, err, errlen));
   return len ? write_all(b, peer, data, len, deadline, err, errlen) : 0;
 }
 
 int shunt_boot_recv(struct shunt_bootstrap* b, int peer, uint32_t type, int32_t tag, void* data, size_t len,
                     int64_t deadline, char* err, size_t errlen) {
-  if (check_peer(b, peer, err, errlen) != 0) return -1;
+  SHUNT_TRY(check_peer(b, peer, err, errlen));
   struct boot_peer* p = &b->peers[peer];
   for (;;) {
-    if (atomic_load(&b->aborted)) return shunt_boot_fail(b, err, errlen, "the communicator was aborted");
+    if (atomic_load(&b->aborted))
+      return shunt_boot_fail(b, SHUNT_E_ABORTED, err, errlen, "the communicator was aborted");
     struct boot_msg* m = take(p, type, tag);
     if (m) {
       int ok = m->len == len;
@@ -344,16 +355,18 @@ int shunt_boot_recv(struct shunt_bootstrap* b, int peer, uint32_t type, int32_t 
       size_t got = m->len;
       free(m);
       if (!ok)
-        return shunt_boot_fail(b, err, errlen, "rank %d sent %zu bytes with tag %d where %zu were expected",
-                               peer, got, tag, len);
+        return shunt_boot_fail(b, SHUNT_E_INVALID, err, errlen,
+                               "rank %d sent %zu bytes with tag %d where %zu were expected", peer, got, tag,
+                               len);
       return 0;
     }
     if (p->gone)
-      return shunt_boot_fail(b, err, errlen, "rank %d %s before sending what this rank waits for (tag %d)",
-                             peer, p->gone == 2 ? "broke the protocol" : "closed its connection", tag);
+      return shunt_boot_fail(b, SHUNT_E_PEER, err, errlen,
+                             "rank %d %s before sending what this rank waits for (tag %d)", peer,
+                             p->gone == 2 ? "broke the protocol" : "closed its connection", tag);
     if (shunt_sock_now_ms() >= deadline)
-      return shunt_boot_fail(b, err, errlen, "rank %d sent nothing with tag %d within %d s", peer, tag,
-                             b->timeout_s);
+      return shunt_boot_fail(b, SHUNT_E_TIMEOUT, err, errlen, "rank %d sent nothing with tag %d within %d s",
+                             peer, tag, b->timeout_s);
     pump(b, -1, 0, deadline);
   }
 }

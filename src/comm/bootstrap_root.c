@@ -13,6 +13,7 @@
 #include "comm/bootstrap_wire.h"
 #include "util/env.h"
 #include "util/log.h"
+#include "util/status.h"
 
 #define ROOT_PENDING 32        /* connections that have not finished their greeting */
 #define GREETING_WAIT_MS 10000 /* how long a fresh connection may take to say who it is */
@@ -220,21 +221,22 @@ int shunt_bootstrap_root_create_timeout(struct shunt_bootstrap_id* id, int timeo
   memset(id, 0, sizeof(*id));
   if (timeout_s < 1) {
     snprintf(err, errlen, "bootstrap timeout %d s is not positive", timeout_s);
-    return -1;
+    return SHUNT_E_INVALID;
   }
   struct sockaddr_storage addr;
-  if (shunt_sock_pick_addr(&addr, err, errlen) != 0) return -1;
+  SHUNT_TRY(shunt_sock_pick_addr(&addr, err, errlen));
   int lfd = shunt_sock_listen(&addr, err, errlen);
-  if (lfd < 0) return -1;
+  if (lfd < 0) return lfd;
   struct root* rt = calloc(1, sizeof(*rt));
   uint64_t key = 0;
   while (rt && key == 0)
     if (getrandom(&key, sizeof(key), 0) != (ssize_t)sizeof(key)) break;
   if (!rt || key == 0) {
     snprintf(err, errlen, "%s", rt ? "no random bytes for the key" : "out of memory");
+    int code = rt ? SHUNT_E_SYSTEM : SHUNT_E_NOMEM;
     free(rt);
     close(lfd);
-    return -1;
+    return code;
   }
   rt->lfd = lfd;
   rt->key = key;
@@ -256,7 +258,7 @@ int shunt_bootstrap_root_create_timeout(struct shunt_bootstrap_id* id, int timeo
     close(lfd);
     free(rt);
     memset(id, 0, sizeof(*id));
-    return -1;
+    return shunt_errno_status(rc);
   }
   char a[80];
   SHUNT_INFO(SHUNT_BOOTSTRAP, "bootstrap root listening on %s (timeout %d s)",

@@ -10,6 +10,7 @@
 #include "comm/comm_create.h"
 #include "util/host.h"
 #include "util/log.h"
+#include "util/status.h"
 
 /* What every rank tells the others at creation. */
 struct rank_card {
@@ -60,14 +61,15 @@ int shunt_comm_setup(struct shunt_comm* c, const struct shunt_planset* plans, ui
   struct rank_card* cards = calloc((size_t)nranks, sizeof(*cards));
   if (!cards) {
     SHUNT_WARN("CommInit: out of memory");
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   cards[rank] = (struct rank_card){shunt_host_identity(), plans ? plans_hash : 0, c->cuda_dev, plans != NULL};
   char err[256];
-  if (shunt_bootstrap_allgather(boot, cards, sizeof(*cards), err, sizeof(err)) != 0) {
+  int rc = shunt_bootstrap_allgather(boot, cards, sizeof(*cards), err, sizeof(err));
+  if (rc != SHUNT_OK) {
     SHUNT_WARN("CommInit: rank %d of %d: exchanging rank information failed: %s", rank, nranks, err);
     free(cards);
-    return -1;
+    return rc;
   }
   c->rank = rank;
   c->nranks = nranks;
@@ -93,7 +95,7 @@ int shunt_comm_setup(struct shunt_comm* c, const struct shunt_planset* plans, ui
   if (!hosts) {
     SHUNT_WARN("CommInit: out of memory");
     free(cards);
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   for (int r = 0; r < nranks; r++) hosts[r] = cards[r].host_hash;
   c->ranks_per_node = shunt_hosts_rpn(hosts, nranks);

@@ -17,7 +17,8 @@ int shunt_comm_adopt_boot(struct shunt_comm* c, struct shunt_bootstrap* boot);
 
 /* Collective over c->boot's ranks: topology (node of every rank from host identities) and the
  * plan-set agreement (a mismatch disables plans on every rank, loudly). Sets rank and size
- * from the bootstrap. Returns 0, or -1 with a WARN. Does not change the state. */
+ * from the bootstrap. Returns 0, or a SHUNT_E_* code (util/status.h) with a WARN. Does not
+ * change the state. */
 int shunt_comm_setup(struct shunt_comm* c, const struct shunt_planset* plans, uint64_t plans_hash,
                      uint32_t plans_usable);
 

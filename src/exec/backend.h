@@ -15,7 +15,8 @@
  *   partly overlapping buffers are handled here, alike for every backend: its input moved into
  *   its output first (the backend's own copy), then the call in place.
  * - check reports a failure that happened after run returned (a GPU kernel that gave up
- *   waiting): SHUNT_OK or SHUNT_E_TIMEOUT with a message. Safe at any time.
+ *   waiting): SHUNT_OK, or the code of why it gave up (SHUNT_E_TIMEOUT, SHUNT_E_PEER,
+ *   SHUNT_E_ABORTED, a proxy's SHUNT_E_CUDA or SHUNT_E_NET) with a message. Safe at any time.
  * - abort makes every wait of this rank's runs give up; callable from any thread while a run
  *   is under way (host: while prepare replaces the world too, and the world it makes then
  *   starts aborted). release frees this rank's part without waiting on peers (teardown);
@@ -84,8 +85,9 @@ void* shunt_backend_register(struct shunt_backend* b, void* buf, size_t bytes, c
 void shunt_backend_deregister(struct shunt_backend* b, void* handle);
 
 /* Device memory shunt allocates itself (ncclMemAlloc): in the calling thread's current
- * context, exportable through CUDA IPC. 0, or -1 (no driver or context, or out of memory:
- * err says which). free: 0 when p was one of these (freed), -1 when it was not. */
+ * context, exportable through CUDA IPC. 0, or SHUNT_E_CUDA (no driver or context, the driver
+ * refused) or SHUNT_E_NOMEM, err saying which. free answers whether p was one of these
+ * (0: it was, and is freed; -1: it was not). */
 int shunt_gpu_mem_alloc(size_t bytes, void** out, char* err, size_t len);
 int shunt_gpu_mem_free(void* p);
 

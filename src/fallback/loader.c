@@ -11,6 +11,7 @@
 #include "fallback/real_nccl.h"
 #include "util/env.h"
 #include "util/log.h"
+#include "util/status.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SHUNT_DEEPBIND 0 /* the sanitizers' runtimes refuse RTLD_DEEPBIND */
@@ -63,41 +64,42 @@ static int is_self(const char* path) {
   return st.st_dev == d && st.st_ino == i;
 }
 
-/* Opens one candidate; on success fills `real` and returns 0. */
+/* Opens one candidate; on success fills `real` and returns 0, else SHUNT_E_INVALID (not an NCCL
+ * shunt may use) or SHUNT_E_SYSTEM (dlopen failed), the reason added to t. */
 static int try_open(const char* path, struct tries* t) {
   struct stat st;
   if (stat(path, &st) != 0) {
     tried(t, path, "not found");
-    return -1;
+    return SHUNT_E_INVALID;
   }
   if (is_self(path)) {
     tried(t, path, "is shunt itself");
-    return -1;
+    return SHUNT_E_INVALID;
   }
   dlerror();
   void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL | SHUNT_DEEPBIND);
   if (!h) {
     const char* e = dlerror();
     tried(t, path, e ? e : "dlopen failed");
-    return -1;
+    return SHUNT_E_SYSTEM;
   }
   ncclResult_t (*getver)(int*) = (ncclResult_t(*)(int*))dlsym(h, "ncclGetVersion");
   Dl_info info;
   if (!getver) {
     tried(t, path, "does not define ncclGetVersion");
     dlclose(h);
-    return -1;
+    return SHUNT_E_INVALID;
   }
   if (dladdr((void*)getver, &info) && info.dli_fname && is_self(info.dli_fname)) {
     tried(t, path, "resolves to shunt itself");
     dlclose(h);
-    return -1;
+    return SHUNT_E_INVALID;
   }
   int version = 0;
   if (getver(&version) != ncclSuccess) {
     tried(t, path, "ncclGetVersion failed");
     dlclose(h);
-    return -1;
+    return SHUNT_E_INVALID;
   }
 #define SHUNT_BIND_R(who, name, params, args) real.name = (ncclResult_t(*) params)dlsym(h, #name);
 #define SHUNT_BIND_S(who, ret, name, params, args, fail) real.name = (ret(*) params)dlsym(h, #name);

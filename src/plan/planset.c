@@ -16,6 +16,7 @@
 #include "plan/tuning.h"
 #include "util/env.h"
 #include "util/log.h"
+#include "util/status.h"
 
 const char* shunt_plan_dir_from_env(void) {
   return shunt_env_str("SHUNT_PLAN_DIR", "MSCCLPP_EXECUTION_PLAN_DIR");
@@ -46,8 +47,9 @@ int shunt_plan_dir_names(const char* dir, char*** names, uint32_t* n, struct shu
   *n = 0;
   DIR* d = opendir(dir);
   if (!d) {
-    shunt_plan_error_add(errs, dir, "", "cannot open plan folder: %s", strerror(errno));
-    return -1;
+    int e = errno;
+    shunt_plan_error_add(errs, dir, "", "cannot open plan folder: %s", strerror(e));
+    return shunt_errno_status(e);
   }
   uint32_t cap = 0;
   struct dirent* de;
@@ -292,14 +294,14 @@ int shunt_planset_load(const char* dir, const struct shunt_planset_opts* opts, s
   if (!ps || !(ps->strings = shunt_arena_new())) {
     free(ps);
     shunt_plan_error_add(errs, dir ? dir : "", "", "out of memory");
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   char** names = NULL;
   uint32_t n = 0;
   int rc = 0;
   if (!dir || !*dir) {
     shunt_plan_error_add(errs, "", "", "no plan folder given");
-    rc = -1;
+    rc = SHUNT_E_INVALID;
   } else {
     rc = shunt_plan_dir_names(dir, &names, &n, errs);
   }

@@ -63,7 +63,8 @@ struct shunt_planset;
 
 /* Loads dir. Always sets *out to a usable set (possibly empty) unless memory runs out.
  * Returns 0 when the folder was read (some files may be rejected: see the entries and errs),
- * -1 when the folder is missing or unreadable (one error in errs, empty set). */
+ * a SHUNT_E_* code (util/status.h) when the folder is missing or unreadable (one error in errs,
+ * empty set) or memory ran out. */
 int shunt_planset_load(const char* dir, const struct shunt_planset_opts* opts, struct shunt_planset** out,
                        struct shunt_plan_errors* errs);
 void shunt_planset_free(struct shunt_planset* ps);
@@ -76,7 +77,7 @@ uint64_t shunt_planset_hash(const struct shunt_planset* ps);
 
 /* The plan files of dir: "*.json" names not starting with '.', in byte-wise sorted order (the
  * order every loader and every rank uses); the array and each name are malloc'ed for the caller.
- * -1 when the folder cannot be read (one error in errs). */
+ * The code of the failure (util/status.h) when the folder cannot be read (one error in errs). */
 int shunt_plan_dir_names(const char* dir, char*** names, uint32_t* n, struct shunt_plan_errors* errs);
 
 /* The folder the library reads: SHUNT_PLAN_DIR, else MSCCLPP_EXECUTION_PLAN_DIR, else NULL. */

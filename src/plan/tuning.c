@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/status.h"
+
 bool shunt_tuning_parse_size(const char* s, uint64_t* out) {
   if (strcmp(s, "max") == 0) {
     *out = UINT64_MAX;
@@ -170,8 +172,9 @@ unsigned shunt_tuning_parse(const char* text, size_t len, const char* label, str
 int shunt_tuning_load(const char* path, struct shunt_tuning* out, struct shunt_plan_errors* errs) {
   FILE* f = fopen(path, "rb");
   if (!f) {
-    shunt_plan_error_add(errs, path, "", "cannot open tuning file: %s", strerror(errno));
-    return -1;
+    int e = errno;
+    shunt_plan_error_add(errs, path, "", "cannot open tuning file: %s", strerror(e));
+    return shunt_errno_status(e);
   }
   size_t cap = 4096, n = 0;
   char* buf = malloc(cap);
@@ -184,7 +187,7 @@ int shunt_tuning_load(const char* path, struct shunt_tuning* out, struct shunt_p
       buf = NULL;
       fclose(f);
       shunt_plan_error_add(errs, path, "", "tuning file larger than 16 MiB");
-      return -1;
+      return SHUNT_E_INVALID;
     }
     char* nb = realloc(buf, cap * 2);
     if (!nb) {
@@ -200,7 +203,7 @@ int shunt_tuning_load(const char* path, struct shunt_tuning* out, struct shunt_p
   if (!buf || rerr) {
     free(buf);
     shunt_plan_error_add(errs, path, "", "cannot read tuning file");
-    return -1;
+    return buf ? SHUNT_E_SYSTEM : SHUNT_E_NOMEM;
   }
   free(out->path);
   out->path = strdup(path);

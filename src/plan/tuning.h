@@ -31,8 +31,8 @@ struct shunt_tuning {
 /* Parses text; errors use `label` as the file name. Returns the number of bad lines. */
 unsigned shunt_tuning_parse(const char* text, size_t len, const char* label, struct shunt_tuning* out,
                             struct shunt_plan_errors* errs);
-/* Reads and parses a file; returns -1 (with an error) when it cannot be read, else the
- * number of bad lines. */
+/* Reads and parses a file; returns a (negative) SHUNT_E_* code (util/status.h) with an error
+ * when it cannot be read, else the number of bad lines. */
 int shunt_tuning_load(const char* path, struct shunt_tuning* out, struct shunt_plan_errors* errs);
 void shunt_tuning_free(struct shunt_tuning* t);
 /* The rule that applies to (name, nranks), or NULL. */

@@ -98,6 +98,8 @@ const struct shunt_cu* shunt_cu(char* err, size_t len) {
       memcpy(&table.EventElapsedTime, &f, sizeof(f));
       f = shunt_driver_sym("cuCtxGetId");
       memcpy(&table.CtxGetId, &f, sizeof(f));
+      f = shunt_driver_sym("cuGetErrorName");
+      memcpy(&table.GetErrorName, &f, sizeof(f));
       __atomic_store_n(&found, 1, __ATOMIC_RELEASE);
     }
   }
@@ -132,9 +134,17 @@ void shunt_cu_leave(const struct shunt_cu_guard* g) {
 }
 
 const char* shunt_cu_error(CUresult e) {
-  const char* s = NULL;
-  if (__atomic_load_n(&found, __ATOMIC_ACQUIRE) && table.GetErrorString(e, &s) == CUDA_SUCCESS && s) return s;
-  static _Thread_local char buf[32];
-  snprintf(buf, sizeof(buf), "CUDA error %d", e);
+  const char *name = NULL, *words = NULL;
+  if (__atomic_load_n(&found, __ATOMIC_ACQUIRE)) {
+    if (table.GetErrorName && table.GetErrorName(e, &name) != CUDA_SUCCESS) name = NULL;
+    if (table.GetErrorString(e, &words) != CUDA_SUCCESS) words = NULL;
+  }
+  static _Thread_local char buf[192];
+  if (name && words)
+    snprintf(buf, sizeof(buf), "%s (%s)", name, words);
+  else if (name || words)
+    snprintf(buf, sizeof(buf), "%s", name ? name : words);
+  else
+    snprintf(buf, sizeof(buf), "CUDA error %d", e);
   return buf;
 }

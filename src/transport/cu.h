@@ -118,6 +118,8 @@ struct shunt_cu {
   /* Optional (CUDA 12.0 and later): a context's identity, new when a primary context is reset
    * or released by all and made again under the same handle. */
   CUresult (*CtxGetId)(CUcontext, unsigned long long*);
+  /* Optional: an error's name ("CUDA_ERROR_..."), for messages. */
+  CUresult (*GetErrorName)(CUresult, const char**);
 };
 #define CU_USER_OBJECT_NO_DESTRUCTOR_SYNC 1
 #define CU_GRAPH_USER_OBJECT_MOVE 1
@@ -138,7 +140,8 @@ struct shunt_cu_guard {
 struct shunt_cu_guard shunt_cu_enter(const struct shunt_cu* cu, CUcontext ctx, int relaxed);
 void shunt_cu_leave(const struct shunt_cu_guard* g);
 
-/* The driver's name for an error ("CUDA_ERROR_..." text), never NULL. */
+/* The driver's name and words for an error ("CUDA_ERROR_INVALID_VALUE (invalid argument)"; the
+ * number when the driver knows neither), never NULL; valid until the thread's next call. */
 const char* shunt_cu_error(CUresult e);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "transport/nvml.h"
 #include "util/host.h"
+#include "util/status.h"
 
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
 
@@ -52,7 +53,7 @@ int shunt_cuda_peer_map(const struct shunt_cu* cu, uint32_t rank, const struct s
                      "established (the device is not visible here and NVML cannot tell): the GPU "
                      "backend needs native peer atomics for its signals",
                me->busid, rank, c->busid, r);
-      return -1;
+      return SHUNT_E_INVALID;
     }
   }
   if (c->proc == me->proc) {
@@ -63,7 +64,7 @@ int shunt_cuda_peer_map(const struct shunt_cu* cu, uint32_t rank, const struct s
       if (cu->DeviceCanAccessPeer(&can, me->device, c->device) != CUDA_SUCCESS || !can) {
         snprintf(err, len, "device %d (rank %u) cannot access device %d (rank %u)", me->device, rank,
                  c->device, r);
-        return -1;
+        return SHUNT_E_INVALID;
       }
       /* The peer's rank holds its own retain of that context for as long as its world lives;
        * this one only names it. */
@@ -73,8 +74,8 @@ int shunt_cuda_peer_map(const struct shunt_cu* cu, uint32_t rank, const struct s
         cu->DevicePrimaryCtxRelease(c->device);
       }
       if (e != CUDA_SUCCESS && e != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
-        snprintf(err, len, "peer access to device %d: %s", c->device, shunt_cu_error(e));
-        return -1;
+        snprintf(err, len, "cuCtxEnablePeerAccess(device %d): %s", c->device, shunt_cu_error(e));
+        return SHUNT_E_CUDA;
       }
     }
     *out = (char*)(uintptr_t)c->region;
@@ -82,13 +83,13 @@ int shunt_cuda_peer_map(const struct shunt_cu* cu, uint32_t rank, const struct s
   }
   if (!c->has_handle) {
     snprintf(err, len, "rank %u (another process) could not export its memory through CUDA IPC", r);
-    return -1;
+    return SHUNT_E_PEER;
   }
   CUdeviceptr p = 0;
   e = cu->IpcOpenMemHandle(&p, c->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
   if (e != CUDA_SUCCESS) {
     snprintf(err, len, "cuIpcOpenMemHandle for rank %u: %s", r, shunt_cu_error(e));
-    return -1;
+    return SHUNT_E_CUDA;
   }
   *out = (char*)(uintptr_t)p;
   *ipc = true;

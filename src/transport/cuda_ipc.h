@@ -31,7 +31,8 @@ struct shunt_cuda_peer {
 /* Describes this rank's region on device dev (in the current context). */
 void shunt_cuda_peer_describe(const struct shunt_cu* cu, int dev, char* region, struct shunt_cuda_peer* me);
 /* Maps rank r's region (described by c) for this rank (me): *out its base here, *ipc whether it
- * is an IPC mapping (to close with shunt_cuda_peer_unmap). 0, or -1 with the reason. */
+ * is an IPC mapping (to close with shunt_cuda_peer_unmap). 0, or a SHUNT_E_* code with
+ * the reason (SHUNT_E_INVALID: the pair of devices cannot serve; SHUNT_E_CUDA: a driver call). */
 int shunt_cuda_peer_map(const struct shunt_cu* cu, uint32_t rank, const struct shunt_cuda_peer* me,
                         uint32_t r, const struct shunt_cuda_peer* c, char** out, bool* ipc, char* err,
                         size_t len);

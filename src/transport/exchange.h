@@ -3,7 +3,8 @@
  * and the placement of the ranks on hosts.
  *
  * Promises of the caller: allgather and barrier are collective over all ranks and return 0 on
- * success; node and nnodes are the same view of the hosts on every rank. */
+ * success, else a SHUNT_E_* code (util/status.h); node and nnodes are the same view of the hosts on every
+ * rank. */
 #ifndef SHUNT_TRANSPORT_EXCHANGE_H
 #define SHUNT_TRANSPORT_EXCHANGE_H
 
@@ -37,8 +38,10 @@ struct shunt_world_exchange {
 };
 
 /* Collective vote closing a collective set-up step: every rank says whether its side succeeded
- * (local_ok) and learns whether all did. Returns 0 when all succeeded; else -1, with a message
- * naming the first rank that failed (unless this rank failed itself: its own message is kept).
+ * (local_ok) and learns whether all did. Returns 0 when all succeeded; else SHUNT_E_PEER (another
+ * rank failed), the exchange's code, or SHUNT_E_INVALID when this rank failed itself (its own
+ * message and code are then the caller's to keep), with a message naming the first rank that
+ * failed.
  * scratch: nranks bytes of the caller's (allocated before anything could fail, so that the vote
  * itself cannot). */
 int shunt_world_agree(const struct shunt_oob* bs, uint32_t rank, uint32_t nranks, bool local_ok,

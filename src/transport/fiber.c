@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #endif
 #include "transport/fiber.h"
+#include "util/status.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -253,12 +254,12 @@ static struct fiber* fiber_new(struct shunt_fibers* s, uint32_t i) {
 static int grow(struct shunt_fibers* s, uint32_t n) {
   if (n <= s->cap) return 0;
   struct fiber** nf = realloc(s->f, n * sizeof(*nf));
-  if (!nf) return -1;
+  if (!nf) return SHUNT_E_NOMEM;
   s->f = nf;
   for (uint32_t i = s->cap; i < n; i++) {
     if (!(nf[i] = fiber_new(s, i))) {
       s->cap = i;
-      return -1;
+      return SHUNT_E_NOMEM;
     }
   }
   s->cap = n;
@@ -266,7 +267,8 @@ static int grow(struct shunt_fibers* s, uint32_t n) {
 }
 
 int shunt_fibers_start(struct shunt_fibers* s, uint32_t n, void (*fn)(void* arg, uint32_t i), void* arg) {
-  if (!s || grow(s, n) != 0) return -1;
+  if (!s) return SHUNT_E_NOMEM; /* shunt_fibers_create had none */
+  SHUNT_TRY(grow(s, n));
   s->fn = fn;
   s->arg = arg;
 #if FIB_ASM
@@ -289,7 +291,7 @@ int shunt_fibers_start(struct shunt_fibers* s, uint32_t n, void (*fn)(void* arg,
     sp[7] = (uint64_t)(uintptr_t)shunt_fiber_boot;
     f->c.sp = sp;
 #else
-    if (uc_make(f) != 0) return -1;
+    if (uc_make(f) != 0) return SHUNT_E_SYSTEM;
 #endif
 #ifdef FIB_TSAN
     /* One sanitizer context per fiber for the set's life: making one is costly, and a run

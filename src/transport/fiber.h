@@ -20,7 +20,8 @@ struct shunt_fibers;
 struct shunt_fibers* shunt_fibers_create(void);
 void shunt_fibers_free(struct shunt_fibers* s);
 
-/* 0, or -1 when the stacks cannot be had (nothing of the run has started). */
+/* 0, or SHUNT_E_NOMEM when the stacks cannot be had (SHUNT_E_SYSTEM when getcontext
+ * failed); nothing of the run has started. */
 int shunt_fibers_start(struct shunt_fibers* s, uint32_t n, void (*fn)(void* arg, uint32_t i), void* arg);
 /* true once fiber i has returned. */
 bool shunt_fibers_resume(struct shunt_fibers* s, uint32_t i);

@@ -14,6 +14,7 @@
 #include "exec/gpu/gpu_abi.h"
 #include "transport/net.h"
 #include "util/log.h"
+#include "util/status.h"
 
 #define PROXY_SPIN_NS 200000ull
 #define PROXY_NAP_NS 20000L
@@ -70,8 +71,10 @@ static void raise_abort(struct shunt_gpu_proxy* p) {
   __atomic_store_n(&p->cfg.fifo->abort, 1u, __ATOMIC_RELEASE);
 }
 
-static void fail_msg(struct shunt_gpu_proxy* p, const char* msg) {
-  if (atomic_exchange(&p->failed, 1)) return;
+/* The first failure wins: its code (util/status.h) in `failed`, its words in msg. */
+static void fail_msg(struct shunt_gpu_proxy* p, int code, const char* msg) {
+  int none = 0;
+  if (!atomic_compare_exchange_strong(&p->failed, &none, code)) return;
   snprintf(p->msg, sizeof(p->msg), "rank %u proxy: %s", p->cfg.rank, msg);
   SHUNT_WARN("%s", p->msg);
   /* Kernels waiting on this proxy give up at once rather than never. */
@@ -81,7 +84,7 @@ static void fail_msg(struct shunt_gpu_proxy* p, const char* msg) {
 static void fail_cu(struct shunt_gpu_proxy* p, const char* what, CUresult e) {
   char msg[256];
   snprintf(msg, sizeof(msg), "%s: %s", what, shunt_cu_error(e));
-  fail_msg(p, msg);
+  fail_msg(p, SHUNT_E_CUDA, msg);
 }
 
 /* A port-channel counter raised from `old` to *src (pinned host memory, left as it is until the
@@ -105,8 +108,8 @@ static CUresult write_count(const struct shunt_cu* cu, char* dst, const uint64_t
 
 /* ---- the network endpoint's callbacks ---------------------------------------------------- */
 
-static void net_failed(void* ctx, const char* msg) {
-  fail_msg(ctx, msg);
+static void net_failed(void* ctx, int code, const char* msg) {
+  fail_msg(ctx, code, msg);
 }
 
 static bool net_gives_up(void* ctx) {
@@ -122,7 +125,7 @@ static int net_landed(void* ctx, uint32_t peer, uint16_t ordinal, uint64_t off, 
   struct shunt_gpu_proxy* p = ctx;
   if (!p->xin || off > p->region_bytes || bytes > p->region_bytes - off || peer >= p->cfg.nranks ||
       ordinal >= p->cfg.ordinals)
-    return -1;
+    return SHUNT_E_INVALID;
   memcpy(p->xin_data + off, at, bytes);
   struct shunt_gpu_xin_rec* r = &p->pend[(size_t)peer * p->cfg.ordinals + ordinal];
   if (r->n && r->off[r->n - 1] + r->bytes[r->n - 1] == off) {
@@ -133,8 +136,8 @@ static int net_landed(void* ctx, uint32_t peer, uint16_t ordinal, uint64_t off, 
     char msg[160];
     snprintf(msg, sizeof(msg), "more than %u separate puts from rank %u on channel %u before its flag",
              SHUNT_GPU_XIN_EXT, peer, ordinal);
-    fail_msg(p, msg);
-    return -1;
+    fail_msg(p, SHUNT_E_INVALID, msg);
+    return SHUNT_E_INVALID;
   }
   r->off[r->n] = off;
   r->bytes[r->n] = bytes;
@@ -200,7 +203,7 @@ int shunt_gpu_proxy_set_net(struct shunt_gpu_proxy* p, const struct shunt_net_op
   size_t chans = (size_t)p->cfg.nranks * p->cfg.ordinals;
   if (!(p->pend = calloc(chans, sizeof(*p->pend)))) {
     snprintf(err, len, "rank %u proxy: out of memory", p->cfg.rank);
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   struct shunt_cu_guard g = shunt_cu_enter(cu, p->cfg.ctx, 1);
   CUresult e = host_mapped(cu, chans * sizeof(*p->xin), (void**)&p->xin, &p->xin_dev);
@@ -209,7 +212,7 @@ int shunt_gpu_proxy_set_net(struct shunt_gpu_proxy* p, const struct shunt_net_op
   if (e != CUDA_SUCCESS) {
     snprintf(err, len, "rank %u proxy: mapped host memory for arrivals (%llu bytes): %s", p->cfg.rank,
              (unsigned long long)p->region_bytes, shunt_cu_error(e));
-    return -1;
+    return e == CUDA_ERROR_OUT_OF_MEMORY ? SHUNT_E_NOMEM : SHUNT_E_CUDA;
   }
   return 0;
 }
@@ -229,13 +232,13 @@ static void handle_remote(struct shunt_gpu_proxy* p, const struct shunt_gpu_slot
   const struct shunt_trigger* t = &s->t;
   const char* src = p->xout + (size_t)(pos % SHUNT_GPU_XOUT_SLOTS) * SHUNT_GPU_XOUT_CHUNK;
   if ((t->type & SHUNT_TRIG_DATA) && t->size > SHUNT_GPU_XOUT_CHUNK) {
-    fail_msg(p, "a put to another host larger than a staging chunk");
+    fail_msg(p, SHUNT_E_INVALID, "a put to another host larger than a staging chunk");
     return;
   }
   if ((t->type & SHUNT_TRIG_DATA) && (t->type & SHUNT_TRIG_PACKETS) && p->net->hands_arrivals) {
     /* The receiving kernel polls its scratch for packets, which only a row writing in place
      * (RDMA) can reach without a CUDA copy; no shipped plan puts packets on port channels. */
-    fail_msg(p, "packets on a port channel to another host need verbs (SHUNT_NET=ib)");
+    fail_msg(p, SHUNT_E_INVALID, "packets on a port channel to another host need verbs (SHUNT_NET=ib)");
     return;
   }
   if ((t->type & SHUNT_TRIG_DATA) && t->size &&
@@ -383,7 +386,7 @@ int shunt_gpu_proxy_new(const struct shunt_gpu_proxy_config* cfg, struct shunt_g
     if (p) free(p->sent);
     free(p);
     snprintf(err, len, "out of memory");
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   p->cfg = *cfg;
   atomic_init(&p->stop, false);
@@ -403,23 +406,24 @@ int shunt_gpu_proxy_new(const struct shunt_gpu_proxy_config* cfg, struct shunt_g
   if (e != CUDA_SUCCESS) {
     snprintf(err, len, "rank %u proxy: %s: %s", cfg->rank, what, shunt_cu_error(e));
     shunt_gpu_proxy_free(p);
-    return -1;
+    return e == CUDA_ERROR_OUT_OF_MEMORY ? SHUNT_E_NOMEM : SHUNT_E_CUDA;
   }
   *out = p;
   return 0;
 }
 
 int shunt_gpu_proxy_start(struct shunt_gpu_proxy* p, char* err, size_t len) {
-  if (pthread_create(&p->thread, NULL, proxy_main, p) != 0) {
-    snprintf(err, len, "cannot start the proxy thread");
-    return -1;
+  int e = pthread_create(&p->thread, NULL, proxy_main, p);
+  if (e != 0) {
+    snprintf(err, len, "cannot start the proxy thread: %s", strerror(e));
+    return shunt_errno_status(e);
   }
   p->started = true;
   return 0;
 }
 
-bool shunt_gpu_proxy_failed(struct shunt_gpu_proxy* p) {
-  return atomic_load(&p->failed) != 0;
+int shunt_gpu_proxy_failed(struct shunt_gpu_proxy* p) {
+  return atomic_load(&p->failed);
 }
 
 const char* shunt_gpu_proxy_msg(const struct shunt_gpu_proxy* p) {

@@ -61,8 +61,8 @@ struct shunt_net_ops;
 void shunt_gpu_proxy_net_callbacks(struct shunt_gpu_proxy* p, struct shunt_net_ep_config* c);
 /* The endpoint (a row of the network table, transport/net.h) that reaches the ranks of other
  * hosts; the caller keeps it, and closes it only after shunt_gpu_proxy_stop. */
-/* Allocates the mirror and channel records when the row hands arrivals to the proxy; -1 with
- * err when that memory cannot be had. */
+/* Allocates the mirror and channel records when the row hands arrivals to the proxy;
+ * SHUNT_E_NOMEM or SHUNT_E_CUDA with err when that memory cannot be had. */
 int shunt_gpu_proxy_set_net(struct shunt_gpu_proxy* p, const struct shunt_net_ops* ops, void* ep, char* err,
                             size_t len);
 /* The kernel arguments' views of the proxy's host memory (gpu_abi.h: xout, xin, xin_data). */
@@ -74,8 +74,9 @@ int shunt_gpu_proxy_start(struct shunt_gpu_proxy* p, char* err, size_t len);
  * unexpect takes back a launch that failed. NULL is fine. */
 void shunt_gpu_proxy_expect(struct shunt_gpu_proxy* p, bool graph);
 void shunt_gpu_proxy_unexpect(struct shunt_gpu_proxy* p, bool graph);
-/* Whether it failed; the message ("rank R proxy: ..."). */
-bool shunt_gpu_proxy_failed(struct shunt_gpu_proxy* p);
+/* Whether it failed: 0, or the first failure's code (util/status.h: SHUNT_E_CUDA, SHUNT_E_PEER,
+ * SHUNT_E_NET, ...); the message ("rank R proxy: ..."). */
+int shunt_gpu_proxy_failed(struct shunt_gpu_proxy* p);
 const char* shunt_gpu_proxy_msg(const struct shunt_gpu_proxy* p);
 /* Stops the thread (before the endpoints it drives are closed); NULL is fine. */
 void shunt_gpu_proxy_stop(struct shunt_gpu_proxy* p);

@@ -14,6 +14,7 @@
 #include "transport/exchange.h"
 #include "util/env.h"
 #include "util/log.h"
+#include "util/status.h"
 
 #define IB_SEND_WR 64
 #define IB_MAX_WRITE (1ull << 30) /* below every device's max_msg_sz */
@@ -58,14 +59,14 @@ void shunt_ib_card_where(const struct shunt_ib_card* c, char* out, size_t len) {
     snprintf(out, len, "%s", s);
 }
 
-static void fail(struct shunt_ib* ib, const char* fmt, ...) SHUNT_PRINTF(2, 3);
-static void fail(struct shunt_ib* ib, const char* fmt, ...) {
+static void fail(struct shunt_ib* ib, int code, const char* fmt, ...) SHUNT_PRINTF(3, 4);
+static void fail(struct shunt_ib* ib, int code, const char* fmt, ...) {
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  ib->cfg.fail(ib->cfg.ctx, msg);
+  ib->cfg.fail(ib->cfg.ctx, code, msg);
 }
 
 void shunt_ib_close(struct shunt_ib* ib) {
@@ -113,12 +114,12 @@ int shunt_ib_open(const struct shunt_ib_config* cfg, struct shunt_ib** out, stru
   *out = NULL;
   memset(card, 0, sizeof(*card));
   const struct shunt_ibv* v = shunt_ibv_get(err, len);
-  if (!v) return -1;
+  if (!v) return SHUNT_E_NET;
   struct shunt_ib* ib = calloc(1, sizeof(*ib));
   if (!ib || !(ib->peers = calloc(cfg->nranks, sizeof(*ib->peers)))) {
     free(ib);
     snprintf(err, len, "out of memory");
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   ib->ibv = v;
   ib->cfg = *cfg;
@@ -129,7 +130,7 @@ int shunt_ib_open(const struct shunt_ib_config* cfg, struct shunt_ib** out, stru
   if (rc == 0 && posix_memalign((void**)&ib->mem, 4096, own) != 0) {
     ib->mem = NULL;
     snprintf(err, len, "out of memory");
-    rc = -1;
+    rc = SHUNT_E_NOMEM;
   }
   if (rc == 0) {
     memset(ib->mem, 0, own);
@@ -149,12 +150,12 @@ int shunt_ib_open(const struct shunt_ib_config* cfg, struct shunt_ib** out, stru
       what = "register the outgoing staging";
     if (what) {
       snprintf(err, len, "verbs: %s:%u: cannot %s: %s", ib->port.dev, ib->port.port, what, strerror(errno));
-      rc = -1;
+      rc = SHUNT_E_NET;
     }
   }
   if (rc != 0) {
     shunt_ib_close(ib);
-    return -1;
+    return rc;
   }
   memcpy(card->gid, ib->port.gid, 16);
   card->base = (uint64_t)(uintptr_t)cfg->region;
@@ -219,18 +220,18 @@ static int to_rts(struct shunt_ib* ib, struct ib_peer* p, const struct shunt_ib_
   }
   if (rc != 0)
     snprintf(err, len, "verbs: queue pair to %s: moving to %s failed: %s", p->where, step, strerror(rc));
-  return rc ? -1 : 0;
+  return rc ? SHUNT_E_NET : SHUNT_OK;
 }
 
 int shunt_ib_connect(struct shunt_ib* ib, uint32_t me, uint32_t n, const struct shunt_oob* oob,
                      const bool* remote, const struct shunt_ib_card* cards, char* err, size_t len) {
-  int rc = ib ? 0 : -1;
+  int rc = ib ? SHUNT_OK : SHUNT_E_NET;
   if (!ib) snprintf(err, len, "this rank has no verbs transport");
   uint8_t* votes = calloc(n, 1);
   uint32_t* qpn = calloc((size_t)n * n, sizeof(*qpn));
   if (rc == 0 && (!votes || !qpn)) {
     snprintf(err, len, "out of memory");
-    rc = -1;
+    rc = SHUNT_E_NOMEM;
   }
   for (uint32_t r = 0; r < n && rc == 0; r++) {
     if (r == me || !remote[r]) continue;
@@ -245,23 +246,25 @@ int shunt_ib_connect(struct shunt_ib* ib, uint32_t me, uint32_t n, const struct 
         .qp_type = IBV_QPT_RC};
     if (!(p->qp = ib->ibv->create_qp(ib->pd, &qa))) {
       snprintf(err, len, "verbs: cannot create a queue pair for rank %u: %s", r, strerror(errno));
-      rc = -1;
+      rc = SHUNT_E_NET;
     } else {
       qpn[(size_t)me * n + r] = p->qp->qp_num;
     }
   }
   /* Every rank takes part in the exchange and the vote, also after a failure, so none waits
    * (without memory for the table it cannot: the exchange then fails on every rank). */
-  if ((!qpn || oob->allgather(oob->ctx, qpn, (size_t)n * sizeof(*qpn)) != 0) && rc == 0) {
+  int ag = qpn ? oob->allgather(oob->ctx, qpn, (size_t)n * sizeof(*qpn)) : SHUNT_E_NOMEM;
+  if (ag != 0 && rc == 0) {
     snprintf(err, len, "bootstrap allgather failed");
-    rc = -1;
+    rc = ag < 0 ? ag : SHUNT_E_PEER;
   }
   for (uint32_t r = 0; r < n && rc == 0; r++)
     if (ib->peers[r].qp) rc = to_rts(ib, &ib->peers[r], &cards[r], qpn[(size_t)r * n + me], err, len);
   char why[256];
-  if (votes && shunt_world_agree(oob, me, n, rc == 0, votes, why, sizeof(why)) != 0 && rc == 0) {
+  int agreed = votes ? shunt_world_agree(oob, me, n, rc == 0, votes, why, sizeof(why)) : SHUNT_OK;
+  if (agreed != 0 && rc == 0) {
     snprintf(err, len, "%s", why);
-    rc = -1;
+    rc = agreed;
   }
   free(votes);
   free(qpn);
@@ -284,20 +287,22 @@ int shunt_ib_wait(struct shunt_ib* ib, uint32_t peer, uint64_t id) {
     struct ibv_wc wc[8];
     int k = ibv_poll_cq(ib->cq, 8, wc);
     if (k < 0) {
-      fail(ib, "verbs transport: %s:%u: polling completions failed", ib->port.dev, ib->port.port);
-      return -1;
+      fail(ib, SHUNT_E_NET, "verbs transport: %s:%u: polling completions failed", ib->port.dev,
+           ib->port.port);
+      return SHUNT_E_NET;
     }
     for (int i = 0; i < k; i++) {
       if (wc[i].status != IBV_WC_SUCCESS) {
-        fail(ib, "verbs transport: %s:%u to rank %u at %s (queue pair %u): %s (status %d, vendor error %u)",
+        fail(ib, SHUNT_E_NET,
+             "verbs transport: %s:%u to rank %u at %s (queue pair %u): %s (status %d, vendor error %u)",
              ib->port.dev, ib->port.port, peer, ib->peers[peer].where, wc[i].qp_num,
              shunt_ibv_status_str(wc[i].status), wc[i].status, wc[i].vendor_err);
-        return -1;
+        return SHUNT_E_NET;
       }
       if (wc[i].wr_id > ib->completed) ib->completed = wc[i].wr_id;
     }
     if (k == 0) {
-      if (ib->cfg.give_up(ib->cfg.ctx)) return -1;
+      if (ib->cfg.give_up(ib->cfg.ctx)) return SHUNT_E_ABORTED; /* the world's failure says why */
       shunt_backoff(&bo, 0);
     } else {
       bo = (struct shunt_backoff){0};
@@ -310,9 +315,8 @@ static int post(struct shunt_ib* ib, uint32_t peer, const void* src, uint32_t lk
                 uint32_t bytes, uint64_t* id) {
   struct ib_peer* p = &ib->peers[peer];
   /* Keep the send queue below its depth: wait for the oldest half first. */
-  if (ib->posted - ib->completed >= IB_SEND_WR / 2 &&
-      shunt_ib_wait(ib, peer, ib->posted - IB_SEND_WR / 4) != 0)
-    return -1;
+  if (ib->posted - ib->completed >= IB_SEND_WR / 2)
+    SHUNT_TRY(shunt_ib_wait(ib, peer, ib->posted - IB_SEND_WR / 4));
   struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)src, .length = bytes, .lkey = lkey};
   struct ibv_send_wr wr = {.wr_id = ib->posted + 1,
                            .sg_list = &sge,
@@ -324,9 +328,9 @@ static int post(struct shunt_ib* ib, uint32_t peer, const void* src, uint32_t lk
   struct ibv_send_wr* bad = NULL;
   int rc = ibv_post_send(p->qp, &wr, &bad);
   if (rc != 0) {
-    fail(ib, "verbs transport: %s:%u to rank %u at %s: posting a write failed: %s", ib->port.dev,
+    fail(ib, SHUNT_E_NET, "verbs transport: %s:%u to rank %u at %s: posting a write failed: %s", ib->port.dev,
          ib->port.port, peer, p->where, strerror(rc));
-    return -1;
+    return SHUNT_E_NET;
   }
   *id = ++ib->posted;
   return 0;
@@ -351,7 +355,7 @@ int shunt_ib_write(struct shunt_ib* ib, uint32_t peer, const void* src, uint64_t
   if (lkey) {
     for (uint64_t off = 0; off < bytes; off += IB_MAX_WRITE) {
       uint64_t n = bytes - off < IB_MAX_WRITE ? bytes - off : IB_MAX_WRITE;
-      if (post(ib, peer, s + off, lkey, raddr + off, (uint32_t)n, id) != 0) return -1;
+      SHUNT_TRY(post(ib, peer, s + off, lkey, raddr + off, (uint32_t)n, id));
     }
     return 0;
   }
@@ -359,11 +363,11 @@ int shunt_ib_write(struct shunt_ib* ib, uint32_t peer, const void* src, uint64_t
    * write that last used it has completed. */
   for (uint64_t off = 0; off < bytes; off += IB_BOUNCE_SLOT) {
     uint32_t k = ib->next_slot++ % IB_BOUNCE_SLOTS;
-    if (ib->slot_id[k] && shunt_ib_wait(ib, peer, ib->slot_id[k]) != 0) return -1;
+    if (ib->slot_id[k]) SHUNT_TRY(shunt_ib_wait(ib, peer, ib->slot_id[k]));
     uint64_t n = bytes - off < IB_BOUNCE_SLOT ? bytes - off : IB_BOUNCE_SLOT;
     char* b = ib->bounce + (size_t)k * IB_BOUNCE_SLOT;
     memcpy(b, s + off, n);
-    if (post(ib, peer, b, ib->own->lkey, raddr + off, (uint32_t)n, &ib->slot_id[k]) != 0) return -1;
+    SHUNT_TRY(post(ib, peer, b, ib->own->lkey, raddr + off, (uint32_t)n, &ib->slot_id[k]));
     *id = ib->slot_id[k];
   }
   return 0;

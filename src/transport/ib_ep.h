@@ -49,7 +49,7 @@ struct shunt_ib_config {
   void* extra;     /* host memory sources also lie in, registered as it is; NULL: none */
   size_t extra_bytes;
   void* ctx;       /* handed to the callbacks */
-  void (*fail)(void* ctx, const char* msg);
+  void (*fail)(void* ctx, int code, const char* msg); /* code: SHUNT_E_NET, SHUNT_E_PEER */
   bool (*give_up)(void* ctx);
 };
 

@@ -5,6 +5,7 @@
 
 #include "transport/ib_ep.h"
 #include "transport/exchange.h"
+#include "util/status.h"
 
 int shunt_ib_open(const struct shunt_ib_config* cfg, struct shunt_ib** out, struct shunt_ib_card* card,
                   char* err, size_t len) {
@@ -13,7 +14,7 @@ int shunt_ib_open(const struct shunt_ib_config* cfg, struct shunt_ib** out, stru
   *out = NULL;
   snprintf(err, len,
            "this build has no verbs transport (rdma-core's headers were not found when it was built)");
-  return -1;
+  return SHUNT_E_NET;
 }
 
 int shunt_ib_connect(struct shunt_ib* ib, uint32_t rank, uint32_t nranks,
@@ -27,7 +28,7 @@ int shunt_ib_connect(struct shunt_ib* ib, uint32_t rank, uint32_t nranks,
   uint8_t* v = calloc(nranks, 1);
   if (v) shunt_world_agree(oob, rank, nranks, false, v, NULL, 0);
   free(v);
-  return -1;
+  return SHUNT_E_NET;
 }
 
 uint64_t* shunt_ib_signals(struct shunt_ib* ib) {
@@ -43,14 +44,14 @@ int shunt_ib_write(struct shunt_ib* ib, uint32_t peer, const void* src, uint64_t
   (void)bytes;
   (void)dst_off;
   *id = 0;
-  return -1;
+  return SHUNT_E_NET;
 }
 
 int shunt_ib_wait(struct shunt_ib* ib, uint32_t peer, uint64_t id) {
   (void)ib;
   (void)peer;
   (void)id;
-  return -1;
+  return SHUNT_E_NET;
 }
 
 void shunt_ib_card_where(const struct shunt_ib_card* c, char* out, size_t len) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "transport/ib_pick.h"
+#include "util/status.h"
 
 int shunt_ib_hca_parse(const char* s, struct shunt_ib_hca_spec* out, char* err, size_t len) {
   memset(out, 0, sizeof(*out));
@@ -27,11 +28,11 @@ int shunt_ib_hca_parse(const char* s, struct shunt_ib_hca_spec* out, char* err, 
     if (nl == 0 || nl >= sizeof(out->e[0].name)) {
       snprintf(err, len, "SHUNT_IB_HCA: entry %u: a device name of 1 to %zu characters expected", out->n + 1,
                sizeof(out->e[0].name) - 1);
-      return -1;
+      return SHUNT_E_INVALID;
     }
     if (out->n == SHUNT_IB_HCA_MAX) {
       snprintf(err, len, "SHUNT_IB_HCA: more than %d entries", SHUNT_IB_HCA_MAX);
-      return -1;
+      return SHUNT_E_INVALID;
     }
     int port = -1;
     if (colon) {
@@ -39,14 +40,14 @@ int shunt_ib_hca_parse(const char* s, struct shunt_ib_hca_spec* out, char* err, 
       long v = strtol(colon + 1, &stop, 10);
       if (stop == colon + 1 || stop != s + n || v < 1 || v > 255) {
         snprintf(err, len, "SHUNT_IB_HCA: entry %u: port after ':' must be 1-255", out->n + 1);
-        return -1;
+        return SHUNT_E_INVALID;
       }
       port = (int)v;
     }
     for (size_t i = 0; i < nl; i++)
       if (isspace((unsigned char)s[i])) {
         snprintf(err, len, "SHUNT_IB_HCA: entry %u: spaces in a device name", out->n + 1);
-        return -1;
+        return SHUNT_E_INVALID;
       }
     memcpy(out->e[out->n].name, s, nl);
     out->e[out->n].port = port;
@@ -56,13 +57,13 @@ int shunt_ib_hca_parse(const char* s, struct shunt_ib_hca_spec* out, char* err, 
       s++;
       if (!*s) {
         snprintf(err, len, "SHUNT_IB_HCA: trailing ','");
-        return -1;
+        return SHUNT_E_INVALID;
       }
     }
   }
   if ((out->exclude || out->exact) && out->n == 0) {
     snprintf(err, len, "SHUNT_IB_HCA: no device after '%s'", out->exclude ? "^" : "=");
-    return -1;
+    return SHUNT_E_INVALID;
   }
   return 0;
 }

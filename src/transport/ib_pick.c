@@ -10,12 +10,13 @@
 #include "transport/ibv.h"
 #include "util/env.h"
 #include "util/log.h"
+#include "util/status.h"
 
 static int pick_gid(const struct shunt_ibv* ibv, struct shunt_ib_port* c, int tbl_len) {
   int forced = (int)shunt_env_int("SHUNT_IB_GID_INDEX", -1, -1, 255);
   union ibv_gid g;
   if (forced >= 0) {
-    if (ibv->query_gid(c->ctx, c->port, forced, &g) != 0) return -1;
+    if (ibv->query_gid(c->ctx, c->port, forced, &g) != 0) return SHUNT_E_NET;
     c->gid_index = forced;
     memcpy(c->gid, g.raw, 16);
     return 0;
@@ -37,7 +38,7 @@ static int pick_gid(const struct shunt_ibv* ibv, struct shunt_ib_port* c, int tb
     }
   }
   c->gid_index = first < 0 ? 0 : first;
-  return first < 0 && c->link_layer == IBV_LINK_LAYER_ETHERNET ? -1 : 0;
+  return first < 0 && c->link_layer == IBV_LINK_LAYER_ETHERNET ? SHUNT_E_NET : SHUNT_OK;
 }
 
 struct cand {
@@ -51,14 +52,14 @@ int shunt_ib_pick(const struct shunt_ibv* ibv, const char* gpu, uint32_t spread,
   memset(out, 0, sizeof(*out));
   struct shunt_ib_hca_spec spec;
   const char* hca = shunt_env_str("SHUNT_IB_HCA", NULL);
-  if (shunt_ib_hca_parse(hca, &spec, err, len) != 0) return -1;
+  SHUNT_TRY(shunt_ib_hca_parse(hca, &spec, err, len));
   if (!gpu) gpu = "";
   int ndev = 0;
   struct ibv_device** list = ibv->get_device_list(&ndev);
   if (!list || ndev <= 0) {
     if (list) ibv->free_device_list(list);
     snprintf(err, len, "no verbs device (%s lists none)", ibv->path);
-    return -1;
+    return SHUNT_E_NET;
   }
   struct cand cands[64];
   int nc = 0, best = SHUNT_IB_FAR + 1;
@@ -100,7 +101,7 @@ int shunt_ib_pick(const struct shunt_ibv* ibv, const char* gpu, uint32_t spread,
   if (ties == 0) {
     ibv->free_device_list(list);
     snprintf(err, len, "no active verbs port%s%s", hca ? " allowed by SHUNT_IB_HCA=" : "", hca ? hca : "");
-    return -1;
+    return SHUNT_E_NET;
   }
   int want = (int)(spread % (uint32_t)ties), chosen = -1;
   for (int i = 0; i < nc && chosen < 0; i++)
@@ -115,7 +116,7 @@ int shunt_ib_pick(const struct shunt_ibv* ibv, const char* gpu, uint32_t spread,
     if (out->ctx) ibv->close_device(out->ctx);
     out->ctx = NULL;
     snprintf(err, len, "verbs: cannot reopen %s:%u", out->dev, out->port);
-    return -1;
+    return SHUNT_E_NET;
   }
   out->link_layer = pa.link_layer;
   out->mtu = (uint8_t)pa.active_mtu;
@@ -124,7 +125,7 @@ int shunt_ib_pick(const struct shunt_ibv* ibv, const char* gpu, uint32_t spread,
     ibv->close_device(out->ctx);
     out->ctx = NULL;
     snprintf(err, len, "verbs: %s:%u has no usable GID (SHUNT_IB_GID_INDEX picks one)", out->dev, out->port);
-    return -1;
+    return SHUNT_E_NET;
   }
   SHUNT_INFO(SHUNT_NET, "verbs: using %s:%u, GID index %d, MTU %d, %s%s", out->dev, out->port, out->gid_index,
              128 << out->mtu, gpu[0] ? "the closest to its GPU at " : "spread by rank", gpu);

@@ -8,6 +8,7 @@
 
 #include "util/env.h"
 #include "util/log.h"
+#include "util/status.h"
 
 /* One table per process, filled once under the lock: every communicator shares the library,
  * and dlopen's own reference counting would not make a half-filled table safe to read. */
@@ -29,7 +30,7 @@ static int load(void) {
   void* h = dlopen(g_ibv.path, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     snprintf(g_why, sizeof(g_why), "cannot open %s: %s", g_ibv.path, dlerror());
-    return -1;
+    return SHUNT_E_NET;
   }
   struct {
     void** slot;
@@ -56,7 +57,7 @@ static int load(void) {
   for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++)
     if (resolve(h, syms[i].slot, syms[i].name) != 0) {
       dlclose(h);
-      return -1;
+      return SHUNT_E_NET;
     }
   g_ibv.reg_dmabuf_mr = (struct ibv_mr * (*)(struct ibv_pd*, uint64_t, size_t, uint64_t, int, int))
       dlsym(h, "ibv_reg_dmabuf_mr");

@@ -46,6 +46,7 @@ static inline void shunt_copy_words(char* dst, const char* src, uint64_t bytes) 
 
 struct shunt_link_ops {
   const char* name;
+  /* 0 once the trigger's source may be reused, or a SHUNT_E_* code (util/status.h). */
   int (*trigger)(const struct shunt_link_peers* p, const struct shunt_trigger* t, const char* src);
 };
 

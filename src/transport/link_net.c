@@ -3,14 +3,15 @@
  * source may be reused when it returns. */
 #include "transport/link.h"
 #include "transport/net.h"
+#include "util/status.h"
 
+/* The world failed before (a transport reported it, with its code): SHUNT_E_PEER here. */
 static int net_trigger(const struct shunt_link_peers* p, const struct shunt_trigger* t, const char* src) {
-  if (p->failed(p->ctx)) return -1;
-  if ((t->type & SHUNT_TRIG_DATA) && t->size &&
-      p->net->put(p->ep, t->peer, t->ordinal, src, t->size, p->buf_off[t->dst_buf] + t->dst_off,
-                  (t->type & SHUNT_TRIG_PACKETS) != 0) != 0)
-    return -1;
-  if ((t->type & SHUNT_TRIG_FLAG) && p->net->signal(p->ep, t->peer, t->ordinal) != 0) return -1;
+  if (p->failed(p->ctx)) return SHUNT_E_PEER;
+  if ((t->type & SHUNT_TRIG_DATA) && t->size)
+    SHUNT_TRY(p->net->put(p->ep, t->peer, t->ordinal, src, t->size, p->buf_off[t->dst_buf] + t->dst_off,
+                          (t->type & SHUNT_TRIG_PACKETS) != 0));
+  if (t->type & SHUNT_TRIG_FLAG) SHUNT_TRY(p->net->signal(p->ep, t->peer, t->ordinal));
   return p->net->flush(p->ep, t->peer);
 }
 

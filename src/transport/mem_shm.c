@@ -5,6 +5,7 @@
 
 #include "transport/mem.h"
 #include "transport/shm.h"
+#include "util/status.h"
 
 struct shm_card {
   char name[SHUNT_SHM_NAME_MAX];
@@ -15,7 +16,7 @@ static int shm_row_open(const struct shunt_mem_env* env, char** base, uint64_t b
                         size_t len) {
   (void)env;
   struct shunt_shm s;
-  if (shunt_shm_create(&s, (size_t)bytes, err, len) != 0) return -1;
+  SHUNT_TRY(shunt_shm_create(&s, (size_t)bytes, err, len));
   struct shm_card* c = card;
   snprintf(c->name, sizeof(c->name), "%s", s.name);
   c->bytes = bytes;
@@ -29,7 +30,7 @@ static int shm_row_map(const struct shunt_mem_env* env, uint32_t rank, const voi
   const struct shm_card* c = theirs;
   struct shunt_shm s;
   *how = 0;
-  if (shunt_shm_open(&s, c->name, (size_t)c->bytes, err, len) != 0) return -1;
+  SHUNT_TRY(shunt_shm_open(&s, c->name, (size_t)c->bytes, err, len));
   *base = s.base;
   return 0;
 }

@@ -45,16 +45,16 @@ int shunt_nets_open(const struct shunt_net_ep_config* c, struct shunt_nets* n, v
   for (uint32_t i = 0; i < SHUNT_NET_ROWS; i++) {
     if (!allowed(n->kind, i)) continue;
     char why[256];
-    if (rows[i]->open(c, &n->ep[i], (char*)cards + (size_t)i * SHUNT_NET_CARD_BYTES, why, sizeof(why)) == 0)
-      continue;
+    int rc = rows[i]->open(c, &n->ep[i], (char*)cards + (size_t)i * SHUNT_NET_CARD_BYTES, why, sizeof(why));
+    if (rc == SHUNT_OK) continue;
     n->ep[i] = NULL;
     if (n->kind != 0) {
       snprintf(err, len, "SHUNT_NET=%s: %s", rows[i]->name, why);
-      return SHUNT_E_INVALID;
+      return rc;
     }
     if (i + 1 == SHUNT_NET_ROWS) {
       snprintf(err, len, "%s", why);
-      return SHUNT_E_INVALID;
+      return rc;
     }
     SHUNT_INFO(SHUNT_NET, "rank %u: no %s transport (%s)", c->rank, rows[i]->says, why);
   }
@@ -91,7 +91,7 @@ int shunt_nets_connect(struct shunt_nets* n, const struct shunt_net_ep_config* c
     }
   if (row == SHUNT_NET_ROWS) {
     snprintf(err, len, "SHUNT_NET=%s: a rank has no such transport", kind_name(n->kind));
-    return SHUNT_E_INVALID;
+    return SHUNT_E_NET;
   }
   const struct shunt_net_ops* ops = rows[row];
   SHUNT_INFO(SHUNT_NET, "rank %u (host %u of %u): %sport channels to other hosts use %s (SHUNT_NET=%s%s)",
@@ -99,7 +99,7 @@ int shunt_nets_connect(struct shunt_nets* n, const struct shunt_net_ep_config* c
              c->device ? ops->device_says : ops->says, kind_name(n->kind), why);
   for (uint32_t r = 0; where && r < c->nranks; r++)
     if (remote[r]) ops->where(card_at(cards, stride, r, row), where[r], sizeof(where[r]));
-  if (ops->connect(n->ep[row], remote, card_at(cards, stride, 0, row), stride, err, len) != 0) return SHUNT_E_INVALID;
+  SHUNT_TRY(ops->connect(n->ep[row], remote, card_at(cards, stride, 0, row), stride, err, len));
   n->ops = ops;
   n->chosen = n->ep[row];
   n->row = row;

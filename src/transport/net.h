@@ -10,8 +10,9 @@
  * - once flush returns, the sources of every earlier put may be reused and every earlier
  *   put and signal has landed as far as this rank can know (a flush after each trigger is
  *   what the proxies do);
- * - a failure is reported once through the fail callback with the peer's rank and address and
- *   the cause, and returns SHUNT_E_INVALID (util/status.h); waits give up when give_up says so.
+ * - a failure is reported once through the fail callback with its code (util/status.h), the
+ *   peer's rank and address and the cause, and put, signal and flush return that code; waits
+ *   give up when give_up says so.
  * Choosing (shunt_nets_connect) is collective: every rank decides from the same gathered cards,
  * the first row SHUNT_NET allows that every rank could open; the choice is logged at INFO (NET). */
 #ifndef SHUNT_TRANSPORT_NET_H
@@ -39,12 +40,14 @@ struct shunt_net_ep_config {
   const struct shunt_oob* oob; /* the exchange connect swaps its cards over */
   struct shunt_placement at;   /* this rank's host; the listening interface (net_addr) */
   void* ctx;                             /* handed to the callbacks */
-  void (*fail)(void* ctx, const char* msg);
+  /* code: what failed (util/status.h: SHUNT_E_PEER a peer gone, SHUNT_E_NET the network,
+   * SHUNT_E_SYSTEM a system call). */
+  void (*fail)(void* ctx, int code, const char* msg);
   bool (*give_up)(void* ctx);
   /* A flag from `peer` on channel `ordinal` arrived, after all its data. */
   void (*signal)(void* ctx, uint32_t peer, uint16_t ordinal);
   /* Device only: bytes from `peer`'s put on channel `ordinal` for region offset `off` arrived
-   * in host memory at `at`; 0, or -1. */
+   * in host memory at `at`; 0, or a SHUNT_E_* code (the connection fails). */
   int (*landed)(void* ctx, uint32_t peer, uint16_t ordinal, uint64_t off, const char* at, uint64_t bytes);
   /* Device only: host memory the sources of puts lie in (a GPU kernel stages what leaves the
    * device there; registered for verbs); NULL: none. */

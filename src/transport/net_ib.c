@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/status.h"
+
 #include "transport/ib_ep.h"
 #include "transport/net.h"
 
@@ -21,7 +23,7 @@ static int ib_open(const struct shunt_net_ep_config* c, void** ep, void* card, c
   struct ib_row* x = calloc(1, sizeof(*x));
   if (!x) {
     snprintf(err, len, "out of memory");
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   x->cfg = *c;
   struct shunt_ib_config ic = {.rank = c->rank,
@@ -38,9 +40,10 @@ static int ib_open(const struct shunt_net_ep_config* c, void** ep, void* card, c
                                .ctx = c->ctx,
                                .fail = c->fail,
                                .give_up = c->give_up};
-  if (shunt_ib_open(&ic, &x->ib, card, err, len) != 0) {
+  int rc = shunt_ib_open(&ic, &x->ib, card, err, len);
+  if (rc != SHUNT_OK) {
     free(x);
-    return -1;
+    return rc;
   }
   x->counts = shunt_ib_signals(x->ib);
   *ep = x;
@@ -65,7 +68,7 @@ static int ib_connect(void* ep, const bool* remote, const void* cards, size_t st
   int rc = shunt_ib_connect(c ? x->ib : NULL, x->cfg.rank, n, x->cfg.oob, remote, c, err, len);
   if (!c) snprintf(err, len, "out of memory");
   free(c);
-  return c ? rc : -1;
+  return c ? rc : SHUNT_E_NOMEM;
 }
 
 static int ib_put(void* ep, uint32_t peer, uint16_t ordinal, const void* src, uint64_t bytes,

@@ -10,6 +10,7 @@
 #include "transport/socket_ep.h"
 #include "transport/net.h"
 #include "transport/trigger.h"
+#include "util/status.h"
 
 _Static_assert(sizeof(struct shunt_net_card) <= SHUNT_NET_CARD_BYTES, "socket card too large");
 
@@ -27,7 +28,7 @@ static char* sock_sink(void* ctx, unsigned buf, uint64_t off) {
 static int sock_landed(void* ctx, uint32_t peer, uint16_t ordinal, unsigned buf, uint64_t off, const char* at,
                        uint64_t bytes) {
   struct sock_row* x = ctx;
-  return buf == 3 ? x->cfg.landed(x->cfg.ctx, peer, ordinal, off, at, bytes) : -1;
+  return buf == 3 ? x->cfg.landed(x->cfg.ctx, peer, ordinal, off, at, bytes) : SHUNT_E_INVALID;
 }
 
 static void sock_signal(void* ctx, uint32_t peer, uint16_t ordinal) {
@@ -35,9 +36,9 @@ static void sock_signal(void* ctx, uint32_t peer, uint16_t ordinal) {
   x->cfg.signal(x->cfg.ctx, peer, ordinal);
 }
 
-static void sock_fail(void* ctx, const char* msg) {
+static void sock_fail(void* ctx, int code, const char* msg) {
   struct sock_row* x = ctx;
-  x->cfg.fail(x->cfg.ctx, msg);
+  x->cfg.fail(x->cfg.ctx, code, msg);
 }
 
 static bool sock_give_up(void* ctx) {
@@ -50,7 +51,7 @@ static int sock_open(const struct shunt_net_ep_config* c, void** ep, void* card,
   struct sock_row* x = calloc(1, sizeof(*x));
   if (!x) {
     snprintf(err, len, "out of memory");
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   x->cfg = *c;
   struct shunt_net_config nc = {.rank = c->rank,
@@ -65,9 +66,10 @@ static int sock_open(const struct shunt_net_ep_config* c, void** ep, void* card,
                                 .fail = sock_fail,
                                 .give_up = sock_give_up};
   const struct sockaddr_storage* where = c->at.net_addr.ss_family ? &c->at.net_addr : NULL;
-  if (shunt_net_open(&nc, where, &x->net, card, err, len) != 0) {
+  int rc = shunt_net_open(&nc, where, &x->net, card, err, len);
+  if (rc != SHUNT_OK) {
     free(x);
-    return -1;
+    return rc;
   }
   *ep = x;
   return 0;
@@ -91,7 +93,7 @@ static int sock_connect(void* ep, const bool* remote, const void* cards, size_t 
   struct shunt_net_card* c = calloc(n, sizeof(*c));
   if (!c) {
     snprintf(err, len, "out of memory");
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   for (uint32_t r = 0; r < n; r++) memcpy(&c[r], (const char*)cards + (size_t)r * stride, sizeof(*c));
   int rc = shunt_net_connect(x->net, remote, c, err, len);

@@ -55,11 +55,11 @@ static struct shunt_net_ep_config net_config(const struct shunt_peers_config* c,
 /* This rank's card: its region made or described, its endpoints opened. */
 static int open_local(const struct shunt_peers_config* c, struct shunt_peers* p, struct card* me, char* err,
                       size_t len) {
-  if (c->mem->open(&p->env, &p->region, p->bytes, (char*)me + p->mem_at, err, len) != 0) return SHUNT_E_INVALID;
+  SHUNT_TRY(c->mem->open(&p->env, &p->region, p->bytes, (char*)me + p->mem_at, err, len));
   p->opened = true;
   if (p->spans) {
     struct shunt_net_ep_config n = net_config(c, p);
-    if (shunt_nets_open(&n, &p->nets, net_of(p, c->rank), err, len) != 0) return SHUNT_E_INVALID;
+    SHUNT_TRY(shunt_nets_open(&n, &p->nets, net_of(p, c->rank), err, len));
   }
   me->magic = CARD_MAGIC;
   me->ok = 1;
@@ -77,7 +77,7 @@ static int map_peers(const struct shunt_peers_config* c, struct shunt_peers* p, 
     const struct card* k = card_of(p, r);
     if (!k->ok || k->magic != CARD_MAGIC) {
       snprintf(err, len, "rank %u could not create its %s", r, c->what);
-      return SHUNT_E_INVALID;
+      return SHUNT_E_PEER;
     }
     if (k->nranks != c->nranks || memcmp(sizes_of(p, r), sizes_of(p, c->rank), c->sizes_bytes) != 0) {
       snprintf(err, len, "rank %u asked for different world sizes than rank %u", r, c->rank);
@@ -89,11 +89,13 @@ static int map_peers(const struct shunt_peers_config* c, struct shunt_peers* p, 
   for (uint32_t r = 0; r < c->nranks; r++) {
     if (r == c->rank) {
       p->base[r] = p->region;
-    } else if (!p->remote[r] &&
-               c->mem->map(&p->env, c->rank, shunt_peers_mem_card(p, c->rank), r, shunt_peers_mem_card(p, r),
-                           &p->base[r], &p->how[r], err, len) != 0) {
-      p->base[r] = NULL;
-      return SHUNT_E_INVALID;
+    } else if (!p->remote[r]) {
+      int rc = c->mem->map(&p->env, c->rank, shunt_peers_mem_card(p, c->rank), r, shunt_peers_mem_card(p, r),
+                           &p->base[r], &p->how[r], err, len);
+      if (rc != SHUNT_OK) {
+        p->base[r] = NULL;
+        return rc;
+      }
     }
   }
   return 0;
@@ -125,35 +127,39 @@ int shunt_peers_setup(const struct shunt_peers_config* c, bool local_ok, struct 
     if (local_ok) snprintf(err, len, "out of memory");
     free(votes);
     shunt_peers_free(p, false);
-    return SHUNT_E_INVALID;
+    return local_ok ? SHUNT_E_NOMEM : SHUNT_E_INVALID;
   }
-  int rc = local_ok ? 0 : -1;
+  /* The first failure's code is kept; what follows only votes. */
+  int rc = local_ok ? SHUNT_OK : SHUNT_E_INVALID;
   if (rc == 0 && (!p->base || !p->how || !p->remote || !p->node_of || !p->where)) {
     snprintf(err, len, "out of memory");
-    rc = -1;
+    rc = SHUNT_E_NOMEM;
   }
   if (rc == 0) rc = open_local(c, p, card_of(p, c->rank), err, len);
-  if (c->bs->oob.allgather(c->bs->oob.ctx, p->cards, p->card_bytes) != 0) {
-    if (rc == 0) snprintf(err, len, "bootstrap allgather failed");
-    rc = -1;
+  int ag = c->bs->oob.allgather(c->bs->oob.ctx, p->cards, p->card_bytes);
+  if (ag != 0 && rc == 0) {
+    snprintf(err, len, "bootstrap allgather failed");
+    rc = ag < 0 ? ag : SHUNT_E_PEER;
   }
   if (rc == 0) rc = map_peers(c, p, err, len);
   if (p->spans) {
-    if (shunt_world_agree(&c->bs->oob, c->rank, n, rc == 0, votes, err, len) != 0) rc = -1;
+    int agreed = shunt_world_agree(&c->bs->oob, c->rank, n, rc == 0, votes, err, len);
+    if (rc == 0) rc = agreed;
     struct shunt_net_ep_config nc = net_config(c, p);
     if (rc == 0)
       rc = shunt_nets_connect(&p->nets, &nc, p->remote, net_of(p, 0), p->card_bytes, p->where, err, len);
   }
   bool ready = rc == 0 && c->ready && (rc = c->ready(c->ctx, p, err, len)) == 0;
   /* Every rank learns whether all others succeeded: all keep their peers or none does. */
-  if (shunt_world_agree(&c->bs->oob, c->rank, n, rc == 0, votes, err, len) != 0) rc = -1;
+  int agreed = shunt_world_agree(&c->bs->oob, c->rank, n, rc == 0, votes, err, len);
+  if (rc == 0) rc = agreed;
   /* Every rank has mapped what it will. */
   if (p->opened) c->mem->sealed(&p->env, shunt_peers_mem_card(p, c->rank));
   free(votes);
   if (rc == 0) return 0;
   if (ready && c->unready) c->unready(c->ctx);
   shunt_peers_free(p, false);
-  return SHUNT_E_INVALID;
+  return rc;
 }
 
 void shunt_peers_leave(struct shunt_peers* p) {

@@ -9,7 +9,9 @@
  *   local failure (local_ok false, or one found here), so no peer waits for it.
  * - Either every rank has its peers or none keeps them: a rank that fails, or learns that
  *   another did, unwinds what was made here (undoing the world's ready step first through
- *   unready) and returns SHUNT_E_INVALID (util/status.h) with a message naming the first rank that failed.
+ *   unready) and returns the code of its first failure (util/status.h: a memory row's or
+ *   endpoint's own, SHUNT_E_PEER when another rank failed, SHUNT_E_NOMEM, ...) with a message
+ *   naming the first rank that failed.
  * - Connecting waits on every peer of another host, so it follows a vote: a rank that failed
  *   before never leaves the others waiting for its connections.
  * - Nothing prints to stdout; the network choice is logged at INFO (NET). */
@@ -40,7 +42,7 @@ struct shunt_peers_config {
    * region, bytes and bs are filled here. */
   struct shunt_net_ep_config net;
   /* The world's last local step once every peer is reached (a proxy started), and its undoing;
-   * 0, or -1 with a message. */
+   * SHUNT_OK, or a SHUNT_E_* code with a message. */
   void* ctx;
   int (*ready)(void* ctx, const struct shunt_peers* p, char* err, size_t len);
   void (*unready)(void* ctx);

@@ -13,6 +13,7 @@
 #include "transport/backoff.h"
 #include "transport/doorbell.h"
 #include "transport/link.h"
+#include "util/status.h"
 
 #define FIFO_SLOTS 1024u
 
@@ -102,7 +103,7 @@ int shunt_proxy_start(const struct shunt_proxy_config* cfg, struct shunt_proxy**
   struct shunt_proxy* p = calloc(1, sizeof(*p));
   if (!p) {
     snprintf(err, len, "out of memory");
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   p->cfg = *cfg;
   atomic_init(&p->stop, false);
@@ -110,10 +111,11 @@ int shunt_proxy_start(const struct shunt_proxy_config* cfg, struct shunt_proxy**
   atomic_init(&p->head, 0);
   atomic_init(&p->done, 0);
   for (unsigned i = 0; i < FIFO_SLOTS; i++) atomic_init(&p->slots[i].seq, 0);
-  if (pthread_create(&p->thread, NULL, run, p) != 0) {
-    snprintf(err, len, "cannot start the proxy thread");
+  int e = pthread_create(&p->thread, NULL, run, p);
+  if (e != 0) {
+    snprintf(err, len, "cannot start the proxy thread: %s", strerror(e));
     free(p);
-    return -1;
+    return shunt_errno_status(e);
   }
   *out = p;
   return 0;

@@ -10,14 +10,17 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "util/status.h"
+
 static atomic_uint shm_counter;
 
 static int map_fd(struct shunt_shm* s, int fd, size_t bytes, char* err, size_t len) {
   void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (p == MAP_FAILED) {
-    snprintf(err, len, "mmap of %zu bytes (%s) failed: %s", bytes, s->name, strerror(errno));
-    return -1;
+    int e = errno;
+    snprintf(err, len, "mmap of %zu bytes (%s) failed: %s", bytes, s->name, strerror(e));
+    return shunt_errno_status(e);
   }
   s->base = p;
   s->bytes = bytes;
@@ -30,20 +33,20 @@ int shunt_shm_create(struct shunt_shm* s, size_t bytes, char* err, size_t len) {
            atomic_fetch_add(&shm_counter, 1));
   int fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) {
-    snprintf(err, len, "shm_open(%s) failed: %s", s->name, strerror(errno));
-    return -1;
+    int e = errno;
+    snprintf(err, len, "shm_open(%s) failed: %s", s->name, strerror(e));
+    return shunt_errno_status(e);
   }
   if (ftruncate(fd, (off_t)bytes) != 0) {
-    snprintf(err, len, "ftruncate(%s, %zu) failed: %s", s->name, bytes, strerror(errno));
+    int e = errno;
+    snprintf(err, len, "ftruncate(%s, %zu) failed: %s", s->name, bytes, strerror(e));
     close(fd);
     shm_unlink(s->name);
-    return -1;
+    return shunt_errno_status(e);
   }
-  if (map_fd(s, fd, bytes, err, len) != 0) {
-    shm_unlink(s->name);
-    return -1;
-  }
-  return 0;
+  int rc = map_fd(s, fd, bytes, err, len);
+  if (rc != SHUNT_OK) shm_unlink(s->name);
+  return rc;
 }
 
 int shunt_shm_open(struct shunt_shm* s, const char* name, size_t bytes, char* err, size_t len) {
@@ -51,8 +54,9 @@ int shunt_shm_open(struct shunt_shm* s, const char* name, size_t bytes, char* er
   snprintf(s->name, sizeof(s->name), "%s", name);
   int fd = shm_open(name, O_RDWR, 0600);
   if (fd < 0) {
-    snprintf(err, len, "shm_open(%s) failed: %s", name, strerror(errno));
-    return -1;
+    int e = errno;
+    snprintf(err, len, "shm_open(%s) failed: %s", name, strerror(e));
+    return shunt_errno_status(e);
   }
   return map_fd(s, fd, bytes, err, len);
 }

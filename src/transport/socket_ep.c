@@ -19,6 +19,7 @@
 #include "transport/link.h" /* the trigger, the word copy */
 #include "util/env.h"
 #include "util/log.h"
+#include "util/status.h"
 
 /* ThreadSanitizer sees a region byte that the proxy sent and that a peer's answer later
  * overwrites as a race between the two threads: the order runs through the peer (it answers
@@ -130,7 +131,7 @@ int shunt_net_open(const struct shunt_net_config* cfg, const struct sockaddr_sto
   if (!n || !(n->peers = calloc(cfg->nranks, sizeof(*n->peers)))) {
     free(n);
     snprintf(err, len, "out of memory");
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   n->cfg = *cfg;
   n->bcap = cfg->staged ? NET_STAGE : NET_BOUNCE;
@@ -145,7 +146,7 @@ int shunt_net_open(const struct shunt_net_config* cfg, const struct sockaddr_sto
   int rc = 0;
   if (getrandom(&n->nonce, sizeof(n->nonce), 0) != (ssize_t)sizeof(n->nonce)) {
     snprintf(err, len, "getrandom: %s", strerror(errno));
-    rc = -1;
+    rc = SHUNT_E_SYSTEM;
   } else if (where) {
     a = *where;
   } else {
@@ -155,10 +156,12 @@ int shunt_net_open(const struct shunt_net_config* cfg, const struct sockaddr_sto
     if (a.ss_family == AF_INET) ((struct sockaddr_in*)&a)->sin_port = 0;
     if (a.ss_family == AF_INET6) ((struct sockaddr_in6*)&a)->sin6_port = 0;
     n->lfd = shunt_sock_listen(&a, err, len);
+    if (n->lfd < 0) rc = n->lfd;
   }
-  if (rc != 0 || n->lfd < 0) {
+  if (rc != 0) {
+    n->lfd = -1;
     shunt_net_close(n);
-    return -1;
+    return rc;
   }
   shunt_wire_from_sockaddr(&card->addr, &a);
   card->nonce = n->nonce;
@@ -191,7 +194,7 @@ static void apply_flags(struct shunt_net* n, uint32_t peer) {
 
 static int rx_progress(struct shunt_net* n, struct rx_sock* r);
 
-static int rx_fail(struct shunt_net* n, struct rx_sock* r, const char* what) {
+static int rx_fail(struct shunt_net* n, struct rx_sock* r, int code, const char* what) {
   struct net_peer* p = &n->peers[r->peer];
   r->dead = true;
   if (p->left || atomic_load(&n->leaving) || atomic_load(&n->stop)) return 0;
@@ -211,8 +214,8 @@ static int rx_fail(struct shunt_net* n, struct rx_sock* r, const char* what) {
   char msg[512];
   snprintf(msg, sizeof(msg), "socket transport: connection %u to rank %u at %s: %s", r->idx, r->peer,
            p->where, what);
-  n->cfg.fail(n->cfg.ctx, msg);
-  return -1;
+  n->cfg.fail(n->cfg.ctx, code, msg);
+  return code;
 }
 
 static int header_done(struct shunt_net* n, struct rx_sock* r) {
@@ -228,7 +231,7 @@ static int header_done(struct shunt_net* n, struct rx_sock* r) {
       (!(h->kind & MSG_DATA) && h->size) || h->size > buf_cap(n, h->dst_buf) ||
       h->dst_off > buf_cap(n, h->dst_buf) - h->size ||
       ((h->kind & MSG_PACKETS) && (r->idx != 0 || h->size % 8)))
-    return rx_fail(n, r, "malformed message");
+    return rx_fail(n, r, SHUNT_E_INVALID, "malformed message");
   if ((h->kind & MSG_DATA) && h->size) {
     r->in_payload = true;
     r->pgot = 0;
@@ -257,7 +260,7 @@ static bool held(const struct shunt_net* n, const struct rx_sock* r) {
   return r->idx == 0 && !r->in_payload && n->peers[r->peer].qlen == NET_PENDING;
 }
 
-/* Reads what socket r has: 0 when it would block, -1 on a fault (world failed). */
+/* Reads what socket r has: 0 when it would block, the fault's code (the world failed). */
 static int rx_progress(struct shunt_net* n, struct rx_sock* r) {
   for (;;) {
     if (r->dead || held(n, r)) return 0;
@@ -277,21 +280,22 @@ static int rx_progress(struct shunt_net* n, struct rx_sock* r) {
     }
     if (got == 0) {
       r->eof = true;
-      return rx_fail(n, r, "closed by the peer");
+      return rx_fail(n, r, SHUNT_E_PEER, "closed by the peer");
     }
     if (got < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
       if (errno == EINTR) continue;
+      int e = errno;
       char why[128];
-      snprintf(why, sizeof(why), "receive failed: %s", strerror(errno));
-      return rx_fail(n, r, why);
+      snprintf(why, sizeof(why), "receive failed: %s", strerror(e));
+      return rx_fail(n, r, shunt_errno_status(e), why);
     }
     if (!r->in_payload) {
       r->hgot += (size_t)got;
       if (r->hgot < sizeof(r->h)) continue;
       r->hgot = 0;
       int rc = header_done(n, r);
-      if (rc < 0) return -1;
+      if (rc < 0) return rc;
       if (rc == 1) msg_done(n, r);
       continue;
     }
@@ -302,7 +306,7 @@ static int rx_progress(struct shunt_net* n, struct rx_sock* r) {
       if (r->bfill == n->bcap || r->pgot + r->bfill == r->h.size) {
         if (n->cfg.landed(n->cfg.ctx, r->peer, r->h.ordinal, r->h.dst_buf, r->h.dst_off + r->pgot, r->bounce,
                           r->bfill) != 0)
-          return rx_fail(n, r, "cannot place the data it sent");
+          return rx_fail(n, r, SHUNT_E_INVALID, "cannot place the data it sent");
         r->pgot += r->bfill;
         r->bfill = 0;
       }
@@ -347,7 +351,7 @@ static int accept_one(struct shunt_net* n, int64_t deadline, char* err, size_t l
   int64_t left = deadline - shunt_sock_now_ms();
   if (left <= 0 || poll(&pf, 1, (int)(left < 1000 ? left : 1000)) < 0) {
     if (left <= 0) snprintf(err, len, "timed out waiting for peers of other hosts to connect");
-    return left <= 0 ? -1 : 0;
+    return left <= 0 ? SHUNT_E_TIMEOUT : 0;
   }
   int fd = shunt_sock_accept(n->lfd);
   if (fd < 0) return 0;
@@ -371,10 +375,11 @@ static int accept_one(struct shunt_net* n, int64_t deadline, char* err, size_t l
     return 0;
   }
   char ack = 'Y';
-  if (shunt_sock_send(fd, &ack, 1, deadline, why, sizeof(why)) != 0) {
+  int sent = shunt_sock_send(fd, &ack, 1, deadline, why, sizeof(why));
+  if (sent != 0) {
     snprintf(err, len, "rank %u at %s: %s", h.rank, from, why);
     close(fd);
-    return -1;
+    return sent;
   }
   sock_opts(fd, n->timeout_ms);
   n->peers[h.rank].fd[h.sock] = fd;
@@ -393,16 +398,16 @@ int shunt_net_connect(struct shunt_net* n, const bool* remote, const struct shun
     p->nsocks = cards[r].nsocks < n->nsocks ? cards[r].nsocks : n->nsocks;
     if (p->nsocks < 1 || p->nsocks > NET_MAX_SOCKS) {
       snprintf(err, len, "rank %u published %u sockets per peer", r, cards[r].nsocks);
-      return -1;
+      return SHUNT_E_INVALID;
     }
     if (shunt_wire_to_sockaddr(&cards[r].addr, &p->addr) != 0) {
       snprintf(err, len, "rank %u published no usable address", r);
-      return -1;
+      return SHUNT_E_INVALID;
     }
     shunt_sock_str(&p->addr, p->where, sizeof(p->where));
     if (!(p->q = calloc(NET_PENDING, sizeof(*p->q)))) {
       snprintf(err, len, "out of memory");
-      return -1;
+      return SHUNT_E_NOMEM;
     }
     total += p->nsocks;
     if (r < me) expect += p->nsocks;
@@ -416,10 +421,11 @@ int shunt_net_connect(struct shunt_net* n, const bool* remote, const struct shun
     for (uint32_t s = 0; s < p->nsocks; s++) {
       int fd = shunt_sock_connect(&p->addr, deadline, why, sizeof(why));
       struct net_hello h = {NET_MAGIC, cards[r].nonce, me, s, nranks, 0};
-      if (fd < 0 || shunt_sock_send(fd, &h, sizeof(h), deadline, why, sizeof(why)) != 0) {
+      int rc = fd < 0 ? fd : shunt_sock_send(fd, &h, sizeof(h), deadline, why, sizeof(why));
+      if (rc != 0) {
         if (fd >= 0) close(fd);
         snprintf(err, len, "rank %u at %s: %s", r, p->where, why);
-        return -1;
+        return rc;
       }
       sock_opts(fd, n->timeout_ms);
       p->fd[s] = fd;
@@ -427,17 +433,18 @@ int shunt_net_connect(struct shunt_net* n, const bool* remote, const struct shun
   }
   for (uint32_t got = 0; got < expect;) {
     int rc = accept_one(n, deadline, err, len);
-    if (rc < 0) return -1;
+    if (rc < 0) return rc;
     got += (uint32_t)rc;
   }
   for (uint32_t r = me + 1; r < nranks; r++) {
     if (!remote[r]) continue;
     for (uint32_t s = 0; s < n->peers[r].nsocks; s++) {
       char ack = 0;
-      if (shunt_sock_recv(n->peers[r].fd[s], &ack, 1, deadline, why, sizeof(why)) != 0 || ack != 'Y') {
+      int rc = shunt_sock_recv(n->peers[r].fd[s], &ack, 1, deadline, why, sizeof(why));
+      if (rc != 0 || ack != 'Y') {
         snprintf(err, len, "rank %u at %s did not accept connection %u: %s", r, n->peers[r].where, s,
                  ack ? "bad reply" : why);
-        return -1;
+        return rc != 0 ? rc : SHUNT_E_PEER;
       }
     }
   }
@@ -445,7 +452,7 @@ int shunt_net_connect(struct shunt_net* n, const bool* remote, const struct shun
   n->pfd = calloc(total ? total : 1, sizeof(*n->pfd));
   if (!n->rx || !n->pfd) {
     snprintf(err, len, "out of memory");
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   for (uint32_t r = 0; r < nranks; r++)
     for (uint32_t s = 0; s < n->peers[r].nsocks; s++) {
@@ -455,12 +462,13 @@ int shunt_net_connect(struct shunt_net* n, const bool* remote, const struct shun
       x->idx = s;
       if ((s == 0 || n->cfg.staged) && !(x->bounce = malloc(n->bcap))) {
         snprintf(err, len, "out of memory");
-        return -1;
+        return SHUNT_E_NOMEM;
       }
     }
-  if (pthread_create(&n->thread, NULL, rx_main, n) != 0) {
-    snprintf(err, len, "cannot start the socket transport's receiving thread");
-    return -1;
+  int e = pthread_create(&n->thread, NULL, rx_main, n);
+  if (e != 0) {
+    snprintf(err, len, "cannot start the socket transport's receiving thread: %s", strerror(e));
+    return shunt_errno_status(e);
   }
   n->thread_live = true;
   uint32_t npeers = 0;
@@ -527,12 +535,13 @@ static int tx_all(struct shunt_net* n, uint32_t peer, struct tx* txs, uint32_t k
       }
       size_t before = txs[i].hsent + (size_t)txs[i].sent;
       if (tx_step(&txs[i]) != 0) {
+        int e = errno;
         n->peers[peer].torn = true;
         char msg[512];
         snprintf(msg, sizeof(msg), "socket transport: connection to rank %u at %s: send failed: %s", peer,
-                 n->peers[peer].where, strerror(errno));
-        n->cfg.fail(n->cfg.ctx, msg);
-        return -1;
+                 n->peers[peer].where, strerror(e));
+        n->cfg.fail(n->cfg.ctx, shunt_errno_status(e), msg);
+        return shunt_errno_status(e);
       }
       moved |= txs[i].hsent + (size_t)txs[i].sent != before;
       if (!tx_done(&txs[i])) {
@@ -546,7 +555,7 @@ static int tx_all(struct shunt_net* n, uint32_t peer, struct tx* txs, uint32_t k
     }
     if (give_up(n)) {
       n->peers[peer].torn = true;
-      return -1;
+      return SHUNT_E_ABORTED; /* the world gives up: its failure, if any, says why */
     }
     if (!moved) poll(pf, np, NET_POLL_MS);
   }

@@ -46,12 +46,14 @@ struct shunt_net_config {
   /* Not staged: where bytes for (buf, off) go in this process. */
   char* (*sink)(void* ctx, unsigned buf, uint64_t off);
   /* Staged: bytes for (buf, off) of `peer`'s put on channel `ordinal` arrived in `at` (whole
-   * 8-byte words for packets); 0, or -1 to fail the connection. */
+   * 8-byte words for packets); 0, or a SHUNT_E_* code to fail the connection. */
   int (*landed)(void* ctx, uint32_t peer, uint16_t ordinal, unsigned buf, uint64_t off, const char* at,
                 uint64_t bytes);
   /* A flag from `peer` on channel `ordinal`, after all its data landed. */
   void (*signal)(void* ctx, uint32_t peer, uint16_t ordinal);
-  void (*fail)(void* ctx, const char* msg);
+  /* The connections to a peer failed: code SHUNT_E_PEER (it closed or reset them) or the code
+   * of the system call that failed (util/status.h). */
+  void (*fail)(void* ctx, int code, const char* msg);
   bool (*give_up)(void* ctx);
 };
 
@@ -64,7 +66,8 @@ int shunt_net_open(const struct shunt_net_config* cfg, const struct sockaddr_sto
 int shunt_net_connect(struct shunt_net* n, const bool* remote, const struct shunt_net_card* cards, char* err,
                       size_t len);
 /* Sends a trigger's data (from src, in this process's memory) and flag to t->peer; returns when
- * src may be reused, 0, or -1 (a failure reported, or giving up). */
+ * src may be reused, 0, or a SHUNT_E_* code: the failure's (reported through fail), or
+ * SHUNT_E_ABORTED when give_up said to stop. */
 int shunt_net_send(struct shunt_net* n, const struct shunt_trigger* t, const char* src);
 /* Tells peers this rank leaves in order, and stops counting their departures as faults. */
 void shunt_net_leave(struct shunt_net* n);

@@ -51,8 +51,8 @@ static void release(struct shunt_world* w) {
   free(w);
 }
 
-static void world_fail_msg(void* world, const char* msg) {
-  shunt_world_fail(world, "%s", msg);
+static void world_fail_msg(void* world, int code, const char* msg) {
+  shunt_world_fail(world, code, "%s", msg);
 }
 
 static bool world_gives_up(void* world) {
@@ -154,7 +154,7 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
   struct shunt_world* w = calloc(1, sizeof(*w));
   if (!w) {
     snprintf(err, len, "out of memory");
-    return SHUNT_E_INVALID;
+    return SHUNT_E_NOMEM;
   }
   w->rank = rank;
   w->nranks = nranks;
@@ -169,9 +169,10 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
   struct shunt_peers_config pc = peers_config(w, bytes);
   bool ok = w->peers && w->expected && w->links;
   if (!ok) snprintf(err, len, "out of memory");
-  if (shunt_peers_setup(&pc, ok, &w->reach, err, len) != 0) {
+  int rc = shunt_peers_setup(&pc, ok, &w->reach, err, len);
+  if (rc != SHUNT_OK) {
     release(w);
-    return SHUNT_E_INVALID;
+    return ok ? rc : SHUNT_E_NOMEM;
   }
   SHUNT_INFO(SHUNT_ALLOC, "world rank %u/%u: shared region %llu bytes (scratch %llu, staging %llu + %llu)",
              rank, nranks, (unsigned long long)bytes, (unsigned long long)cfg->scratch_bytes,
@@ -180,8 +181,9 @@ int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_
   return 0;
 }
 
-void shunt_world_fail(struct shunt_world* w, const char* fmt, ...) {
+void shunt_world_fail(struct shunt_world* w, int code, const char* fmt, ...) {
   if (atomic_flag_test_and_set(&w->fail_claimed)) return;
+  w->fail_code = code;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(w->fail_msg, sizeof(w->fail_msg), fmt, ap);

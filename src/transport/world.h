@@ -69,12 +69,15 @@ struct shunt_world {
   const struct shunt_link_ops** links;  /* [nranks] how port channels reach each peer */
   struct shunt_link_peers linkp;        /* what the links reach */
   /* A transport failed (a connection reset, a peer gone): every wait gives up, later runs
-   * refuse, fail_msg names the peer. Set once (shunt_world_fail). */
+   * refuse with fail_code (util/status.h: SHUNT_E_PEER, SHUNT_E_NET, ...), fail_msg names the
+   * peer. Set once (shunt_world_fail); read after `failed` (acquire). */
   atomic_bool failed;
   atomic_flag fail_claimed;
+  int fail_code;
   char fail_msg[512];
 };
 
+/* SHUNT_OK, or the code of the first failure (util/status.h; transport/peers.h) with err. */
 int shunt_world_create(uint32_t rank, uint32_t nranks, const struct shunt_world_config* cfg,
                        const struct shunt_world_exchange* bs, struct shunt_world** out, char* err,
                        size_t len);
@@ -86,9 +89,9 @@ void shunt_world_destroy(struct shunt_world* w);
  * another by one thread (NCCL allows that) or be gone. */
 void shunt_world_release(struct shunt_world* w);
 
-/* Marks the world failed with a message (the first one wins; logged at WARN) so that waits
- * give up and the run reports it. Safe from any thread. */
-void shunt_world_fail(struct shunt_world* w, const char* fmt, ...) SHUNT_PRINTF(2, 3);
+/* Marks the world failed with a code and a message (the first one wins; logged at WARN) so that
+ * waits give up and the run reports both. Safe from any thread. */
+void shunt_world_fail(struct shunt_world* w, int code, const char* fmt, ...) SHUNT_PRINTF(3, 4);
 
 /* Wakes rank r (of this host) if it sleeps, after a write it may wait for. */
 static inline void shunt_world_ring(struct shunt_world* w, uint32_t r) {

@@ -1,5 +1,6 @@
 /* NCCL-shaped log lines with the SHUNT tag; see log.h for what is promised. */
 #include "util/log.h"
+#include "util/status.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -39,7 +40,8 @@ static const struct {
     {"ALL", SHUNT_ALL_SUBSYS},
 };
 
-/* Parses a comma list such as "INIT,CALL" or "^CALL"; returns 0 and sets *mask, or -1 on an unknown name. */
+/* Parses a comma list such as "INIT,CALL" or "^CALL"; returns 0 and sets *mask, or SHUNT_E_INVALID
+ * on an unknown name (its text in bad). */
 static int parse_subsys(const char* s, unsigned* mask, char* bad, size_t badlen) {
   int invert = 0;
   if (*s == '^') {
@@ -58,7 +60,7 @@ static int parse_subsys(const char* s, unsigned* mask, char* bad, size_t badlen)
     }
     if (!found && n > 0) {
       snprintf(bad, badlen, "%.*s", (int)n, s);
-      return -1;
+      return SHUNT_E_INVALID;
     }
     s += n;
     if (*s == ',') s++;

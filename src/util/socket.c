@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/status.h"
+
 int64_t shunt_sock_now_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -51,7 +53,7 @@ int shunt_wire_to_sockaddr(const struct shunt_wire_addr* w, struct sockaddr_stor
     memcpy(&s->sin6_addr, w->addr, 16);
     return 0;
   }
-  return -1;
+  return SHUNT_E_INVALID;
 }
 
 const char* shunt_sock_str(const struct sockaddr_storage* a, char* buf, size_t len) {
@@ -81,16 +83,18 @@ const char* shunt_sock_peer_str(int fd, char* buf, size_t len) {
 int shunt_sock_listen(struct sockaddr_storage* addr, char* err, size_t errlen) {
   int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {
-    snprintf(err, errlen, "socket: %s", strerror(errno));
-    return -1;
+    int e = errno;
+    snprintf(err, errlen, "socket: %s", strerror(e));
+    return shunt_errno_status(e);
   }
   socklen_t len = addr_len(addr);
   if (bind(fd, (struct sockaddr*)addr, len) != 0 || listen(fd, SOMAXCONN) != 0 ||
       getsockname(fd, (struct sockaddr*)addr, &len) != 0) {
     char a[80];
-    snprintf(err, errlen, "listening on %s: %s", shunt_sock_str(addr, a, sizeof(a)), strerror(errno));
+    int e = errno;
+    snprintf(err, errlen, "listening on %s: %s", shunt_sock_str(addr, a, sizeof(a)), strerror(e));
     close(fd);
-    return -1;
+    return shunt_errno_status(e);
   }
   return fd;
 }
@@ -124,8 +128,9 @@ int shunt_sock_connect(const struct sockaddr_storage* addr, int64_t deadline_ms,
   for (;;) {
     int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
-      snprintf(err, errlen, "socket: %s", strerror(errno));
-      return -1;
+      int se = errno;
+      snprintf(err, errlen, "socket: %s", strerror(se));
+      return shunt_errno_status(se);
     }
     int e = 0;
     if (connect(fd, (const struct sockaddr*)addr, addr_len(addr)) != 0) {
@@ -147,7 +152,7 @@ int shunt_sock_connect(const struct sockaddr_storage* addr, int64_t deadline_ms,
     /* Refused: the listener may not be up yet; anything else is final. */
     if ((e != ECONNREFUSED && e != EINTR && e != EAGAIN) || shunt_sock_now_ms() + 20 >= deadline_ms) {
       snprintf(err, errlen, "connecting to %s: %s", shunt_sock_str(addr, a, sizeof(a)), strerror(e));
-      return -1;
+      return shunt_errno_status(e);
     }
     usleep(20000);
   }
@@ -157,13 +162,15 @@ int shunt_sock_connect_start(const struct sockaddr_storage* addr, char* err, siz
   char a[80];
   int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {
-    snprintf(err, errlen, "socket: %s", strerror(errno));
-    return -1;
+    int e = errno;
+    snprintf(err, errlen, "socket: %s", strerror(e));
+    return shunt_errno_status(e);
   }
   if (connect(fd, (const struct sockaddr*)addr, addr_len(addr)) != 0 && errno != EINPROGRESS) {
-    snprintf(err, errlen, "connecting to %s: %s", shunt_sock_str(addr, a, sizeof(a)), strerror(errno));
+    int e = errno;
+    snprintf(err, errlen, "connecting to %s: %s", shunt_sock_str(addr, a, sizeof(a)), strerror(e));
     close(fd);
-    return -1;
+    return shunt_errno_status(e);
   }
   no_delay(fd);
   return fd;
@@ -186,14 +193,17 @@ int shunt_sock_send(int fd, const void* buf, size_t n, int64_t deadline_ms, char
       continue;
     }
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      if (wait_fd(fd, POLLOUT, deadline_ms) <= 0) {
+      int r = wait_fd(fd, POLLOUT, deadline_ms);
+      if (r <= 0) {
+        int e = errno;
         snprintf(err, errlen, "send timed out");
-        return -1;
+        return r == 0 ? SHUNT_E_TIMEOUT : shunt_errno_status(e);
       }
       continue;
     }
-    snprintf(err, errlen, "send: %s", w < 0 ? strerror(errno) : "connection closed");
-    return -1;
+    int e = errno;
+    snprintf(err, errlen, "send: %s", w < 0 ? strerror(e) : "connection closed");
+    return w < 0 ? shunt_errno_status(e) : SHUNT_E_PEER;
   }
   return 0;
 }
@@ -210,16 +220,18 @@ int shunt_sock_recv(int fd, void* buf, size_t n, int64_t deadline_ms, char* err,
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
       int r = wait_fd(fd, POLLIN, deadline_ms);
       if (r <= 0) {
+        int e = errno;
         if (r == 0)
           snprintf(err, errlen, "timed out");
         else
-          snprintf(err, errlen, "poll: %s", strerror(errno));
-        return -1;
+          snprintf(err, errlen, "poll: %s", strerror(e));
+        return r == 0 ? SHUNT_E_TIMEOUT : SHUNT_E_SYSTEM;
       }
       continue;
     }
-    snprintf(err, errlen, "%s", got == 0 ? "connection closed by the other end" : strerror(errno));
-    return -1;
+    int e = errno;
+    snprintf(err, errlen, "%s", got == 0 ? "connection closed by the other end" : strerror(e));
+    return got == 0 ? SHUNT_E_PEER : shunt_errno_status(e);
   }
   return 0;
 }

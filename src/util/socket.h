@@ -2,7 +2,10 @@
  * moving exact byte counts before a deadline, and the fixed wire form of an address.
  *
  * Promises: every socket is close-on-exec; no call blocks past its deadline (times are
- * milliseconds of shunt_sock_now_ms, a monotonic clock); nothing raises SIGPIPE. */
+ * milliseconds of shunt_sock_now_ms, a monotonic clock); nothing raises SIGPIPE. A failure is a
+ * SHUNT_E_* code (util/status.h) with its line in err: SHUNT_E_TIMEOUT at the deadline,
+ * SHUNT_E_PEER when the other end refused, closed or reset, SHUNT_E_NET when no interface or
+ * route serves, SHUNT_E_SYSTEM (or the code of its errno) when a system call failed. */
 #ifndef SHUNT_UTIL_SOCKET_H
 #define SHUNT_UTIL_SOCKET_H
 
@@ -18,7 +21,7 @@ struct shunt_wire_addr {
 };
 
 void shunt_wire_from_sockaddr(struct shunt_wire_addr* w, const struct sockaddr_storage* a);
-/* 0, or -1 when w is not an IPv4 or IPv6 address. */
+/* 0, or SHUNT_E_INVALID when w is not an IPv4 or IPv6 address. */
 int shunt_wire_to_sockaddr(const struct shunt_wire_addr* w, struct sockaddr_storage* a);
 
 /* Whether interface `name` passes a SHUNT_SOCKET_IFNAME filter (NCCL_SOCKET_IFNAME syntax: a
@@ -30,23 +33,25 @@ int shunt_sock_ifname_matches(const char* name, const char* filter);
  * or when nothing else qualifies. Without a filter docker* bridges are skipped, as NCCL does. */
 int shunt_sock_pick_addr(struct sockaddr_storage* addr, char* err, size_t errlen);
 
-/* A non-blocking listening socket on addr (port 0: any); fills in the port. The fd, or -1. */
+/* A non-blocking listening socket on addr (port 0: any); fills in the port. The fd, or a
+ * (negative) SHUNT_E_* code. */
 int shunt_sock_listen(struct sockaddr_storage* addr, char* err, size_t errlen);
 
 /* Accepts one pending connection on a non-blocking listening socket: a non-blocking fd, or -1
  * when none is waiting (errno EAGAIN) or on error. */
 int shunt_sock_accept(int lfd);
 
-/* Connects, retrying refused connections until the deadline. A non-blocking fd, or -1. */
+/* Connects, retrying refused connections until the deadline. A non-blocking fd, or a
+ * (negative) SHUNT_E_* code. */
 int shunt_sock_connect(const struct sockaddr_storage* addr, int64_t deadline_ms, char* err, size_t errlen);
 
-/* A non-blocking connect: the fd (connection under way, or -1 with err) ... */
+/* A non-blocking connect: the fd (connection under way), or a (negative) SHUNT_E_* code ... */
 int shunt_sock_connect_start(const struct sockaddr_storage* addr, char* err, size_t errlen);
 /* ... and, once the fd polls writable, its outcome: 0 connected, else the errno. */
 int shunt_sock_connect_result(int fd);
 
-/* Sends or receives exactly n bytes on a non-blocking fd before the deadline: 0, or -1 with
- * the reason in err. */
+/* Sends or receives exactly n bytes on a non-blocking fd before the deadline: 0, or a
+ * SHUNT_E_* code with the reason in err. */
 int shunt_sock_send(int fd, const void* buf, size_t n, int64_t deadline_ms, char* err, size_t errlen);
 int shunt_sock_recv(int fd, void* buf, size_t n, int64_t deadline_ms, char* err, size_t errlen);
 

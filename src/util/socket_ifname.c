@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "util/socket.h"
+#include "util/status.h"
 #include "util/env.h"
 
 int shunt_sock_ifname_matches(const char* name, const char* filter) {
@@ -43,8 +44,9 @@ int shunt_sock_pick_addr(struct sockaddr_storage* addr, char* err, size_t errlen
   const char* filter = shunt_env_str("SHUNT_SOCKET_IFNAME", NULL);
   struct ifaddrs* ifs = NULL;
   if (getifaddrs(&ifs) != 0) {
-    snprintf(err, errlen, "getifaddrs: %s", strerror(errno));
-    return -1;
+    int e = errno;
+    snprintf(err, errlen, "getifaddrs: %s", strerror(e));
+    return shunt_errno_status(e);
   }
   int found = 0;
   for (int pass = 0; pass < 2 && !found; pass++)
@@ -61,7 +63,7 @@ int shunt_sock_pick_addr(struct sockaddr_storage* addr, char* err, size_t errlen
   if (!found) {
     snprintf(err, errlen, "no usable network interface%s%s", filter ? " matches SHUNT_SOCKET_IFNAME=" : "",
              filter ? filter : "");
-    return -1;
+    return SHUNT_E_NET;
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 #include "common/check.h"
 #include "transport/mem.h"
 #include "transport/peers.h"
+#include "util/status.h"
 
 #define NR 4
 #define THREAD_EXCHANGE_RANKS NR
@@ -36,7 +37,7 @@ static int ready(void* ctx, const struct shunt_peers* p, char* err, size_t len) 
   for (uint32_t r = 0; r < NR; r++) a->base[r] = p->base[r];
   if (!a->ready_ok) {
     snprintf(err, len, "my proxy would not start");
-    return -1;
+    return SHUNT_E_SYSTEM; /* reaches this rank's caller as it is */
   }
   a->readied++;
   return 0;
@@ -97,7 +98,7 @@ int main(void) {
   ranks[2].sizes[1] = 4096;
   run(ranks);
   for (uint32_t r = 0; r < NR; r++) {
-    CHECK_EQ_INT(ranks[r].rc, -1);
+    CHECK_EQ_INT(ranks[r].rc, SHUNT_E_INVALID);
     CHECK_EQ_INT(ranks[r].readied, 0);
   }
   CHECK_STR_CONTAINS(ranks[0].err, "rank 2 asked for different world sizes than rank 0");
@@ -106,7 +107,8 @@ int main(void) {
   fresh(ranks);
   ranks[1].local_ok = false;
   run(ranks);
-  for (uint32_t r = 0; r < NR; r++) CHECK_EQ_INT(ranks[r].rc, -1);
+  /* The code says whose failure it was: the rank's own, a peer's for the others. */
+  for (uint32_t r = 0; r < NR; r++) CHECK_EQ_INT(ranks[r].rc, r == 1 ? SHUNT_E_INVALID : SHUNT_E_PEER);
   CHECK_STR_CONTAINS(ranks[1].err, "my region could not be made");
   CHECK_STR_CONTAINS(ranks[3].err, "rank 1 could not create its test region");
 
@@ -114,7 +116,7 @@ int main(void) {
   fresh(ranks);
   ranks[3].ready_ok = false;
   run(ranks);
-  for (uint32_t r = 0; r < NR; r++) CHECK_EQ_INT(ranks[r].rc, -1);
+  for (uint32_t r = 0; r < NR; r++) CHECK_EQ_INT(ranks[r].rc, r == 3 ? SHUNT_E_SYSTEM : SHUNT_E_PEER);
   CHECK_STR_CONTAINS(ranks[3].err, "my proxy would not start");
   CHECK_STR_CONTAINS(ranks[0].err, "rank 3 failed to set up its world");
   for (uint32_t r = 0; r < 3; r++) {

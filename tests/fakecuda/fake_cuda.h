@@ -30,7 +30,8 @@
  *   Nth executor launch of the process; "skip:N" does not run the Nth executor launch at all
  *   (its signals never come); "late:N" starts the Nth executor launch only once its rank's
  *   abort word is up (its peers gave up waiting for it, as for a kernel whose blocks a busy
- *   device could not hold until then). */
+ *   device could not hold until then); "refuse:N" makes the Nth cuLaunchKernel call of the
+ *   executor kernel of the process return CUDA_ERROR_LAUNCH_FAILED (nothing is enqueued). */
 #ifndef FAKECUDA_FAKE_CUDA_H
 #define FAKECUDA_FAKE_CUDA_H
 

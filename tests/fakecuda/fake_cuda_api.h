@@ -30,6 +30,7 @@ int fakecuda_replace(void* p);
 long fakecuda_stream_count(void);
 long long fakecuda_pcie_reads(void);
 long fakecuda_exec_launches(void);
+long fakecuda_exec_calls(void);
 /* Memory freed by its owner while importers or descriptors still hold it (fc_kept.c), and the
  * other processes' allocations this process maps. */
 long long fakecuda_pinned_bytes(void);

@@ -33,6 +33,7 @@ static void parse_fault(const char* v) {
   if (!strncmp(v, "corrupt:", 8)) fault_kind = 'c', fault_at = atol(v + 8);
   if (!strncmp(v, "skip:", 5)) fault_kind = 's', fault_at = atol(v + 5);
   if (!strncmp(v, "late:", 5)) fault_kind = 'l', fault_at = atol(v + 5);
+  if (!strncmp(v, "refuse:", 7)) fault_kind = 'r', fault_at = atol(v + 7);
 }
 
 static void init(void) {
@@ -367,6 +368,38 @@ FC_EXPORT int cuGetErrorString(int e, const char** s) {
       return FC_ERROR_INVALID_VALUE;
   }
   return FC_SUCCESS;
+}
+
+/* The driver's names of the errors the stand-in returns. */
+FC_EXPORT int cuGetErrorName(int e, const char** s) {
+  static const struct {
+    int e;
+    const char* name;
+  } names[] = {{FC_SUCCESS, "CUDA_SUCCESS"},
+               {FC_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE"},
+               {FC_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY"},
+               {FC_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED"},
+               {FC_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE"},
+               {FC_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE"},
+               {FC_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT"},
+               {FC_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE"},
+               {FC_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE"},
+               {FC_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND"},
+               {FC_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY"},
+               {FC_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED"},
+               {FC_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED"},
+               {FC_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED"},
+               {FC_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"},
+               {FC_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"},
+               {FC_ERROR_STREAM_CAPTURE_IMPLICIT, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT"},
+               {FC_ERROR_STREAM_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD"}};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (names[i].e == e) {
+      *s = names[i].name;
+      return FC_SUCCESS;
+    }
+  *s = NULL;
+  return FC_ERROR_INVALID_VALUE;
 }
 
 FC_EXPORT void fakecuda_fault(const char* spec) {

@@ -760,6 +760,13 @@ FC_EXPORT int cuMemsetD8_v2(unsigned long long dst, unsigned char v, size_t n) {
   return FC_SUCCESS;
 }
 
+static long exec_calls; /* cuLaunchKernel calls of the executor kernel */
+
+/* How many times the executor kernel was launched (cuLaunchKernel calls, refused ones too). */
+FC_EXPORT long fakecuda_exec_calls(void) {
+  return __atomic_load_n(&exec_calls, __ATOMIC_RELAXED);
+}
+
 FC_EXPORT int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                              unsigned bz, unsigned smem, void* h, void** params, void** extra) {
   if (extra || gy != 1 || gz != 1 || by != 1 || bz != 1) return FC_ERROR_INVALID_VALUE;
@@ -775,6 +782,9 @@ FC_EXPORT int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, uns
   struct op* o = op_new(OP_KERNEL);
   if (!o) return FC_ERROR_OUT_OF_MEMORY;
   int e = fc_launch_pack(f, gx, bx, smem, params, &o->launch);
+  if (e == FC_SUCCESS && o->launch.kind == FC_K_EXEC &&
+      fc_fault_for(__atomic_add_fetch(&exec_calls, 1, __ATOMIC_RELAXED)) == 'r')
+    e = FC_ERROR_LAUNCH_FAILED; /* the launch the driver refuses (fake_cuda.h: refuse:N) */
   if (e != FC_SUCCESS) {
     free(o);
     return e;

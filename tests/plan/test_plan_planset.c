@@ -8,6 +8,7 @@
 
 #include "common/check.h"
 #include "plan/planset.h"
+#include "util/status.h"
 #include "plan_test_util.h"
 
 static const struct shunt_plan_entry* find(const struct shunt_planset* ps, const char* file) {
@@ -133,7 +134,7 @@ static void test_bad_files(void) {
   /* Missing and unreadable folders. */
   char missing[4200];
   snprintf(missing, sizeof(missing), "%s/no-such-folder", dir);
-  CHECK_EQ_INT(shunt_planset_load(missing, NULL, &ps, &e), -1);
+  CHECK_EQ_INT(shunt_planset_load(missing, NULL, &ps, &e), SHUNT_E_SYSTEM); /* opendir: ENOENT */
   CHECK(ps != NULL && shunt_planset_count(ps) == 0);
   CHECK_EQ_INT(e.n, 1);
   if (e.n) CHECK_STR_CONTAINS(e.v[0].reason, "cannot open plan folder");
@@ -141,7 +142,7 @@ static void test_bad_files(void) {
   shunt_plan_errors_free(&e);
   if (!root) {
     CHECK(chmod(dir, 0) == 0);
-    CHECK_EQ_INT(shunt_planset_load(dir, NULL, &ps, &e), -1);
+    CHECK_EQ_INT(shunt_planset_load(dir, NULL, &ps, &e), SHUNT_E_SYSTEM); /* EACCES */
     CHECK_EQ_INT(e.n, 1);
     shunt_planset_free(ps);
     shunt_plan_errors_free(&e);

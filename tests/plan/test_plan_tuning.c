@@ -3,6 +3,7 @@
 
 #include "common/check.h"
 #include "plan/tuning.h"
+#include "util/status.h"
 
 static void test_sizes(void) {
   uint64_t v;
@@ -64,7 +65,7 @@ static void test_rules(void) {
   shunt_plan_errors_free(&e);
 
   /* A missing file is an error value, not a crash. */
-  CHECK_EQ_INT(shunt_tuning_load("/nonexistent/x.tuning", &t, &e), -1);
+  CHECK_EQ_INT(shunt_tuning_load("/nonexistent/x.tuning", &t, &e), SHUNT_E_SYSTEM);
   CHECK_EQ_INT(e.n, 1);
   shunt_tuning_free(&t);
   shunt_plan_errors_free(&e);

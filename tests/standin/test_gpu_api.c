@@ -620,6 +620,28 @@ static void run_tunefail(ncclComm_t comm, int rank, fc_handle st) {
   cuMemFree_v2(d);
 }
 
+/* The driver refuses the next launch of the executor kernel on every rank: the call fails with
+ * that CUDA error, named with the call that returned it, as the WARN and the last error say. */
+static void run_refused(ncclComm_t comm, fc_handle st) {
+  char spec[32];
+  snprintf(spec, sizeof(spec), "refuse:%ld", fakecuda_exec_calls() + 1);
+  fakecuda_fault(spec);
+  unsigned long long a = dalloc(4096 * sizeof(float));
+  ncclResult_t rc =
+      ncclAllReduce((void*)(uintptr_t)a, (void*)(uintptr_t)a, 4096, ncclFloat, ncclSum, comm, st);
+  CHECK_EQ_INT(rc, ncclInternalError);
+  const char* last = ncclGetLastError(comm);
+  const char* tail = last ? strstr(last, " failed: ") : NULL;
+  CHECK_MSG(
+      tail && !strcmp(tail,
+                      " failed: cuLaunchKernel(exec): CUDA_ERROR_LAUNCH_FAILED (unspecified launch failure)"),
+      "the last error names no refused launch: %s", last ? last : "(none)");
+  ncclResult_t st_rc = ncclSuccess;
+  CHECK_EQ_INT(ncclCommGetAsyncError(comm, &st_rc), ncclSuccess);
+  CHECK_EQ_INT(st_rc, ncclInternalError);
+  CHECK_EQ_INT(cuStreamSynchronize(st), 0);
+}
+
 static int run_rank(int rank, ncclUniqueId id) {
   setup_device();
   if (!strcmp(scenario, "corrupt") && rank == 1) fakecuda_fault("corrupt:1");
@@ -650,6 +672,8 @@ static int run_rank(int rank, ncclUniqueId id) {
   } else if (!strcmp(scenario, "corrupt") || !strcmp(scenario, "skip") || !strcmp(scenario, "off")) {
     float_sums(comm, rank, st, 0);
     CHECK_MSG(init_s < 20, "rank %d: creation with the failing self-check took %.1f s", rank, init_s);
+  } else if (!strcmp(scenario, "refuse")) {
+    run_refused(comm, st);
   } else if (!strcmp(scenario, "abort")) {
     float_sums(comm, rank, st, 1);
     if (rank == 0) {

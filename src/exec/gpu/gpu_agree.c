@@ -12,6 +12,7 @@
 
 #include "transport/shm.h"
 #include "util/env.h"
+#include "util/status.h"
 
 struct slot {
   _Atomic uint64_t seq; /* the round whose record this slot holds */
@@ -89,7 +90,7 @@ int shunt_gpu_agree_round(struct shunt_gpu_agree* a, uint64_t seq, const void* m
                           bool (*stop)(void*), void* arg, char* err, size_t len) {
   if (bytes > SHUNT_GPU_AGREE_RECORD) {
     snprintf(err, len, "an agreement record of %zu bytes", bytes);
-    return -1;
+    return SHUNT_E_INVALID;
   }
   /* My slot of this parity was last written two rounds ago; every rank has read it since (it
    * wrote its record of the round in between only after reading every record of the one before). */
@@ -109,12 +110,12 @@ int shunt_gpu_agree_round(struct shunt_gpu_agree* a, uint64_t seq, const void* m
       }
       if (stop && spins % 64 == 0 && stop(arg)) {
         snprintf(err, len, "gave up waiting for rank %u: the communicator failed", q);
-        return -1;
+        return SHUNT_E_ABORTED;
       }
       if (start == 0) start = now_s();
       if (a->timeout_s && now_s() - start > (double)a->timeout_s) {
         snprintf(err, len, "rank %u did not reach the call within %lld s", q, (long long)a->timeout_s);
-        return -1;
+        return SHUNT_E_TIMEOUT;
       }
       nanosleep(&(struct timespec){0, 50000}, NULL);
     }

@@ -11,7 +11,8 @@
  *   next round while a slow one still reads this one.
  * - A rank that does not arrive within SHUNT_BOOTSTRAP_TIMEOUT seconds (default 300), or
  *   stop(arg) turning true while waiting (a broken world: a peer may never come), makes the
- *   round fail (-1 with a message); the communicator is then broken, as after any rank that
+ *   round fail (SHUNT_E_TIMEOUT, or SHUNT_E_ABORTED when stop said so, with a message); the
+ *   communicator is then broken, as after any rank that
  *   never reached a collective.
  * Private to src/exec/gpu. */
 #ifndef SHUNT_EXEC_GPU_AGREE_H

@@ -345,11 +345,8 @@ static int gpu_backend_prepare(struct shunt_backend* b, const struct shunt_plan*
     }
   }
   struct shunt_gpu_world* made = NULL;
-  char why[512];
-  int rc = shunt_gpu_world_create(b->rank, b->nranks, &cfg, &b->ex, &made, why, sizeof(why));
-  if (rc != SHUNT_OK)
-    SHUNT_FAIL(rc == SHUNT_E_NOMEM ? SHUNT_E_NOMEM : SHUNT_E_INVALID, "the GPU backend could not set up: %s",
-               why);
+  SHUNT_TRY_AT(shunt_gpu_world_create(b->rank, b->nranks, &cfg, &b->ex, &made, err, len),
+               "the GPU backend could not set up");
   g->cfg = cfg;
   if (tail_cap) {
     const struct shunt_cu* cu = shunt_gpu_world_cu(made);
@@ -361,7 +358,8 @@ static int gpu_backend_prepare(struct shunt_backend* b, const struct shunt_plan*
     if (e != CUDA_SUCCESS) {
       /* Every rank tears its new world down with the others. */
       shunt_gpu_world_destroy(made);
-      SHUNT_FAIL(SHUNT_E_NOMEM, "device memory for a %llu-byte tail: %s", (unsigned long long)tail_cap,
+      SHUNT_FAIL(e == CUDA_ERROR_OUT_OF_MEMORY ? SHUNT_E_NOMEM : SHUNT_E_CUDA,
+                 "cuMemAlloc(device memory for a %llu-byte tail): %s", (unsigned long long)tail_cap,
                  shunt_cu_error(e));
     }
     g->tail = (char*)(uintptr_t)d;
@@ -427,8 +425,7 @@ static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const s
                        const struct shunt_gpu_zc* z, char* err, size_t len) {
   int code = 0;
   struct shunt_gpu_prog* gp = upload_for(g, w, c->plan, shape, &code, err, len);
-  if (!gp)
-    return code == SHUNT_E_UNFIT ? SHUNT_E_UNFIT : code == SHUNT_E_NOMEM ? SHUNT_E_NOMEM : SHUNT_E_INVALID;
+  if (!gp) return code;
   struct shunt_gpu_run r = {w,    gp,   in,   out, c->scalar, c->timeout_ms * 1000000ull,
                             true, NULL, NULL, 0,   0,         c->scalar_on_device};
   /* The tables hold each rank's own address of this call's buffers: no offset on top. */
@@ -437,8 +434,7 @@ static int launch_part(struct gpu_backend* g, struct shunt_gpu_world* w, const s
     r.zc_in = z->in;
   }
   atomic_store(&g->last, gp->host);
-  int rc = shunt_gpu_launch(&r, (CUstream)c->stream, err, len);
-  return rc == SHUNT_OK ? SHUNT_OK : rc == SHUNT_E_NOMEM ? SHUNT_E_NOMEM : SHUNT_E_INVALID;
+  return shunt_gpu_launch(&r, (CUstream)c->stream, err, len);
 }
 
 /* A root's input moved into its output (exec/backend.h: move_from), memmove on the device, in
@@ -469,7 +465,7 @@ static int move_input(struct gpu_backend* g, struct shunt_gpu_world* w, const st
     done += b;
   }
   if (e == CUDA_SUCCESS) return SHUNT_OK;
-  SHUNT_FAIL(SHUNT_E_INVALID, "moving the root's input into its output: %s", shunt_cu_error(e));
+  SHUNT_FAIL(SHUNT_E_CUDA, "cuMemcpyAsync(moving the root's input into its output): %s", shunt_cu_error(e));
 }
 
 static CUresult copies_async(const struct shunt_cu* cu, const struct shunt_copies* c, CUstream st) {
@@ -497,12 +493,14 @@ static int run_call(struct gpu_backend* g, struct shunt_gpu_world* w, const stru
     SHUNT_FAIL(SHUNT_E_INVALID, "the tail staging holds %llu bytes, the call needs %llu",
                (unsigned long long)g->tail_cap, (unsigned long long)pt.zero_bytes);
   CUresult e = cu->MemsetD8Async(DP(pt.zero), 0, pt.zero_bytes, st);
-  if (e == CUDA_SUCCESS) e = copies_async(cu, &pt.tail_in, st);
-  if (e != CUDA_SUCCESS) SHUNT_FAIL(SHUNT_E_INVALID, "staging the tail: %s", shunt_cu_error(e));
+  if (e != CUDA_SUCCESS) SHUNT_FAIL(SHUNT_E_CUDA, "cuMemsetD8Async(staging the tail): %s", shunt_cu_error(e));
+  e = copies_async(cu, &pt.tail_in, st);
+  if (e != CUDA_SUCCESS) SHUNT_FAIL(SHUNT_E_CUDA, "cuMemcpyAsync(staging the tail): %s", shunt_cu_error(e));
   int rc = launch_part(g, w, c, pt.tail.shape, pt.tail.in, pt.tail.out, NULL, err, len);
   if (rc != SHUNT_OK) return rc;
   e = copies_async(cu, &pt.tail_out, st);
-  if (e != CUDA_SUCCESS) SHUNT_FAIL(SHUNT_E_INVALID, "copying the tail out: %s", shunt_cu_error(e));
+  if (e != CUDA_SUCCESS)
+    SHUNT_FAIL(SHUNT_E_CUDA, "cuMemcpyAsync(copying the tail out): %s", shunt_cu_error(e));
   return SHUNT_OK;
 }
 
@@ -594,8 +592,9 @@ static int gpu_backend_run(struct shunt_backend* b, const struct shunt_backend_c
   if (!w) SHUNT_FAIL(SHUNT_E_INVALID, "no world");
   if (shunt_gpu_world_broken(w)) {
     char why[1024];
-    shunt_gpu_world_check(w, atomic_load(&g->last), why, sizeof(why));
-    SHUNT_FAIL(SHUNT_E_TIMEOUT, "an earlier run on this communicator failed: %s", why);
+    int was = shunt_gpu_world_check(w, atomic_load(&g->last), why, sizeof(why));
+    SHUNT_FAIL(was != SHUNT_OK ? was : SHUNT_E_ABORTED, "an earlier run on this communicator failed: %s",
+               why);
   }
   uint32_t ra, rb;
   if (!shunt_gpu_world_fits(w, c->plan->ranks_per_node, &ra, &rb))
@@ -616,22 +615,22 @@ static int gpu_backend_run(struct shunt_backend* b, const struct shunt_backend_c
   /* Registered buffers are reached in place through CUDA IPC, which a rank of another host
    * has not: a world across hosts stages them. */
   struct shunt_gpu_zc z = {NULL, NULL};
-  if (c->split->head && !shunt_gpu_world_spans(w) && plan_reaches_user(c->plan) &&
-      zero_copy(g, c, &z, err, len) != 0)
-    return SHUNT_E_INVALID;
+  if (c->split->head && !shunt_gpu_world_spans(w) && plan_reaches_user(c->plan))
+    SHUNT_TRY(zero_copy(g, c, &z, err, len));
   bool capturing = shunt_gpu_stream_capturing(c->stream);
   if (capturing) g->captured = true;
   struct shunt_cu_guard cg = shunt_cu_enter(shunt_gpu_world_cu(w), shunt_gpu_world_ctx(w), 0);
-  int rc = SHUNT_E_INVALID;
-  if (shunt_gpu_world_order_begin(w, (CUstream)c->stream, err, len) == 0) {
+  int rc = shunt_gpu_world_order_begin(w, (CUstream)c->stream, err, len);
+  if (rc == SHUNT_OK) {
     rc = c->move_from ? move_input(g, w, c, err, len) : SHUNT_OK;
     if (rc == SHUNT_OK) rc = run_call(g, w, c, &z, err, len);
     if (capturing) tie_to_graph(g, (CUstream)c->stream);
     /* Recorded even after a failure midway: what was enqueued is ordered before the next. */
     char why[256];
-    if (shunt_gpu_world_order_end(w, (CUstream)c->stream, true, why, sizeof(why)) != 0 && rc == SHUNT_OK) {
+    int end = shunt_gpu_world_order_end(w, (CUstream)c->stream, true, why, sizeof(why));
+    if (end != SHUNT_OK && rc == SHUNT_OK) {
       shunt_setf(err, len, "%s", why);
-      rc = SHUNT_E_INVALID;
+      rc = end;
     }
   }
   shunt_cu_leave(&cg);
@@ -670,7 +669,7 @@ static int gpu_backend_check(struct shunt_backend* b, char* err, size_t len) {
   if (err && len) err[0] = 0;
   struct shunt_gpu_world* w = atomic_load(&g->world);
   if (!w) return SHUNT_OK;
-  return shunt_gpu_world_check(w, atomic_load(&g->last), err, len) == SHUNT_OK ? SHUNT_OK : SHUNT_E_TIMEOUT;
+  return shunt_gpu_world_check(w, atomic_load(&g->last), err, len);
 }
 
 static void gpu_backend_abort(struct shunt_backend* b) {

@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/status.h"
+
 #define TAKE_TIMEOUT_S 10
 #define ANSWER_TIMEOUT_S 2 /* a taker that connects and says nothing holds the thread no longer */
 
@@ -134,8 +136,9 @@ static int start_locked(char* err, size_t len) {
   pthread_once(&atfork_once, install_atfork);
   int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) {
-    snprintf(err, len, "socket: %s", strerror(errno));
-    return -1;
+    int e = errno;
+    snprintf(err, len, "socket: %s", strerror(e));
+    return shunt_errno_status(e);
   }
   int e = EADDRINUSE;
   for (int tries = 0; tries < 4 && e == EADDRINUSE; tries++) {
@@ -155,7 +158,7 @@ static int start_locked(char* err, size_t len) {
     snprintf(err, len, "a socket to pass descriptors on: %s", strerror(e));
     close(s);
     name[0] = 0;
-    return -1;
+    return SHUNT_E_SYSTEM;
   }
   listener = s;
   return 0;
@@ -165,7 +168,7 @@ int shunt_fdpass_offer(int fd, struct shunt_fdpass_ticket* t, char* err, size_t 
   struct offer* o = malloc(sizeof(*o));
   if (!o) {
     snprintf(err, len, "out of memory");
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   pthread_mutex_lock(&mu);
   int rc = start_locked(err, len);
@@ -197,13 +200,14 @@ void shunt_fdpass_withdraw(const struct shunt_fdpass_ticket* t) {
 int shunt_fdpass_take(const struct shunt_fdpass_ticket* t, char* err, size_t len) {
   int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) {
-    snprintf(err, len, "socket: %s", strerror(errno));
-    return -1;
+    int e = errno;
+    snprintf(err, len, "socket: %s", strerror(e));
+    return shunt_errno_status(e);
   }
   timeouts(s, TAKE_TIMEOUT_S);
   struct sockaddr_un a;
   socklen_t al = address(&a, t->name);
-  int fd = -1;
+  int fd = SHUNT_E_PEER; /* until the owner hands a descriptor over */
   char got = 0;
   union {
     struct cmsghdr h;

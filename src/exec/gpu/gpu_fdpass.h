@@ -13,9 +13,10 @@
  * - The thread answers only a process of the same user (SO_PEERCRED) that presents a ticket
  *   offered and not withdrawn (its 64-bit key random too); each answer is one connection, the
  *   descriptor duplicated into the taker by the kernel.
- * - shunt_fdpass_take returns a descriptor of the taker's own (to close), or -1 with why: the
- *   owner gone, the offer withdrawn, no answer within 10 s, or the socket not reachable (another
- *   network namespace).
+ * - shunt_fdpass_take returns a descriptor of the taker's own (to close), or a negative code
+ *   (util/status.h) with why: SHUNT_E_PEER for the owner gone, the offer withdrawn, no answer
+ *   within 10 s, or the socket not reachable (another network namespace); the socket's code
+ *   when none could be made.
  * - A child made by fork(2) starts with no offers and no socket (the thread is not copied).
  * Private to src/exec/gpu. */
 #ifndef SHUNT_EXEC_GPU_FDPASS_H
@@ -31,7 +32,7 @@ struct shunt_fdpass_ticket {
   char name[SHUNT_FDPASS_NAME];
 };
 
-/* 0, or -1 with a message (no socket or thread could be made). */
+/* 0, or SHUNT_E_SYSTEM (SHUNT_E_NOMEM) with a message (no socket or thread could be made). */
 int shunt_fdpass_offer(int fd, struct shunt_fdpass_ticket* t, char* err, size_t len);
 void shunt_fdpass_withdraw(const struct shunt_fdpass_ticket* t);
 int shunt_fdpass_take(const struct shunt_fdpass_ticket* t, char* err, size_t len);

@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "util/status.h"
+
 #define MAX_DEVICES 64
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -24,7 +26,7 @@ static int load(const struct shunt_cu* cu, struct shunt_gpu_kernels* k, char* er
   if (e != CUDA_SUCCESS) {
     snprintf(err, len, "loading the GPU kernels: %s%s", shunt_cu_error(e),
              built ? "" : " (libshunt was built without nvcc: it has no GPU kernels)");
-    return -1;
+    return SHUNT_E_CUDA;
   }
   static const char* const names[] = {"shunt_gpu_exec_kernel", "shunt_gpu_pre_kernel", "shunt_gpu_post_kernel",
                                       "shunt_gpu_check_kernel"};
@@ -34,7 +36,7 @@ static int load(const struct shunt_cu* cu, struct shunt_gpu_kernels* k, char* er
     if ((e = cu->ModuleGetFunction(fns[i], mod, names[i])) != CUDA_SUCCESS ||
         (e = cu->FuncGetAttribute(&attr, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, *fns[i])) != CUDA_SUCCESS) {
       snprintf(err, len, "GPU kernel %s: %s", names[i], shunt_cu_error(e));
-      return -1;
+      return SHUNT_E_CUDA;
     }
   }
   return 0;
@@ -44,7 +46,7 @@ int shunt_gpu_kernels_get(const struct shunt_cu* cu, CUdevice dev, struct shunt_
                           size_t len) {
   if (dev < 0 || dev >= MAX_DEVICES) {
     snprintf(err, len, "device %d: at most %d devices are supported", dev, MAX_DEVICES);
-    return -1;
+    return SHUNT_E_INVALID;
   }
   /* The current context (the device's primary one) and its identity: without cuCtxGetId (a
    * driver before CUDA 12) a reset under the same handle cannot be told apart. */
@@ -56,7 +58,7 @@ int shunt_gpu_kernels_get(const struct shunt_cu* cu, CUdevice dev, struct shunt_
   if (e != CUDA_SUCCESS) {
     snprintf(err, len, "device %d: no current context to load the GPU kernels in: %s", dev,
              shunt_cu_error(e));
-    return -1;
+    return SHUNT_E_CUDA;
   }
   pthread_mutex_lock(&mu);
   int rc = 0;
@@ -73,9 +75,10 @@ int shunt_gpu_kernels_get(const struct shunt_cu* cu, CUdevice dev, struct shunt_
 int shunt_gpu_coresident_blocks(const struct shunt_cu* cu, const struct shunt_gpu_kernels* k, CUdevice dev,
                                 uint32_t threads, uint32_t smem, uint32_t* out) {
   int per_sm = 0, sms = 0;
-  if (cu->DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) != CUDA_SUCCESS) return -1;
+  if (cu->DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) != CUDA_SUCCESS)
+    return SHUNT_E_CUDA;
   if (cu->OccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k->exec, (int)threads, smem) != CUDA_SUCCESS)
-    return -1;
+    return SHUNT_E_CUDA;
   *out = (uint32_t)per_sm * (uint32_t)sms;
   return 0;
 }

@@ -7,8 +7,8 @@
  * executor kernel that waits for this rank would deadlock), and returns the handles; later
  * calls for the device return the same handles without a driver call. The primary context of
  * the device must be current; a module of a context that is gone (the device was reset) is
- * loaded again in the current one. 0, or a CUDA error with a message (a library built without nvcc
- * has no kernels to load, and says so). Private to src/exec/gpu. */
+ * loaded again in the current one. 0, or SHUNT_E_CUDA with a message naming the driver's error
+ * (a library built without nvcc has no kernels to load, and says so). Private to src/exec/gpu. */
 #ifndef SHUNT_EXEC_GPU_KERNELS_H
 #define SHUNT_EXEC_GPU_KERNELS_H
 
@@ -25,7 +25,8 @@ int shunt_gpu_kernels_get(const struct shunt_cu* cu, CUdevice dev, struct shunt_
                           size_t len);
 
 /* How many blocks of `threads` threads (and `smem` bytes of dynamic shared memory) of the
- * executor kernel the device holds at once; 0 or -1. */
+ * executor kernel the device holds at once; 0 or SHUNT_E_CUDA (no words: the caller's
+ * residency check reports it). */
 int shunt_gpu_coresident_blocks(const struct shunt_cu* cu, const struct shunt_gpu_kernels* k, CUdevice dev,
                                 uint32_t threads, uint32_t smem, uint32_t* out);
 

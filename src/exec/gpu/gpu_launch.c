@@ -17,27 +17,32 @@ static unsigned elem_grid(uint64_t n) {
 }
 
 /* Every step is a stream operation, in exec/steps.h's order. cuLaunchKernel returns this
- * launch's own error (no error state is left behind for later calls to find). */
+ * launch's own error (no error state is left behind for later calls to find). A failure is
+ * SHUNT_E_CUDA naming the driver call and the step ("cuLaunchKernel(exec): CUDA_ERROR_..."). */
 static int enqueue(struct shunt_gpu_world* w, const struct shunt_cu* cu, const struct shunt_gpu_kernels* fn,
                    struct shunt_steps st, struct shunt_gpu_kargs k, struct shunt_gpu_prog* gp,
                    const struct shunt_program* p, const struct shunt_gpu_run* zc, CUstream stream, char* err,
                    size_t len) {
   CUresult e = CUDA_SUCCESS;
-#define CU(x)                                                                                 \
-  do {                                                                                        \
-    if ((e = (x)) != CUDA_SUCCESS) SHUNT_FAIL(SHUNT_E_CUDA, "%s: %s", #x, shunt_cu_error(e)); \
+#define CU(call, x)                                                                             \
+  do {                                                                                          \
+    if ((e = (x)) != CUDA_SUCCESS) SHUNT_FAIL(SHUNT_E_CUDA, "%s: %s", call, shunt_cu_error(e)); \
   } while (0)
   if (!gp->uploaded) {
     int cs = CU_STREAM_CAPTURE_STATUS_NONE;
     if (cu->StreamIsCapturing(stream, &cs) != CUDA_SUCCESS) cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    CU((CUresult)shunt_gpu_prog_upload(gp, stream, cs != CU_STREAM_CAPTURE_STATUS_NONE));
+    SHUNT_TRY(shunt_gpu_prog_upload(gp, stream, cs != CU_STREAM_CAPTURE_STATUS_NONE, err, len));
   }
-  if (st.seed_bytes) CU(cu->MemcpyAsync(DP(st.seed_dst), DP(st.seed_src), st.seed_bytes, stream));
+  if (st.seed_bytes)
+    CU("cuMemcpyAsync(seed)", cu->MemcpyAsync(DP(st.seed_dst), DP(st.seed_src), st.seed_bytes, stream));
   if (st.pre_n) {
     void* a[] = {&st.pre_dst, &st.pre_src, &st.pre_n, &st.pre_red, &st.pre_scalar};
-    CU(cu->LaunchKernel(fn->pre, elem_grid(st.pre_n), 1, 1, 256, 1, 1, 0, stream, a, NULL));
+    CU("cuLaunchKernel(pre)",
+       cu->LaunchKernel(fn->pre, elem_grid(st.pre_n), 1, 1, 256, 1, 1, 0, stream, a, NULL));
   }
-  if (st.copy_in_bytes) CU(cu->MemcpyAsync(DP(st.copy_in_dst), DP(st.copy_in_src), st.copy_in_bytes, stream));
+  if (st.copy_in_bytes)
+    CU("cuMemcpyAsync(copy in)",
+       cu->MemcpyAsync(DP(st.copy_in_dst), DP(st.copy_in_src), st.copy_in_bytes, stream));
   shunt_gpu_kargs_run(&k, gp->dev, gp->sems, &st, gp->port_used, gp->smem);
   if (st.zc_in) k.zc_in = zc->zc_in, k.zc_in_off = zc->zc_in_off;
   if (st.zc_out) k.zc_out = zc->zc_out, k.zc_out_off = zc->zc_out_off;
@@ -52,9 +57,11 @@ static int enqueue(struct shunt_gpu_world* w, const struct shunt_cu* cu, const s
   }
   if (st.post_n) {
     void* a[] = {&st.out, &st.post_n, &st.post_red};
-    CU(cu->LaunchKernel(fn->post, elem_grid(st.post_n), 1, 1, 256, 1, 1, 0, stream, a, NULL));
+    CU("cuLaunchKernel(post)",
+       cu->LaunchKernel(fn->post, elem_grid(st.post_n), 1, 1, 256, 1, 1, 0, stream, a, NULL));
   }
-  if (st.back_bytes) CU(cu->MemcpyAsync(DP(st.back_dst), DP(st.back_src), st.back_bytes, stream));
+  if (st.back_bytes)
+    CU("cuMemcpyAsync(copy out)", cu->MemcpyAsync(DP(st.back_dst), DP(st.back_src), st.back_bytes, stream));
 #undef CU
   return SHUNT_OK;
 }
@@ -95,13 +102,18 @@ int shunt_gpu_launch(const struct shunt_gpu_run* run, struct CUstream_st* stream
    * current one); the caller's is put back. */
   struct shunt_cu_guard g = shunt_cu_enter(cu, shunt_gpu_world_ctx(w), 0);
   /* One launch of a world at a time, after the previous one whatever its stream. */
-  int rc = SHUNT_E_CUDA;
+  int rc;
   if (run->ordered) {
     rc = enqueue(w, cu, shunt_gpu_world_fns(w), st, k, gp, p, run, stream, err, len);
-  } else if (shunt_gpu_world_order_begin(w, stream, err, len) == 0) {
+  } else if ((rc = shunt_gpu_world_order_begin(w, stream, err, len)) == SHUNT_OK) {
     rc = enqueue(w, cu, shunt_gpu_world_fns(w), st, k, gp, p, run, stream, err, len);
-    if (shunt_gpu_world_order_end(w, stream, rc == SHUNT_OK, err, len) != 0 && rc == SHUNT_OK)
-      rc = SHUNT_E_CUDA;
+    /* A failure of the launch itself is the one reported. */
+    char why[256];
+    int end = shunt_gpu_world_order_end(w, stream, rc == SHUNT_OK, why, sizeof(why));
+    if (end != SHUNT_OK && rc == SHUNT_OK) {
+      shunt_setf(err, len, "%s", why);
+      rc = end;
+    }
   }
   shunt_cu_leave(&g);
   return rc;

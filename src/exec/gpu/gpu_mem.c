@@ -10,6 +10,7 @@
 #include "exec/backend.h"
 #include "exec/gpu/gpu_vmm.h"
 #include "transport/cu.h"
+#include "util/status.h"
 
 /* Every allocation made here, so that ncclMemFree can tell its own from NCCL's. */
 struct mem {
@@ -22,11 +23,11 @@ static struct mem* mems;
 
 int shunt_gpu_mem_alloc(size_t bytes, void** out, char* err, size_t len) {
   const struct shunt_cu* cu = shunt_cu(err, len);
-  if (!cu) return -1;
+  if (!cu) return SHUNT_E_CUDA;
   CUcontext ctx = NULL;
   if (cu->CtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) {
     snprintf(err, len, "no current CUDA context in this thread");
-    return -1;
+    return SHUNT_E_CUDA;
   }
   struct mem* m = calloc(1, sizeof(*m));
   CUdevice dev = 0;
@@ -38,14 +39,14 @@ int shunt_gpu_mem_alloc(size_t bytes, void** out, char* err, size_t len) {
     if (e != CUDA_SUCCESS) {
       free(m);
       snprintf(err, len, "cuMemAlloc of %zu bytes: %s (no VMM memory: %s)", bytes, shunt_cu_error(e), why);
-      return -1;
+      return e == CUDA_ERROR_OUT_OF_MEMORY ? SHUNT_E_NOMEM : SHUNT_E_CUDA;
     }
     m->p = (void*)(uintptr_t)d;
     m->vmm_bytes = 0;
   }
   if (!m) {
     snprintf(err, len, "out of memory");
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   pthread_mutex_lock(&mu);
   m->next = mems;

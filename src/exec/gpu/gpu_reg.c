@@ -10,6 +10,7 @@
 #include "transport/cu.h"
 #include "util/host.h"
 #include "util/log.h"
+#include "util/status.h"
 
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
 #define TABLE_BUCKETS 64
@@ -282,18 +283,18 @@ static int map_open(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, uint32
   if (map_find(rs, rank, s->buffer_id)) return 0;
   if (!s->has_handle) {
     snprintf(err, len, "rank %u's registered buffer cannot be exported through CUDA IPC", rank);
-    return -1;
+    return SHUNT_E_INVALID;
   }
   struct ipc_map* m = calloc(1, sizeof(*m));
   if (!m) {
     snprintf(err, len, "out of memory");
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   CUresult e = shunt_gpu_peer_mem_open(cu, &s->handle, &m->base);
   if (e != CUDA_SUCCESS) {
     snprintf(err, len, "opening rank %u's registered buffer: %s", rank, shunt_cu_error(e));
     free(m);
-    return -1;
+    return SHUNT_E_CUDA;
   }
   m->rank = rank;
   m->buffer_id = s->buffer_id;
@@ -501,8 +502,7 @@ static int judge(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, struct sh
     }
   struct card vote = cards[rank];
   vote.vote = mine;
-  if (shunt_gpu_agree_round(board, ++rs->rounds, &vote, sizeof(vote), cards, stop, arg, err, len) != 0)
-    return -1;
+  SHUNT_TRY(shunt_gpu_agree_round(board, ++rs->rounds, &vote, sizeof(vote), cards, stop, arg, err, len));
   bool all = true;
   for (uint32_t q = 0; q < nranks; q++) all = all && cards[q].vote;
   if (!mine)
@@ -518,7 +518,7 @@ static int judge(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, struct sh
         /* Its peers recorded the verdict and this rank cannot: their later rounds would no
          * longer match this rank's, so the call fails (the communicator is broken). */
         snprintf(err, len, "out of memory for the zero-copy verdicts");
-        return -1;
+        return SHUNT_E_NOMEM;
       }
       kn->rank = q;
       kn->buffer_id = s->buffer_id;
@@ -584,7 +584,7 @@ int shunt_gpu_reg_bind(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, CUc
     free(addrs);
     pthread_mutex_unlock(&rs->bind_mu);
     snprintf(err, len, "out of memory for the zero-copy binding");
-    return -1;
+    return SHUNT_E_NOMEM;
   }
   rs->binds++;
   struct card me = {0};

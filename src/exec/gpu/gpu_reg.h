@@ -91,9 +91,9 @@ struct shunt_gpu_reg_waits {
 
 /* Collective (see above): every rank calls it at the same calls with the same board; a new
  * table is uploaded on `stream` (a non-blocking stream of ctx, synchronized). captured: the
- * call is being captured into a graph. 0 and *z filled (possibly staged); -1 with a message
- * when the round itself failed (a rank did not arrive, or stop said to give up waiting: the
- * world broke): the call must fail. */
+ * call is being captured into a graph. 0 and *z filled (possibly staged); the round's code
+ * (gpu_agree.h) or SHUNT_E_NOMEM with a message when the round itself failed (a rank did not arrive, or stop
+ * said to give up waiting: the world broke): the call must fail. */
 int shunt_gpu_reg_bind(struct shunt_gpu_regs* rs, const struct shunt_cu* cu, CUcontext ctx, CUstream stream,
                        struct shunt_gpu_agree* board, uint32_t rank, uint32_t nranks, const void* in,
                        uint64_t in_bytes, const void* out, uint64_t out_bytes, bool inplace, bool captured,

@@ -236,7 +236,7 @@ static int alloc_bufs(struct bufs* B, uint64_t in_cap, uint64_t out_cap, char* w
   B->host_cap = B->host ? host_cap : 0;
   if (e == CUDA_SUCCESS) return 0;
   snprintf(what, wlen, "setup: device memory for the check: %s", shunt_cu_error(e));
-  return -1;
+  return e == CUDA_ERROR_OUT_OF_MEMORY ? SHUNT_E_NOMEM : SHUNT_E_CUDA;
 }
 
 static void free_bufs(struct bufs* B) {
@@ -309,7 +309,7 @@ int shunt_gpu_selfcheck(struct shunt_backend* b, const struct shunt_plan* const*
   double t0 = now_ms();
   memset(out, 0, sizeof(*out));
   struct vote* all = calloc(b->nranks, sizeof(*all));
-  if (!all) return -1; /* cannot vote: the caller treats it as a local failure everywhere */
+  if (!all) return SHUNT_E_NOMEM; /* cannot vote: the caller treats it as a local failure everywhere */
   char what[304] = "";
   struct bufs B = {0};
   char errbuf[256];

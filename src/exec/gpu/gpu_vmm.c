@@ -12,6 +12,7 @@
 #include "exec/gpu/gpu_fdpass.h"
 #include "transport/cuda_driver.h"
 #include "util/log.h"
+#include "util/status.h"
 
 /* From the CUDA driver API (cuda.h). */
 typedef unsigned long long CUmemGenericAllocationHandle;
@@ -131,7 +132,7 @@ static CUresult map_handle(CUmemGenericAllocationHandle h, size_t bytes, size_t 
 int shunt_gpu_vmm_alloc(size_t bytes, int device, void** out, size_t* mapped, char* err, size_t len) {
   if (!have_vmm()) {
     snprintf(err, len, "the CUDA driver has no virtual memory management");
-    return -1;
+    return SHUNT_E_CUDA;
   }
   CUmemAllocationProp prop;
   memset(&prop, 0, sizeof(prop));
@@ -143,7 +144,7 @@ int shunt_gpu_vmm_alloc(size_t bytes, int device, void** out, size_t* mapped, ch
   CUresult e = vmm.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
   if (e != CUDA_SUCCESS || g == 0) {
     snprintf(err, len, "cuMemGetAllocationGranularity: %s", shunt_cu_error(e));
-    return -1;
+    return SHUNT_E_CUDA;
   }
   size_t n = (bytes ? bytes : 1) + g - 1;
   n -= n % g;
@@ -151,14 +152,14 @@ int shunt_gpu_vmm_alloc(size_t bytes, int device, void** out, size_t* mapped, ch
   e = vmm.create(&h, n, &prop, 0);
   if (e != CUDA_SUCCESS) {
     snprintf(err, len, "cuMemCreate of %zu bytes: %s", n, shunt_cu_error(e));
-    return -1;
+    return e == CUDA_ERROR_OUT_OF_MEMORY ? SHUNT_E_NOMEM : SHUNT_E_CUDA;
   }
   CUdeviceptr p = 0;
   e = map_handle(h, n, g, device, true, &p);
   vmm.release(h); /* the mapping keeps the memory */
   if (e != CUDA_SUCCESS) {
     snprintf(err, len, "mapping %zu bytes of VMM memory: %s", n, shunt_cu_error(e));
-    return -1;
+    return SHUNT_E_CUDA;
   }
   *out = (void*)(uintptr_t)p;
   *mapped = n;

@@ -5,7 +5,8 @@
  * - shunt_gpu_vmm_alloc makes `bytes` (rounded up to the device's granularity) of device memory
  *   on `device`: one physical allocation made shareable by POSIX file descriptor, mapped, and
  *   made readable and writable for that device and for every device that can access it as a
- *   peer (as NCCL's ncclMemAlloc); -1 with a message when the driver has no VMM or refuses (the
+ *   peer (as NCCL's ncclMemAlloc); SHUNT_E_CUDA (SHUNT_E_NOMEM) with a message when the driver
+ *   has no VMM or refuses (the
  *   caller may then fall back to cuMemAlloc). shunt_gpu_vmm_free undoes it, and withdraws the
  *   allocation's descriptor from peers.
  * - shunt_gpu_mem_reachable: whether kernels of `device` may touch [p, p + bytes) of memory

@@ -75,7 +75,6 @@ struct shunt_gpu_world {
    * registers it by its dma-buf (which wants page-aligned ranges). */
   uint64_t alloc_bytes;
   struct shunt_peers reach; /* the peers mapped, the network (transport/peers.h) */
-  int ready_rc;             /* what the last step of creation failed with */
   /* A wait for this rank's launches failed: its kernels may still use the world's device
    * memory and mappings, which are then never freed (a leak, rather than memory reused under a
    * running kernel). */
@@ -207,7 +206,7 @@ static int local_setup(struct shunt_gpu_world* w, int dev, char* err, size_t len
   TRY(cu->DevicePrimaryCtxRetain(&w->ctx, dev));
   w->retained = !what;
   if (!what) cu->CtxSetCurrent(w->ctx);
-  if (!what && shunt_gpu_kernels_get(cu, dev, &w->fns, err, len) != 0) return SHUNT_E_CUDA;
+  if (!what) SHUNT_TRY(shunt_gpu_kernels_get(cu, dev, &w->fns, err, len));
   TRY(cu->StreamCreate(&w->pstream, CU_STREAM_NON_BLOCKING));
   TRY(cu->EventCreate(&w->last, CU_EVENT_DISABLE_TIMING));
   CUdeviceptr region = 0;
@@ -300,7 +299,7 @@ static int local_part(struct shunt_gpu_world* w, const struct shunt_gpu_world_co
                                       .abort_off = shunt_gpu_abort_offset(&w->lay),
                                       .port_off = port_off(w),
                                       .ordinals = SHUNT_GPU_ORDINALS};
-  return shunt_gpu_proxy_new(&pc, &w->proxy, err, len) != 0 ? SHUNT_E_CUDA : SHUNT_OK;
+  return shunt_gpu_proxy_new(&pc, &w->proxy, err, len);
 }
 
 /* Ranks sharing this GPU (gpu_residency.h): their blocks must all be resident together, and
@@ -333,28 +332,21 @@ static int gpu_ready(void* ctx, const struct shunt_peers* p, char* err, size_t l
     w->peer[r] = p->base[r] ? p->base[r] : w->region;
     w->remote[r] = p->remote[r];
   }
-  if ((w->ready_rc = count_sharing(w, p, err, len)) != 0) return -1;
+  SHUNT_TRY(count_sharing(w, p, err, len));
   uint64_t* table = malloc((size_t)w->nranks * sizeof(uint64_t));
-  if (!table) {
-    shunt_setf(err, len, "out of memory");
-    w->ready_rc = SHUNT_E_NOMEM;
-    return -1;
-  }
+  if (!table) SHUNT_FAIL(SHUNT_E_NOMEM, "out of memory");
   for (uint32_t r = 0; r < w->nranks; r++) table[r] = (uint64_t)(uintptr_t)w->peer[r];
+  const char* call = "cuMemcpyHtoDAsync(peer table upload)";
   CUresult e = cu->MemcpyHtoDAsync(DP(w->region + w->lay.peers), table, (size_t)w->nranks * sizeof(uint64_t),
                                    w->pstream);
-  if (e == CUDA_SUCCESS) e = cu->StreamSynchronize(w->pstream);
+  if (e == CUDA_SUCCESS) {
+    call = "cuStreamSynchronize(peer table upload)";
+    e = cu->StreamSynchronize(w->pstream);
+  }
   free(table);
-  if (e != CUDA_SUCCESS) {
-    shunt_setf(err, len, "peer table upload: %s", shunt_cu_error(e));
-    w->ready_rc = SHUNT_E_CUDA;
-    return -1;
-  }
-  if (!w->proxy) return 0;
-  if (p->nets.ops && shunt_gpu_proxy_set_net(w->proxy, p->nets.ops, p->nets.chosen, err, len) != 0) {
-    w->ready_rc = SHUNT_E_CUDA;
-    return -1;
-  }
+  if (e != CUDA_SUCCESS) SHUNT_FAIL(SHUNT_E_CUDA, "%s: %s", call, shunt_cu_error(e));
+  if (!w->proxy) return SHUNT_OK;
+  if (p->nets.ops) SHUNT_TRY(shunt_gpu_proxy_set_net(w->proxy, p->nets.ops, p->nets.chosen, err, len));
   return shunt_gpu_proxy_start(w->proxy, err, len);
 }
 
@@ -411,8 +403,7 @@ static int world_create(struct shunt_gpu_world* w, const struct shunt_gpu_world_
   /* Every rank takes part, also one whose own part failed. */
   int prc = shunt_peers_setup(&pc, rc == 0, &w->reach, err, len);
   if (pc.net.dmabuf_fd >= 0) close(pc.net.dmabuf_fd); /* the registration holds what it needs */
-  if (rc != 0 || prc == 0) return rc;
-  return w->ready_rc ? w->ready_rc : SHUNT_E_INVALID;
+  return rc != SHUNT_OK ? rc : prc;
 }
 
 static void destroy(struct shunt_gpu_world* w, struct shunt_gpu_remains** held) {
@@ -528,14 +519,18 @@ struct CUstream_st* shunt_gpu_world_stream(const struct shunt_gpu_world* w) {
 int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program* p, char* err, size_t len) {
   if (err && len) err[0] = 0;
   if (!w) return SHUNT_E_INVALID;
-  if (w->proxy && shunt_gpu_proxy_failed(w->proxy)) {
+  int proxy = w->proxy ? shunt_gpu_proxy_failed(w->proxy) : 0;
+  if (proxy) {
     shunt_setf(err, len, "%s", shunt_gpu_proxy_msg(w->proxy));
-    return SHUNT_E_CUDA;
+    return proxy;
   }
   struct shunt_gpu_error e;
   if (shunt_gpu_error_read(&w->fifo->error, &e) == 0) return SHUNT_OK;
   shunt_gpu_error_format(&e, w->rank, p, err, len);
-  return SHUNT_E_TIMEOUT;
+  if (e.code == SHUNT_GPU_ERR_TIMEOUT) return SHUNT_E_TIMEOUT;
+  /* A thread that gave up because another had: this rank's own abort word is up only when its
+   * communicator was aborted (its proxy's failures are reported above); else a peer gave up. */
+  return __atomic_load_n(&w->fifo->abort, __ATOMIC_ACQUIRE) ? SHUNT_E_ABORTED : SHUNT_E_PEER;
 }
 
 uint32_t shunt_gpu_world_failure(const struct shunt_gpu_world* w, struct shunt_gpu_error* e) {
@@ -564,8 +559,7 @@ int shunt_gpu_world_order_begin(struct shunt_gpu_world* w, CUstream stream, char
   CUresult e = w->cu->StreamWaitEvent(stream, w->last, 0);
   if (e == CUDA_SUCCESS) return 0;
   pthread_mutex_unlock(&w->launch_mu);
-  shunt_setf(err, len, "ordering after the previous launch: %s", shunt_cu_error(e));
-  return -1;
+  SHUNT_FAIL(SHUNT_E_CUDA, "cuStreamWaitEvent(ordering after the previous launch): %s", shunt_cu_error(e));
 }
 
 int shunt_gpu_world_order_end(struct shunt_gpu_world* w, CUstream stream, bool enqueued, char* err,
@@ -574,8 +568,7 @@ int shunt_gpu_world_order_end(struct shunt_gpu_world* w, CUstream stream, bool e
   if (enqueued && !capturing(w->cu, stream)) e = w->cu->EventRecord(w->last, stream);
   pthread_mutex_unlock(&w->launch_mu);
   if (e == CUDA_SUCCESS) return 0;
-  shunt_setf(err, len, "recording the launch: %s", shunt_cu_error(e));
-  return -1;
+  SHUNT_FAIL(SHUNT_E_CUDA, "cuEventRecord(recording the launch): %s", shunt_cu_error(e));
 }
 
 /* No CUDA call: the word lives in mapped host memory (gpu_fifo.h), so the abort lands whatever
@@ -665,8 +658,8 @@ static int prog_create(struct shunt_gpu_world* w, const struct shunt_program* p,
   return SHUNT_OK;
 }
 
-int shunt_gpu_prog_upload(struct shunt_gpu_prog* gp, CUstream stream, bool capturing) {
-  if (gp->uploaded) return CUDA_SUCCESS;
+int shunt_gpu_prog_upload(struct shunt_gpu_prog* gp, CUstream stream, bool capturing, char* err, size_t len) {
+  if (gp->uploaded) return SHUNT_OK;
   struct shunt_gpu_world* w = gp->world;
   const struct shunt_cu* cu = w->cu;
   CUstream s = capturing ? w->pstream : stream;
@@ -675,11 +668,16 @@ int shunt_gpu_prog_upload(struct shunt_gpu_prog* gp, CUstream stream, bool captu
    * wait for peers whose threads wait for this one. Relaxed: during another thread's global
    * capture neither the copy nor the synchronize of a capture's upload may fail or break it. */
   struct shunt_cu_guard g = shunt_cu_enter(cu, w->ctx, 1);
+  const char* call = "cuMemcpyHtoDAsync(program)";
   CUresult e = cu->MemcpyHtoDAsync(DP(gp->dev), gp->pinned, gp->bytes, s);
-  if (e == CUDA_SUCCESS && capturing) e = cu->StreamSynchronize(s);
+  if (e == CUDA_SUCCESS && capturing) {
+    call = "cuStreamSynchronize(program upload)";
+    e = cu->StreamSynchronize(s);
+  }
   shunt_cu_leave(&g);
-  if (e == CUDA_SUCCESS) gp->uploaded = true;
-  return e;
+  if (e != CUDA_SUCCESS) SHUNT_FAIL(SHUNT_E_CUDA, "%s: %s", call, shunt_cu_error(e));
+  gp->uploaded = true;
+  return SHUNT_OK;
 }
 
 void shunt_gpu_prog_destroy(struct shunt_gpu_prog* gp) {

@@ -93,8 +93,10 @@ struct shunt_gpu_remains* shunt_gpu_world_end_held(struct shunt_gpu_world* w, bo
  * allocated until the process exits, as shunt_gpu_world_release keeps it. */
 void shunt_gpu_remains_free(struct shunt_gpu_remains* r);
 
-/* SHUNT_OK when no run failed; else SHUNT_E_TIMEOUT (or SHUNT_E_CUDA for a proxy
- * failure) with a message naming rank, block, thread, op (index and name when `p` is the
+/* SHUNT_OK when no run failed; else why, with a message: the proxy's failure code (its CUDA
+ * call, the network, a peer gone), or for a kernel thread that gave up SHUNT_E_TIMEOUT (its
+ * wait ran out), SHUNT_E_ABORTED (this communicator was aborted) or SHUNT_E_PEER (another rank
+ * gave up first), the message naming rank, block, thread, op (index and name when `p` is the
  * program that ran), what it waited on, the value awaited and the value seen. Reads host
  * memory only: safe while kernels run and inside stream capture. */
 int shunt_gpu_world_check(struct shunt_gpu_world* w, const struct shunt_program* p, char* err, size_t len);
@@ -122,7 +124,7 @@ bool shunt_gpu_world_fits(const struct shunt_gpu_world* w, uint32_t rpn, uint32_
  * lock and makes `stream` wait for the previous launch; end records this launch (when
  * something was enqueued) and releases the lock. A stream being captured is not ordered
  * against eager launches (a graph's launches follow its own stream; replaying two graphs of
- * one world at once is not supported). 0, or -1 with a message (the lock is released then). */
+ * one world at once is not supported). 0, or SHUNT_E_CUDA naming the call (the lock is released then). */
 int shunt_gpu_world_order_begin(struct shunt_gpu_world* w, struct CUstream_st* stream, char* err, size_t len);
 int shunt_gpu_world_order_end(struct shunt_gpu_world* w, struct CUstream_st* stream, bool enqueued, char* err,
                               size_t len);
@@ -175,8 +177,9 @@ int shunt_gpu_prog_create(struct shunt_gpu_world* w, const struct shunt_program*
  * `stream` ahead of the launch; into a stream being captured, a copy on the world's own stream
  * waited for instead (a captured copy would read the host program at every replay). In the
  * world's context and relaxed capture mode; the world's launches are ordered, so no two
- * threads upload one program. 0 or a CUresult. */
-int shunt_gpu_prog_upload(struct shunt_gpu_prog* gp, struct CUstream_st* stream, bool capturing);
+ * threads upload one program. SHUNT_OK, or SHUNT_E_CUDA with the call and its error in err. */
+int shunt_gpu_prog_upload(struct shunt_gpu_prog* gp, struct CUstream_st* stream, bool capturing, char* err,
+                          size_t len);
 /* Its device memory is freed with the world, not now: cuMemFree waits for the device, where a
  * peer's kernel may be waiting on this rank. */
 void shunt_gpu_prog_destroy(struct shunt_gpu_prog* gp);

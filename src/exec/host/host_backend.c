@@ -57,11 +57,10 @@ static int host_backend_prepare(struct shunt_backend* b, const struct shunt_plan
   }
   /* Published whole: an abort in another thread reads it to end waits on it. */
   struct shunt_world* made = NULL;
-  char why[512];
-  int failed = shunt_world_create(b->rank, b->nranks, &cfg, &b->ex, &made, why, sizeof(why));
+  int rc = shunt_world_create(b->rank, b->nranks, &cfg, &b->ex, &made, err, len);
   publish(h, made);
-  if (failed) SHUNT_FAIL(SHUNT_E_NOMEM, "the host backend could not map its shared memory: %s", why);
-  return SHUNT_OK;
+  if (rc != SHUNT_OK) shunt_prefixf(err, len, "the host backend could not set up its world");
+  return rc;
 }
 
 static int host_backend_run(struct shunt_backend* b, const struct shunt_backend_call* call, char* err,

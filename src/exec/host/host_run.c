@@ -194,6 +194,12 @@ static void appendf(char* buf, size_t len, size_t* at, const char* fmt, ...) {
   if (n > 0) *at = *at + (size_t)n < len ? *at + (size_t)n : len - 1;
 }
 
+/* Why a run's blocks stayed blocked when the world did not fail: an abort of this communicator,
+ * or their waits ran out. */
+static int blocked_code(const struct shunt_world* w) {
+  return atomic_load(&w->aborted) ? SHUNT_E_ABORTED : SHUNT_E_TIMEOUT;
+}
+
 static void report(const struct shunt_world* w, const struct shunt_program* p, const struct block_job* jobs,
                    char* err, size_t len) {
   size_t at = 0;
@@ -244,7 +250,7 @@ int shunt_host_run_kept(struct shunt_world* w, const struct shunt_program* p, co
   if (p->rank != w->rank || p->nranks != w->nranks)
     SHUNT_FAIL(SHUNT_E_INVALID, "program for rank %u of %u run on rank %u of %u", p->rank, p->nranks, w->rank,
                w->nranks);
-  if (atomic_load(&w->failed)) SHUNT_FAIL(SHUNT_E_TIMEOUT, "%s", w->fail_msg);
+  if (atomic_load(&w->failed)) SHUNT_FAIL(w->fail_code, "%s", w->fail_msg);
   if (atomic_load(&w->broken)) SHUNT_FAIL(SHUNT_E_INVALID, "an earlier run on this world timed out");
   uint64_t scratch_cap = shunt_scratch_cap(w->cfg.scratch_bytes, p->double_scratch);
   if (p->scratch_bytes > scratch_cap)
@@ -274,8 +280,10 @@ int shunt_host_run_kept(struct shunt_world* w, const struct shunt_program* p, co
   struct block_job* jobs = keep->jobs;
   _Atomic int64_t* sems = keep->sems;
   char* tmp = keep->tmp;
-  if (shunt_fibers_start(keep->fibers, p->nblocks, block_main, jobs) != 0)
-    SHUNT_FAIL(SHUNT_E_NOMEM, "no memory for the stacks of %u threadblocks", p->nblocks);
+  int started = shunt_fibers_start(keep->fibers, p->nblocks, block_main, jobs);
+  if (started != SHUNT_OK)
+    SHUNT_FAIL(started, "%s for the stacks of %u threadblocks",
+               started == SHUNT_E_NOMEM ? "no memory" : "getcontext failed", p->nblocks);
   *sh = (struct shunt_host_shared){0}; /* the barrier counters at 0, not expired */
 
   /* The steps before the plan (exec/steps.h). */
@@ -313,12 +321,15 @@ int shunt_host_run_kept(struct shunt_world* w, const struct shunt_program* p, co
     j->X.tmp[1] = j->X.tmp[0] + SHUNT_HOST_BATCH;
   }
   schedule(sh, jobs, p->nblocks);
+  /* Blocked blocks: an abort of this communicator, or their waits ran out; the world's failure
+   * (a peer gone, the network) replaces either below when one came. */
   for (uint32_t b = 0; b < p->nblocks; b++)
-    if (jobs[b].rc) rc = SHUNT_E_TIMEOUT;
+    if (jobs[b].rc) rc = blocked_code(w);
   /* Broken before the drain: a proxy sending to a peer that stopped reading gives up. */
   if (rc) atomic_store(&w->broken, true);
   shunt_proxy_drain(w->proxy);
   if (rc && atomic_load_explicit(&w->failed, memory_order_acquire)) {
+    rc = w->fail_code;
     shunt_setf(err, len, "%s", w->fail_msg);
     SHUNT_WARN("host executor: rank %u: %s", p->rank, w->fail_msg);
   } else if (rc) {

@@ -12,8 +12,10 @@
  *   (floating avg, PreMulSum) or dividing the result (integer avg), as NCCL does.
  * - Each run advances the world's epoch; the packet flag and the double-scratch half
  *   follow from it, so equal run counts agree on every rank.
- * - On timeout: SHUNT_E_TIMEOUT, the world is marked broken (later runs refuse), and the
- *   message names, for every blocked threadblock, rank, block, op index and name, what it
+ * - Threadblocks left blocked: the world is marked broken (later runs refuse) and the code says
+ *   why: the world's failure code (transport/world.h: a peer gone, the network) with its
+ *   message; SHUNT_E_ABORTED when the communicator was aborted; else SHUNT_E_TIMEOUT. The
+ *   last two name, for every blocked threadblock, rank, block, op index and name, what it
  *   waits on, the value awaited and the value seen. */
 #ifndef SHUNT_EXEC_HOST_RUN_H
 #define SHUNT_EXEC_HOST_RUN_H

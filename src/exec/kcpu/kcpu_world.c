@@ -17,6 +17,7 @@
 #include "transport/backoff.h"
 #include "transport/mem.h"
 #include "transport/peers.h"
+#include "util/status.h"
 
 #if defined(__SANITIZE_THREAD__)
 void __tsan_release(void* addr);
@@ -116,10 +117,8 @@ static int kcpu_ready(void* ctx, const struct shunt_peers* p, char* err, size_t 
     w->peer[r] = p->base[r];
     table[r] = (uint64_t)(uintptr_t)w->peer[r];
   }
-  if (pthread_create(&w->thread, NULL, proxy_main, w) != 0) {
-    shunt_setf(err, len, "cannot start the proxy thread");
-    return -1;
-  }
+  int e = pthread_create(&w->thread, NULL, proxy_main, w);
+  if (e != 0) SHUNT_FAIL(shunt_errno_status(e), "cannot start the proxy thread: %s", strerror(e));
   w->thread_started = true;
   return 0;
 }
@@ -176,7 +175,8 @@ int shunt_kcpu_world_create(uint32_t rank, uint32_t nranks, const struct shunt_k
                                   .ready = kcpu_ready,
                                   .unready = stop_proxy};
   /* Whatever failed, this rank takes part so that no peer waits for it. */
-  if (shunt_peers_setup(&pc, rc == 0, &w->reach, err, len) != 0 && rc == 0) rc = SHUNT_E_INVALID;
+  int prc = shunt_peers_setup(&pc, rc == 0, &w->reach, err, len);
+  if (rc == 0) rc = prc;
   if (rc != 0) {
     release(w);
     return rc;
