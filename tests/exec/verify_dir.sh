@@ -1,6 +1,6 @@
 #!/bin/sh
 # Verifies every *.json plan of a folder, found when the test runs (an empty folder passes).
-# VERIFY_GLOB, a shell pattern, takes only the files it matches (default *.json); VERIFY_SKIP,
+# VERIFY_GLOB, shell patterns separated by spaces, takes only the files they match (default *.json); VERIFY_SKIP,
 # patterns separated by spaces, passes over the plans whose file name matches one of them. The plans go to one shunt-plan
 # process, which keeps what it made for one plan for the next (the CPU-built kernel's device
 # threads above all: under ThreadSanitizer, making them again per plan cost more than running).
@@ -9,8 +9,10 @@ tool=$1
 dir=$2
 shift 2
 n=0
-# shellcheck disable=SC2231
-for f in "$dir"/${VERIFY_GLOB:-*.json}; do
+pats=""
+for g in ${VERIFY_GLOB:-*.json}; do pats="$pats $dir/$g"; done
+# shellcheck disable=SC2086
+for f in $pats; do
   [ -e "$f" ] || continue
   skip=0
   set -f # the patterns are split at spaces, not expanded here
