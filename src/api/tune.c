@@ -15,6 +15,7 @@
 #include "fallback/real_nccl.h"
 #include "util/env.h"
 #include "util/log.h"
+#include "util/status.h"
 
 /* Candidates per bucket: the shipped folders offer at most four plans for one call. */
 #define MAX_CAND 8
@@ -461,24 +462,26 @@ static bool harvest(struct shunt_tune* t, struct cand* cd) {
   return keep == 0;
 }
 
+/* Seconds; -1.0 when there is no sample (a value, not a failure). */
 static double median_of(struct cand* cd) {
-  if (!cd->n) return -1;
+  if (!cd->n) return -1.0;
   qsort(cd->t, cd->n, sizeof(double), cmp_double);
   return cd->n % 2 ? cd->t[cd->n / 2] : (cd->t[cd->n / 2 - 1] + cd->t[cd->n / 2]) / 2;
 }
 
 /* Every rank: swaps the medians of the candidates in `which` (nwhich of them) and computes, the
  * same on every rank, each one's slowest-rank median and whether it is usable (samples on every
- * rank, no failure anywhere; one WARN per failed candidate). 0; 1 when some rank's device
- * samples have not all completed (every rank then tries again at the bucket's next call); -1
- * once tuning is broken (the bucket left untuned). With t->mu held. */
+ * rank, no failure anywhere; one WARN per failed candidate). SHUNT_OK; 1 when some rank's
+ * device samples have not all completed (every rank then tries again at the bucket's next
+ * call); the exchange's SHUNT_E_* code once tuning is broken (the bucket left untuned). With
+ * t->mu held. */
 static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const uint32_t* which, uint32_t n,
                       const char* what, double* slowest, bool* usable) {
   struct shunt_comm* c = t->c;
   uint32_t nr = (uint32_t)c->nranks;
   struct report* all = calloc((size_t)n * nr, sizeof(*all));
   char err[256] = "out of memory";
-  int rc = -1;
+  int rc = SHUNT_E_NOMEM;
   if (all) {
     for (uint32_t i = 0; i < n; i++) {
       struct cand* cd = &b->cand[which[i]];
@@ -497,7 +500,7 @@ static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const u
         "rank %d: in-job tuning ended for this communicator (%s: the ranks could not swap timings: %s); "
         "the untuned plans serve",
         c->rank, what, err);
-    return -1;
+    return rc < 0 ? rc : SHUNT_E_INVALID;
   }
   bool ready = true;
   for (size_t i = 0; i < (size_t)n * nr; i++) ready &= all[i].ready != 0;
