@@ -49,6 +49,7 @@ struct shunt_tune_bucket {
   struct shunt_tune_key key;
   uint32_t calls; /* calls selected so far */
   uint32_t ncand, baseline;
+  uint32_t untuned; /* the candidate selection picks without tuning (the baseline, or NCCL's is) */
   struct cand cand[MAX_CAND];
   uint32_t warm;         /* warm-up rounds of the screen */
   uint32_t screen_calls; /* calls of the screen: ncand x (warm + 1) */
@@ -325,17 +326,18 @@ static struct shunt_tune_bucket* new_bucket(struct shunt_tune* t, const struct s
   const struct shunt_plan_entry* list[MAX_CAND];
   uint32_t found = shunt_planset_candidates(t->c->plans, q, list, MAX_CAND), n = 0;
   if (found > MAX_CAND - 1) found = MAX_CAND - 1; /* room for NCCL */
-  b->baseline = UINT32_MAX;
+  b->baseline = b->untuned = UINT32_MAX;
   for (uint32_t i = 0; i < found; i++) {
     if (list[i] != untuned && !within_reach(list[i], key->cls, t->reach)) continue;
     /* A device call runs only plans the GPU backend can run here (shunt_gpu_gate_plan). */
     if (call->on_gpu && shunt_gpu_gate_plan(t->c, call, list[i]->plan)) continue;
-    if (list[i] == untuned) b->baseline = n;
+    if (list[i] == untuned) b->baseline = b->untuned = n;
     b->cand[n++].e = list[i];
   }
   /* NCCL, where it runs behind shunt, is a candidate for device calls, and the one kept unless
    * a plan beats it by the margin: shunt must never make a call slower than NCCL would. */
   if (nccl) {
+    if (untuned == &shunt_tune_nccl) b->untuned = n;
     b->baseline = n;
     b->cand[n++].e = &shunt_tune_nccl;
   }
@@ -346,7 +348,7 @@ static struct shunt_tune_bucket* new_bucket(struct shunt_tune* t, const struct s
   for (uint32_t i = 0; i < n && ok; i++)
     ok = (b->cand[i].t = calloc(t->samples + 1, sizeof(double))) != NULL &&
          (!call->on_gpu || (b->cand[i].p = calloc(t->samples + 1, sizeof(struct pend))) != NULL);
-  if (!ok || b->baseline == UINT32_MAX || n < 2) {
+  if (!ok || b->baseline == UINT32_MAX || b->untuned == UINT32_MAX || n < 2) {
     /* Nothing to choose from (or the untuned choice is not among the candidates): the untuned
      * choice serves, as it would without tuning. */
     b->state = UNTUNED;
@@ -658,10 +660,11 @@ const struct shunt_plan_entry* shunt_tune_resolve(struct shunt_comm* c, struct s
   const struct shunt_plan_entry* e = planned;
   /* Runs come in call order on every rank: the call that swaps a phase's times finds the bucket
    * in that phase on every rank, and a swap put off moves swap_at alike everywhere. Calls
-   * between a phase's timed calls and its swap are served by the untuned choice. */
+   * between the screen's timed calls and its swap are served by the untuned choice, those
+   * between the samples and their swap by the screen's fastest. */
   if (!t->broken && b->state == SCREENING) {
     if (tk->index == b->swap_at) screen(t, b);
-    if (b->state == SCREENING) e = b->cand[b->baseline].e;
+    if (b->state == SCREENING) e = b->cand[b->untuned].e;
   }
   if (!t->broken && b->state == SAMPLING) {
     uint32_t S = t->samples;
@@ -673,7 +676,9 @@ const struct shunt_plan_entry* shunt_tune_resolve(struct shunt_comm* c, struct s
       e = b->cand[tk->cand].e;
     } else {
       if (tk->index == b->swap_at) decide(t, b);
-      if (b->state == SAMPLING) e = b->cand[b->baseline].e;
+      /* The swap put off (samples still running somewhere): the screen's fastest serves, the
+       * best guess so far, and lighter on a stream still busy with the samples. */
+      if (b->state == SAMPLING) e = b->cand[b->surv[0]].e;
     }
   }
   if (b->state == DECIDED) e = b->winner;

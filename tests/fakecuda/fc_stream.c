@@ -6,10 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fake_cuda.h"
 
-enum op_kind { OP_COPY, OP_SET, OP_KERNEL, OP_RECORD, OP_WAIT };
+enum op_kind { OP_COPY, OP_SET, OP_KERNEL, OP_RECORD, OP_WAIT, OP_DELAY };
 
 struct fc_event;
 
@@ -279,6 +280,9 @@ static void run_op(struct fc_stream* s, struct op* o) {
       break;
     case OP_SET:
       memset(o->dst, o->val, o->n);
+      break;
+    case OP_DELAY:
+      usleep((useconds_t)o->n);
       break;
     case OP_KERNEL: {
       /* Its blocks must be resident first (fc_resident.c). The executor's blocks wait on each
@@ -723,6 +727,17 @@ FC_EXPORT int cuMemsetD8Async(unsigned long long dst, unsigned char v, size_t n,
   o->val = v;
   return submit(s, o);
 }
+/* Work of `us` microseconds on the stream, as a kernel that long would be (the test NCCL's
+ * slow collectives: their time is the stream's, as a real NCCL kernel's is). */
+FC_EXPORT int fakecuda_stream_delay(void* h, unsigned long us) {
+  struct fc_stream* s = resolve(h);
+  if (!s) return bad_stream(h);
+  struct op* o = op_new(OP_DELAY);
+  if (!o) return FC_ERROR_OUT_OF_MEMORY;
+  o->n = us;
+  return submit(s, o);
+}
+
 /* The device a synchronous call works on: the current context's. */
 static int sync_device(void) {
   struct fc_ctx* c = fc_current();

@@ -116,12 +116,17 @@ static void maybe_corrupt(struct ncclComm* c, const struct fake_coll* a, size_t 
 static ncclResult_t coll_run(struct ncclComm* c, const struct fake_coll* a);
 
 /* FAKE_NCCL_SLOW=BYTES:USEC: a collective of at least BYTES per rank's send buffer takes USEC
- * more, so that a test can make this NCCL slower than plans above a size and faster below. */
+ * more, so that a test can make this NCCL slower than plans above a size and faster below. The
+ * time is spent on the call's stream where the CUDA stand-in runs it (as a real NCCL's kernel
+ * takes it: what events around the call measure), else on the calling thread. */
 static void slow_down(const struct fake_coll* a) {
   const char* s = getenv("FAKE_NCCL_SLOW");
   unsigned long long bytes, us;
   if (!s || sscanf(s, "%llu:%llu", &bytes, &us) != 2) return;
-  if ((unsigned long long)a->count * fake_dtype_size(a->dtype) >= bytes) usleep((useconds_t)us);
+  if ((unsigned long long)a->count * fake_dtype_size(a->dtype) < bytes) return;
+  int (*delay)(void*, unsigned long) = NULL;
+  *(void**)&delay = dlsym(RTLD_DEFAULT, "fakecuda_stream_delay");
+  if (!delay || delay(a->stream, (unsigned long)us) != 0) usleep((useconds_t)us);
 }
 
 ncclResult_t fake_coll_run(struct ncclComm* c, const struct fake_coll* a) {

@@ -126,7 +126,7 @@ FAKE_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, siz
                                        cudaStream_t stream) {
   FAKE_RECORD(ncclAllReduce, (sendbuff, recvbuff, count, datatype, op, comm, stream));
   SCRIPTED_ERROR_OUT();
-  return collective((struct fake_coll){FAKE_ALLREDUCE, sendbuff, recvbuff, count, datatype, {0}, 0}, op,
+  return collective((struct fake_coll){FAKE_ALLREDUCE, sendbuff, recvbuff, count, datatype, {0}, 0, stream}, op,
                     comm);
 }
 
@@ -134,7 +134,7 @@ FAKE_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, siz
                                        ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   FAKE_RECORD(ncclAllGather, (sendbuff, recvbuff, sendcount, datatype, comm, stream));
   SCRIPTED_ERROR_OUT();
-  return collective((struct fake_coll){FAKE_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, {0}, 0},
+  return collective((struct fake_coll){FAKE_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, {0}, 0, stream},
                     ncclSum, comm);
 }
 
@@ -143,7 +143,7 @@ FAKE_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
                                            cudaStream_t stream) {
   FAKE_RECORD(ncclReduceScatter, (sendbuff, recvbuff, recvcount, datatype, op, comm, stream));
   SCRIPTED_ERROR_OUT();
-  return collective((struct fake_coll){FAKE_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, {0}, 0},
+  return collective((struct fake_coll){FAKE_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, {0}, 0, stream},
                     op, comm);
 }
 
@@ -151,7 +151,7 @@ FAKE_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size
                                       ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   FAKE_RECORD(ncclAlltoAll, (sendbuff, recvbuff, count, datatype, comm, stream));
   SCRIPTED_ERROR_OUT();
-  return collective((struct fake_coll){FAKE_ALLTOALL, sendbuff, recvbuff, count, datatype, {0}, 0}, ncclSum,
+  return collective((struct fake_coll){FAKE_ALLTOALL, sendbuff, recvbuff, count, datatype, {0}, 0, stream}, ncclSum,
                     comm);
 }
 
@@ -160,7 +160,7 @@ FAKE_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, siz
                                        cudaStream_t stream) {
   FAKE_RECORD(ncclBroadcast, (sendbuff, recvbuff, count, datatype, root, comm, stream));
   SCRIPTED_ERROR_OUT();
-  return collective((struct fake_coll){FAKE_BROADCAST, sendbuff, recvbuff, count, datatype, {0}, root},
+  return collective((struct fake_coll){FAKE_BROADCAST, sendbuff, recvbuff, count, datatype, {0}, root, stream},
                     ncclSum, comm);
 }
 FAKE_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
@@ -168,7 +168,7 @@ FAKE_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t
                                     cudaStream_t stream) {
   FAKE_RECORD(ncclReduce, (sendbuff, recvbuff, count, datatype, op, root, comm, stream));
   SCRIPTED_ERROR_OUT();
-  return collective((struct fake_coll){FAKE_REDUCE, sendbuff, recvbuff, count, datatype, {0}, root}, op,
+  return collective((struct fake_coll){FAKE_REDUCE, sendbuff, recvbuff, count, datatype, {0}, root, stream}, op,
                     comm);
 }
 

@@ -119,6 +119,7 @@ struct fake_coll {
   ncclDataType_t dtype;
   struct fake_redop op;
   int root;
+  cudaStream_t stream; /* where a slowed collective spends its time (FAKE_NCCL_SLOW) */
 };
 ncclResult_t fake_coll_run(struct ncclComm* c, const struct fake_coll* a);
 /* Brackets the double's work on user buffers, which may be device memory (begin 1, then 0). */

@@ -14,7 +14,9 @@ trap '[ -n "${KEEP:-}" ] || rm -rf "$out"' EXIT
 fail=0
 export LD_LIBRARY_PATH=$driver FAKECUDA_DEVICES=2 SHUNT_GPU_CHECK_TIMEOUT=60 SHUNT_PLAN_DIR=$plans \
   SHUNT_NCCL_LIB=$nccl SHUNT_TUNING=auto FAKE_NCCL_SLOW=65536:30000 SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=TUNE
-args=(-np 2 -b 1K -e 256K -f 4 -n 30 -w 0 -d float --coll allreduce)
+# (On a loaded machine a host far ahead of its stream puts a swap off, and a bucket's decision
+# can fall past the calls of its row: the test runs alone.)
+args=(-np 2 -b 1K -e 256K -f 4 -n 40 -w 0 -d float --coll allreduce)
 
 tables() { grep -oE "rank [0-9]+: decision table [0-9a-f]+" "$1" | awk '{t[$2]=$5} END {for (r in t) print r, t[r]}' | sort; }
 # served LOG BYTES: the last column of the size's row.
@@ -31,8 +33,10 @@ check_choices() { # LOG NAME
 SHUNT_TUNING_CACHE=$out/cache "$perf" "${args[@]}" >"$out/first.log" 2>&1 || { echo "first: failed"; tail -20 "$out/first.log"; fail=1; }
 grep -qE "device allreduce out-of-place sum sizes 1024-2047 on 2 ranks: screen .*nccl [0-9.]+ us.*; winner nccl" "$out/first.log" ||
   { echo "first: NCCL did not win the 1 KiB bucket:"; grep -E "screen|winner" "$out/first.log"; fail=1; }
-grep -qE "device allreduce out-of-place sum sizes 262144-524287 on 2 ranks: .*winner allreduce_2r_" "$out/first.log" ||
-  { echo "first: no plan won the 256 KiB bucket:"; grep -E "screen|winner" "$out/first.log"; fail=1; }
+# At 256 KiB NCCL is screened out (its swap of samples may come after the row's last call on a
+# slow machine, so what serves the calls is what check_choices looks at).
+grep -qE "device allreduce out-of-place sum sizes 262144-524287 on 2 ranks: screen .*nccl [0-9.]+ us.*(kept|winner allreduce_2r_)" "$out/first.log" ||
+  { echo "first: the 256 KiB bucket was not screened with NCCL among its candidates:"; grep -E "screen|winner" "$out/first.log"; fail=1; }
 check_choices "$out/first.log" first
 n=$(tables "$out/first.log" | awk '{print $2}' | sort -u | wc -l)
 [ "$(tables "$out/first.log" | wc -l)" = 2 ] && [ "$n" = 1 ] ||
@@ -41,7 +45,15 @@ tables "$out/first.log" | sed 's/^/first: rank /'
 
 # 2. The cache read back.
 SHUNT_TUNING_CACHE=$out/cache "$perf" "${args[@]}" >"$out/second.log" 2>&1 || { echo "second: failed"; fail=1; }
-grep -q "ranks: screen" "$out/second.log" && { echo "second: tuned again despite the cache"; fail=1; }
+# A bucket decided in the first run is not screened again (one the first run left undecided, its
+# swap put off past its row's calls, may be).
+decided=$(grep -oE "(out-of-place|in-place) sum sizes [0-9]+-[0-9]+ on 2 ranks: .*winner" "$out/first.log" |
+  grep -oE "^(out-of-place|in-place) sum sizes [0-9]+-[0-9]+" | sort -u)
+again=$(grep -oE "(out-of-place|in-place) sum sizes [0-9]+-[0-9]+ on 2 ranks: screen" "$out/second.log" |
+  grep -oE "^(out-of-place|in-place) sum sizes [0-9]+-[0-9]+" | sort -u)
+[ -n "$decided" ] || { echo "first: no bucket decided"; fail=1; }
+both=$(comm -12 <(echo "$decided") <(echo "$again"))
+[ -z "$both" ] || { echo "second: tuned again despite the cache: $both"; fail=1; }
 check_choices "$out/second.log" second
 
 # 3. Every call captured into a graph: no sample, no decision, nothing written.
