@@ -47,12 +47,7 @@ static void check_bcast(ncclComm_t comm, int rank, int root, size_t count, int i
   const void* sb = rank == root || inplace ? (const void*)send : NULL;
   ncclResult_t rc;
   if (f == CONFIG) {
-    ncclCollConfig_t cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.size = sizeof(cfg);
-    cfg.magic = 0xcafebeef;
-    cfg.version = NCCL_VERSION(2, 32, 3);
-    cfg.minCTAs = cfg.maxCTAs = cfg.nvlsCTAs = cfg.cgaClusterSize = cfg.CTAPolicy = NCCL_CONFIG_UNDEF_INT;
+    ncclCollConfig_t cfg = api_coll_config();
     rc = ncclBroadcastConfig(sb, recv, count, ncclInt32, root, comm, NULL, &cfg);
   } else if (f == BCAST) {
     rc = ncclBcast(recv, count, ncclInt32, root, comm, NULL);

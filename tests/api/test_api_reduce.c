@@ -81,12 +81,7 @@ static void check_reduce(ncclComm_t comm, int rank, int root, size_t count, int 
   }
   ncclResult_t rc;
   if (f == CONFIG) {
-    ncclCollConfig_t cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.size = sizeof(cfg);
-    cfg.magic = 0xcafebeef;
-    cfg.version = NCCL_VERSION(2, 32, 3);
-    cfg.minCTAs = cfg.maxCTAs = cfg.nvlsCTAs = cfg.cgaClusterSize = cfg.CTAPolicy = NCCL_CONFIG_UNDEF_INT;
+    ncclCollConfig_t cfg = api_coll_config();
     rc = ncclReduceConfig(send, rb, count, dt, rop, root, comm, NULL, &cfg);
   } else {
     rc = ncclReduce(send, rb, count, dt, rop, root, comm, NULL);

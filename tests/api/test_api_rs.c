@@ -44,12 +44,7 @@ static void check_rs(ncclComm_t comm, int rank, size_t count, int inplace, int c
   for (size_t i = 0; i < total; i++) send[i] = rval(rank, i);
   ncclResult_t rc;
   if (config) {
-    ncclCollConfig_t cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.size = sizeof(cfg);
-    cfg.magic = 0xcafebeef;
-    cfg.version = NCCL_VERSION(2, 32, 3);
-    cfg.minCTAs = cfg.maxCTAs = cfg.nvlsCTAs = cfg.cgaClusterSize = cfg.CTAPolicy = NCCL_CONFIG_UNDEF_INT;
+    ncclCollConfig_t cfg = api_coll_config();
     rc = ncclReduceScatterConfig(send, recv, count, ncclFloat, ncclSum, comm, NULL, &cfg);
   } else {
     rc = ncclReduceScatter(send, recv, count, ncclFloat, ncclSum, comm, NULL);

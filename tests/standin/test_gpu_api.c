@@ -81,6 +81,19 @@ static unsigned long long dalloc(size_t bytes) {
   return d;
 }
 
+/* Verify's op index `op` as an NCCL op for dt: the builtin, or (5) a PreMulSum made on comm with
+ * verify's scalar, which the caller destroys. */
+static ncclRedOp_t nccl_op(ncclComm_t comm, enum shunt_dtype dt, int op) {
+  ncclRedOp_t rop = (ncclRedOp_t)op;
+  if (op == 5) {
+    unsigned char scalar[8];
+    verify_premul_scalar(dt, scalar);
+    CHECK_EQ_INT(ncclRedOpCreatePreMulSum(&rop, scalar, nccl_dt[dt], ncclScalarHostImmediate, comm),
+                 ncclSuccess);
+  }
+  return rop;
+}
+
 /* Rank `rank` of comm: an allreduce of `count` elements of dt with verify's op index `op`. */
 static void allreduce_case(ncclComm_t comm, int rank, fc_handle st, size_t count, enum shunt_dtype dt, int op,
                            int inplace, int want_plan) {
@@ -91,13 +104,7 @@ static void allreduce_case(ncclComm_t comm, int rank, fc_handle st, size_t count
   verify_fill_input(host, 0, bytes, (uint32_t)rank, (uint32_t)nranks, 7, dt, op, true);
   unsigned long long in = dalloc(bytes), out = inplace ? in : dalloc(bytes);
   CHECK_EQ_INT(cuMemcpyHtoD_v2(in, host, bytes), 0);
-  ncclRedOp_t rop = (ncclRedOp_t)op;
-  unsigned char scalar[8];
-  if (op == 5) {
-    verify_premul_scalar(dt, scalar);
-    CHECK_EQ_INT(ncclRedOpCreatePreMulSum(&rop, scalar, nccl_dt[dt], ncclScalarHostImmediate, comm),
-                 ncclSuccess);
-  }
+  ncclRedOp_t rop = nccl_op(comm, dt, op);
   CHECK_EQ_INT(ncclAllReduce((void*)(uintptr_t)in, (void*)(uintptr_t)out, count, nccl_dt[dt], rop, comm, st),
                ncclSuccess);
   CHECK_EQ_INT(cuStreamSynchronize(st), 0);
@@ -161,13 +168,7 @@ static void reducescatter_case(ncclComm_t comm, int rank, fc_handle st, size_t c
     memset(tmp, 0xa5, per); /* a sentinel: every byte must be written */
     CHECK_EQ_INT(cuMemcpyHtoD_v2(out, tmp, per), 0);
   }
-  ncclRedOp_t rop = (ncclRedOp_t)op;
-  unsigned char scalar[8];
-  if (op == 5) {
-    verify_premul_scalar(dt, scalar);
-    CHECK_EQ_INT(ncclRedOpCreatePreMulSum(&rop, scalar, nccl_dt[dt], ncclScalarHostImmediate, comm),
-                 ncclSuccess);
-  }
+  ncclRedOp_t rop = nccl_op(comm, dt, op);
   CHECK_EQ_INT(
       ncclReduceScatter((void*)(uintptr_t)in, (void*)(uintptr_t)out, count, nccl_dt[dt], rop, comm, st),
       ncclSuccess);
@@ -243,13 +244,7 @@ static void reduce_case(ncclComm_t comm, int rank, fc_handle st, size_t count, e
   unsigned long long buf = dalloc(bytes + 16), in = buf + (rank == root && overlap ? 16 : 0), out = 0;
   if (rank == root) out = inplace ? in : overlap ? buf : dalloc(bytes);
   CHECK_EQ_INT(cuMemcpyHtoD_v2(in, host, bytes), 0);
-  ncclRedOp_t rop = (ncclRedOp_t)op;
-  unsigned char scalar[8];
-  if (op == 5) {
-    verify_premul_scalar(dt, scalar);
-    CHECK_EQ_INT(ncclRedOpCreatePreMulSum(&rop, scalar, nccl_dt[dt], ncclScalarHostImmediate, comm),
-                 ncclSuccess);
-  }
+  ncclRedOp_t rop = nccl_op(comm, dt, op);
   CHECK_EQ_INT(
       ncclReduce((void*)(uintptr_t)in, (void*)(uintptr_t)out, count, nccl_dt[dt], rop, root, comm, st),
       ncclSuccess);
