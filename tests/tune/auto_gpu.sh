@@ -2,8 +2,8 @@
 # In-job tuning of device calls over the CUDA driver stand-in (SHUNT_TUNING=auto, api/tune.h),
 # two ranks as processes, the test NCCL behind shunt made slow from 64 KiB up
 # (FAKE_NCCL_SLOW): NCCL is a candidate timed by events on the call's stream like the plans.
-# 1. Sizes below 64 KiB end on NCCL, sizes from 64 KiB on a plan; the calls after the decision
-#    are served so (the rows' last column), and every rank's decision table is the same.
+# 1. Sizes below 64 KiB end on NCCL (the log's decision, the cache), sizes from 64 KiB on a plan
+#    (the rows' last column), and every rank's decision table is the same.
 # 2. A second run with the cache: nothing screened again, the same choices.
 # 3. Calls captured into CUDA graphs (an empty cache, no eager call) are never samples.
 # Usage: auto_gpu.sh SHUNT_PERF PLAN_DIR FAKENCCL STANDIN_DRIVER_DIR
@@ -23,8 +23,10 @@ tables() { grep -oE "rank [0-9]+: decision table [0-9a-f]+" "$1" | awk '{t[$2]=$
 served() { awk -v b="$2" '$1 == b && NF > 10 { print $NF }' "$1"; }
 check_choices() { # LOG NAME
   local small big
-  small=$(served "$1" 1024) big=$(served "$1" 262144)
-  [ "$small" = nccl ] || { echo "$2: 1 KiB calls served by '$small', not NCCL (faster there)"; fail=1; }
+  # Only where NCCL is 30 ms slower: at 1 KiB the stand-in's times of NCCL and of a plan are
+  # close enough, and a swap can be put off past the row's calls, that what served the row's
+  # last call is no fixed answer; NCCL's win there is checked in the log and the cache instead.
+  big=$(served "$1" 262144)
   [[ "$big" =~ ^allreduce_2r_[a-z]+_outofplace\|allreduce_2r_[a-z]+_inplace$ ]] ||
     { echo "$2: 256 KiB calls served by '$big', not a plan (NCCL is slow there)"; fail=1; }
 }
@@ -38,6 +40,8 @@ grep -qE "device allreduce out-of-place sum sizes 1024-2047 on 2 ranks: screen .
 grep -qE "device allreduce out-of-place sum sizes 262144-524287 on 2 ranks: screen .*nccl [0-9.]+ us.*(kept|winner allreduce_2r_)" "$out/first.log" ||
   { echo "first: the 256 KiB bucket was not screened with NCCL among its candidates:"; grep -E "screen|winner" "$out/first.log"; fail=1; }
 check_choices "$out/first.log" first
+grep -qE "^#@ bucket [0-9]+ 0 [0-9]+ [0-9]+ [0-9]+ 10 1 nccl$" "$out"/cache/shunt-*.tuning ||
+  { echo "first: the cache holds no NCCL decision for the 1 KiB device bucket"; cat "$out"/cache/shunt-*.tuning; fail=1; }
 n=$(tables "$out/first.log" | awk '{print $2}' | sort -u | wc -l)
 [ "$(tables "$out/first.log" | wc -l)" = 2 ] && [ "$n" = 1 ] ||
   { echo "first: the ranks' decision tables differ or are missing:"; tables "$out/first.log"; fail=1; }
