@@ -36,7 +36,7 @@ for np in $ranks; do
   echo "shunt-tune -np $np ..." >&2
   : >"$tmp/off.$np.tuning"
   for coll in $colls; do
-    "$tune" -np "$np" -b "$min" -e "$max" -n "$iters" --max-runs 3 --coll "$coll" -o "$tmp/off.$np.$coll.tuning" \
+    "$tune" -np "$np" -b "$min" -e "$max" -n "$iters" --coll "$coll" -o "$tmp/off.$np.$coll.tuning" \
       --plot "$tmp/off.$np.$coll.png" >"$tmp/tune.$np.log" 2>&1 || { tail -20 "$tmp/tune.$np.log" >&2; exit 1; }
     cat "$tmp/off.$np.$coll.tuning" >>"$tmp/off.$np.tuning" # plans of one collective each: no rule collides
   done

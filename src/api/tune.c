@@ -17,8 +17,7 @@
 #include "util/log.h"
 #include "util/status.h"
 
-/* Candidates per bucket: the shipped folders offer at most four plans for one call. */
-#define MAX_CAND 8
+#define MAX_CAND SHUNT_TUNE_MAX_CAND
 
 /* A bucket screens every candidate (one timed call each), keeps those near the best, samples
  * them, and decides (docs/tuning.md, "Tuning inside the job"). */
@@ -61,6 +60,10 @@ struct shunt_tune_bucket {
   enum bucket_state state;
   const struct shunt_plan_entry* winner;
   bool measured; /* decided here by measuring (not read from the cache) */
+  /* Each candidate's time as the job sees it (slowest rank, us): the screen's, then the
+   * samples' median for those kept; < 0: none. Kept with the decision. */
+  double us[MAX_CAND];
+  const struct shunt_tune_saved* from; /* the cache's decision it took, if any */
 };
 
 struct shunt_tune {
@@ -69,8 +72,8 @@ struct shunt_tune {
   struct shunt_tune_bucket** b;
   uint32_t nb, cap;
   uint32_t warmup, samples, reach;
-  double margin; /* a fraction: 0.05 keeps the baseline unless another is 5 % faster */
-  double cut;    /* a fraction: the screen keeps candidates within 1 + cut of the fastest */
+  double margin;   /* a fraction: 0.05 keeps the baseline unless another is 5 % faster */
+  double cut;      /* a fraction: the screen keeps candidates within 1 + cut of the fastest */
   bool broken;     /* an exchange failed: the untuned choices serve from now on */
   bool have_cache; /* path holds the cache file */
   bool dirty;      /* decisions not yet written */
@@ -143,14 +146,14 @@ static uint64_t table_hash(const struct shunt_tune* t, uint32_t* decided) {
 void shunt_tune_init(struct shunt_comm* c) {
   c->tune = NULL;
   if (!c->plans_enabled || !c->plans) return;
-  struct rank_says mine = {{shunt_tuning_auto_from_env() ? 1u : 0u,
-                            (uint32_t)shunt_env_int("SHUNT_TUNING_WARMUP", 1, 0, 100),
-                            (uint32_t)shunt_env_int("SHUNT_TUNING_SAMPLES", 4, 1, 1000),
-                            (uint32_t)shunt_env_int("SHUNT_TUNING_MARGIN", 5, 0, 100),
-                            (uint32_t)shunt_env_int("SHUNT_TUNING_CUT", 30, 0, 1000),
-                            (uint32_t)shunt_env_int("SHUNT_TUNING_REACH", 3, 0, 64)},
-                           0,
-                           "host"};
+  struct rank_says mine = {
+      {shunt_tuning_auto_from_env() ? 1u : 0u, (uint32_t)shunt_env_int("SHUNT_TUNING_WARMUP", 1, 0, 100),
+       (uint32_t)shunt_env_int("SHUNT_TUNING_SAMPLES", 4, 1, 1000),
+       (uint32_t)shunt_env_int("SHUNT_TUNING_MARGIN", 5, 0, 100),
+       (uint32_t)shunt_env_int("SHUNT_TUNING_CUT", 30, 0, 1000),
+       (uint32_t)shunt_env_int("SHUNT_TUNING_REACH", 3, 0, 64)},
+      0,
+      "host"};
   const struct shunt_cu* cu = c->cuda_dev >= 0 ? shunt_cu(NULL, 0) : NULL;
   if (cu && cu->EventElapsedTime &&
       cu->DeviceGetName(mine.model, (int)sizeof(mine.model) - 1, c->cuda_dev) == CUDA_SUCCESS) {
@@ -225,20 +228,20 @@ void shunt_tune_init(struct shunt_comm* c) {
   }
   if (!agreed) {
     if (c->rank == 0)
-      SHUNT_WARN("tuning cache %s: the ranks read different decisions (a cache folder per host?); tuning afresh",
-                 t->have_cache ? t->path : "(none)");
+      SHUNT_WARN(
+          "tuning cache %s: the ranks read different decisions (a cache folder per host?); tuning afresh",
+          t->have_cache ? t->path : "(none)");
     free(t->saved);
     t->saved = NULL;
     t->nsaved = 0;
   }
   if (c->rank == 0)
-    SHUNT_INFO(
-        SHUNT_TUNE,
-        "in-job tuning: candidates within %u size classes of their range, screened by one timed call "
-        "(after %u warm-up), those within %u %% of the fastest timed %u times more, margin %u %%; "
-        "cache %s (%u decisions)",
-        t->reach, t->warmup, mine.set.cut_pct, t->samples, mine.set.margin_pct, t->have_cache ? t->path : "none",
-        t->nsaved);
+    SHUNT_INFO(SHUNT_TUNE,
+               "in-job tuning: candidates within %u size classes of their range, screened by one timed call "
+               "(after %u warm-up), those within %u %% of the fastest timed %u times more, margin %u %%; "
+               "cache %s (%u decisions)",
+               t->reach, t->warmup, mine.set.cut_pct, t->samples, mine.set.margin_pct,
+               t->have_cache ? t->path : "none", t->nsaved);
   c->tune = t;
 }
 
@@ -247,12 +250,23 @@ static void write_cache(struct shunt_tune* t) {
   uint32_t n = 0;
   struct shunt_tune_saved* d = calloc((size_t)t->nb + 1, sizeof(*d));
   if (!d) return;
-  for (uint32_t i = 0; i < t->nb; i++)
-    if (t->b[i]->state == DECIDED) {
-      d[n].key = t->b[i]->key;
-      snprintf(d[n].winner, sizeof(d[n].winner), "%s", cand_name(t->b[i]->winner));
-      n++;
+  for (uint32_t i = 0; i < t->nb; i++) {
+    const struct shunt_tune_bucket* b = t->b[i];
+    if (b->state != DECIDED) continue;
+    if (!b->measured && b->from) {
+      d[n++] = *b->from;
+      continue;
     }
+    d[n].key = b->key;
+    snprintf(d[n].winner, sizeof(d[n].winner), "%s", cand_name(b->winner));
+    for (uint32_t k = 0; k < b->ncand; k++)
+      if (b->us[k] >= 0) {
+        struct shunt_tune_time* x = &d[n].times[d[n].ntimes++];
+        snprintf(x->name, sizeof(x->name), "%s", cand_name(b->cand[k].e));
+        x->us = b->us[k];
+      }
+    n++;
+  }
   /* Decisions of the cache this communicator never met stay in it: those read at its creation
    * and those another communicator of the job (or another job) wrote since. */
   struct shunt_tune_saved* now = NULL;
@@ -311,8 +325,8 @@ static bool within_reach(const struct shunt_plan_entry* e, uint32_t cls, uint32_
  * untuned: &shunt_tune_nccl when NCCL serves the call untuned. */
 static struct shunt_tune_bucket* new_bucket(struct shunt_tune* t, const struct shunt_tune_key* key,
                                             const struct shunt_select_query* q,
-                                            const struct shunt_plan_entry* untuned, const struct shunt_call* call,
-                                            bool nccl) {
+                                            const struct shunt_plan_entry* untuned,
+                                            const struct shunt_call* call, bool nccl) {
   if (t->nb == t->cap) {
     uint32_t cap = t->cap ? 2 * t->cap : 16;
     struct shunt_tune_bucket** g = realloc(t->b, cap * sizeof(*g));
@@ -342,6 +356,7 @@ static struct shunt_tune_bucket* new_bucket(struct shunt_tune* t, const struct s
     b->cand[n++].e = &shunt_tune_nccl;
   }
   b->ncand = n;
+  for (uint32_t k = 0; k < MAX_CAND; k++) b->us[k] = -1;
   b->warm = t->warmup;
   b->screen_calls = b->swap_at = n * (b->warm + 1);
   bool ok = true;
@@ -359,6 +374,7 @@ static struct shunt_tune_bucket* new_bucket(struct shunt_tune* t, const struct s
       if (!strcmp(cand_name(b->cand[k].e), t->saved[i].winner)) {
         b->state = DECIDED;
         b->winner = b->cand[k].e;
+        b->from = &t->saved[i];
       }
     if (b->state != DECIDED && t->c->rank == 0)
       SHUNT_WARN("tuning cache %s: %s is no candidate for its bucket here; tuning it afresh", t->path,
@@ -369,8 +385,9 @@ static struct shunt_tune_bucket* new_bucket(struct shunt_tune* t, const struct s
 }
 
 const struct shunt_plan_entry* shunt_tune_pick(struct shunt_tune* t, const struct shunt_select_query* q,
-                                               const struct shunt_plan_entry* untuned, const struct shunt_call* call,
-                                               bool grouped, struct shunt_tune_ticket* tk) {
+                                               const struct shunt_plan_entry* untuned,
+                                               const struct shunt_call* call, bool grouped,
+                                               struct shunt_tune_ticket* tk) {
   memset(tk, 0, sizeof(*tk));
   tk->cand = UINT32_MAX;
   if (!untuned) untuned = &shunt_tune_nccl;
@@ -533,8 +550,8 @@ static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const u
 }
 
 /* "name 12.3 us, name out, ..." for the log. */
-static void list_times(const struct shunt_tune_bucket* b, const uint32_t* which, uint32_t n, const double* slowest,
-                       const bool* usable, char* out, size_t len) {
+static void list_times(const struct shunt_tune_bucket* b, const uint32_t* which, uint32_t n,
+                       const double* slowest, const bool* usable, char* out, size_t len) {
   size_t l = 0;
   out[0] = '\0';
   for (uint32_t i = 0; i < n && l < len; i++) {
@@ -576,6 +593,7 @@ static void screen(struct shunt_tune* t, struct shunt_tune_bucket* b) {
   for (uint32_t k = 0; k < n; k++)
     if (usable[k] && (best == UINT32_MAX || slowest[k] < slowest[best])) best = k;
   b->nsurv = 0;
+  for (uint32_t k = 0; k < n; k++) b->us[k] = usable[k] ? slowest[k] * 1e6 : -1;
   if (best != UINT32_MAX) {
     /* Fastest first, the order every rank computes alike. */
     for (uint32_t k = 0; k < n; k++)
@@ -596,9 +614,9 @@ static void screen(struct shunt_tune* t, struct shunt_tune_bucket* b) {
       SHUNT_INFO(SHUNT_TUNE, "%s on %d ranks: screen %s (slowest rank); %u kept", what, t->c->nranks, times,
                  b->nsurv);
     else
-      SHUNT_INFO(SHUNT_TUNE, "%s on %d ranks: screen %s (slowest rank); winner %s%s, none other within %.0f %%",
-                 what, t->c->nranks, times, wname, w == b->baseline ? " (untuned)" : "",
-                 t->cut * 100);
+      SHUNT_INFO(SHUNT_TUNE,
+                 "%s on %d ranks: screen %s (slowest rank); winner %s%s, none other within %.0f %%", what,
+                 t->c->nranks, times, wname, w == b->baseline ? " (untuned)" : "", t->cut * 100);
   }
   for (uint32_t k = 0; k < n; k++) b->cand[k].n = 0;
   if (b->nsurv >= 2) {
@@ -624,13 +642,15 @@ static void decide(struct shunt_tune* t, struct shunt_tune_bucket* b) {
   if (rc != 0) return;
   uint32_t best = UINT32_MAX, base = UINT32_MAX;
   for (uint32_t i = 0; i < n; i++) {
+    if (usable[i]) b->us[b->surv[i]] = slowest[i] * 1e6;
     if (b->surv[i] == b->baseline) base = i;
     if (usable[i] && (best == UINT32_MAX || slowest[i] < slowest[best])) best = i;
   }
   uint32_t win = best;
   if (best == UINT32_MAX)
     win = base; /* no survivor has times on every rank */
-  else if (base != UINT32_MAX && usable[base] && best != base && !(slowest[best] < slowest[base] * (1 - t->margin)))
+  else if (base != UINT32_MAX && usable[base] && best != base &&
+           !(slowest[best] < slowest[base] * (1 - t->margin)))
     win = base;
   uint32_t w = win == UINT32_MAX ? b->baseline : b->surv[win];
   if (t->c->rank == 0 && shunt_log_enabled(SHUNT_LOG_INFO, SHUNT_TUNE)) {
@@ -640,13 +660,13 @@ static void decide(struct shunt_tune* t, struct shunt_tune_bucket* b) {
                       ? slowest[base] / slowest[win]
                       : 0;
     if (gain > 0)
-      SHUNT_INFO(SHUNT_TUNE, "%s on %d ranks: %s (slowest rank's median); winner %s%s, %.2fx the untuned %s", what,
-                 t->c->nranks, times, cand_name(b->cand[w].e), w == b->baseline ? " (untuned)" : "", gain,
-                 cand_name(b->cand[b->baseline].e));
+      SHUNT_INFO(SHUNT_TUNE, "%s on %d ranks: %s (slowest rank's median); winner %s%s, %.2fx the untuned %s",
+                 what, t->c->nranks, times, cand_name(b->cand[w].e), w == b->baseline ? " (untuned)" : "",
+                 gain, cand_name(b->cand[b->baseline].e));
     else
       SHUNT_INFO(SHUNT_TUNE,
-                 "%s on %d ranks: %s (slowest rank's median); winner %s, the untuned %s left at the screen", what,
-                 t->c->nranks, times, cand_name(b->cand[w].e), cand_name(b->cand[b->baseline].e));
+                 "%s on %d ranks: %s (slowest rank's median); winner %s, the untuned %s left at the screen",
+                 what, t->c->nranks, times, cand_name(b->cand[w].e), cand_name(b->cand[b->baseline].e));
   }
   decided(t, b, w);
 }

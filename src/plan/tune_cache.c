@@ -1,6 +1,7 @@
 #include "plan/tune_cache.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,10 +13,12 @@
 #include "util/env.h"
 #include "util/log.h"
 
-/* Lines of a decision: "#@ bucket COLL INPLACE NEED SCALE ROOT CLASS DEVICE WINNER". As a comment to the
- * tuning-file parser, so the file also loads as an ordinary tuning file. */
+/* Lines of a decision: "#@ bucket COLL INPLACE NEED SCALE ROOT CLASS DEVICE WINNER", then one
+ * "#= time NAME US" per candidate timed. Comments to the tuning-file parser, so the file also
+ * loads as an ordinary tuning file. */
 #define DECISION_TAG "#@ bucket"
 #define FINGERPRINT_TAG "# fingerprint: "
+#define TIME_TAG "#= time"
 
 uint32_t shunt_tune_class(uint64_t bytes) {
   uint32_t c = 0;
@@ -80,6 +83,19 @@ static bool parse_decision(const char* line, struct shunt_tune_saved* d) {
   if (got != 8 || v[0] >= SHUNT_COLL_COUNT || v[1] > 1 || v[3] > 1 || v[5] > 63 || v[6] > 1) return false;
   d->key = (struct shunt_tune_key){v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
   snprintf(d->winner, sizeof(d->winner), "%s", winner);
+  d->ntimes = 0;
+  return true;
+}
+
+/* A candidate's time, under the decision before it. */
+static bool parse_time(const char* line, struct shunt_tune_saved* d) {
+  char name[128], tail[2];
+  double us;
+  if (d->ntimes >= SHUNT_TUNE_MAX_CAND || sscanf(line, TIME_TAG " %127s %lf %1s", name, &us, tail) != 2 ||
+      !(us >= 0) || !isfinite(us))
+    return false;
+  snprintf(d->times[d->ntimes].name, sizeof(d->times[0].name), "%s", name);
+  d->times[d->ntimes++].us = us;
   return true;
 }
 
@@ -117,6 +133,13 @@ void shunt_tune_cache_read(const char* path, const char* fingerprint, struct shu
     if (!strcmp(line, "# end")) {
       ended = true;
       break;
+    }
+    if (!strncmp(line, TIME_TAG, strlen(TIME_TAG))) {
+      if (!*n || !parse_time(line, &d[*n - 1])) {
+        bad = true;
+        break;
+      }
+      continue;
     }
     if (strncmp(line, DECISION_TAG, strlen(DECISION_TAG)) != 0) continue;
     if (*n == cap) {
@@ -197,10 +220,14 @@ bool shunt_tune_cache_write(const char* path, const char* fingerprint, uint32_t 
   fprintf(f, FINGERPRINT_TAG "%s\n", fingerprint);
   fprintf(f,
           "# decisions: COLL INPLACE NEED SCALE ROOT CLASS DEVICE WINNER (class c: sizes 2^c to 2^(c+1)-1; "
-          "DEVICE 1: device buffers; WINNER nccl: NCCL serves them)\n");
-  for (uint32_t i = 0; i < n; i++)
+          "DEVICE 1: device buffers; WINNER nccl: NCCL serves them), each followed by its candidates' "
+          "times (us)\n");
+  for (uint32_t i = 0; i < n; i++) {
     fprintf(f, DECISION_TAG " %u %u %u %u %u %u %u %s\n", d[i].key.coll, d[i].key.inplace, d[i].key.need,
             d[i].key.scale, d[i].key.root, d[i].key.cls, d[i].key.device, d[i].winner);
+    for (uint32_t k = 0; k < d[i].ntimes && k < SHUNT_TUNE_MAX_CAND; k++)
+      fprintf(f, TIME_TAG " %s %.3f\n", d[i].times[k].name, d[i].times[k].us);
+  }
   fprintf(f, "# the same as tuning rules (NAME RANKS MIN MAX), each plan's longest stretch of classes won\n");
   write_rules(f, nranks, d, n);
   fprintf(f, "# end\n");

@@ -31,10 +31,24 @@ struct shunt_tune_key {
   uint32_t device;  /* 0: host buffers (host backend); 1: device buffers (GPU backend or NCCL) */
 };
 
-/* One decision: the bucket and the name of the plan that won it. */
+/* The most candidates one bucket weighs (the shipped folders offer at most five plans for one
+ * call, and NCCL). */
+#define SHUNT_TUNE_MAX_CAND 8
+
+/* One candidate's time in a decision: the slowest rank's median where it was sampled, its
+ * screen time where the screen left it out. */
+struct shunt_tune_time {
+  char name[128];
+  double us;
+};
+
+/* One decision: the bucket, the name of the plan that won it, and the times it was decided on
+ * (ntimes 0: none kept). */
 struct shunt_tune_saved {
   struct shunt_tune_key key;
   char winner[128];
+  uint32_t ntimes;
+  struct shunt_tune_time times[SHUNT_TUNE_MAX_CAND];
 };
 
 /* The size class of a call of `bytes`. */

@@ -45,11 +45,14 @@ int main(void) {
 
   /* Device buckets are apart from host ones, and NCCL can win one (no rule gives it sizes). */
   struct shunt_tune_saved w[5] = {
-      {{1, 0, 0, 0, 0, 20, 0}, "allreduce_4r_simple_outofplace"},
-      {{1, 0, 0, 0, 0, 21, 0}, "allreduce_4r_simple_outofplace"},
-      {{5, 0, 0, 0, 2, 10, 0}, "broadcast_4r_ll"},
-      {{1, 0, 0, 0, 0, 20, 1}, SHUNT_TUNE_NCCL_NAME},
-      {{1, 0, 0, 0, 0, 12, 1}, "allreduce_4r_ll_outofplace"},
+      {{1, 0, 0, 0, 0, 20, 0},
+       "allreduce_4r_simple_outofplace",
+       2,
+       {{"allreduce_4r_simple_outofplace", 812.5}, {"allreduce_4r_ll_outofplace", 1650.25}}},
+      {{1, 0, 0, 0, 0, 21, 0}, "allreduce_4r_simple_outofplace", 0, {{"", 0}}},
+      {{5, 0, 0, 0, 2, 10, 0}, "broadcast_4r_ll", 0, {{"", 0}}},
+      {{1, 0, 0, 0, 0, 20, 1}, SHUNT_TUNE_NCCL_NAME, 0, {{"", 0}}},
+      {{1, 0, 0, 0, 0, 12, 1}, "allreduce_4r_ll_outofplace", 0, {{"", 0}}},
   };
   CHECK(shunt_tune_cache_write(path, FP, 4, w, 5));
   uint32_t n = read_n(path, FP, &d);
@@ -57,6 +60,9 @@ int main(void) {
   for (uint32_t i = 0; i < n && i < 5; i++) {
     CHECK(memcmp(&d[i].key, &w[i].key, sizeof(w[i].key)) == 0);
     CHECK(strcmp(d[i].winner, w[i].winner) == 0);
+    CHECK(d[i].ntimes == w[i].ntimes); /* the times each decision was taken on */
+    for (uint32_t k = 0; k < d[i].ntimes && k < w[i].ntimes; k++)
+      CHECK(!strcmp(d[i].times[k].name, w[i].times[k].name) && d[i].times[k].us == w[i].times[k].us);
   }
   free(d);
 
@@ -96,6 +102,19 @@ int main(void) {
   }
   CHECK(read_n(path, FP, &d) == 0);
   free(d);
+
+  /* A time before any decision, or one that is not a number: no decisions. */
+  const char* bad_times[] = {"#= time allreduce_x 12.5\n#@ bucket 1 0 0 0 0 20 0 allreduce_x\n",
+                             "#@ bucket 1 0 0 0 0 20 0 allreduce_x\n#= time allreduce_x -\n"};
+  for (int k = 0; k < 2; k++) {
+    f = fopen(path, "w");
+    if (f) {
+      fprintf(f, "# shunt\n# fingerprint: %s\n%s# end\n", FP, bad_times[k]);
+      fclose(f);
+    }
+    CHECK(read_n(path, FP, &d) == 0);
+    free(d);
+  }
 
   /* Not a cache file at all. */
   f = fopen(path, "w");

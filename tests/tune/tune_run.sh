@@ -5,7 +5,7 @@
 #  - shunt-plan list --tuning takes every 2-rank plan's range from the file, no WARN;
 #  - shunt-perf with the file runs each size on the plan the file gives that size;
 #  - --coll reduce: one group of rules for both modes, every reduce plan in it;
-#  - interrupted, it exits 130 and leaves neither the file nor a temporary one.
+#  - interrupted, it exits 130 and leaves neither the file nor a temporary one, nor ranks running.
 # usage: tune_run.sh SHUNT_TUNE SHUNT_PLAN SHUNT_PERF PLAN_DIR
 set -u
 tune=$1 plan=$2 perf=$3 dir=$4
@@ -13,7 +13,7 @@ t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 export SHUNT_PLAN_DIR="$dir" SHUNT_FALLBACK=0 TMPDIR="$t"
-"$tune" -np 2 -b 1K -e 256K -f 16 -n 3 -w 1 --min-runs 2 --max-runs 2 --perf "$perf" -o "$t/c.tuning" >"$t/out" 2>"$t/err" ||
+"$tune" -np 2 -b 1K -e 256K -f 16 -n 3 -w 1 --perf "$perf" -o "$t/c.tuning" >"$t/out" 2>"$t/err" ||
   { cat "$t/out" "$t/err"; fail "shunt-tune failed"; }
 cat "$t/out"
 [ -s "$t/c.tuning" ] || fail "no tuning file"
@@ -51,7 +51,7 @@ awk '$1 ~ /^[0-9]+$/ && NF > 10 { print $1, $NF }' "$t/perf" | while read -r siz
 done || exit 1
 # One collective with a root: its plans serve both modes, so the file has one group of rules
 # for it, and every one of its 2-rank plans is in it.
-"$tune" -np 2 -b 1K -e 64K -f 8 -n 2 -w 1 --coll reduce --min-runs 1 --max-runs 1 --perf "$perf" -o "$t/r.tuning" \
+"$tune" -np 2 -b 1K -e 64K -f 8 -n 2 -w 1 --coll reduce --perf "$perf" -o "$t/r.tuning" \
   >"$t/outr" 2>"$t/errr" || { cat "$t/outr" "$t/errr"; fail "shunt-tune --coll reduce failed"; }
 grep -q '^# reduce, 2 ranks, in place: median' "$t/outr" || { cat "$t/outr"; fail "no reduce table"; }
 grep -q '^# reduce, 2 ranks, both modes$' "$t/r.tuning" || { cat "$t/r.tuning"; fail "no reduce rules"; }
@@ -61,12 +61,12 @@ done
 grep -v '^#' "$t/r.tuning" | grep -v '^$' | grep -vq '^reduce_' && { cat "$t/r.tuning"; fail "rules for other collectives"; }
 # Four ranks of one host: the candidates are the plans for one host (the plans for two hosts of two
 # ranks cannot serve it, and a pass forcing one would fail the run).
-"$tune" -np 4 -b 64K -e 64K -n 2 -w 1 --coll allreduce --min-runs 1 --max-runs 1 --perf "$perf" -o "$t/4.tuning" \
+"$tune" -np 4 -b 64K -e 64K -n 2 -w 1 --coll allreduce --perf "$perf" -o "$t/4.tuning" \
   >"$t/out4" 2>"$t/err4" || { cat "$t/out4" "$t/err4"; fail "shunt-tune on 4 ranks failed"; }
 grep -q 'allreduce_4r_scratch_outofplace' "$t/out4" || { cat "$t/out4"; fail "4 ranks: a one-host plan is no candidate"; }
 grep -q '_hier_' "$t/out4" "$t/4.tuning" && { cat "$t/out4"; fail "4 ranks of one host: a multi-host plan is a candidate"; }
 # Interrupted: no file, no temporary file.
-"$tune" -np 2 -b 1K -e 1M -f 2 -n 20 --min-runs 9 --perf "$perf" -o "$t/i.tuning" >/dev/null 2>"$t/ierr" &
+"$tune" -np 2 -b 1K -e 64M -f 2 -n 200 --perf "$perf" -o "$t/i.tuning" >/dev/null 2>"$t/ierr" &
 pid=$!
 sleep 2
 kill -INT $pid
@@ -75,4 +75,7 @@ rc=$?
 [ $rc = 130 ] || { cat "$t/ierr"; fail "interrupted: exit $rc, wanted 130"; }
 ls "$t" | grep -q '^i\.tuning' && fail "interrupted: $(ls "$t" | grep '^i\.tuning') left behind"
 ls "$t" | grep -q 'shunt-tune\.' && fail "interrupted: temporary file left behind"
+# ... and no rank of the shunt-perf it drove still runs.
+sleep 1
+pgrep -f "shunt-perf -np 2 -b 1K -e 64M" >/dev/null && { pkill -f "shunt-perf -np 2 -b 1K -e 64M"; fail "interrupted: shunt-perf's ranks still run"; }
 echo "ok: shunt-tune wrote a file that loads and selects as it says; interrupted, it left nothing"

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -139,12 +140,17 @@ int perf_launch_procs(const struct perf_opts* o) {
   /* Ranks are forked before the id exists: making it starts bootstrap threads, and a child
    * forked while they run could inherit a lock one of them holds. The id follows by pipe. */
   int started = 0;
+  pid_t parent = getpid();
   for (int r = 0; r < np; r++) {
     if (pipe(pipes[r]) != 0 || (kids[r] = fork()) < 0) {
       perror("shunt-perf: starting a rank");
       break;
     }
     if (kids[r] == 0) {
+      /* A launcher killed (a tool driving it interrupted) takes its ranks with it, rather than
+       * leaving them to run the whole benchmark on cores others are measuring on. */
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent) _exit(PERF_EXIT_FAILED);
       ncclUniqueId id;
       int code = PERF_EXIT_FAILED;
       if (read(pipes[r][0], &id, sizeof(id)) == (ssize_t)sizeof(id))

@@ -1,6 +1,8 @@
-/* shunt-tune: measures every plan that can serve each size (and NCCL when there is one) through
- * shunt-perf, and writes the tuning file that gives each plan the sizes where it wins, with a
- * plot of the measurements. See docs/tuning.md. */
+/* shunt-tune: runs the in-job tuning engine (SHUNT_TUNING=auto, api/tune.h) as a benchmark over
+ * every size, through shunt-perf, with every plan that can serve a size (and NCCL when there is
+ * one) a candidate, and writes the tuning file that gives each plan the sizes where it won, with
+ * a plot of the engine's times. See docs/tuning.md. */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -14,18 +16,18 @@
 
 #include "measure.h"
 #include "plan/planset.h"
+#include "plan/tune_cache.h"
 #include "plan/tuning.h"
 #include "tune.h"
 #include "util/host.h"
 
 struct opts {
-  const char *np, *nthreads, *minb, *maxb, *factor, *iters, *warmup, *coll, *out, *plot, *perf;
-  double margin, stable;
-  unsigned min_runs, max_runs;
+  const char *np, *nthreads, *minb, *maxb, *factor, *coll, *out, *plot, *perf;
+  unsigned samples, warmup, margin, cut; /* the engine's SHUNT_TUNING_SAMPLES, _WARMUP, _MARGIN, _CUT */
 };
 
 static volatile sig_atomic_t interrupted;
-static char tmp_tuning[4096];
+static char tmp_cache[4096]; /* the engine's cache folder, removed at exit */
 
 static void on_signal(int sig) {
   interrupted = sig;
@@ -35,20 +37,22 @@ static void on_signal(int sig) {
 static void usage(FILE* f) {
   fprintf(f,
           "usage: shunt-tune [options]\n"
-          "Times every plan of SHUNT_PLAN_DIR that can serve each size (and NCCL when there is one)\n"
-          "through shunt-perf, and writes a tuning file giving each plan the sizes where it wins.\n\n"
+          "Runs shunt's in-job tuning (SHUNT_TUNING=auto) over shunt-perf at each size, every plan of\n"
+          "SHUNT_PLAN_DIR that can serve it (and NCCL when there is one) a candidate, and writes a\n"
+          "tuning file giving each plan the sizes where it won.\n\n"
           "  -np N, -t N             ranks as processes / threads per process, as shunt-perf\n"
           "  -b, -e SIZE             smallest and largest size (default 1K and 16M; K, M, G)\n"
           "  -f F                    step factor between sizes (default 2)\n"
-          "  -n N, -w N              timed and warm-up calls per size and run (default 20, 3)\n"
+          "  -n N                    timed calls of each candidate the screen keeps (default 20)\n"
+          "  -w N                    warm-up calls of each candidate before its screen call (default 3)\n"
           "  --coll C                allreduce, allgather, reducescatter, alltoall, broadcast, reduce\n"
           "                          or all\n"
           "                          (default all)\n"
           "  -o FILE                 the tuning file to write (default shunt.tuning)\n"
           "  --plot FILE             the plot (PNG) to write (default: the tuning file's name + .png)\n"
-          "  --margin PCT            a plan takes over only when faster by more than PCT%% (default 5)\n"
-          "  --stable PCT            repeat runs until no median moves by more than PCT%% (default 3)\n"
-          "  --min-runs N, --max-runs N   runs of each candidate (default 3 and 9)\n"
+          "  --cut PCT               the screen keeps candidates within PCT%% of the fastest (default 30)\n"
+          "  --margin PCT            a plan takes over from the untuned one only when faster by more\n"
+          "                          than PCT%% (default 5)\n"
           "  --perf PATH             the shunt-perf to run (default: next to shunt-tune, else PATH)\n"
           "  -h, --help              this text\n\n"
           "A run over several machines: start shunt-tune on each with shunt-perf's variables\n"
@@ -59,14 +63,12 @@ static int parse(int argc, char** argv, struct opts* o) {
   *o = (struct opts){.minb = "1K",
                      .maxb = "16M",
                      .factor = "2",
-                     .iters = "20",
-                     .warmup = "3",
                      .coll = "all",
                      .out = "shunt.tuning",
-                     .margin = 0.05,
-                     .stable = 0.03,
-                     .min_runs = 3,
-                     .max_runs = 9};
+                     .samples = 20,
+                     .warmup = 3,
+                     .margin = 5,
+                     .cut = 30};
   for (int i = 1; i < argc; i++) {
     const char* a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -92,31 +94,36 @@ static int parse(int argc, char** argv, struct opts* o) {
     OPT("--minbytes", minb)
     OPT("-e", maxb)
     OPT("--maxbytes", maxb)
-    OPT("-f", factor) OPT("--stepfactor", factor) OPT("-n", iters) OPT("--iters", iters) OPT("-w", warmup)
-        OPT("--warmup_iters", warmup) OPT("--coll", coll) OPT("-o", out) OPT("--plot", plot)
-            OPT("--perf", perf)
+    OPT("-f", factor)
+    OPT("--stepfactor", factor)
+    OPT("--coll", coll)
+    OPT("-o", out)
+    OPT("--plot", plot)
+    OPT("--perf", perf)
 #undef OPT
-                char* end = NULL;
-    if ((!strcmp(a, "--margin") || !strcmp(a, "--stable")) && v) {
-      double p = strtod(v, &end);
-      if (*end || p < 0 || p > 100) {
-        fprintf(stderr, "shunt-tune: %s %s: want a percentage from 0 to 100\n", a, v);
+    /* Whole numbers the engine takes, with its bounds. */
+    struct {
+      const char* name;
+      unsigned* field;
+      unsigned long lo, hi;
+    } nums[] = {{"-n", &o->samples, 1, 1000},     {"--iters", &o->samples, 1, 1000},
+                {"-w", &o->warmup, 0, 100},       {"--warmup_iters", &o->warmup, 0, 100},
+                {"--margin", &o->margin, 0, 100}, {"--cut", &o->cut, 0, 1000}};
+    bool took = false;
+    for (unsigned k = 0; k < sizeof(nums) / sizeof(nums[0]) && !took; k++) {
+      if (strcmp(a, nums[k].name)) continue;
+      char* end = NULL;
+      unsigned long n = v ? strtoul(v, &end, 10) : 0;
+      if (!v || !*v || *end || n < nums[k].lo || n > nums[k].hi) {
+        fprintf(stderr, "shunt-tune: %s %s: want a whole number from %lu to %lu\n", a, v ? v : "(nothing)",
+                nums[k].lo, nums[k].hi);
         return -1;
       }
-      *(a[2] == 'm' ? &o->margin : &o->stable) = p / 100;
+      *nums[k].field = (unsigned)n;
+      took = true;
       i++;
-      continue;
     }
-    if ((!strcmp(a, "--min-runs") || !strcmp(a, "--max-runs")) && v) {
-      unsigned long n = strtoul(v, &end, 10);
-      if (*end || n < 1 || n > TUNE_MAX_REPS) {
-        fprintf(stderr, "shunt-tune: %s %s: want 1 to %d\n", a, v, TUNE_MAX_REPS);
-        return -1;
-      }
-      *(a[3] == 'i' ? &o->min_runs : &o->max_runs) = (unsigned)n;
-      i++;
-      continue;
-    }
+    if (took) continue;
     fprintf(stderr, "shunt-tune: unknown option %s (see --help)\n", a);
     return -1;
   }
@@ -127,7 +134,6 @@ static int parse(int argc, char** argv, struct opts* o) {
             o->coll);
     return -1;
   }
-  if (o->min_runs > o->max_runs) o->min_runs = o->max_runs;
   return 0;
 }
 
@@ -177,25 +183,6 @@ static const char* in_path(const char* name, char* buf, size_t len) {
     p = c ? c + 1 : NULL;
   }
   return NULL;
-}
-
-/* The tuning file that leaves, for one collective on nranks, the plans named oop and ip
- * (either may be NULL) over every size and disables every other plan of it. */
-static int write_forcing(const char* path, const struct shunt_planset* ps, const char* coll, unsigned nranks,
-                         const char* oop, const char* ip) {
-  FILE* f = fopen(path, "w");
-  if (!f) return -1;
-  for (uint32_t i = 0; i < shunt_planset_count(ps); i++) {
-    const struct shunt_plan_entry* e = shunt_planset_entry(ps, i);
-    if (e->status != SHUNT_PLAN_OK || e->plan->ngpus != nranks || strcmp(e->plan->collective, coll)) continue;
-    /* A rooted collective's plan serves both modes (planset.h): the out-of-place choice forces it. */
-    const char* keep = e->plan->inplace && !shunt_coll_rooted(e->plan->coll) ? ip : oop;
-    if (keep && !strcmp(e->plan->name, keep))
-      fprintf(f, "%s %u 0 max\n", e->plan->name, nranks);
-    else
-      fprintf(f, "%s %u disable\n", e->plan->name, nranks);
-  }
-  return fclose(f);
 }
 
 /* The run's placement, as selection's query states it (planset.h): 0 when every rank is on one
@@ -252,16 +239,56 @@ static int cand_index(const struct tune_group* g, const char* name) {
   return -1;
 }
 
-static void record(struct tune_group* g, const struct tune_row* rows, int nrows, unsigned side,
-                   const char* want) {
-  int c = cand_index(g, want);
-  if (c < 0) return;
-  for (int r = 0; r < nrows; r++) {
-    if (strcmp(rows[r].plan[side], want)) continue; /* served by something else: not a sample */
-    for (unsigned s = 0; s < g->nsizes; s++)
-      if (g->size[s] == rows[r].bytes && g->nsamp[c][s] < TUNE_MAX_REPS)
-        g->samp[c][s][g->nsamp[c][s]++] = rows[r].us[side];
+/* The engine's decisions for one group, from the cache file it wrote: each size's winner and
+ * every candidate's time there. The sizes it did not decide are listed in err. */
+static int take_decisions(struct tune_group* g, const struct shunt_tune_saved* d, uint32_t n, char* err,
+                          size_t len) {
+  enum shunt_coll coll = shunt_coll_of_name(g->coll);
+  /* A plan of a rooted collective serves both modes: its calls are one bucket (api/tune.h). */
+  uint32_t inplace = !shunt_coll_rooted(coll) && g->inplace;
+  size_t at = 0;
+  err[0] = 0;
+  for (unsigned s = 0; s < g->nsizes; s++) {
+    g->winner[s] = -1;
+    const struct shunt_tune_saved* x = NULL;
+    for (uint32_t i = 0; i < n && !x; i++)
+      if (d[i].key.coll == shunt_coll_code(coll) && d[i].key.inplace == inplace &&
+          d[i].key.cls == shunt_tune_class(g->size[s]))
+        x = &d[i];
+    if (!x) {
+      char a[32];
+      if (at < len)
+        at += (size_t)snprintf(err + at, len - at, "%s%s", at ? ", " : "",
+                               shunt_tuning_format_size(g->size[s], a, sizeof(a)));
+      continue;
+    }
+    for (uint32_t k = 0; k < x->ntimes; k++) {
+      if (cand_index(g, x->times[k].name) < 0) add_cand(g, x->times[k].name);
+      int c = cand_index(g, x->times[k].name);
+      if (c >= 0) g->med[c][s] = x->times[k].us;
+    }
+    if (cand_index(g, x->winner) < 0) add_cand(g, x->winner);
+    g->winner[s] = cand_index(g, x->winner);
   }
+  return at ? -1 : 0;
+}
+
+/* The cache file the engine wrote in `dir` (the only one there): its decisions. */
+static int read_cache(const char* dir, struct shunt_tune_saved** d, uint32_t* n) {
+  *d = NULL;
+  *n = 0;
+  DIR* dp = opendir(dir);
+  if (!dp) return -1;
+  struct dirent* de;
+  char path[8192] = "";
+  while ((de = readdir(dp)))
+    if (!strncmp(de->d_name, "shunt-", 6) && strstr(de->d_name, ".tuning") &&
+        !strcmp(strstr(de->d_name, ".tuning"), ".tuning"))
+      snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+  closedir(dp);
+  if (!path[0]) return -1;
+  shunt_tune_cache_read(path, NULL, d, n);
+  return 0;
 }
 
 static void print_table(const struct tune_group* g) {
@@ -291,8 +318,7 @@ static void print_table(const struct tune_group* g) {
   for (unsigned c = 0; c < g->ncand; c++) printf("# [%u] %s\n", c, g->cand[c]);
 }
 
-static int write_tuning(const char* path, struct tune_group* groups, unsigned n, const struct opts* o,
-                        unsigned runs) {
+static int write_tuning(const char* path, struct tune_group* groups, unsigned n, const struct opts* o) {
   char tmp[4096];
   snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
   FILE* f = fopen(tmp, "w");
@@ -304,11 +330,13 @@ static int write_tuning(const char* path, struct tune_group* groups, unsigned n,
   gethostname(host, sizeof(host) - 1);
   time_t now = time(NULL);
   strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime(&now));
-  fprintf(f,
-          "# Written by shunt-tune on %s at %s: sizes %s..%s (x%s), %s calls per size and run, the median\n",
-          host, when, o->minb, o->maxb, o->factor, o->iters);
-  fprintf(f, "# of up to %u runs, a plan taking over when faster by more than %.0f%%. Load it with\n", runs,
-          o->margin * 100);
+  fprintf(
+      f,
+      "# Written by shunt-tune on %s at %s: sizes %s..%s (x%s), decided by shunt's in-job tuning: %u\n"
+      "# warm-up and one screen call per candidate, those within %u%% of the fastest timed %u more times,\n"
+      "# the slowest rank's median deciding; a plan takes over from the untuned one when faster by more\n"
+      "# than %u%%. Load it with\n",
+      host, when, o->minb, o->maxb, o->factor, o->warmup, o->cut, o->samples, o->margin);
   fprintf(f, "# SHUNT_TUNING=%s; see it with shunt-plan list --tuning %s DIR.\n", path, path);
   for (unsigned i = 0; i < n; i++) {
     struct tune_group* g = &groups[i];
@@ -347,7 +375,17 @@ static int write_tuning(const char* path, struct tune_group* groups, unsigned n,
 }
 
 static void cleanup(void) {
-  if (tmp_tuning[0]) unlink(tmp_tuning);
+  if (!tmp_cache[0]) return;
+  DIR* dp = opendir(tmp_cache);
+  struct dirent* de;
+  char path[8192];
+  while (dp && (de = readdir(dp)))
+    if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+      snprintf(path, sizeof(path), "%s/%s", tmp_cache, de->d_name);
+      unlink(path);
+    }
+  if (dp) closedir(dp);
+  rmdir(tmp_cache);
 }
 
 int main(int argc, char** argv) {
@@ -408,16 +446,27 @@ int main(int argc, char** argv) {
   atexit(cleanup);
   char tdir[4096];
   snprintf(tdir, sizeof(tdir), "%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-  int tk = snprintf(tmp_tuning, sizeof(tmp_tuning), "%s/shunt-tune.%d.tuning", tdir, (int)getpid());
-  if (tk < 0 || (size_t)tk >= sizeof(tmp_tuning)) {
-    fprintf(stderr, "shunt-tune: TMPDIR is too long\n");
+  int tk = snprintf(tmp_cache, sizeof(tmp_cache), "%s/shunt-tune.%d.XXXXXX", tdir, (int)getpid());
+  if (tk < 0 || (size_t)tk >= sizeof(tmp_cache) || !mkdtemp(tmp_cache)) {
+    fprintf(stderr, "shunt-tune: cannot make a temporary folder in %s: %s\n", tdir, strerror(errno));
+    tmp_cache[0] = 0;
+    shunt_planset_free(ps);
     return 2;
   }
+  /* The engine's settings, for every shunt-perf run: every plan a candidate, whatever its own
+   * range says; the decisions kept in a folder of this run's own. */
+  char num[4][16];
+  snprintf(num[0], sizeof(num[0]), "%u", o.warmup);
+  snprintf(num[1], sizeof(num[1]), "%u", o.samples);
+  snprintf(num[2], sizeof(num[2]), "%u", o.cut);
+  snprintf(num[3], sizeof(num[3]), "%u", o.margin);
+  setenv("SHUNT_TUNING_CACHE", tmp_cache, 1);
+  setenv("SHUNT_TUNING_REACH", "64", 1);
+  setenv("SHUNT_TUNING_WARMUP", num[0], 1);
+  setenv("SHUNT_TUNING_SAMPLES", num[1], 1);
+  setenv("SHUNT_TUNING_CUT", num[2], 1);
+  setenv("SHUNT_TUNING_MARGIN", num[3], 1);
 
-  /* The launch and size arguments every run shares. */
-  char* args[24];
-  unsigned coll_arg = perf_args(&o, args, o.maxb, o.iters, o.warmup);
-  struct tune_perf tp = {perf, args};
   static struct tune_row rows[TUNE_MAX_SIZES * 2];
   static char head[1 << 16];
   char err[512];
@@ -439,7 +488,8 @@ int main(int argc, char** argv) {
   uint32_t rpn = 0;
   bool placed = run_placement(head, nranks, &rpn);
 
-  /* Groups: each collective asked for, out of place then in place. */
+  /* Groups: each collective asked for, out of place then in place; every plan that can serve
+   * one is listed (a plan the engine never picks gets no range: the file disables it). */
   static struct tune_group groups[12]; /* six collectives, two placements each */
   unsigned ng = 0;
   const char* colls[] = {"allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce"};
@@ -471,89 +521,59 @@ int main(int argc, char** argv) {
       shunt_planset_free(ps);
       return 2;
     }
-    if (nccl) add_cand(&groups[i], TUNE_NCCL);
-  }
-  fprintf(stderr, "shunt-tune: %u ranks, sizes %s..%s, %s; NCCL %s\n", nranks, o.minb, o.maxb, perf,
-          nccl ? "measured too" : "not there (plans only)");
-
-  unsigned runs = 0;
-  for (; runs < o.max_runs && !interrupted; runs++) {
-    for (unsigned k = 0; k < ng; k += 2) {
-      struct tune_group *oop = &groups[k], *ip = &groups[k + 1];
-      unsigned plans_o = oop->ncand - nccl, plans_i = ip->ncand - nccl;
-      unsigned passes = (plans_o > plans_i ? plans_o : plans_i) + nccl;
-      args[coll_arg] = oop->coll;
-      for (unsigned p = 0; p < passes && !interrupted; p++) {
-        bool is_nccl = nccl && p == passes - 1;
-        const char* co = is_nccl || !plans_o ? NULL : oop->cand[p % plans_o];
-        const char* ci = is_nccl || !plans_i ? NULL : ip->cand[p % plans_i];
-        fprintf(stderr, "shunt-tune: run %u of at most %u, %s %u/%u: %s%s%s\n", runs + 1, o.max_runs,
-                oop->coll, p + 1, passes,
-                is_nccl ? "NCCL"
-                : co    ? co
-                        : "-",
-                is_nccl ? "" : " + ",
-                is_nccl ? ""
-                : ci    ? ci
-                        : "-");
-        if (!is_nccl && write_forcing(tmp_tuning, ps, oop->coll, nranks, co, ci) != 0) {
-          fprintf(stderr, "shunt-tune: cannot write %s: %s\n", tmp_tuning, strerror(errno));
-          shunt_planset_free(ps);
-          return 1;
-        }
-        int n = tune_measure(&tp, is_nccl ? NULL : tmp_tuning, is_nccl ? oop->coll : NULL, rows,
-                             TUNE_MAX_SIZES * 2, NULL, 0, err, sizeof(err));
-        if (n < 0 && is_nccl && !interrupted) {
-          /* An NCCL that loads but cannot run here (no GPU): tune among the plans. */
-          fprintf(stderr, "shunt-tune: NCCL did not run (%s); tuning among the plans only\n", err);
-          nccl = false;
-          for (unsigned i = 0; i < ng; i++) groups[i].ncand--;
-          break;
-        }
-        if (n < 0) {
-          if (interrupted) break;
-          fprintf(stderr, "shunt-tune: %s\n", err);
-          shunt_planset_free(ps);
-          return 1;
-        }
-        if (is_nccl) {
-          record(oop, rows, n, 0, TUNE_NCCL);
-          record(ip, rows, n, 1, TUNE_NCCL);
-        } else {
-          if (co && p < plans_o) record(oop, rows, n, 0, co);
-          if (ci && p < plans_i) record(ip, rows, n, 1, ci);
-        }
-      }
-    }
-    if (interrupted) break;
-    double moved = 0;
-    for (unsigned i = 0; i < ng; i++) {
-      double m = tune_update_medians(&groups[i]);
-      if (m > moved) moved = m;
-    }
-    if (runs > 0)
-      fprintf(stderr, "shunt-tune: after run %u the medians moved by %.1f%% at most\n", runs + 1,
-              moved * 100);
-    if (runs + 1 >= o.min_runs && moved <= o.stable) {
-      runs++;
-      break;
-    }
   }
   shunt_planset_free(ps);
+  fprintf(stderr, "shunt-tune: %u ranks, sizes %s..%s, %s; NCCL %s\n", nranks, o.minb, o.maxb, perf,
+          nccl ? "a candidate for device buffers" : "not there (plans only)");
+
+  /* One engine run per collective: enough calls per size and mode for every candidate's warm-up
+   * and screen call, the samples of all of them, the two swaps, and slack for swaps put off
+   * while device samples are still running. */
+  for (unsigned k = 0; k < ng && !interrupted; k += 2) {
+    unsigned n = groups[k].ncand > groups[k + 1].ncand ? groups[k].ncand : groups[k + 1].ncand;
+    n += nccl;
+    if (n > SHUNT_TUNE_MAX_CAND) n = SHUNT_TUNE_MAX_CAND;
+    char calls[16];
+    snprintf(calls, sizeof(calls), "%u", n * (o.warmup + 1) + 2 + n * o.samples + n + 4);
+    char* args[24];
+    args[perf_args(&o, args, o.maxb, calls, "0")] = groups[k].coll;
+    struct tune_perf tp = {perf, args};
+    fprintf(stderr, "shunt-tune: %s: %u sizes x 2 modes, %s calls each, up to %u candidates ...\n",
+            groups[k].coll, groups[k].nsizes, calls, n);
+    if (tune_measure(&tp, "auto", NULL, rows, TUNE_MAX_SIZES * 2, NULL, 0, err, sizeof(err)) < 0) {
+      if (interrupted) break;
+      fprintf(stderr, "shunt-tune: %s: %s\n", groups[k].coll, err);
+      return 1;
+    }
+  }
   if (interrupted) {
     fprintf(stderr, "shunt-tune: interrupted; %s not written\n", o.out);
     return 130;
   }
   if (!writer) return 0;
+  struct shunt_tune_saved* d = NULL;
+  uint32_t nd = 0;
+  if (read_cache(tmp_cache, &d, &nd) != 0 || !nd) {
+    fprintf(stderr, "shunt-tune: the tuning engine kept no decisions in %s\n", tmp_cache);
+    free(d);
+    return 1;
+  }
   for (unsigned i = 0; i < ng; i++) {
-    tune_decide(&groups[i], o.margin);
+    if (take_decisions(&groups[i], d, nd, err, sizeof(err)) != 0) {
+      fprintf(stderr, "shunt-tune: %s %s: no decision for %s\n", groups[i].coll,
+              groups[i].inplace ? "in place" : "out of place", err);
+      free(d);
+      return 1;
+    }
+    tune_ranges(&groups[i]);
     print_table(&groups[i]);
   }
-  if (write_tuning(o.out, groups, ng, &o, runs) != 0) return 1;
+  free(d);
+  if (write_tuning(o.out, groups, ng, &o) != 0) return 1;
   if (tune_plot(plot_path, groups, ng, err, sizeof(err)) != 0) {
     fprintf(stderr, "shunt-tune: the plot: %s\n", err);
     return 1;
   }
-  printf("\n# wrote %s and %s (%u run(s) of each candidate)\n", o.out, plot_path, runs);
+  printf("\n# wrote %s and %s\n", o.out, plot_path);
   return 0;
 }
