@@ -19,8 +19,8 @@
 
 #define MAX_CAND SHUNT_TUNE_MAX_CAND
 
-/* A bucket screens every candidate (one timed call each), keeps those near the best, samples
- * them, and decides (docs/tuning.md, "Tuning inside the job"). */
+/* A bucket screens every candidate (the least of a few calls each), keeps those near the best
+ * and the untuned one, samples them, and decides (docs/tuning.md, "Tuning inside the job"). */
 enum bucket_state { SCREENING = 0, SAMPLING, DECIDED, UNTUNED };
 
 const struct shunt_plan_entry shunt_tune_nccl = {.file = SHUNT_TUNE_NCCL_NAME};
@@ -64,6 +64,7 @@ struct shunt_tune_bucket {
    * samples' median for those kept; < 0: none. Kept with the decision. */
   double us[MAX_CAND];
   const struct shunt_tune_saved* from; /* the cache's decision it took, if any */
+  bool told_put_off;                   /* the log has said a swap of this bucket was put off */
 };
 
 struct shunt_tune {
@@ -237,10 +238,10 @@ void shunt_tune_init(struct shunt_comm* c) {
   }
   if (c->rank == 0)
     SHUNT_INFO(SHUNT_TUNE,
-               "in-job tuning: candidates within %u size classes of their range, screened by one timed call "
-               "(after %u warm-up), those within %u %% of the fastest timed %u times more, margin %u %%; "
-               "cache %s (%u decisions)",
-               t->reach, t->warmup, mine.set.cut_pct, t->samples, mine.set.margin_pct,
+               "in-job tuning: candidates within %u size classes of their range, screened by the least of "
+               "%u calls each, those within %u %% of the fastest and the untuned one timed %u times more, "
+               "margin %u %%; cache %s (%u decisions)",
+               t->reach, t->warmup + 1, mine.set.cut_pct, t->samples, mine.set.margin_pct,
                t->have_cache ? t->path : "none", t->nsaved);
   c->tune = t;
 }
@@ -426,8 +427,12 @@ const struct shunt_plan_entry* shunt_tune_pick(struct shunt_tune* t, const struc
     tk->grouped = grouped;
     tk->device = call->on_gpu;
     if (idx < b->screen_calls) {
-      tk->cand = idx % b->ncand;
-      tk->sample = !grouped && idx / b->ncand >= b->warm;
+      /* Each candidate's calls in a row, warm-up calls timed too (the screen takes the least):
+       * the first call after another candidate's can wait for that one's tail on a peer (a
+       * device call runs behind the one before on its stream, and a collective waits for its
+       * slowest rank), and the least leaves that wait out. */
+      tk->cand = idx / (b->warm + 1);
+      tk->sample = !grouped;
       e = b->cand[tk->cand].e;
     } else {
       /* Served as the screen and the samples after it say, known at the run: the screen's
@@ -453,7 +458,7 @@ static int cmp_double(const void* a, const void* b) {
 
 /* What one rank tells the others about one candidate. */
 struct report {
-  double median; /* seconds; < 0: no sample */
+  double value; /* seconds: the screen's least, the samples' median; < 0: no sample */
   uint32_t failed;
   uint32_t ready; /* 0: a device sample has not completed on this rank yet */
 };
@@ -481,10 +486,13 @@ static bool harvest(struct shunt_tune* t, struct cand* cd) {
   return keep == 0;
 }
 
-/* Seconds; -1.0 when there is no sample (a value, not a failure). */
-static double median_of(struct cand* cd) {
+/* Seconds, the least (screen) or the median (samples) of this rank's samples; -1.0 when there
+ * is none (a value, not a failure). The screen takes the least: with more ranks than cores a
+ * call is often slowed by ranks waiting for a core, never sped up, and one call is all it has. */
+static double value_of(struct cand* cd, bool least) {
   if (!cd->n) return -1.0;
   qsort(cd->t, cd->n, sizeof(double), cmp_double);
+  if (least) return cd->t[0];
   return cd->n % 2 ? cd->t[cd->n / 2] : (cd->t[cd->n / 2 - 1] + cd->t[cd->n / 2]) / 2;
 }
 
@@ -507,7 +515,7 @@ static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const u
       struct report* r = &all[(size_t)c->rank * n + i];
       r->ready = harvest(t, cd);
       r->failed = cd->failed;
-      r->median = median_of(cd);
+      r->value = value_of(cd, b->state == SCREENING);
     }
     rc = shunt_bootstrap_allgather(c->boot, all, n * sizeof(*all), err, sizeof(err));
   }
@@ -534,8 +542,8 @@ static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const u
     for (uint32_t r = 0; r < nr; r++) {
       const struct report* x = &all[(size_t)r * n + i];
       failed |= x->failed != 0;
-      if (x->median < 0) usable[i] = false;
-      if (x->median > slowest[i]) slowest[i] = x->median;
+      if (x->value < 0) usable[i] = false;
+      if (x->value > slowest[i]) slowest[i] = x->value;
     }
     if (failed) {
       usable[i] = false;
@@ -577,8 +585,21 @@ static void decided(struct shunt_tune* t, struct shunt_tune_bucket* b, uint32_t 
   if (all_done) write_cache(t);
 }
 
-/* The screen's times swapped: the candidates within 1 + cut of the fastest go on to be sampled;
- * one alone is the winner. With t->mu held. */
+/* Some rank's device samples have not completed at a swap: every rank tries it at the bucket's
+ * next call, which `serving` serves meanwhile. With t->mu held. */
+static void put_off(struct shunt_tune* t, struct shunt_tune_bucket* b, const char* what,
+                    const char* serving) {
+  if (t->c->rank == 0 && !b->told_put_off)
+    SHUNT_INFO(SHUNT_TUNE,
+               "%s on %d ranks: a sample still runs on some rank at call %u; the swap is put off to the "
+               "bucket's next call, %s serving until then",
+               what, t->c->nranks, b->swap_at, serving);
+  b->told_put_off = true;
+  b->swap_at++;
+}
+
+/* The screen's times swapped: the candidates within 1 + cut of the fastest go on to be sampled,
+ * with the baseline when another was faster; the baseline alone is the winner. With t->mu held. */
 static void screen(struct shunt_tune* t, struct shunt_tune_bucket* b) {
   uint32_t all[MAX_CAND] = {0}, n = b->ncand;
   double slowest[MAX_CAND];
@@ -587,7 +608,7 @@ static void screen(struct shunt_tune* t, struct shunt_tune_bucket* b) {
   describe(&b->key, what, sizeof(what));
   for (uint32_t k = 0; k < n; k++) all[k] = k;
   int rc = swap_times(t, b, all, n, what, slowest, usable);
-  if (rc > 0) b->swap_at++; /* device samples still running somewhere: the next call tries */
+  if (rc > 0) put_off(t, b, what, "the untuned choice"); /* the next call tries */
   if (rc != 0) return;
   uint32_t best = UINT32_MAX;
   for (uint32_t k = 0; k < n; k++)
@@ -595,9 +616,12 @@ static void screen(struct shunt_tune* t, struct shunt_tune_bucket* b) {
   b->nsurv = 0;
   for (uint32_t k = 0; k < n; k++) b->us[k] = usable[k] ? slowest[k] * 1e6 : -1;
   if (best != UINT32_MAX) {
-    /* Fastest first, the order every rank computes alike. */
+    /* Fastest first, the order every rank computes alike. The baseline stays whenever another
+     * screened faster: one call each is too few to leave the untuned choice on (a call that
+     * waited for a core can take several times its usual time), so the samples must confirm. */
     for (uint32_t k = 0; k < n; k++)
-      if (usable[k] && slowest[k] <= slowest[best] * (1 + t->cut)) b->surv[b->nsurv++] = k;
+      if (usable[k] && (slowest[k] <= slowest[best] * (1 + t->cut) || k == b->baseline))
+        b->surv[b->nsurv++] = k;
     for (uint32_t i = 1; i < b->nsurv; i++)
       for (uint32_t j = i; j > 0 && slowest[b->surv[j]] < slowest[b->surv[j - 1]]; j--) {
         uint32_t x = b->surv[j];
@@ -638,7 +662,7 @@ static void decide(struct shunt_tune* t, struct shunt_tune_bucket* b) {
   char what[160];
   describe(&b->key, what, sizeof(what));
   int rc = swap_times(t, b, b->surv, n, what, slowest, usable);
-  if (rc > 0) b->swap_at++;
+  if (rc > 0) put_off(t, b, what, "the screen's fastest");
   if (rc != 0) return;
   uint32_t best = UINT32_MAX, base = UINT32_MAX;
   for (uint32_t i = 0; i < n; i++) {
@@ -691,7 +715,7 @@ const struct shunt_plan_entry* shunt_tune_resolve(struct shunt_comm* c, struct s
     if (tk->index < b->sampling_from) {
       e = b->cand[b->surv[0]].e; /* the call that swapped the screen's times: its fastest */
     } else if (tk->index - b->sampling_from < b->nsurv * S) {
-      tk->cand = b->surv[(tk->index - b->sampling_from) % b->nsurv];
+      tk->cand = b->surv[(tk->index - b->sampling_from) / S]; /* each one's samples in a row */
       tk->sample = !tk->grouped;
       e = b->cand[tk->cand].e;
     } else {

@@ -13,13 +13,15 @@
  *   the same on every rank (ranks make the same calls in the same order), so no two ranks serve
  *   one call with different plans, grouped or not.
  * - Candidates are the plans within SHUNT_TUNING_REACH size classes of their own range (the
- *   untuned plan always). The first calls of a bucket screen them in turn (warm-up calls,
- *   then one timed call each); at the next call the ranks swap those times in one small exchange
- *   over the bootstrap (inside that call's job, where every rank runs it) and keep the
- *   candidates within SHUNT_TUNING_CUT of the fastest; those serve the next calls in turn, each
- *   SHUNT_TUNING_SAMPLES times, and a second exchange decides: every rank computes the same
- *   winner from the same numbers, the candidate whose slowest rank is fastest, kept only when
- *   it beats the untuned plan by more than the margin. Only calls outside a group are timed.
+ *   untuned plan always). The first calls of a bucket screen them, each candidate's calls in a
+ *   row (its warm-up calls, then one more), the least of each candidate's times counting; at the
+ *   next call the ranks swap those times in one small exchange over the bootstrap (inside that
+ *   call's job, where every rank runs it) and keep the candidates within SHUNT_TUNING_CUT of the
+ *   fastest, and the untuned one whenever another screened faster; those serve the next calls,
+ *   each SHUNT_TUNING_SAMPLES in a row, and a second exchange decides: every rank computes the
+ *   same winner from the same numbers, the candidate whose slowest rank's median is least, kept
+ *   only when it beats the untuned plan by more than the margin. Only calls outside a group are
+ *   timed.
  * - A candidate that failed on any rank is out of the decision on every rank; an exchange that
  *   fails ends tuning on the communicator: the untuned choices serve from then on.
  * - Device calls are timed by two events on the call's stream, read only once they have
@@ -70,8 +72,9 @@ void shunt_tune_fini(struct shunt_comm* c, bool abort);
  * A device call is tuned only where the driver can time it, and a call being captured into a
  * graph only takes a decision already made. */
 const struct shunt_plan_entry* shunt_tune_pick(struct shunt_tune* t, const struct shunt_select_query* q,
-                                               const struct shunt_plan_entry* untuned, const struct shunt_call* call,
-                                               bool grouped, struct shunt_tune_ticket* tk);
+                                               const struct shunt_plan_entry* untuned,
+                                               const struct shunt_call* call, bool grouped,
+                                               struct shunt_tune_ticket* tk);
 
 /* At the run, before launching: the plan that serves the call, `planned` when it is not
  * resolved here. A resolved ticket runs the exchange its index calls for and is filled in (the

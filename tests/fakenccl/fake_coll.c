@@ -118,11 +118,14 @@ static ncclResult_t coll_run(struct ncclComm* c, const struct fake_coll* a);
 /* FAKE_NCCL_SLOW=BYTES:USEC: a collective of at least BYTES per rank's send buffer takes USEC
  * more, so that a test can make this NCCL slower than plans above a size and faster below. The
  * time is spent on the call's stream where the CUDA stand-in runs it (as a real NCCL's kernel
- * takes it: what events around the call measure), else on the calling thread. */
-static void slow_down(const struct fake_coll* a) {
+ * takes it: what events around the call measure), else on the calling thread. With
+ * FAKE_NCCL_SLOW_RANK=R only rank R is slowed (one GPU behind the others). */
+static void slow_down(const struct ncclComm* c, const struct fake_coll* a) {
   const char* s = getenv("FAKE_NCCL_SLOW");
+  const char* only = getenv("FAKE_NCCL_SLOW_RANK");
   unsigned long long bytes, us;
   if (!s || sscanf(s, "%llu:%llu", &bytes, &us) != 2) return;
+  if (only && *only && atoi(only) != c->rank) return;
   if ((unsigned long long)a->count * fake_dtype_size(a->dtype) < bytes) return;
   int (*delay)(void*, unsigned long) = NULL;
   *(void**)&delay = dlsym(RTLD_DEFAULT, "fakecuda_stream_delay");
@@ -133,7 +136,7 @@ ncclResult_t fake_coll_run(struct ncclComm* c, const struct fake_coll* a) {
   fake_device_work(1);
   ncclResult_t rc = coll_run(c, a);
   fake_device_work(0);
-  slow_down(a);
+  slow_down(c, a);
   /* FAKE_NCCL_FAIL_RANK=R: rank R's collectives report an internal error, their work done (the
    * other ranks' succeed): a failure one rank alone sees. */
   const char* f = getenv("FAKE_NCCL_FAIL_RANK");

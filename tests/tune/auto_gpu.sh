@@ -6,6 +6,11 @@
 #    (the rows' last column), and every rank's decision table is the same.
 # 2. A second run with the cache: nothing screened again, the same choices.
 # 3. Calls captured into CUDA graphs (an empty cache, no eager call) are never samples.
+# 4. One rank's GPU far behind (its NCCL calls hold its stream 200 ms, FAKE_NCCL_SLOW_RANK): its
+#    samples are still running at the screen's swap, so every rank puts the swap off (the log
+#    says so) and serves the untuned choice meanwhile; the bucket is decided later, the same on
+#    both ranks, on the slow rank's times (a plan, not NCCL, wins the 1 KiB bucket), and every
+#    result is right.
 # Usage: auto_gpu.sh SHUNT_PERF PLAN_DIR FAKENCCL STANDIN_DRIVER_DIR
 set -u
 perf=$1 plans=$2 nccl=$3 driver=$4
@@ -63,6 +68,16 @@ check_choices "$out/second.log" second
 # 3. Every call captured into a graph: no sample, no decision, nothing written.
 SHUNT_TUNING_CACHE=$out/graph "$perf" "${args[@]}" -G 2 >"$out/graph.log" 2>&1 || { echo "graph: failed"; tail -20 "$out/graph.log"; fail=1; }
 grep -q "ranks: screen" "$out/graph.log" && { echo "graph: a captured call was a tuning sample"; fail=1; }
+
+# 4. One rank behind.
+FAKE_NCCL_SLOW=0:200000 FAKE_NCCL_SLOW_RANK=1 SHUNT_TUNING_CACHE=$out/behind "$perf" -np 2 -b 1K -e 1K -n 12 -w 0 -N 3 \
+  -d float --coll allreduce >"$out/behind.log" 2>&1 || { echo "behind: failed"; tail -20 "$out/behind.log"; fail=1; }
+grep -qE "device allreduce out-of-place sum sizes 1024-2047 on 2 ranks: a sample still runs on some rank at call [0-9]+; the swap is put off" "$out/behind.log" ||
+  { echo "behind: no swap of the 1 KiB bucket was put off"; grep TUNE "$out/behind.log" | head; fail=1; }
+grep -qE "device allreduce out-of-place sum sizes 1024-2047 on 2 ranks: .*winner allreduce_2r_" "$out/behind.log" ||
+  { echo "behind: the 1 KiB bucket was not decided for a plan (NCCL is 200 ms slow on rank 1):"; grep -E "screen|winner" "$out/behind.log"; fail=1; }
+[ "$(tables "$out/behind.log" | wc -l)" = 2 ] && [ "$(tables "$out/behind.log" | awk '{print $2}' | sort -u | wc -l)" = 1 ] ||
+  { echo "behind: the ranks' decision tables differ or are missing:"; tables "$out/behind.log"; fail=1; }
 grep -qE '#wrong over ranks: [1-9]|FAILED' "$out"/*.log && { echo "wrong results"; fail=1; }
-[ $fail = 0 ] && echo "device calls tuned against NCCL: NCCL below 64 KiB, plans above, the same tables on both ranks, the cache reused, captured calls never sampled"
+[ $fail = 0 ] && echo "device calls tuned against NCCL: NCCL below 64 KiB, plans above, the same tables on both ranks, the cache reused, captured calls never sampled, a swap put off for a rank behind"
 exit $fail
