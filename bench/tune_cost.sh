@@ -32,8 +32,9 @@ for ((r = 0; r < rounds; r++)); do
 done
 grep -q "ranks: screen" "$tmp/cached0.log" &&
   echo "note: the cached run still tuned $(grep -c "ranks: screen" "$tmp/cached0.log") bucket(s)"
-python3 - "$tmp/fresh0.log" "${fresh[@]}" -- "${cached[@]}" <<'EOF'
-import re, statistics, sys
+W=${SHUNT_TUNING_WARMUP:-1} S=${SHUNT_TUNING_SAMPLES:-4} python3 - "$tmp/fresh0.log" "${fresh[@]}" -- "${cached[@]}" <<'EOF'
+import os, re, statistics, sys
+W, S = int(os.environ["W"]), int(os.environ["S"])
 log = sys.argv[1]
 args = sys.argv[2:]
 cut = args.index("--")
@@ -43,20 +44,26 @@ f, c = statistics.median(fresh), statistics.median(cached)
 calls = sum(1 for line in open(log) if re.match(r"^ +[0-9]+ +[0-9]+ +float ", line)) * 2
 print("%d allreduce calls: tuning %.2f s, cached %.2f s (medians), extra %.1f %%" % (calls, f, c, 100 * (f / c - 1)))
 screened = kept = decided = 0
-cands = []
+cands, until = [], []  # candidates per bucket; calls of a bucket up to and with its deciding call
 for line in open(log):
     m = re.search(r"on \d+ ranks: screen (.*) \(slowest rank\); (\d+) kept", line)
     if m:
         screened += 1
-        cands.append(len(m.group(1).split(", ")))
-        kept += int(m.group(2))
+        n, k = len(m.group(1).split(", ")), int(m.group(2))
+        cands.append(n)
+        kept += k
+        until.append(n * (W + 1) + 1 + k * S + 1)
         continue
     m = re.search(r"on \d+ ranks: screen (.*) \(slowest rank\); winner", line)
     if m:
         screened += 1
         decided += 1
-        cands.append(len(m.group(1).split(", ")))
+        n = len(m.group(1).split(", "))
+        cands.append(n)
+        until.append(n * (W + 1) + 1)
 if screened:
     print("buckets: %d; candidates per bucket %s; decided at the screen %d; survivors sampled in the other %d: %d"
           % (screened, sorted(set(cands)), decided, screened - decided, kept))
+    print("calls of a bucket up to its decision (none put off): median %d, most %d, least %d"
+          % (statistics.median(until), max(until), min(until)))
 EOF

@@ -56,7 +56,8 @@ struct shunt_tune_bucket {
    * rank's device samples have not completed (every rank moves it at the same call). */
   uint32_t swap_at;
   uint32_t sampling_from;         /* the first call of the samples, after the screen's swap */
-  uint32_t surv[MAX_CAND], nsurv; /* the candidates kept by the screen, fastest first */
+  uint32_t surv[MAX_CAND], nsurv; /* the candidates kept by the screen, in the order they are sampled */
+  uint32_t fastest;               /* the screen's fastest */
   enum bucket_state state;
   const struct shunt_plan_entry* winner;
   bool measured; /* decided here by measuring (not read from the cache) */
@@ -322,6 +323,12 @@ static bool within_reach(const struct shunt_plan_entry* e, uint32_t cls, uint32_
   return cls + reach >= lo && cls <= hi + reach;
 }
 
+static bool uses_ports(const struct shunt_plan* p) {
+  for (uint32_t g = 0; g < p->ngpus; g++)
+    if (p->gpus[g].nchannels[SHUNT_CHAN_PORT]) return true;
+  return false;
+}
+
 /* A new bucket: its candidates, and the cache's decision when it has one. NULL: out of memory.
  * untuned: &shunt_tune_nccl when NCCL serves the call untuned. */
 static struct shunt_tune_bucket* new_bucket(struct shunt_tune* t, const struct shunt_tune_key* key,
@@ -342,20 +349,31 @@ static struct shunt_tune_bucket* new_bucket(struct shunt_tune* t, const struct s
   uint32_t found = shunt_planset_candidates(t->c->plans, q, list, MAX_CAND), n = 0;
   if (found > MAX_CAND - 1) found = MAX_CAND - 1; /* room for NCCL */
   b->baseline = b->untuned = UINT32_MAX;
-  for (uint32_t i = 0; i < found; i++) {
-    if (list[i] != untuned && !within_reach(list[i], key->cls, t->reach)) continue;
-    /* A device call runs only plans the GPU backend can run here (shunt_gpu_gate_plan). */
-    if (call->on_gpu && shunt_gpu_gate_plan(t->c, call, list[i]->plan)) continue;
-    if (list[i] == untuned) b->baseline = b->untuned = n;
-    b->cand[n++].e = list[i];
-  }
-  /* NCCL, where it runs behind shunt, is a candidate for device calls, and the one kept unless
-   * a plan beats it by the margin: shunt must never make a call slower than NCCL would. */
+  /* The screen's order: the baseline first, since a bucket's first calls are its slowest (the
+   * size is new to the world, and the ranks come in from the calls before unevenly) and the
+   * baseline is sampled again whenever another screens faster; then the plans, those over port
+   * channels last (their proxy threads poll a while after a call, which on a host with fewer
+   * cores than threads would be charged to the candidate timed next). NCCL, where it runs
+   * behind shunt, is the baseline of device calls: a plan must beat it by the margin, so that
+   * shunt never makes a call slower than NCCL would. */
   if (nccl) {
-    if (untuned == &shunt_tune_nccl) b->untuned = n;
     b->baseline = n;
+    if (untuned == &shunt_tune_nccl) b->untuned = n;
     b->cand[n++].e = &shunt_tune_nccl;
   }
+  for (int pass = 0; pass < 3; pass++) /* the untuned plan, plans without port channels, with */
+    for (uint32_t i = 0; i < found; i++) {
+      bool is_untuned = list[i] == untuned;
+      if (pass == 0 ? !is_untuned : is_untuned || uses_ports(list[i]->plan) != (pass == 2)) continue;
+      if (!is_untuned && !within_reach(list[i], key->cls, t->reach)) continue;
+      /* A device call runs only plans the GPU backend can run here (shunt_gpu_gate_plan). */
+      if (call->on_gpu && shunt_gpu_gate_plan(t->c, call, list[i]->plan)) continue;
+      if (is_untuned) {
+        b->untuned = n;
+        if (!nccl) b->baseline = n;
+      }
+      b->cand[n++].e = list[i];
+    }
   b->ncand = n;
   for (uint32_t k = 0; k < MAX_CAND; k++) b->us[k] = -1;
   b->warm = t->warmup;
@@ -585,6 +603,13 @@ static void decided(struct shunt_tune* t, struct shunt_tune_bucket* b, uint32_t 
   if (all_done) write_cache(t);
 }
 
+/* Whether kept candidate x is sampled before y: plans over port channels last, then the faster. */
+static bool sampled_before(const struct shunt_tune_bucket* b, uint32_t x, uint32_t y, const double* slowest) {
+  bool px = b->cand[x].e != &shunt_tune_nccl && uses_ports(b->cand[x].e->plan);
+  bool py = b->cand[y].e != &shunt_tune_nccl && uses_ports(b->cand[y].e->plan);
+  return px != py ? py : slowest[x] < slowest[y];
+}
+
 /* Some rank's device samples have not completed at a swap: every rank tries it at the bucket's
  * next call, which `serving` serves meanwhile. With t->mu held. */
 static void put_off(struct shunt_tune* t, struct shunt_tune_bucket* b, const char* what,
@@ -622,8 +647,10 @@ static void screen(struct shunt_tune* t, struct shunt_tune_bucket* b) {
     for (uint32_t k = 0; k < n; k++)
       if (usable[k] && (slowest[k] <= slowest[best] * (1 + t->cut) || k == b->baseline))
         b->surv[b->nsurv++] = k;
+    /* Sampled fastest first, but plans over port channels after the others (new_bucket). */
+    b->fastest = best;
     for (uint32_t i = 1; i < b->nsurv; i++)
-      for (uint32_t j = i; j > 0 && slowest[b->surv[j]] < slowest[b->surv[j - 1]]; j--) {
+      for (uint32_t j = i; j > 0 && sampled_before(b, b->surv[j], b->surv[j - 1], slowest); j--) {
         uint32_t x = b->surv[j];
         b->surv[j] = b->surv[j - 1];
         b->surv[j - 1] = x;
@@ -632,7 +659,7 @@ static void screen(struct shunt_tune* t, struct shunt_tune_bucket* b) {
   if (t->c->rank == 0 && shunt_log_enabled(SHUNT_LOG_INFO, SHUNT_TUNE)) {
     char times[1024];
     list_times(b, all, n, slowest, usable, times, sizeof(times));
-    uint32_t w = b->nsurv ? b->surv[0] : b->baseline;
+    uint32_t w = b->nsurv ? b->fastest : b->baseline;
     const char* wname = cand_name(b->cand[w].e);
     if (b->nsurv >= 2)
       SHUNT_INFO(SHUNT_TUNE, "%s on %d ranks: screen %s (slowest rank); %u kept", what, t->c->nranks, times,
@@ -650,7 +677,7 @@ static void screen(struct shunt_tune* t, struct shunt_tune_bucket* b) {
     return;
   }
   /* One candidate left (or none with times everywhere: the untuned plan). */
-  decided(t, b, b->nsurv ? b->surv[0] : b->baseline);
+  decided(t, b, b->nsurv ? b->fastest : b->baseline);
 }
 
 /* The survivors' samples swapped: the fastest wins, but the untuned plan stays unless another is
@@ -713,7 +740,7 @@ const struct shunt_plan_entry* shunt_tune_resolve(struct shunt_comm* c, struct s
   if (!t->broken && b->state == SAMPLING) {
     uint32_t S = t->samples;
     if (tk->index < b->sampling_from) {
-      e = b->cand[b->surv[0]].e; /* the call that swapped the screen's times: its fastest */
+      e = b->cand[b->fastest].e; /* the call that swapped the screen's times: its fastest */
     } else if (tk->index - b->sampling_from < b->nsurv * S) {
       tk->cand = b->surv[(tk->index - b->sampling_from) / S]; /* each one's samples in a row */
       tk->sample = !tk->grouped;
@@ -722,7 +749,7 @@ const struct shunt_plan_entry* shunt_tune_resolve(struct shunt_comm* c, struct s
       if (tk->index == b->swap_at) decide(t, b);
       /* The swap put off (samples still running somewhere): the screen's fastest serves, the
        * best guess so far, and lighter on a stream still busy with the samples. */
-      if (b->state == SAMPLING) e = b->cand[b->surv[0]].e;
+      if (b->state == SAMPLING) e = b->cand[b->fastest].e;
     }
   }
   if (b->state == DECIDED) e = b->winner;
