@@ -48,8 +48,8 @@ static void handle(struct shunt_proxy* p, const struct shunt_trigger* t) {
 
 /* After the last trigger the proxy polls (pauses, then yields) for IDLE_POLL_NS, since the
  * triggers of a run come in bursts and a sleeping proxy costs each push a wake-up; only then
- * does it sleep until a push rings. The sleep is bounded only so that a missed ring could never
- * stall a run for long. */
+ * does it sleep until a push rings (at once, after the pauses, on a crowded host). The sleep is bounded only
+ * so that a missed ring could never stall a run for long. */
 #define PROXY_IDLE_POLL_NS 2000000ull
 #define PROXY_SLEEP_NS 100000000L
 
@@ -65,7 +65,7 @@ static void idle(struct shunt_proxy* p, struct idle_state* st, const struct slot
   }
   uint64_t now = shunt_now_ns();
   if (!st->since) st->since = now;
-  if (now - st->since < PROXY_IDLE_POLL_NS) {
+  if (!p->cfg.crowded && now - st->since < PROXY_IDLE_POLL_NS) {
     sched_yield();
     return;
   }

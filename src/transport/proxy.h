@@ -13,6 +13,7 @@
 #ifndef SHUNT_TRANSPORT_PROXY_H
 #define SHUNT_TRANSPORT_PROXY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +32,9 @@ struct shunt_proxy_config {
   char* scratch;
   void* ctx;
   void (*done)(void* ctx, uint32_t peer);
+  /* The host has fewer cores than ranks: an idle proxy sleeps at once rather than polling (its
+   * polling would take a core from a rank, and wake-ups cost less than that there). */
+  bool crowded;
 };
 
 int shunt_proxy_start(const struct shunt_proxy_config* cfg, struct shunt_proxy** out, char* err, size_t len);

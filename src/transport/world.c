@@ -11,6 +11,7 @@
 #include "transport/mem.h"
 #include "transport/net.h"
 #include "transport/proxy.h"
+#include "util/host.h"
 #include "util/log.h"
 #include "util/status.h"
 
@@ -103,7 +104,8 @@ static int world_ready(void* ctx, const struct shunt_peers* p, char* err, size_t
                                   .peers = &w->linkp,
                                   .scratch = w->peers[w->rank].scratch,
                                   .ctx = w,
-                                  .done = proxy_done};
+                                  .done = proxy_done,
+                                  .crowded = (long)w->nranks > shunt_online_cpus()};
   return shunt_proxy_start(&pc, &w->proxy, err, len);
 }
 

@@ -1,7 +1,8 @@
-/* Host identity and process token (host.h). */
+/* Host identity, process token, online CPUs (host.h). */
 #include "util/host.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -65,4 +66,15 @@ int shunt_hosts_rpn(const uint64_t* host, int n) {
   for (int r = 1; r < n; r++)
     if ((host[r] == host[r - 1]) != (r % rpn != 0)) return 0;
   return rpn;
+}
+
+long shunt_online_cpus(void) {
+  static _Atomic long cpus; /* read once: a reason for a global */
+  long n = atomic_load_explicit(&cpus, memory_order_relaxed);
+  if (!n) {
+    n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    atomic_store_explicit(&cpus, n, memory_order_relaxed);
+  }
+  return n;
 }

@@ -16,6 +16,7 @@
 #include "exec/steps.h"
 #include "transport/backoff.h"
 #include "util/env.h"
+#include "util/host.h"
 #include "util/log.h"
 
 struct block_job {
@@ -95,14 +96,7 @@ struct idle {
 #define IDLE_SLEEP_MAX_NS 1000000u
 
 static struct idle idle_start(const struct shunt_world* w) {
-  static _Atomic long cpus; /* online CPUs, read once: a reason for a global */
-  long n = atomic_load_explicit(&cpus, memory_order_relaxed);
-  if (!n) {
-    n = sysconf(_SC_NPROCESSORS_ONLN);
-    if (n < 1) n = 1;
-    atomic_store_explicit(&cpus, n, memory_order_relaxed);
-  }
-  bool crowded = (long)w->nranks > n;
+  bool crowded = (long)w->nranks > shunt_online_cpus();
   return (struct idle){.spins = crowded ? IDLE_SPINS_CROWDED : IDLE_SPINS};
 }
 
