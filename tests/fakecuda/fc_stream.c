@@ -64,6 +64,7 @@ struct fc_stream {
 
 struct fc_event {
   int device; /* its context's device (-1: made without a current context) */
+  unsigned flags;
   pthread_mutex_t mu;
   pthread_cond_t cv;
   uint64_t recorded, completed;
@@ -822,10 +823,10 @@ FC_EXPORT long fakecuda_event_records(void** event, void** stream) {
 }
 
 FC_EXPORT int cuEventCreate(struct fc_event** out, unsigned flags) {
-  (void)flags;
   FC_NEED_CTX();
   struct fc_event* e = calloc(1, sizeof(*e));
   if (!e) return FC_ERROR_OUT_OF_MEMORY;
+  e->flags = flags;
   pthread_mutex_init(&e->mu, NULL);
   pthread_cond_init(&e->cv, NULL);
   e->refs = 1;
@@ -899,20 +900,28 @@ FC_EXPORT int cuEventQuery(struct fc_event* e) {
   return done ? FC_SUCCESS : FC_ERROR_NOT_READY;
 }
 
-/* The time between two completed records, in milliseconds, as CUDA reports it: not ready while
+#define FC_EVENT_DISABLE_TIMING 0x2u
+
+/* The time between two completed records, in milliseconds, as CUDA reports it: an invalid
+ * handle for an event made with CU_EVENT_DISABLE_TIMING or never recorded, not ready while
  * either has a record pending. */
 FC_EXPORT int cuEventElapsedTime_v2(float* ms, struct fc_event* a, struct fc_event* b) {
   if (!reg_has(a, H_EVENT) || !reg_has(b, H_EVENT)) return FC_ERROR_INVALID_HANDLE;
+  if ((a->flags | b->flags) & FC_EVENT_DISABLE_TIMING) return FC_ERROR_INVALID_HANDLE;
   if (!fc_sync_allowed()) return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   uint64_t t[2];
   struct fc_event* e[2] = {a, b};
+  int ready = 1;
   for (int i = 0; i < 2; i++) {
     pthread_mutex_lock(&e[i]->mu);
-    int done = e[i]->recorded && e[i]->completed >= e[i]->recorded;
+    uint64_t recorded = e[i]->recorded;
+    int done = e[i]->completed >= recorded;
     t[i] = e[i]->at_ns;
     pthread_mutex_unlock(&e[i]->mu);
-    if (!done) return FC_ERROR_NOT_READY;
+    if (!recorded) return FC_ERROR_INVALID_HANDLE;
+    ready &= done;
   }
+  if (!ready) return FC_ERROR_NOT_READY;
   *ms = (float)((double)((int64_t)(t[1] - t[0])) / 1e6);
   return FC_SUCCESS;
 }

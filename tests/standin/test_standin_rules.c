@@ -21,6 +21,7 @@ int cuEventRecord(fc_handle e, fc_handle stream);
 int cuEventQuery(fc_handle e);
 int cuEventSynchronize(fc_handle e);
 int cuEventDestroy_v2(fc_handle e);
+int cuEventElapsedTime_v2(float* ms, fc_handle a, fc_handle b);
 int cuMemsetD8Async(unsigned long long dst, unsigned char v, size_t n, fc_handle stream);
 int cuThreadExchangeStreamCaptureMode(int* mode);
 int cuModuleLoadData(fc_handle* mod, const void* image);
@@ -125,6 +126,21 @@ int main(void) {
   CHECK_EQ_INT(cuMemsetD8Async(d, 1, 256, NULL), 0);
   CHECK_EQ_INT(cuStreamEndCapture(st, &g), 0);
   CHECK_EQ_INT(cuGraphDestroy(g), 0);
+  /* cuEventElapsedTime: an invalid handle for an event never recorded, or made with
+   * CU_EVENT_DISABLE_TIMING (ev); the time once both records completed. */
+  fc_handle t0 = NULL, t1 = NULL;
+  float ms = -1;
+  CHECK_EQ_INT(cuEventCreate(&t0, 0), 0);
+  CHECK_EQ_INT(cuEventCreate(&t1, 0), 0);
+  CHECK_EQ_INT(cuEventRecord(t0, st), 0);
+  CHECK_EQ_INT(cuEventElapsedTime_v2(&ms, t0, t1), INVALID_HANDLE);
+  CHECK_EQ_INT(cuEventRecord(t1, st), 0);
+  CHECK_EQ_INT(cuStreamSynchronize(st), 0);
+  CHECK_EQ_INT(cuEventElapsedTime_v2(&ms, t0, t1), 0);
+  CHECK(ms >= 0);
+  CHECK_EQ_INT(cuEventElapsedTime_v2(&ms, ev, t1), INVALID_HANDLE);
+  cuEventDestroy_v2(t0);
+  cuEventDestroy_v2(t1);
   /* Peers per pair, MPS state. */
   int v = -1;
   CHECK_EQ_INT(cuDeviceGetP2PAttribute(&v, 3 /* native atomics */, 0, 1), 0);
