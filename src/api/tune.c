@@ -74,6 +74,7 @@ struct shunt_tune {
   struct shunt_tune_bucket** b;
   uint32_t nb, cap;
   uint32_t warmup, samples, reach;
+  uint32_t slots;  /* times a candidate holds: its screen's W + 1 calls or its samples, and one more */
   double margin;   /* a fraction: 0.05 keeps the baseline unless another is 5 % faster */
   double cut;      /* a fraction: the screen keeps candidates within 1 + cut of the fastest */
   bool broken;     /* an exchange failed: the untuned choices serve from now on */
@@ -207,6 +208,7 @@ void shunt_tune_init(struct shunt_comm* c) {
   t->c = c;
   t->warmup = mine.set.warmup;
   t->samples = mine.set.samples;
+  t->slots = (t->samples > t->warmup + 1 ? t->samples : t->warmup + 1) + 1;
   t->margin = mine.set.margin_pct / 100.0;
   t->cut = mine.set.cut_pct / 100.0;
   t->reach = mine.set.reach;
@@ -380,8 +382,8 @@ static struct shunt_tune_bucket* new_bucket(struct shunt_tune* t, const struct s
   b->screen_calls = b->swap_at = n * (b->warm + 1);
   bool ok = true;
   for (uint32_t i = 0; i < n && ok; i++)
-    ok = (b->cand[i].t = calloc(t->samples + 1, sizeof(double))) != NULL &&
-         (!call->on_gpu || (b->cand[i].p = calloc(t->samples + 1, sizeof(struct pend))) != NULL);
+    ok = (b->cand[i].t = calloc(t->slots, sizeof(double))) != NULL &&
+         (!call->on_gpu || (b->cand[i].p = calloc(t->slots, sizeof(struct pend))) != NULL);
   if (!ok || b->baseline == UINT32_MAX || b->untuned == UINT32_MAX || n < 2) {
     /* Nothing to choose from (or the untuned choice is not among the candidates): the untuned
      * choice serves, as it would without tuning. */
@@ -494,7 +496,7 @@ static bool harvest(struct shunt_tune* t, struct cand* cd) {
       cd->p[keep++] = *p;
       continue;
     }
-    if (q == CUDA_SUCCESS && t->cu->EventElapsedTime(&ms, p->a, p->b) == CUDA_SUCCESS && cd->n <= t->samples)
+    if (q == CUDA_SUCCESS && t->cu->EventElapsedTime(&ms, p->a, p->b) == CUDA_SUCCESS && cd->n < t->slots)
       cd->t[cd->n++] = ms * 1e-3;
     t->cu->EventDestroy(p->a);
     t->cu->EventDestroy(p->b);
@@ -792,10 +794,10 @@ void shunt_tune_record(struct shunt_tune* t, struct shunt_tune_ticket* tk, doubl
   struct cand* cd = &b->cand[tk->cand];
   if (!ok) cd->failed = true;
   bool timing = b->state == SCREENING || b->state == SAMPLING;
-  if (pend && timing && cd->p && cd->n + cd->np <= t->samples) {
+  if (pend && timing && cd->p && cd->n + cd->np < t->slots) {
     cd->p[cd->np++] = (struct pend){tk->ev[0], tk->ev[1]};
     pend = false;
-  } else if (!tk->device && ok && tk->sample && timing && cd->n <= t->samples && isfinite(seconds)) {
+  } else if (!tk->device && ok && tk->sample && timing && cd->n < t->slots && isfinite(seconds)) {
     cd->t[cd->n++] = seconds;
   }
   pthread_mutex_unlock(&t->mu);
