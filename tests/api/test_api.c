@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "common/check.h"
+#include "common/coll_config.h"
 #include "common/fork_ranks.h"
 #include "fakenccl/fake_nccl.h"
 #include "fallback/nccl_compat.h"
@@ -346,11 +347,7 @@ static int fallback_on(void) {
 }
 
 static void coll_config_init(ncclCollConfig_t* cfg) {
-  memset(cfg, 0, sizeof(*cfg));
-  cfg->size = sizeof(*cfg);
-  cfg->magic = 0xcafebeef;
-  cfg->version = NCCL_VERSION(2, 32, 3);
-  cfg->minCTAs = cfg->maxCTAs = cfg->nvlsCTAs = cfg->cgaClusterSize = cfg->CTAPolicy = NCCL_CONFIG_UNDEF_INT;
+  *cfg = api_coll_config();
   cfg->forceAlgSelection = 1;
 }
 

@@ -16,20 +16,10 @@
 #include <string.h>
 
 #include "common/check.h"
+#include "common/coll_config.h"
 #include "common/fork_ranks.h"
 #include "fallback/nccl_compat.h"
 #include "shunt/shunt.h"
-
-/* A per-call configuration (ncclCollConfig_t) of this NCCL version with every field unset. */
-static inline ncclCollConfig_t api_coll_config(void) {
-  ncclCollConfig_t cfg;
-  memset(&cfg, 0, sizeof(cfg));
-  cfg.size = sizeof(cfg);
-  cfg.magic = 0xcafebeef;
-  cfg.version = NCCL_VERSION(2, 32, 3);
-  cfg.minCTAs = cfg.maxCTAs = cfg.nvlsCTAs = cfg.cgaClusterSize = cfg.CTAPolicy = NCCL_CONFIG_UNDEF_INT;
-  return cfg;
-}
 
 /* The communicator's size, set by api_coll_main before any scenario runs. */
 static int nranks;

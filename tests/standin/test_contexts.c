@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "common/check.h"
+#include "common/coll_config.h"
 #include "fakecuda/fake_cuda_api.h"
 #include "fallback/nccl_compat.h"
 #include "shunt/shunt.h"
@@ -215,12 +216,7 @@ static int run_lanes(void) {
   primary(0); /* the group is ended with device 0's context current, as a one-thread driver does */
   CHECK_EQ_INT(ncclGroupStart(), ncclSuccess);
   for (int r = 0; r < 2; r++) {
-    ncclCollConfig_t cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.size = sizeof(cfg);
-    cfg.magic = 0xcafebeef;
-    cfg.version = NCCL_VERSION(2, 32, 3);
-    cfg.minCTAs = cfg.maxCTAs = cfg.nvlsCTAs = cfg.cgaClusterSize = cfg.CTAPolicy = NCCL_CONFIG_UNDEF_INT;
+    ncclCollConfig_t cfg = api_coll_config();
     cfg.launchCompletionEvent = (cudaEvent_t)ev[r];
     CHECK_EQ_INT(ncclAllReduceConfig((void*)(uintptr_t)d[r], (void*)(uintptr_t)d[r], count, ncclFloat,
                                      ncclSum, comms[r], NULL, &cfg),
