@@ -281,10 +281,12 @@ static int read_cache(const char* dir, struct shunt_tune_saved** d, uint32_t* n)
   if (!dp) return -1;
   struct dirent* de;
   char path[8192] = "";
-  while ((de = readdir(dp)))
-    if (!strncmp(de->d_name, "shunt-", 6) && strstr(de->d_name, ".tuning") &&
-        !strcmp(strstr(de->d_name, ".tuning"), ".tuning"))
+  while ((de = readdir(dp))) {
+    size_t l = strlen(de->d_name);
+    /* "shunt-HASH.tuning", not a writer's temporary "shunt-HASH.tuning.PID.tmp" */
+    if (!strncmp(de->d_name, "shunt-", 6) && l > 7 && !strcmp(de->d_name + l - 7, ".tuning"))
       snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+  }
   closedir(dp);
   if (!path[0]) return -1;
   shunt_tune_cache_read(path, NULL, d, n);
