@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# In-job tuning (SHUNT_TUNING=auto) against the untuned shipped ranges and against the offline
-# tuning of shunt-tune, side by side on this machine's host backend (ranks as processes).
-# For each rank count: shunt-tune writes its tuning file (the best candidate per size, measured
-# offline); one shunt-perf run with SHUNT_TUNING=auto tunes every size into a fresh cache; then
-# three sides take turns ROUNDS times, each ITERS timed calls per size: untuned
-# (SHUNT_TUNING=none), offline (SHUNT_TUNING=the file) and auto (the cache read back, so after
-# tuning). The table shows each side's median out-of-place time per size and the ratios
-# auto / offline and auto / untuned (below 1: auto faster), then the worst of each.
+# How well in-job tuning (SHUNT_TUNING=auto) chooses, against the untuned shipped ranges and
+# against shunt-tune's offline choice, on this machine's host backend (ranks as processes).
+#
+# Three sides each serve every size with some plan: untuned (SHUNT_TUNING=none), offline (the
+# tuning file shunt-tune writes) and auto (the decisions a SHUNT_TUNING=auto job cached). Which
+# plan each side serves at each size and placement is read from shunt-perf's plan column. The
+# plans are then timed side by side, not in separate jobs: a reference run (shunt-tune with every
+# plan a candidate and none cut, so every plan timed ITERS times in a row at each size, one
+# process) gives each plan's median there, and a side's time at a size is the reference time of
+# the plan it serves. Where two sides serve the same plan their ratio is exactly 1; where they
+# differ it compares two plans timed within seconds of each other in one process, which takes
+# out the drift between separate jobs (on a host with fewer cores than ranks one job's figures
+# move by tens of percent from the next's). The reference runs ROUNDS times; the table shows the
+# median over rounds of each ratio, and how far the ratios moved between rounds.
 # Usage: bench/tune_auto.sh [RANKS="4 8"] [MIN=1K] [MAX=16M] [ITERS=20] [ROUNDS=3]
 #        [COLLS="allreduce allgather reducescatter"]   (after a build in build/)
 set -euo pipefail
@@ -20,63 +26,110 @@ export SHUNT_PLAN_DIR=${SHUNT_PLAN_DIR:-$PWD/plans} SHUNT_FALLBACK=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# One side's round: appends "COLL BYTES USEC PLAN" lines to $3.
-run_side() { # np tuning out
+# The plan a side serves per size: appends "COLL BYTES OUT_OF_PLACE_PLAN IN_PLACE_PLAN" to $3.
+plans_of() { # np tuning out
   local coll
   for coll in $colls; do
-    SHUNT_TUNING=$2 "$perf" -np "$1" -b "$min" -e "$max" -f 2 -n "$iters" -w 3 --coll "$coll" >"$tmp/raw" 2>&1 ||
+    SHUNT_TUNING=$2 "$perf" -np "$1" -b "$min" -e "$max" -f 2 -n 1 -w 0 -c 0 --coll "$coll" >"$tmp/raw" 2>&1 ||
       { tail -5 "$tmp/raw" >&2; return 1; }
-    awk -v c="$coll" '$1 ~ /^[0-9]+$/ && NF > 10 { print c, $1, $6, $NF }' "$tmp/raw" >>"$3"
+    awk -v c="$coll" '$1 ~ /^[0-9]+$/ && NF > 10 { n = split($NF, p, "|"); print c, $1, p[1], p[n] }' "$tmp/raw" >>"$3"
   done
 }
 
-echo "# per size: median out-of-place time (us) over $rounds rounds of $iters calls, sides taking turns"
-printf '%-13s %5s %10s %10s %10s %10s %8s %8s  %s\n' coll ranks bytes untuned offline auto auto/off auto/unt auto_plan
 for np in $ranks; do
-  echo "shunt-tune -np $np ..." >&2
   : >"$tmp/off.$np.tuning"
   for coll in $colls; do
+    echo "$np ranks, $coll: shunt-tune (the offline choice) ..." >&2
     "$tune" -np "$np" -b "$min" -e "$max" -n "$iters" --coll "$coll" -o "$tmp/off.$np.$coll.tuning" \
-      --plot "$tmp/off.$np.$coll.png" >"$tmp/tune.$np.log" 2>&1 || { tail -20 "$tmp/tune.$np.log" >&2; exit 1; }
+      --plot "$tmp/off.$np.$coll.png" >"$tmp/tune.log" 2>&1 || { tail -20 "$tmp/tune.log" >&2; exit 1; }
     cat "$tmp/off.$np.$coll.tuning" >>"$tmp/off.$np.tuning" # plans of one collective each: no rule collides
+    echo "$np ranks, $coll: SHUNT_TUNING=auto, tuning every size into a fresh cache ..." >&2
+    # Enough calls in each placement for every candidate's screen and samples, then the decision.
+    SHUNT_TUNING=auto SHUNT_TUNING_CACHE=$tmp/cache.$np "$perf" -np "$np" -b "$min" -e "$max" -f 2 -n 60 -w 0 -c 0 \
+      --coll "$coll" >"$tmp/first.log" 2>&1 || { tail -5 "$tmp/first.log" >&2; exit 1; }
   done
-  echo "auto, tuning every size into a fresh cache ..." >&2
-  export SHUNT_TUNING_CACHE=$tmp/cache.$np
-  for coll in $colls; do
-    # Enough calls per size for every candidate's warm-up and samples, then the decision.
-    SHUNT_TUNING=auto "$perf" -np "$np" -b "$min" -e "$max" -f 2 -n 5 -w 60 --coll "$coll" >"$tmp/first.$np.$coll" 2>&1 ||
-      { tail -5 "$tmp/first.$np.$coll" >&2; exit 1; }
-  done
-  : >"$tmp/untuned" && : >"$tmp/offline" && : >"$tmp/auto"
+  echo "$np ranks: the plan each side serves ..." >&2
+  : >"$tmp/plans.untuned" && : >"$tmp/plans.offline" && : >"$tmp/plans.auto"
+  plans_of "$np" none "$tmp/plans.untuned"
+  plans_of "$np" "$tmp/off.$np.tuning" "$tmp/plans.offline"
+  SHUNT_TUNING_CACHE=$tmp/cache.$np plans_of "$np" auto "$tmp/plans.auto"
   for ((r = 0; r < rounds; r++)); do
-    echo "round $((r + 1)) of $rounds ..." >&2
-    run_side "$np" none "$tmp/untuned" && run_side "$np" "$tmp/off.$np.tuning" "$tmp/offline" &&
-      run_side "$np" auto "$tmp/auto" || exit 1
+    for coll in $colls; do
+      echo "$np ranks, $coll: reference timing of every plan, round $((r + 1)) of $rounds ..." >&2
+      "$tune" -np "$np" -b "$min" -e "$max" -n "$iters" --cut 1000 --coll "$coll" -o "$tmp/ref.tuning" \
+        >"$tmp/ref.$r.$coll" 2>"$tmp/tune.log" || { tail -20 "$tmp/tune.log" >&2; exit 1; }
+    done
   done
-  python3 - "$tmp" "$np" <<'EOF'
-import statistics, sys
-tmp, np = sys.argv[1], sys.argv[2]
-def load(side):
-    t, plan = {}, {}
-    for line in open(f"{tmp}/{side}"):
-        c, b, us, p = line.split()
-        t.setdefault((c, int(b)), []).append(float(us))
-        plan[(c, int(b))] = p.split("|")[0]
-    return t, plan
-u, _ = load("untuned"); o, _ = load("offline"); a, ap = load("auto")
-worst_o = worst_u = 0
-for key in sorted(a):
-    if key not in u or key not in o:
+  python3 - "$tmp" "$np" "$rounds" "$colls" <<'EOF'
+import math, re, statistics, sys
+tmp, np, rounds, colls = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split()
+UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+def size_of(s):
+    return int(s[:-1]) * UNITS[s[-1]] if s[-1] in UNITS else int(s)
+def plans(side):  # (coll, mode, bytes) -> plan
+    out = {}
+    for line in open(f"{tmp}/plans.{side}"):
+        c, b, oop, ip = line.split()
+        out[(c, 0, int(b))], out[(c, 1, int(b))] = oop, ip
+    return out
+def reference(r, coll):  # (coll, mode, bytes) -> {plan: us}, from shunt-tune's tables
+    out, mode, rows = {}, None, []
+    for line in open(f"{tmp}/ref.{r}.{coll}"):
+        m = re.match(r"# (\w+), \d+ ranks, (out of place|in place):", line)
+        if m:
+            mode, rows = (1 if m.group(2) == "in place" else 0), []
+            continue
+        m = re.match(r"# \[(\d+)\] (\S+)", line)
+        if m and mode is not None:
+            k, name = int(m.group(1)), m.group(2)
+            for size, cols in rows:
+                if k < len(cols) and cols[k] != "-":
+                    out.setdefault((coll, mode, size), {})[name] = float(cols[k].rstrip("*"))
+            continue
+        f = line.split()
+        if mode is not None and f and re.match(r"^\d+[KMG]?$", f[0]):
+            rows.append((size_of(f[0]), [x for x in f[1:] if re.match(r"^[-0-9.]+\*?$", x)]))
+    return out
+ref = [{} for _ in range(rounds)]
+for r in range(rounds):
+    for coll in colls:
+        ref[r].update(reference(r, coll))
+un, off, au = plans("untuned"), plans("offline"), plans("auto")
+def short(p):
+    return re.sub(r"_(outofplace|inplace)$", "", re.sub(r"^[a-z]+_\d+r_", "", p))
+print("# %s ranks: per size and placement, the plan each side serves and the reference time of each (us, the"
+      " median over %d rounds); ratios are medians over rounds of paired ratios" % (np, rounds))
+print("%-13s %-3s %9s %-22s %-22s %-22s %9s %9s %9s %8s %8s" % ("coll", "ip", "bytes", "untuned", "offline", "auto",
+      "t_unt", "t_off", "t_auto", "auto/off", "auto/unt"))
+ro, ru, moved = [], [], []
+for key in sorted(au):
+    p = (un.get(key), off.get(key), au[key])
+    if None in p:
         continue
-    mu, mo, ma = (statistics.median(x[key]) for x in (u, o, a))
-    worst_o, worst_u = max(worst_o, ma / mo), max(worst_u, ma / mu)
-    print("%-13s %5s %10d %10.1f %10.1f %10.1f %8.2f %8.2f  %s" % (key[0], np, key[1], mu, mo, ma, ma / mo, ma / mu, ap[key]))
-print("# %s ranks: worst auto/offline %.2f, worst auto/untuned %.2f" % (np, worst_o, worst_u))
-# Noise: how far one side's figure for one size moves between rounds (max / min - 1), over every
-# size and side; what a margin must exceed for a decision not to follow noise.
-spread = sorted(max(v) / min(v) - 1 for x in (u, o, a) for v in x.values() if len(v) > 1 and min(v) > 0)
-if spread:
-    print("# %s ranks: round-to-round spread of one figure: median %.1f %%, 75th percentile %.1f %%"
-          % (np, 100 * spread[len(spread) // 2], 100 * spread[(3 * len(spread)) // 4]))
+    per = [[rf[key][q] for q in p] for rf in ref if key in rf and all(q in rf[key] for q in p)]
+    if not per:
+        print("%-13s %-3d %9d  (no reference time for %s)" % (key[0], key[1], key[2], ", ".join(p)))
+        continue
+    t = [statistics.median(x[i] for x in per) for i in range(3)]
+    a_o = [x[2] / x[1] for x in per]
+    a_u = [x[2] / x[0] for x in per]
+    mo, mu = statistics.median(a_o), statistics.median(a_u)
+    ro.append(mo)
+    ru.append(mu)
+    if p[2] != p[1] and len(a_o) > 1:
+        moved.append(max(a_o) / min(a_o) - 1)
+    print("%-13s %-3d %9d %-22s %-22s %-22s %9.1f %9.1f %9.1f %8.2f %8.2f" % (key[0], key[1], key[2], short(p[0]),
+          short(p[1]), short(p[2]), t[0], t[1], t[2], mo, mu))
+if ro:
+    g = lambda v: math.exp(sum(math.log(x) for x in v) / len(v))
+    print("# %s ranks, %d sizes x placements: auto/offline geomean %.3f, worst %.2f, at most 1.05 in %d; "
+          "auto/untuned geomean %.3f, worst %.2f, at most 1.0 in %d" % (np, len(ro), g(ro), max(ro),
+          sum(x <= 1.05 for x in ro), g(ru), max(ru), sum(x <= 1.0 for x in ru)))
+    print("# %s ranks: auto served the offline plan in %d of %d, the untuned plan in %d" % (np,
+          sum(1 for k in au if off.get(k) == au[k]), len(au), sum(1 for k in au if un.get(k) == au[k])))
+if moved:
+    moved.sort()
+    print("# %s ranks: where auto and offline differ, their ratio moved between rounds by %.1f %% (median), "
+          "%.1f %% (75th percentile)" % (np, 100 * moved[len(moved) // 2], 100 * moved[(3 * len(moved)) // 4]))
 EOF
 done

@@ -46,7 +46,7 @@ print("%d allreduce calls: tuning %.2f s, cached %.2f s (medians), extra %.1f %%
 screened = kept = decided = 0
 cands, until = [], []  # candidates per bucket; calls of a bucket up to and with its deciding call
 for line in open(log):
-    m = re.search(r"on \d+ ranks: screen (.*) \(slowest rank\); (\d+) kept", line)
+    m = re.search(r"on \d+ ranks: screen (.*) \([a-z'/ ]+\); (\d+) kept", line)
     if m:
         screened += 1
         n, k = len(m.group(1).split(", ")), int(m.group(2))
@@ -54,7 +54,7 @@ for line in open(log):
         kept += k
         until.append(n * (W + 1) + 1 + k * S + 1)
         continue
-    m = re.search(r"on \d+ ranks: screen (.*) \(slowest rank\); winner", line)
+    m = re.search(r"on \d+ ranks: screen (.*) \([a-z'/ ]+\); winner", line)
     if m:
         screened += 1
         decided += 1

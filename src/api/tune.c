@@ -150,7 +150,7 @@ void shunt_tune_init(struct shunt_comm* c) {
   c->tune = NULL;
   if (!c->plans_enabled || !c->plans) return;
   struct rank_says mine = {
-      {shunt_tuning_auto_from_env() ? 1u : 0u, (uint32_t)shunt_env_int("SHUNT_TUNING_WARMUP", 1, 0, 100),
+      {shunt_tuning_auto_from_env() ? 1u : 0u, (uint32_t)shunt_env_int("SHUNT_TUNING_WARMUP", 2, 0, 100),
        (uint32_t)shunt_env_int("SHUNT_TUNING_SAMPLES", 4, 1, 1000),
        (uint32_t)shunt_env_int("SHUNT_TUNING_MARGIN", 5, 0, 100),
        (uint32_t)shunt_env_int("SHUNT_TUNING_CUT", 30, 0, 1000),
@@ -241,7 +241,8 @@ void shunt_tune_init(struct shunt_comm* c) {
   }
   if (c->rank == 0)
     SHUNT_INFO(SHUNT_TUNE,
-               "in-job tuning: candidates within %u size classes of their range, screened by the least of "
+               "in-job tuning: candidates ranged above a size or ending at most %u size classes below it, "
+               "screened by the least of "
                "%u calls each, those within %u %% of the fastest and the untuned one timed %u times more, "
                "margin %u %%; cache %s (%u decisions)",
                t->reach, t->warmup + 1, mine.set.cut_pct, t->samples, mine.set.margin_pct,
@@ -317,12 +318,14 @@ void shunt_tune_fini(struct shunt_comm* c, bool abort) {
   free(t);
 }
 
-/* Whether a plan is tried for calls of size class `cls`: its effective range reaches within
- * `reach` classes of it (a range's guess is off by a few classes on a machine it was not made
- * for, not by orders of magnitude; a candidate far outside it costs the job its slowest calls). */
+/* Whether a plan is tried for calls of size class `cls`: its effective range ends at most
+ * `reach` classes below it. A plan made for larger sizes is tried at every smaller one: a look
+ * at it costs at most its latency, a small and bounded part of a small call's time, and on a
+ * machine its ranges were not made for such a plan is often the fastest far below its range. A
+ * plan made for smaller sizes costs more the further above its range it runs (its time grows
+ * with the size at its lower bandwidth): it is tried only within `reach` classes. */
 static bool within_reach(const struct shunt_plan_entry* e, uint32_t cls, uint32_t reach) {
-  uint32_t lo = shunt_tune_class(e->min_bytes), hi = shunt_tune_class(e->max_bytes);
-  return cls + reach >= lo && cls <= hi + reach;
+  return cls <= shunt_tune_class(e->max_bytes) + reach;
 }
 
 static bool uses_ports(const struct shunt_plan* p) {
@@ -478,7 +481,8 @@ static int cmp_double(const void* a, const void* b) {
 
 /* What one rank tells the others about one candidate. */
 struct report {
-  double value; /* seconds: the screen's least, the samples' median; < 0: no sample */
+  double value;  /* seconds: the screen's least, the samples' median; < 0: no sample */
+  double lo, hi; /* seconds: the samples' lower and upper quartile (at the screen: the value) */
   uint32_t failed;
   uint32_t ready; /* 0: a device sample has not completed on this rank yet */
 };
@@ -516,15 +520,29 @@ static double value_of(struct cand* cd, bool least) {
   return cd->n % 2 ? cd->t[cd->n / 2] : (cd->t[cd->n / 2 - 1] + cd->t[cd->n / 2]) / 2;
 }
 
-/* Every rank: swaps the medians of the candidates in `which` (nwhich of them) and computes, the
- * same on every rank, each one's slowest-rank median and whether it is usable (samples on every
- * rank, no failure anywhere; one WARN per failed candidate). SHUNT_OK; 1 when some rank's
- * device samples have not all completed (every rank then tries again at the bucket's next
- * call); the exchange's SHUNT_E_* code once tuning is broken (the bucket left untuned). With
- * t->mu held. */
+/* The samples' lower quartile on this rank, and their upper quartile counted without the slowest
+ * sample (the first of a candidate's row can carry the tail of the candidate before it), each by
+ * nearest rank: with 4 samples the fastest and the third. cd->t is sorted (value_of). */
+static void quartiles(const struct cand* cd, double* lo, double* hi) {
+  *lo = *hi = -1.0;
+  if (!cd->n) return;
+  uint32_t m = cd->n > 1 ? cd->n - 1 : 1;
+  *lo = cd->t[(cd->n + 3) / 4 - 1];
+  *hi = cd->t[(3 * m + 3) / 4 - 1];
+}
+
+/* Every rank: swaps the figures of the candidates in `which` (nwhich of them: each rank's least
+ * at the screen, its median and quartiles at the samples' swap) and computes, the same on every
+ * rank, each one's slowest rank's figure (the time the job sees), the fastest rank's in `least`
+ * and the slowest rank's quartiles in `lo` and `hi` unless they are NULL, and whether it is
+ * usable (times on every rank, no failure anywhere; one WARN per failed candidate). SHUNT_OK; 1 when some
+ * rank's device samples have not all completed (every rank then tries again at the bucket's next call); the
+ * exchange's SHUNT_E_* code once tuning is broken (the bucket left untuned). With t->mu held. */
 static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const uint32_t* which, uint32_t n,
-                      const char* what, double* slowest, bool* usable) {
+                      const char* what, double* slowest, double* least, double* lo, double* hi,
+                      bool* usable) {
   struct shunt_comm* c = t->c;
+  bool screening = b->state == SCREENING;
   uint32_t nr = (uint32_t)c->nranks;
   struct report* all = calloc((size_t)n * nr, sizeof(*all));
   char err[256] = "out of memory";
@@ -535,7 +553,8 @@ static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const u
       struct report* r = &all[(size_t)c->rank * n + i];
       r->ready = harvest(t, cd);
       r->failed = cd->failed;
-      r->value = value_of(cd, b->state == SCREENING);
+      r->value = value_of(cd, screening);
+      quartiles(cd, &r->lo, &r->hi);
     }
     rc = shunt_bootstrap_allgather(c->boot, all, n * sizeof(*all), err, sizeof(err));
   }
@@ -557,6 +576,8 @@ static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const u
   }
   for (uint32_t i = 0; i < n; i++) {
     slowest[i] = 0;
+    if (least) least[i] = -1;
+    if (lo) lo[i] = hi[i] = 0;
     usable[i] = true;
     bool failed = false;
     for (uint32_t r = 0; r < nr; r++) {
@@ -564,6 +585,9 @@ static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const u
       failed |= x->failed != 0;
       if (x->value < 0) usable[i] = false;
       if (x->value > slowest[i]) slowest[i] = x->value;
+      if (least && (least[i] < 0 || x->value < least[i])) least[i] = x->value;
+      if (lo && x->lo > lo[i]) lo[i] = x->lo;
+      if (lo && x->hi > hi[i]) hi[i] = x->hi;
     }
     if (failed) {
       usable[i] = false;
@@ -577,14 +601,18 @@ static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const u
   return 0;
 }
 
-/* "name 12.3 us, name out, ..." for the log. */
+/* "name 12.3 us, name out, ..." for the log ("name 12.3/10.1 us" with the fastest rank's figure). */
 static void list_times(const struct shunt_tune_bucket* b, const uint32_t* which, uint32_t n,
-                       const double* slowest, const bool* usable, char* out, size_t len) {
+                       const double* slowest, const double* least, const bool* usable, char* out,
+                       size_t len) {
   size_t l = 0;
   out[0] = '\0';
   for (uint32_t i = 0; i < n && l < len; i++) {
     const char* name = cand_name(b->cand[which[i]].e);
-    if (usable[i])
+    if (usable[i] && least)
+      l += (size_t)snprintf(out + l, len - l, "%s%s %.1f/%.1f us", i ? ", " : "", name, slowest[i] * 1e6,
+                            least[i] * 1e6);
+    else if (usable[i])
       l += (size_t)snprintf(out + l, len - l, "%s%s %.1f us", i ? ", " : "", name, slowest[i] * 1e6);
     else
       l += (size_t)snprintf(out + l, len - l, "%s%s out", i ? ", " : "", name);
@@ -626,20 +654,30 @@ static void put_off(struct shunt_tune* t, struct shunt_tune_bucket* b, const cha
 }
 
 /* The screen's times swapped: the candidates within 1 + cut of the fastest go on to be sampled,
- * with the baseline when another was faster; the baseline alone is the winner. With t->mu held. */
+ * with the baseline when another was faster; the baseline alone is the winner. With t->mu held.
+ *
+ * "Within" on either of two figures, each rank's least taken over the slowest rank or over the
+ * fastest one. The screen only sorts out: a figure too low costs a candidate's samples, one too
+ * high drops it for good. The slowest rank's is the time the job sees, but in calls back to back
+ * the ranks that left a call early wait in the next for the others' tail, and after a
+ * candidate's first call (it lowers the program on every rank) that tail can be several times the
+ * call: the rank that came last to a call did not wait to start it, so the fastest rank's figure
+ * is the call's own. The samples then decide on the slowest rank's. */
 static void screen(struct shunt_tune* t, struct shunt_tune_bucket* b) {
   uint32_t all[MAX_CAND] = {0}, n = b->ncand;
-  double slowest[MAX_CAND];
+  double slowest[MAX_CAND], least[MAX_CAND];
   bool usable[MAX_CAND];
   char what[160];
   describe(&b->key, what, sizeof(what));
   for (uint32_t k = 0; k < n; k++) all[k] = k;
-  int rc = swap_times(t, b, all, n, what, slowest, usable);
+  int rc = swap_times(t, b, all, n, what, slowest, least, NULL, NULL, usable);
   if (rc > 0) put_off(t, b, what, "the untuned choice"); /* the next call tries */
   if (rc != 0) return;
-  uint32_t best = UINT32_MAX;
-  for (uint32_t k = 0; k < n; k++)
+  uint32_t best = UINT32_MAX, best_least = UINT32_MAX;
+  for (uint32_t k = 0; k < n; k++) {
     if (usable[k] && (best == UINT32_MAX || slowest[k] < slowest[best])) best = k;
+    if (usable[k] && (best_least == UINT32_MAX || least[k] < least[best_least])) best_least = k;
+  }
   b->nsurv = 0;
   for (uint32_t k = 0; k < n; k++) b->us[k] = usable[k] ? slowest[k] * 1e6 : -1;
   if (best != UINT32_MAX) {
@@ -647,7 +685,8 @@ static void screen(struct shunt_tune* t, struct shunt_tune_bucket* b) {
      * screened faster: one call each is too few to leave the untuned choice on (a call that
      * waited for a core can take several times its usual time), so the samples must confirm. */
     for (uint32_t k = 0; k < n; k++)
-      if (usable[k] && (slowest[k] <= slowest[best] * (1 + t->cut) || k == b->baseline))
+      if (usable[k] && (slowest[k] <= slowest[best] * (1 + t->cut) ||
+                        least[k] <= least[best_least] * (1 + t->cut) || k == b->baseline))
         b->surv[b->nsurv++] = k;
     /* Sampled fastest first, but plans over port channels after the others (new_bucket). */
     b->fastest = best;
@@ -660,16 +699,16 @@ static void screen(struct shunt_tune* t, struct shunt_tune_bucket* b) {
   }
   if (t->c->rank == 0 && shunt_log_enabled(SHUNT_LOG_INFO, SHUNT_TUNE)) {
     char times[1024];
-    list_times(b, all, n, slowest, usable, times, sizeof(times));
+    list_times(b, all, n, slowest, least, usable, times, sizeof(times));
     uint32_t w = b->nsurv ? b->fastest : b->baseline;
     const char* wname = cand_name(b->cand[w].e);
     if (b->nsurv >= 2)
-      SHUNT_INFO(SHUNT_TUNE, "%s on %d ranks: screen %s (slowest rank); %u kept", what, t->c->nranks, times,
-                 b->nsurv);
+      SHUNT_INFO(SHUNT_TUNE, "%s on %d ranks: screen %s (slowest/fastest rank); %u kept", what, t->c->nranks,
+                 times, b->nsurv);
     else
       SHUNT_INFO(SHUNT_TUNE,
-                 "%s on %d ranks: screen %s (slowest rank); winner %s%s, none other within %.0f %%", what,
-                 t->c->nranks, times, wname, w == b->baseline ? " (untuned)" : "", t->cut * 100);
+                 "%s on %d ranks: screen %s (slowest/fastest rank); winner %s%s, none other within %.0f %%",
+                 what, t->c->nranks, times, wname, w == b->baseline ? " (untuned)" : "", t->cut * 100);
   }
   for (uint32_t k = 0; k < n; k++) b->cand[k].n = 0;
   if (b->nsurv >= 2) {
@@ -683,14 +722,20 @@ static void screen(struct shunt_tune* t, struct shunt_tune_bucket* b) {
 }
 
 /* The survivors' samples swapped: the fastest wins, but the untuned plan stays unless another is
- * faster by more than the margin (timing noise). With t->mu held. */
+ * faster by more than the margin and by more than the samples' spread: the winner's upper
+ * quartile below the untuned plan's lower one, each the slowest rank's (quartiles). With 4
+ * samples that asks three of the winner's below the untuned plan's fastest: between two plans
+ * equally fast it holds by chance in about 7 % of buckets where one call's time moves by 30 %,
+ * where the margin alone would hold in about 40 %. Where the samples overlap the machine cannot
+ * tell the two apart in S calls, and the untuned plan is what a job without tuning would have
+ * had. With t->mu held. */
 static void decide(struct shunt_tune* t, struct shunt_tune_bucket* b) {
   uint32_t n = b->nsurv;
-  double slowest[MAX_CAND];
+  double slowest[MAX_CAND], lo[MAX_CAND], hi[MAX_CAND];
   bool usable[MAX_CAND];
   char what[160];
   describe(&b->key, what, sizeof(what));
-  int rc = swap_times(t, b, b->surv, n, what, slowest, usable);
+  int rc = swap_times(t, b, b->surv, n, what, slowest, NULL, lo, hi, usable);
   if (rc > 0) put_off(t, b, what, "the screen's fastest");
   if (rc != 0) return;
   uint32_t best = UINT32_MAX, base = UINT32_MAX;
@@ -700,19 +745,29 @@ static void decide(struct shunt_tune* t, struct shunt_tune_bucket* b) {
     if (usable[i] && (best == UINT32_MAX || slowest[i] < slowest[best])) best = i;
   }
   uint32_t win = best;
-  if (best == UINT32_MAX)
+  bool spread = false; /* the baseline kept by the spread alone */
+  if (best == UINT32_MAX) {
     win = base; /* no survivor has times on every rank */
-  else if (base != UINT32_MAX && usable[base] && best != base &&
-           !(slowest[best] < slowest[base] * (1 - t->margin)))
-    win = base;
+  } else if (base != UINT32_MAX && usable[base] && best != base) {
+    if (!(slowest[best] < slowest[base] * (1 - t->margin)))
+      win = base;
+    else if (!(hi[best] < lo[base]))
+      win = base, spread = true;
+  }
   uint32_t w = win == UINT32_MAX ? b->baseline : b->surv[win];
   if (t->c->rank == 0 && shunt_log_enabled(SHUNT_LOG_INFO, SHUNT_TUNE)) {
     char times[1024];
-    list_times(b, b->surv, n, slowest, usable, times, sizeof(times));
+    list_times(b, b->surv, n, slowest, NULL, usable, times, sizeof(times));
     double gain = win != UINT32_MAX && base != UINT32_MAX && usable[base] && slowest[win] > 0
                       ? slowest[base] / slowest[win]
                       : 0;
-    if (gain > 0)
+    if (spread)
+      SHUNT_INFO(SHUNT_TUNE,
+                 "%s on %d ranks: %s (slowest rank's median); winner %s (untuned): %s was %.2fx faster but "
+                 "its samples overlap (upper quartile %.1f us, the untuned one's lower %.1f us)",
+                 what, t->c->nranks, times, cand_name(b->cand[w].e), cand_name(b->cand[b->surv[best]].e),
+                 slowest[base] / slowest[best], hi[best] * 1e6, lo[base] * 1e6);
+    else if (gain > 0)
       SHUNT_INFO(SHUNT_TUNE, "%s on %d ranks: %s (slowest rank's median); winner %s%s, %.2fx the untuned %s",
                  what, t->c->nranks, times, cand_name(b->cand[w].e), w == b->baseline ? " (untuned)" : "",
                  gain, cand_name(b->cand[b->baseline].e));

@@ -12,16 +12,17 @@
  * - The plan of a call depends only on its bucket and its index among the bucket's calls, both
  *   the same on every rank (ranks make the same calls in the same order), so no two ranks serve
  *   one call with different plans, grouped or not.
- * - Candidates are the plans within SHUNT_TUNING_REACH size classes of their own range (the
- *   untuned plan always). The first calls of a bucket screen them, each candidate's calls in a
- *   row (its warm-up calls, then one more), the least of each candidate's times counting; at the
- *   next call the ranks swap those times in one small exchange over the bootstrap (inside that
- *   call's job, where every rank runs it) and keep the candidates within SHUNT_TUNING_CUT of the
- *   fastest, and the untuned one whenever another screened faster; those serve the next calls,
- *   each SHUNT_TUNING_SAMPLES in a row, and a second exchange decides: every rank computes the
- *   same winner from the same numbers, the candidate whose slowest rank's median is least, kept
- *   only when it beats the untuned plan by more than the margin. Only calls outside a group are
- *   timed.
+ * - Candidates are the plans whose range ends at most SHUNT_TUNING_REACH size classes below the
+ *   call's, a plan ranged above it always (the untuned plan always). The first calls of a
+ *   bucket screen them, each candidate's calls in a row (its warm-up calls, then one more), the
+ *   least of each candidate's times on a rank counting; at the next call the ranks swap those
+ *   times in one small exchange over the bootstrap (inside that call's job, where every rank
+ *   runs it) and keep the candidates within SHUNT_TUNING_CUT of the fastest on the slowest
+ *   rank's figure or on the fastest rank's, and the untuned one whenever another screened
+ *   faster; those serve the next calls, each SHUNT_TUNING_SAMPLES in a row, and a second
+ *   exchange decides: every rank computes the same winner from the same numbers, the candidate
+ *   whose slowest rank's median is least, kept only when it beats the untuned plan by more than
+ *   the margin. Only calls outside a group are timed.
  * - A candidate that failed on any rank is out of the decision on every rank; an exchange that
  *   fails ends tuning on the communicator: the untuned choices serve from then on.
  * - Device calls are timed by two events on the call's stream, read only once they have

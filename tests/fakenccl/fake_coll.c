@@ -115,18 +115,27 @@ static void maybe_corrupt(struct ncclComm* c, const struct fake_coll* a, size_t 
 
 static ncclResult_t coll_run(struct ncclComm* c, const struct fake_coll* a);
 
+/* The calls FAKE_NCCL_SLOW applies to so far in this process, for FAKE_NCCL_SLOW_CYCLE: atomic,
+ * since a process may drive several ranks from threads. */
+static _Atomic unsigned long long slow_calls;
+
 /* FAKE_NCCL_SLOW=BYTES:USEC: a collective of at least BYTES per rank's send buffer takes USEC
  * more, so that a test can make this NCCL slower than plans above a size and faster below. The
  * time is spent on the call's stream where the CUDA stand-in runs it (as a real NCCL's kernel
  * takes it: what events around the call measure), else on the calling thread. With
- * FAKE_NCCL_SLOW_RANK=R only rank R is slowed (one GPU behind the others). */
+ * FAKE_NCCL_SLOW_RANK=R only rank R is slowed (one GPU behind the others); with
+ * FAKE_NCCL_SLOW_CYCLE=N:M only the first M of every N such calls of the process are (a NCCL
+ * whose time jumps between two values). */
 static void slow_down(const struct ncclComm* c, const struct fake_coll* a) {
   const char* s = getenv("FAKE_NCCL_SLOW");
   const char* only = getenv("FAKE_NCCL_SLOW_RANK");
-  unsigned long long bytes, us;
+  const char* cycle = getenv("FAKE_NCCL_SLOW_CYCLE");
+  unsigned long long bytes, us, every, first;
   if (!s || sscanf(s, "%llu:%llu", &bytes, &us) != 2) return;
   if (only && *only && atoi(only) != c->rank) return;
   if ((unsigned long long)a->count * fake_dtype_size(a->dtype) < bytes) return;
+  unsigned long long k = slow_calls++;
+  if (cycle && sscanf(cycle, "%llu:%llu", &every, &first) == 2 && every && k % every >= first) return;
   int (*delay)(void*, unsigned long) = NULL;
   *(void**)&delay = dlsym(RTLD_DEFAULT, "fakecuda_stream_delay");
   if (!delay || delay(a->stream, (unsigned long)us) != 0) usleep((useconds_t)us);

@@ -12,6 +12,8 @@
 #    says so) and serves the untuned choice meanwhile; the bucket is decided later, the same on
 #    both ranks, on the slow rank's times (a plan, not NCCL, wins the 1 KiB bucket), and every
 #    result is right.
+# 5. A NCCL whose time jumps between two values: a plan faster than its median but not than its
+#    fastest samples does not replace it (the samples' spread, not the margin alone, decides).
 # Usage: auto_gpu.sh SHUNT_PERF PLAN_DIR FAKENCCL STANDIN_DRIVER_DIR
 set -u
 perf=$1 plans=$2 nccl=$3 driver=$4
@@ -44,11 +46,11 @@ check_choices() { # LOG NAME
 
 # 1. Tuned afresh.
 SHUNT_TUNING_CACHE=$out/cache "$perf" "${args[@]}" >"$out/first.log" 2>&1 || { echo "first: failed"; tail -20 "$out/first.log"; fail=1; }
-grep -qE "device allreduce out-of-place sum sizes 1024-2047 on 2 ranks: .*nccl [0-9.]+ us.*; winner nccl" "$out/first.log" ||
+grep -qE "device allreduce out-of-place sum sizes 1024-2047 on 2 ranks: .*nccl [0-9./]+ us.*; winner nccl" "$out/first.log" ||
   { echo "first: NCCL did not win the 1 KiB bucket:"; grep -E "screen|winner" "$out/first.log"; fail=1; }
 # At 256 KiB NCCL is screened out (its swap of samples may come after the row's last call on a
 # slow machine, so what serves the calls is what check_choices looks at).
-grep -qE "device allreduce out-of-place sum sizes 262144-524287 on 2 ranks: screen .*nccl [0-9.]+ us.*(kept|winner allreduce_2r_)" "$out/first.log" ||
+grep -qE "device allreduce out-of-place sum sizes 262144-524287 on 2 ranks: screen .*nccl [0-9./]+ us.*(kept|winner allreduce_2r_)" "$out/first.log" ||
   { echo "first: the 256 KiB bucket was not screened with NCCL among its candidates:"; grep -E "screen|winner" "$out/first.log"; fail=1; }
 check_choices "$out/first.log" first
 grep -qE "^#@ bucket [0-9]+ 0 [0-9]+ [0-9]+ [0-9]+ 10 1 nccl$" "$out"/cache/shunt-*.tuning ||
@@ -84,6 +86,15 @@ grep -qE "device allreduce out-of-place sum sizes 1024-2047 on 2 ranks: .*winner
   { echo "behind: the 1 KiB bucket was not decided for a plan (NCCL is 200 ms slow on rank 1):"; grep -E "screen|winner" "$out/behind.log"; fail=1; }
 [ "$(tables "$out/behind.log" | wc -l)" = 2 ] && [ "$(tables "$out/behind.log" | awk '{print $2}' | sort -u | wc -l)" = 1 ] ||
   { echo "behind: the ranks' decision tables differ or are missing:"; tables "$out/behind.log"; fail=1; }
+# 5. NCCL's time jumps (of every 4 calls the first 3 take 3 ms more, so its 3 screen calls are all
+#    slow and any 4 samples hold a fast one): its samples' median is far above the plan's, but
+#    its fastest sample is faster than the plan, so the samples overlap and NCCL, the untuned
+#    choice, stays (the margin alone would have moved the bucket).
+FAKE_NCCL_SLOW=1024:3000 FAKE_NCCL_SLOW_CYCLE=4:3 SHUNT_TUNING_WARMUP=2 SHUNT_TUNING_SAMPLES=4 \
+  SHUNT_TUNING_CACHE=$out/jumps "$perf" -np 2 -b 1K -e 1K -n 40 -w 0 -N 2 \
+  -d float --coll allreduce >"$out/jumps.log" 2>&1 || { echo "jumps: failed"; tail -20 "$out/jumps.log"; fail=1; }
+grep -qE "device allreduce out-of-place sum sizes 1024-2047 on 2 ranks: .*winner nccl \(untuned\): allreduce_2r_port_outofplace was [0-9.]+x faster but its samples overlap" "$out/jumps.log" ||
+  { echo "jumps: NCCL was not kept for the samples' spread:"; grep -E "screen|winner" "$out/jumps.log"; fail=1; }
 grep -qE '#wrong over ranks: [1-9]|FAILED' "$out"/*.log && { echo "wrong results"; fail=1; }
-[ $fail = 0 ] && echo "device calls tuned against NCCL: NCCL below 64 KiB, plans above, the same tables on both ranks, the cache reused, captured calls never sampled, a swap put off for a rank behind"
+[ $fail = 0 ] && echo "device calls tuned against NCCL: NCCL below 64 KiB, plans above, the same tables on both ranks, the cache reused, captured calls never sampled, a swap put off for a rank behind, NCCL kept where its samples overlap the plan's"
 exit $fail

@@ -8,6 +8,8 @@
 # 3. A second run with the cache: the decisions are read, nothing is sampled again, and every
 #    call is served by the winner.
 # 4. Bad caches: a truncated file and an unwritable folder each give a WARN and the job runs.
+# 5. Candidates: plans made for larger sizes at any smaller one, those made for smaller sizes
+#    only within SHUNT_TUNING_REACH classes above their range.
 # Usage: auto_host.sh SHUNT_PERF PLAN_DIR SHUNT_PLAN
 set -u
 perf=$1 plans=$2 plantool=$3
@@ -99,6 +101,23 @@ fi
 printf 'x' >"$out/afile"
 SHUNT_TUNING_CACHE=$out/afile "$perf" "${args[@]}" >"$out/notdir.log" 2>&1 || { echo "not a folder: the job failed"; fail=1; }
 grep -q "WARN tuning cache: cannot use the folder" "$out/notdir.log" || { echo "not a folder: no WARN"; fail=1; }
+# 5. Which plans are candidates: one made for larger sizes at any smaller size (simple, ranged
+#    from 8 MiB, screened at 16 KiB); one made for smaller sizes only up to SHUNT_TUNING_REACH
+#    classes above its range (scratch, ranged to 8 MiB, at 16 MiB: out with REACH 0, in with 1).
+screen_of() { grep -E "allreduce out-of-place sum sizes $2-[0-9]+ on 4 ranks: screen" "$1" | head -n 1; }
+SHUNT_TUNING_CACHE=$out/cache-16k "$perf" -np 4 -b 16K -e 16K -w 30 -n 1 --coll allreduce -d float \
+  >"$out/reach16k.log" 2>&1 || { echo "reach, 16 KiB: the job failed"; fail=1; }
+screen_of "$out/reach16k.log" 16384 | grep -q "allreduce_4r_simple_outofplace" ||
+  { echo "reach: the plan ranged from 8 MiB was not screened at 16 KiB:"; screen_of "$out/reach16k.log" 16384; fail=1; }
+for reach in 0 1; do
+  SHUNT_TUNING_REACH=$reach SHUNT_TUNING_CACHE=$out/cache-r$reach "$perf" -np 4 -b 16M -e 16M -w 16 -n 1 \
+    --coll allreduce -d float >"$out/reach$reach.log" 2>&1 || { echo "reach $reach: the job failed"; fail=1; }
+  line=$(screen_of "$out/reach$reach.log" 16777216)
+  has=0
+  grep -q "allreduce_4r_scratch_outofplace" <<<"$line" && has=1
+  [ -n "$line" ] && [ $has = $reach ] ||
+    { echo "reach $reach: the plan ranged to 8 MiB is $([ $has = 1 ] || echo "not ")a candidate at 16 MiB: $line"; fail=1; }
+done
 grep -qE '#wrong over ranks: [1-9]|FAILED' "$out"/*.log && { echo "wrong results"; fail=1; }
-[ $fail = 0 ] && echo "in-job tuning: the slow preferred plan lost, ranks agreed (also with one slowed), the cache was reused, bad caches warned"
+[ $fail = 0 ] && echo "in-job tuning: the slow preferred plan lost, ranks agreed (also with one slowed), the cache was reused, bad caches warned, candidates as the reach rule says"
 exit $fail
