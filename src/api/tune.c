@@ -66,6 +66,7 @@ struct shunt_tune_bucket {
   double us[MAX_CAND];
   const struct shunt_tune_saved* from; /* the cache's decision it took, if any */
   bool told_put_off;                   /* the log has said a swap of this bucket was put off */
+  bool resampled;                      /* the winner and the baseline were sampled a second round */
 };
 
 struct shunt_tune {
@@ -74,7 +75,8 @@ struct shunt_tune {
   struct shunt_tune_bucket** b;
   uint32_t nb, cap;
   uint32_t warmup, samples, reach;
-  uint32_t slots;  /* times a candidate holds: its screen's W + 1 calls or its samples, and one more */
+  uint32_t
+      slots; /* times a candidate holds: its screen's W + 1 calls or two rounds of samples, and one more */
   double margin;   /* a fraction: 0.05 keeps the baseline unless another is 5 % faster */
   double cut;      /* a fraction: the screen keeps candidates within 1 + cut of the fastest */
   bool broken;     /* an exchange failed: the untuned choices serve from now on */
@@ -208,7 +210,7 @@ void shunt_tune_init(struct shunt_comm* c) {
   t->c = c;
   t->warmup = mine.set.warmup;
   t->samples = mine.set.samples;
-  t->slots = (t->samples > t->warmup + 1 ? t->samples : t->warmup + 1) + 1;
+  t->slots = (2 * t->samples > t->warmup + 1 ? 2 * t->samples : t->warmup + 1) + 1;
   t->margin = mine.set.margin_pct / 100.0;
   t->cut = mine.set.cut_pct / 100.0;
   t->reach = mine.set.reach;
@@ -728,7 +730,8 @@ static void screen(struct shunt_tune* t, struct shunt_tune_bucket* b) {
  * equally fast it holds by chance in about 7 % of buckets where one call's time moves by 30 %,
  * where the margin alone would hold in about 40 %. Where the samples overlap the machine cannot
  * tell the two apart in S calls, and the untuned plan is what a job without tuning would have
- * had. With t->mu held. */
+ * had. Where the margin holds and the spread does not, the winner and the untuned plan are first
+ * sampled S more times each, once. With t->mu held. */
 static void decide(struct shunt_tune* t, struct shunt_tune_bucket* b) {
   uint32_t n = b->nsurv;
   double slowest[MAX_CAND], lo[MAX_CAND], hi[MAX_CAND];
@@ -753,6 +756,28 @@ static void decide(struct shunt_tune* t, struct shunt_tune_bucket* b) {
       win = base;
     else if (!(hi[best] < lo[base]))
       win = base, spread = true;
+  }
+  if (spread && !b->resampled) {
+    /* The medians say the winner is faster by more than the margin, the samples overlap: one more
+     * round of S samples for the two (each keeping its first), then the same rule decides. A
+     * plan over port channels is sampled last, as before. */
+    uint32_t x = b->surv[best], y = b->surv[base];
+    bool xp = b->cand[x].e != &shunt_tune_nccl && uses_ports(b->cand[x].e->plan);
+    bool yp = b->cand[y].e != &shunt_tune_nccl && uses_ports(b->cand[y].e->plan);
+    if (t->c->rank == 0)
+      SHUNT_INFO(
+          SHUNT_TUNE,
+          "%s on %d ranks: %s %.2fx faster than the untuned %s on the median, but their samples overlap "
+          "(upper quartile %.1f us, the untuned one's lower %.1f us): %u more samples each",
+          what, t->c->nranks, cand_name(b->cand[x].e), slowest[base] / slowest[best], cand_name(b->cand[y].e),
+          hi[best] * 1e6, lo[base] * 1e6, t->samples);
+    b->resampled = true;
+    b->nsurv = 2;
+    b->surv[0] = xp && !yp ? y : x;
+    b->surv[1] = xp && !yp ? x : y;
+    b->sampling_from = b->swap_at + 1;
+    b->swap_at = b->sampling_from + 2 * t->samples;
+    return;
   }
   uint32_t w = win == UINT32_MAX ? b->baseline : b->surv[win];
   if (t->c->rank == 0 && shunt_log_enabled(SHUNT_LOG_INFO, SHUNT_TUNE)) {
