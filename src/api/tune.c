@@ -483,8 +483,9 @@ static int cmp_double(const void* a, const void* b) {
 
 /* What one rank tells the others about one candidate. */
 struct report {
-  double value;  /* seconds: the screen's least, the samples' median; < 0: no sample */
-  double lo, hi; /* seconds: the samples' lower and upper quartile (at the screen: the value) */
+  double value; /* seconds: the screen's least, the samples' median; < 0: no sample */
+  double z;     /* at the samples' swap: how surely its samples are faster than the baseline's (pairs) */
+  double won;   /* the share of (its sample, the baseline's sample) pairs where its is faster */
   uint32_t failed;
   uint32_t ready; /* 0: a device sample has not completed on this rank yet */
 };
@@ -522,26 +523,31 @@ static double value_of(struct cand* cd, bool least) {
   return cd->n % 2 ? cd->t[cd->n / 2] : (cd->t[cd->n / 2 - 1] + cd->t[cd->n / 2]) / 2;
 }
 
-/* The samples' lower quartile on this rank, and their upper quartile counted without the slowest
- * sample (the first of a candidate's row can carry the tail of the candidate before it), each by
- * nearest rank: with 4 samples the fastest and the third. cd->t is sorted (value_of). */
-static void quartiles(const struct cand* cd, double* lo, double* hi) {
-  *lo = *hi = -1.0;
-  if (!cd->n) return;
-  uint32_t m = cd->n > 1 ? cd->n - 1 : 1;
-  *lo = cd->t[(cd->n + 3) / 4 - 1];
-  *hi = cd->t[(3 * m + 3) / 4 - 1];
+/* How surely candidate x's samples on this rank are faster than the baseline's y: of every pair
+ * of one sample of each, the share where x's is faster (a tie counts half), as the standard score
+ * of the Mann-Whitney count (0 when as many pairs go either way, 1.645 where 5 % of pairs of
+ * samples from one and the same distribution reach it). */
+static double pairs_won(const struct cand* x, const struct cand* y, double* share) {
+  *share = 0;
+  if (!x->n || !y->n) return 0;
+  double u = 0, n = x->n, m = y->n;
+  for (uint32_t i = 0; i < x->n; i++)
+    for (uint32_t j = 0; j < y->n; j++) u += x->t[i] < y->t[j] ? 1.0 : x->t[i] == y->t[j] ? 0.5 : 0.0;
+  *share = u / (n * m);
+  return (u - n * m / 2) / sqrt(n * m * (n + m + 1) / 12);
 }
 
 /* Every rank: swaps the figures of the candidates in `which` (nwhich of them: each rank's least
- * at the screen, its median and quartiles at the samples' swap) and computes, the same on every
- * rank, each one's slowest rank's figure (the time the job sees), the fastest rank's in `least`
- * and the slowest rank's quartiles in `lo` and `hi` unless they are NULL, and whether it is
- * usable (times on every rank, no failure anywhere; one WARN per failed candidate). SHUNT_OK; 1 when some
+ * at the screen, its median at the samples' swap) and computes, the same on every rank, each
+ * one's slowest rank's figure (the time the job sees), the fastest rank's in `least` unless it is
+ * NULL, with `base` (a position in `which`, or UINT32_MAX) each one's pairs_won against it in `z`
+ * and its share of pairs in `won`, both on the rank where the baseline's median is slowest (the
+ * rank whose time is the job's for it), and whether it is usable
+ * (times on every rank, no failure anywhere; one WARN per failed candidate). SHUNT_OK; 1 when some
  * rank's device samples have not all completed (every rank then tries again at the bucket's next call); the
  * exchange's SHUNT_E_* code once tuning is broken (the bucket left untuned). With t->mu held. */
 static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const uint32_t* which, uint32_t n,
-                      const char* what, double* slowest, double* least, double* lo, double* hi,
+                      const char* what, double* slowest, double* least, uint32_t base, double* z, double* won,
                       bool* usable) {
   struct shunt_comm* c = t->c;
   bool screening = b->state == SCREENING;
@@ -556,7 +562,7 @@ static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const u
       r->ready = harvest(t, cd);
       r->failed = cd->failed;
       r->value = value_of(cd, screening);
-      quartiles(cd, &r->lo, &r->hi);
+      r->z = base < n ? pairs_won(cd, &b->cand[which[base]], &r->won) : 0;
     }
     rc = shunt_bootstrap_allgather(c->boot, all, n * sizeof(*all), err, sizeof(err));
   }
@@ -579,7 +585,7 @@ static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const u
   for (uint32_t i = 0; i < n; i++) {
     slowest[i] = 0;
     if (least) least[i] = -1;
-    if (lo) lo[i] = hi[i] = 0;
+    if (z) z[i] = 0, won[i] = 0;
     usable[i] = true;
     bool failed = false;
     for (uint32_t r = 0; r < nr; r++) {
@@ -588,8 +594,6 @@ static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const u
       if (x->value < 0) usable[i] = false;
       if (x->value > slowest[i]) slowest[i] = x->value;
       if (least && (least[i] < 0 || x->value < least[i])) least[i] = x->value;
-      if (lo && x->lo > lo[i]) lo[i] = x->lo;
-      if (lo && x->hi > hi[i]) hi[i] = x->hi;
     }
     if (failed) {
       usable[i] = false;
@@ -598,6 +602,13 @@ static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const u
         SHUNT_WARN("in-job tuning: %s failed on some rank during tuning (%s); it is out on every rank",
                    cand_name(b->cand[which[i]].e), what);
     }
+  }
+  if (z && base < n) {
+    uint32_t slow = 0;
+    for (uint32_t r = 1; r < nr; r++)
+      if (all[(size_t)r * n + base].value > all[(size_t)slow * n + base].value) slow = r;
+    for (uint32_t i = 0; i < n; i++)
+      z[i] = all[(size_t)slow * n + i].z, won[i] = all[(size_t)slow * n + i].won;
   }
   free(all);
   return 0;
@@ -672,7 +683,7 @@ static void screen(struct shunt_tune* t, struct shunt_tune_bucket* b) {
   char what[160];
   describe(&b->key, what, sizeof(what));
   for (uint32_t k = 0; k < n; k++) all[k] = k;
-  int rc = swap_times(t, b, all, n, what, slowest, least, NULL, NULL, usable);
+  int rc = swap_times(t, b, all, n, what, slowest, least, UINT32_MAX, NULL, NULL, usable);
   if (rc > 0) put_off(t, b, what, "the untuned choice"); /* the next call tries */
   if (rc != 0) return;
   uint32_t best = UINT32_MAX, best_least = UINT32_MAX;
@@ -724,27 +735,28 @@ static void screen(struct shunt_tune* t, struct shunt_tune_bucket* b) {
 }
 
 /* The survivors' samples swapped: the fastest wins, but the untuned plan stays unless another is
- * faster by more than the margin and by more than the samples' spread: the winner's upper
- * quartile below the untuned plan's lower one, each the slowest rank's (quartiles). With 4
- * samples that asks three of the winner's below the untuned plan's fastest: between two plans
- * equally fast it holds by chance in about 7 % of buckets where one call's time moves by 30 %,
- * where the margin alone would hold in about 40 %. Where the samples overlap the machine cannot
- * tell the two apart in S calls, and the untuned plan is what a job without tuning would have
- * had. Where the margin holds and the spread does not, the winner and the untuned plan are first
- * sampled S more times each, once. With t->mu held. */
+ * faster by more than the margin and by more than the samples' spread: on the rank where the
+ * untuned plan's median is slowest its samples must be faster than the untuned plan's in enough
+ * of their pairs that two plans equally fast
+ * would get there in only 5 % of buckets (pairs_won 1.645 or more: with 4 samples each, 14 of
+ * the 16 pairs), where the margin alone lets the other one win about 40 % of them when one call's
+ * time moves by 30 %. Where the samples do not tell the two apart, the winner and the untuned
+ * plan are sampled S more times each, once, and decided on all of them; then the untuned plan is
+ * what a job without tuning would have had. With t->mu held. */
 static void decide(struct shunt_tune* t, struct shunt_tune_bucket* b) {
   uint32_t n = b->nsurv;
-  double slowest[MAX_CAND], lo[MAX_CAND], hi[MAX_CAND];
+  double slowest[MAX_CAND], z[MAX_CAND], won[MAX_CAND];
   bool usable[MAX_CAND];
   char what[160];
   describe(&b->key, what, sizeof(what));
-  int rc = swap_times(t, b, b->surv, n, what, slowest, NULL, lo, hi, usable);
+  uint32_t best = UINT32_MAX, base = UINT32_MAX;
+  for (uint32_t i = 0; i < n; i++)
+    if (b->surv[i] == b->baseline) base = i;
+  int rc = swap_times(t, b, b->surv, n, what, slowest, NULL, base, z, won, usable);
   if (rc > 0) put_off(t, b, what, "the screen's fastest");
   if (rc != 0) return;
-  uint32_t best = UINT32_MAX, base = UINT32_MAX;
   for (uint32_t i = 0; i < n; i++) {
     if (usable[i]) b->us[b->surv[i]] = slowest[i] * 1e6;
-    if (b->surv[i] == b->baseline) base = i;
     if (usable[i] && (best == UINT32_MAX || slowest[i] < slowest[best])) best = i;
   }
   uint32_t win = best;
@@ -754,7 +766,7 @@ static void decide(struct shunt_tune* t, struct shunt_tune_bucket* b) {
   } else if (base != UINT32_MAX && usable[base] && best != base) {
     if (!(slowest[best] < slowest[base] * (1 - t->margin)))
       win = base;
-    else if (!(hi[best] < lo[base]))
+    else if (!(z[best] >= 1.645))
       win = base, spread = true;
   }
   if (spread && !b->resampled) {
@@ -768,9 +780,9 @@ static void decide(struct shunt_tune* t, struct shunt_tune_bucket* b) {
       SHUNT_INFO(
           SHUNT_TUNE,
           "%s on %d ranks: %s %.2fx faster than the untuned %s on the median, but their samples overlap "
-          "(upper quartile %.1f us, the untuned one's lower %.1f us): %u more samples each",
+          "(faster in %.0f %% of their pairs): %u more samples each",
           what, t->c->nranks, cand_name(b->cand[x].e), slowest[base] / slowest[best], cand_name(b->cand[y].e),
-          hi[best] * 1e6, lo[base] * 1e6, t->samples);
+          won[best] * 100, t->samples);
     b->resampled = true;
     b->nsurv = 2;
     b->surv[0] = xp && !yp ? y : x;
@@ -789,9 +801,9 @@ static void decide(struct shunt_tune* t, struct shunt_tune_bucket* b) {
     if (spread)
       SHUNT_INFO(SHUNT_TUNE,
                  "%s on %d ranks: %s (slowest rank's median); winner %s (untuned): %s was %.2fx faster but "
-                 "its samples overlap (upper quartile %.1f us, the untuned one's lower %.1f us)",
+                 "its samples overlap (faster in %.0f %% of their pairs)",
                  what, t->c->nranks, times, cand_name(b->cand[w].e), cand_name(b->cand[b->surv[best]].e),
-                 slowest[base] / slowest[best], hi[best] * 1e6, lo[base] * 1e6);
+                 slowest[base] / slowest[best], won[best] * 100);
     else if (gain > 0)
       SHUNT_INFO(SHUNT_TUNE, "%s on %d ranks: %s (slowest rank's median); winner %s%s, %.2fx the untuned %s",
                  what, t->c->nranks, times, cand_name(b->cand[w].e), w == b->baseline ? " (untuned)" : "",

@@ -13,7 +13,7 @@
 #    both ranks, on the slow rank's times (a plan, not NCCL, wins the 1 KiB bucket), and every
 #    result is right.
 # 5. A NCCL whose time jumps between two values: a plan faster than its median but not than its
-#    fastest samples does not replace it (the samples' spread, not the margin alone, decides).
+#    fast samples does not replace it (the samples' spread, not the margin alone, decides).
 # Usage: auto_gpu.sh SHUNT_PERF PLAN_DIR FAKENCCL STANDIN_DRIVER_DIR
 set -u
 perf=$1 plans=$2 nccl=$3 driver=$4
@@ -86,12 +86,12 @@ grep -qE "device allreduce out-of-place sum sizes 1024-2047 on 2 ranks: .*winner
   { echo "behind: the 1 KiB bucket was not decided for a plan (NCCL is 200 ms slow on rank 1):"; grep -E "screen|winner" "$out/behind.log"; fail=1; }
 [ "$(tables "$out/behind.log" | wc -l)" = 2 ] && [ "$(tables "$out/behind.log" | awk '{print $2}' | sort -u | wc -l)" = 1 ] ||
   { echo "behind: the ranks' decision tables differ or are missing:"; tables "$out/behind.log"; fail=1; }
-# 5. NCCL's time jumps (of every 4 calls the first 3 take 1.5 ms more, so its 3 screen calls are all
-#    slow and any 4 samples hold a fast one): its samples' median is far above the plan's, but
-#    its fastest samples are faster than the plan, so the samples overlap, a second round of
-#    samples overlaps too, and NCCL, the untuned choice, stays (the margin alone would have moved
-#    the bucket).
-FAKE_NCCL_SLOW=1024:1500 FAKE_NCCL_SLOW_CYCLE=4:3 SHUNT_TUNING_WARMUP=2 SHUNT_TUNING_SAMPLES=4 \
+# 5. NCCL's time jumps (of every 5 calls the first 3 take 1.5 ms more, so its 3 screen calls are all
+#    slow and 2 of every 5 samples fast): its samples' median is far above the plan's, but its
+#    fast samples beat the plan's, so the plan is faster in too few pairs of samples, in the first
+#    round and in the second, and NCCL, the untuned choice, stays (the margin alone would have
+#    moved the bucket).
+FAKE_NCCL_SLOW=1024:1500 FAKE_NCCL_SLOW_CYCLE=5:3 SHUNT_TUNING_WARMUP=2 SHUNT_TUNING_SAMPLES=4 \
   SHUNT_TUNING_CACHE=$out/jumps "$perf" -np 2 -b 1K -e 1K -n 40 -w 0 -N 4 \
   -d float --coll allreduce >"$out/jumps.log" 2>&1 || { echo "jumps: failed"; tail -20 "$out/jumps.log"; fail=1; }
 grep -qE "device allreduce out-of-place sum sizes 1024-2047 on 2 ranks: allreduce_2r_port_outofplace [0-9.]+x faster .* samples overlap .*: 4 more samples each" "$out/jumps.log" ||

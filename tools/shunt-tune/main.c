@@ -337,7 +337,8 @@ static int write_tuning(const char* path, struct tune_group* groups, unsigned n,
       "# Written by shunt-tune on %s at %s: sizes %s..%s (x%s), decided by shunt's in-job tuning: %u\n"
       "# warm-up and one screen call per candidate, those within %u%% of the fastest timed %u more times,\n"
       "# the slowest rank's median deciding; a plan takes over from the untuned one when faster by more\n"
-      "# than %u%%. Load it with\n",
+      "# than %u%% and when its samples' upper quartile lies below the untuned one's lower quartile.\n"
+      "# Load it with\n",
       host, when, o->minb, o->maxb, o->factor, o->warmup, o->cut, o->samples, o->margin);
   fprintf(f, "# SHUNT_TUNING=%s; see it with shunt-plan list --tuning %s DIR.\n", path, path);
   for (unsigned i = 0; i < n; i++) {
@@ -529,14 +530,14 @@ int main(int argc, char** argv) {
           nccl ? "a candidate for device buffers" : "not there (plans only)");
 
   /* One engine run per collective: enough calls per size and mode for every candidate's warm-up
-   * and screen call, the samples of all of them, the two swaps, and slack for swaps put off
-   * while device samples are still running. */
+   * and screen call, the samples of all of them, a second round of samples for two, the swaps,
+   * and slack for swaps put off while device samples are still running. */
   for (unsigned k = 0; k < ng && !interrupted; k += 2) {
     unsigned n = groups[k].ncand > groups[k + 1].ncand ? groups[k].ncand : groups[k + 1].ncand;
     n += nccl;
     if (n > SHUNT_TUNE_MAX_CAND) n = SHUNT_TUNE_MAX_CAND;
     char calls[16];
-    snprintf(calls, sizeof(calls), "%u", n * (o.warmup + 1) + 2 + n * o.samples + n + 4);
+    snprintf(calls, sizeof(calls), "%u", n * (o.warmup + 1) + 2 + n * o.samples + 2 * o.samples + 1 + n + 4);
     char* args[24];
     args[perf_args(&o, args, o.maxb, calls, "0")] = groups[k].coll;
     struct tune_perf tp = {perf, args};
