@@ -14,16 +14,17 @@ perf=${SHUNT_PERF:-build/tools/shunt-perf/shunt-perf}
 export SHUNT_PLAN_DIR=${SHUNT_PLAN_DIR:-$PWD/plans} SHUNT_FALLBACK=0 SHUNT_TUNING=auto
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-job() { # cache-dir log
+job() { # cache-dir log [cycles]
   local t0 t1
   t0=$(date +%s.%N)
   SHUNT_TUNING_CACHE=$1 SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=TUNE \
-    "$perf" -np "$np" -b "$min" -e "$max" -f 2 -n 1 -w 0 -N "$cycles" -c 0 --coll allreduce >"$2" 2>&1 ||
+    "$perf" -np "$np" -b "$min" -e "$max" -f 2 -n 1 -w 0 -N "${3:-$cycles}" -c 0 --coll allreduce >"$2" 2>&1 ||
     { tail -5 "$2" >&2; exit 1; }
   t1=$(date +%s.%N)
   echo "$t1 - $t0" | bc
 }
-job "$tmp/warm" "$tmp/seed.log" >/dev/null # the cache the "cached" side reads
+# The cache the "cached" side reads: a job long enough to decide every bucket.
+job "$tmp/warm" "$tmp/seed.log" $((cycles > 60 ? cycles : 60)) >/dev/null
 fresh=() cached=()
 for ((r = 0; r < rounds; r++)); do
   fresh+=("$(job "$tmp/fresh$r" "$tmp/fresh$r.log")")

@@ -22,8 +22,9 @@
  *   faster; those serve the next calls, each SHUNT_TUNING_SAMPLES in a row, and a second
  *   exchange decides: every rank computes the same winner from the same numbers, the candidate
  *   whose slowest rank's median is least, kept only when it beats the untuned plan by more than
- *   the margin and by more than the samples' spread (its upper quartile below the untuned
- *   plan's lower one). Only calls outside a group are timed.
+ *   the margin and by more than the samples' spread (its samples faster than the untuned
+ *   plan's in enough of their pairs; a second round of samples for the two where the margin
+ *   holds and the pairs do not). Only calls outside a group are timed.
  * - A candidate that failed on any rank is out of the decision on every rank; an exchange that
  *   fails ends tuning on the communicator: the untuned choices serve from then on.
  * - Device calls are timed by two events on the call's stream, read only once they have

@@ -337,7 +337,7 @@ static int write_tuning(const char* path, struct tune_group* groups, unsigned n,
       "# Written by shunt-tune on %s at %s: sizes %s..%s (x%s), decided by shunt's in-job tuning: %u\n"
       "# warm-up and one screen call per candidate, those within %u%% of the fastest timed %u more times,\n"
       "# the slowest rank's median deciding; a plan takes over from the untuned one when faster by more\n"
-      "# than %u%% and when its samples' upper quartile lies below the untuned one's lower quartile.\n"
+      "# than %u%% and its samples beat the untuned one's in enough of their pairs (docs/tuning.md).\n"
       "# Load it with\n",
       host, when, o->minb, o->maxb, o->factor, o->warmup, o->cut, o->samples, o->margin);
   fprintf(f, "# SHUNT_TUNING=%s; see it with shunt-plan list --tuning %s DIR.\n", path, path);
