@@ -29,7 +29,9 @@ sed -i -E 's/"max_message_size": *[0-9]+/"max_message_size": 1073741824/; s/"min
 grep -q '"max_message_size": 1073741824' "$dir"/allreduce_4r_allpairs_outofplace.json ||
   { echo "could not widen the allpairs plan's range"; exit 1; }
 export SHUNT_PLAN_DIR=$dir SHUNT_TUNING=auto SHUNT_DEBUG=INFO SHUNT_DEBUG_SUBSYS=INIT,TUNE,CALL
-args=(-np 4 -b 1M -e 2M -f 2 -w 25 -n 4 --coll allreduce -d float)
+# 44 out-of-place calls per size: 3 candidates' screen (3 calls each), their samples, a second round
+# of samples for two (which a loaded machine can need), and the swaps fit with room to spare.
+args=(-np 4 -b 1M -e 2M -f 2 -w 40 -n 4 --coll allreduce -d float)
 
 # The last decision table each rank logged: "RANK HASH" lines.
 tables() { grep -oE "rank [0-9]+: decision table [0-9a-f]+" "$1" | awk '{t[$2]=$5} END {for (r in t) print r, t[r]}' | sort; }
