@@ -75,8 +75,7 @@ struct shunt_tune {
   struct shunt_tune_bucket** b;
   uint32_t nb, cap;
   uint32_t warmup, samples, reach;
-  uint32_t
-      slots; /* times a candidate holds: its screen's W + 1 calls or two rounds of samples, and one more */
+  uint32_t slots;  /* times a candidate holds: W + 1 screen calls or two rounds of samples, and one */
   double margin;   /* a fraction: 0.05 keeps the baseline unless another is 5 % faster */
   double cut;      /* a fraction: the screen keeps candidates within 1 + cut of the fastest */
   bool broken;     /* an exchange failed: the untuned choices serve from now on */
@@ -244,9 +243,8 @@ void shunt_tune_init(struct shunt_comm* c) {
   if (c->rank == 0)
     SHUNT_INFO(SHUNT_TUNE,
                "in-job tuning: candidates ranged above a size or ending at most %u size classes below it, "
-               "screened by the least of "
-               "%u calls each, those within %u %% of the fastest and the untuned one timed %u times more, "
-               "margin %u %%; cache %s (%u decisions)",
+               "screened by the least of %u calls each, those within %u %% of the fastest and the untuned "
+               "one timed %u times more, margin %u %%; cache %s (%u decisions)",
                t->reach, t->warmup + 1, mine.set.cut_pct, t->samples, mine.set.margin_pct,
                t->have_cache ? t->path : "none", t->nsaved);
   c->tune = t;
@@ -334,6 +332,11 @@ static bool uses_ports(const struct shunt_plan* p) {
   for (uint32_t g = 0; g < p->ngpus; g++)
     if (p->gpus[g].nchannels[SHUNT_CHAN_PORT]) return true;
   return false;
+}
+
+/* Whether candidate k is a plan over port channels (sampled after the others: new_bucket). */
+static bool cand_uses_ports(const struct shunt_tune_bucket* b, uint32_t k) {
+  return b->cand[k].e != &shunt_tune_nccl && uses_ports(b->cand[k].e->plan);
 }
 
 /* A new bucket: its candidates, and the cache's decision when it has one. NULL: out of memory.
@@ -515,7 +518,8 @@ static bool harvest(struct shunt_tune* t, struct cand* cd) {
 
 /* Seconds, the least (screen) or the median (samples) of this rank's samples; -1.0 when there
  * is none (a value, not a failure). The screen takes the least: with more ranks than cores a
- * call is often slowed by ranks waiting for a core, never sped up, and one call is all it has. */
+ * call is often slowed by ranks waiting for a core, never sped up, and a candidate's first calls
+ * at a size carry its lowering and the others' tail. */
 static double value_of(struct cand* cd, bool least) {
   if (!cd->n) return -1.0;
   qsort(cd->t, cd->n, sizeof(double), cmp_double);
@@ -542,10 +546,10 @@ static double pairs_won(const struct cand* x, const struct cand* y, double* shar
  * one's slowest rank's figure (the time the job sees), the fastest rank's in `least` unless it is
  * NULL, with `base` (a position in `which`, or UINT32_MAX) each one's pairs_won against it in `z`
  * and its share of pairs in `won`, both on the rank where the baseline's median is slowest (the
- * rank whose time is the job's for it), and whether it is usable
- * (times on every rank, no failure anywhere; one WARN per failed candidate). SHUNT_OK; 1 when some
- * rank's device samples have not all completed (every rank then tries again at the bucket's next call); the
- * exchange's SHUNT_E_* code once tuning is broken (the bucket left untuned). With t->mu held. */
+ * rank whose time is the job's for it), and whether it is usable (times on every rank, no failure
+ * anywhere; one WARN per failed candidate). SHUNT_OK; 1 when some rank's device samples have not
+ * all completed (every rank then tries again at the bucket's next call); the exchange's SHUNT_E_*
+ * code once tuning is broken (the bucket left untuned). With t->mu held. */
 static int swap_times(struct shunt_tune* t, struct shunt_tune_bucket* b, const uint32_t* which, uint32_t n,
                       const char* what, double* slowest, double* least, uint32_t base, double* z, double* won,
                       bool* usable) {
@@ -648,8 +652,7 @@ static void decided(struct shunt_tune* t, struct shunt_tune_bucket* b, uint32_t 
 
 /* Whether kept candidate x is sampled before y: plans over port channels last, then the faster. */
 static bool sampled_before(const struct shunt_tune_bucket* b, uint32_t x, uint32_t y, const double* slowest) {
-  bool px = b->cand[x].e != &shunt_tune_nccl && uses_ports(b->cand[x].e->plan);
-  bool py = b->cand[y].e != &shunt_tune_nccl && uses_ports(b->cand[y].e->plan);
+  bool px = cand_uses_ports(b, x), py = cand_uses_ports(b, y);
   return px != py ? py : slowest[x] < slowest[y];
 }
 
@@ -695,7 +698,7 @@ static void screen(struct shunt_tune* t, struct shunt_tune_bucket* b) {
   for (uint32_t k = 0; k < n; k++) b->us[k] = usable[k] ? slowest[k] * 1e6 : -1;
   if (best != UINT32_MAX) {
     /* Fastest first, the order every rank computes alike. The baseline stays whenever another
-     * screened faster: one call each is too few to leave the untuned choice on (a call that
+     * screened faster: a few calls each are too few to leave the untuned choice on (a call that
      * waited for a core can take several times its usual time), so the samples must confirm. */
     for (uint32_t k = 0; k < n; k++)
       if (usable[k] && (slowest[k] <= slowest[best] * (1 + t->cut) ||
@@ -736,13 +739,13 @@ static void screen(struct shunt_tune* t, struct shunt_tune_bucket* b) {
 
 /* The survivors' samples swapped: the fastest wins, but the untuned plan stays unless another is
  * faster by more than the margin and by more than the samples' spread: on the rank where the
- * untuned plan's median is slowest its samples must be faster than the untuned plan's in enough
- * of their pairs that two plans equally fast
- * would get there in only 5 % of buckets (pairs_won 1.645 or more: with 4 samples each, 14 of
- * the 16 pairs), where the margin alone lets the other one win about 40 % of them when one call's
- * time moves by 30 %. Where the samples do not tell the two apart, the winner and the untuned
- * plan are sampled S more times each, once, and decided on all of them; then the untuned plan is
- * what a job without tuning would have had. With t->mu held. */
+ * untuned plan's median is slowest, its samples must be faster than the untuned plan's in enough
+ * of their pairs that two plans equally fast would get there in only 5 % of buckets (pairs_won
+ * 1.645 or more: with 4 samples each, 14 of the 16 pairs), where the margin alone lets the other
+ * one win about 40 % of them when one call's time moves by 30 %. Where the samples do not tell the
+ * two apart, the winner and the untuned plan are sampled S more times each, once, and decided on
+ * all of them; then the untuned plan is what a job without tuning would have had. With t->mu
+ * held. */
 static void decide(struct shunt_tune* t, struct shunt_tune_bucket* b) {
   uint32_t n = b->nsurv;
   double slowest[MAX_CAND], z[MAX_CAND], won[MAX_CAND];
@@ -774,8 +777,7 @@ static void decide(struct shunt_tune* t, struct shunt_tune_bucket* b) {
      * round of S samples for the two (each keeping its first), then the same rule decides. A
      * plan over port channels is sampled last, as before. */
     uint32_t x = b->surv[best], y = b->surv[base];
-    bool xp = b->cand[x].e != &shunt_tune_nccl && uses_ports(b->cand[x].e->plan);
-    bool yp = b->cand[y].e != &shunt_tune_nccl && uses_ports(b->cand[y].e->plan);
+    bool xp = cand_uses_ports(b, x), yp = cand_uses_ports(b, y);
     if (t->c->rank == 0)
       SHUNT_INFO(
           SHUNT_TUNE,
